@@ -1,0 +1,113 @@
+"""Real zabby server processes on 127.0.0.1 for process-level tests.
+
+Every process a test starts is stopped by the fixture that started it; ports are picked free
+by binding to port 0 first.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def four_letter(port: int, word: str, timeout_s: float = 5.0) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+        sock.sendall(word.encode())
+        chunks = []
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks).decode()
+
+
+class ServerProcess:
+    """One standalone server: its config file, data dir and process."""
+
+    def __init__(self, workdir: Path, **overrides: object) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.admin_port = free_port()
+        self.data_dir = workdir / "data"
+        self.log_path = workdir / "server.log"
+        settings: dict[str, object] = {
+            "tickTime": 200,
+            "dataDir": self.data_dir,
+            "clientPort": self.port,
+            "clientPortAddress": "127.0.0.1",
+            "admin.serverPort": self.admin_port,
+            "admin.serverAddress": "127.0.0.1",
+            "4lw.commands.whitelist": "*",
+        }
+        settings.update(overrides)
+        self.config_path = workdir / "zoo.cfg"
+        self.config_path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, wait_s: float = 20.0) -> None:
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "zabby.server.main", str(self.config_path)],
+            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+        )  # fmt: skip
+        log.close()
+        self.wait_serving(wait_s)
+
+    def wait_serving(self, wait_s: float = 20.0) -> None:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                if four_letter(self.port, "ruok", 1.0) == "imok":
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"server on {self.port} not serving after {wait_s}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to flush or close anything."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def restart(self) -> None:
+        self.kill()
+        self.start()
+
+    def four_letter(self, word: str) -> str:
+        return four_letter(self.port, word)

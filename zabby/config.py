@@ -1,0 +1,198 @@
+"""zoo.cfg → a frozen, validated ``ServerConfig``.  The only reader of configuration files.
+
+The format is ZooKeeper's: ``key=value`` lines, ``#`` comments, relative paths resolved
+against the file's folder.  Unknown keys are kept (``extra``) and logged, as ZooKeeper does
+with system properties it does not know; a bad value is a ``ConfigError`` naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LOGGER = logging.getLogger("zabby.config")
+
+DEFAULT_4LW_WHITELIST = frozenset({"ruok", "srvr", "stat", "mntr", "isro", "conf", "envi", "dirs"})
+ALL_4LW = frozenset(
+    {"ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "wchc", "wchp", "dump", "isro", "crst", "srst", "dirs"}
+)
+
+
+class ConfigError(ValueError):
+    """A zoo.cfg value is missing or malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class PeerAddress:
+    sid: int
+    host: str
+    quorum_port: int
+    election_port: int
+    observer: bool = False
+    client_port: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    data_dir: Path
+    data_log_dir: Path
+    client_port: int = 2181
+    client_port_address: str = "0.0.0.0"
+    tick_ms: int = 2000
+    init_limit_ticks: int = 10
+    sync_limit_ticks: int = 5
+    session_timeout_ms_min: int = 4000
+    session_timeout_ms_max: int = 40000
+    client_connections_per_ip_max: int = 60
+    snap_count: int = 100_000
+    snap_retain_count: int = 3
+    purge_interval_hours: float = 1.0
+    four_letter_words: frozenset[str] = DEFAULT_4LW_WHITELIST
+    jute_buffer_bytes_max: int = 0xFFFFF
+    admin_enabled: bool = True
+    admin_address: str = "0.0.0.0"
+    admin_port: int = 8080
+    admin_command_url: str = "/commands"
+    ttl_enabled: bool = True
+    container_check_interval_ms: int = 60_000
+    super_digest: str | None = None
+    outstanding_requests_max: int = 1000
+    commit_log_count: int = 500
+    force_sync: bool = True
+    peers: tuple[PeerAddress, ...] = ()
+    server_id: int = 0
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def standalone(self) -> bool:
+        return len([p for p in self.peers if not p.observer]) <= 1
+
+
+def _int(raw: dict[str, str], key: str, default: int, minimum: int = 0) -> int:
+    text = raw.pop(key, None)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(f"{key}={text!r} is not an integer") from None
+    if value < minimum:
+        raise ConfigError(f"{key}={value} must be at least {minimum}")
+    return value
+
+
+def _bool(raw: dict[str, str], key: str, default: bool) -> bool:
+    text = raw.pop(key, None)
+    if text is None:
+        return default
+    lowered = text.strip().lower()
+    if lowered in ("true", "yes", "on", "1"):
+        return True
+    if lowered in ("false", "no", "off", "0"):
+        return False
+    raise ConfigError(f"{key}={text!r} is not a boolean")
+
+
+def _whitelist(text: str | None) -> frozenset[str]:
+    if text is None:
+        return DEFAULT_4LW_WHITELIST
+    words = {w.strip() for w in text.split(",") if w.strip()}
+    if "*" in words:
+        return ALL_4LW
+    unknown = words - ALL_4LW
+    if unknown:
+        LOGGER.warning("4lw.commands.whitelist names unknown words %s", sorted(unknown))
+    return frozenset(words & ALL_4LW)
+
+
+def _peer(key: str, value: str) -> PeerAddress:
+    try:
+        sid = int(key.split(".", 1)[1])
+        address, _, client = value.partition(";")
+        parts = address.split(":")
+        host, quorum_port, election_port = parts[0], int(parts[1]), int(parts[2])
+        role = parts[3] if len(parts) > 3 else "participant"
+    except (IndexError, ValueError):
+        raise ConfigError(f"{key}={value!r}: expected host:quorumPort:electionPort[:participant|:observer]") from None
+    if role not in ("participant", "observer"):
+        raise ConfigError(f"{key}: unknown role {role!r}")
+    client_port = int(client.rsplit(":", 1)[-1]) if client else None
+    return PeerAddress(sid, host, quorum_port, election_port, role == "observer", client_port)
+
+
+def parse_lines(text: str) -> dict[str, str]:
+    raw: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise ConfigError(f"line {number}: expected key=value, got {line!r}")
+        raw[key.strip()] = value.strip()
+    return raw
+
+
+def load(path: str | Path) -> ServerConfig:
+    """Read a zoo.cfg file; relative dataDir/dataLogDir are relative to the file's folder."""
+    config_path = Path(path)
+    try:
+        text = config_path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {config_path}: {exc}") from None
+    return from_dict(parse_lines(text), base=config_path.resolve().parent)
+
+
+def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # noqa: PLR0915
+    raw = dict(raw)
+    if "dataDir" not in raw:
+        raise ConfigError("dataDir is required")
+    data_dir = (base / raw.pop("dataDir")).resolve()
+    data_log_dir = (base / raw.pop("dataLogDir")).resolve() if "dataLogDir" in raw else data_dir
+    tick_ms = _int(raw, "tickTime", 2000, 1)
+    peers = tuple(sorted((_peer(k, raw.pop(k)) for k in list(raw) if k.startswith("server.")), key=lambda p: p.sid))
+    config = ServerConfig(
+        data_dir=data_dir,
+        data_log_dir=data_log_dir,
+        client_port=_int(raw, "clientPort", 2181),
+        client_port_address=raw.pop("clientPortAddress", "0.0.0.0"),
+        tick_ms=tick_ms,
+        init_limit_ticks=_int(raw, "initLimit", 10, 1),
+        sync_limit_ticks=_int(raw, "syncLimit", 5, 1),
+        session_timeout_ms_min=_int(raw, "minSessionTimeout", 2 * tick_ms, 1),
+        session_timeout_ms_max=_int(raw, "maxSessionTimeout", 20 * tick_ms, 1),
+        client_connections_per_ip_max=_int(raw, "maxClientCnxns", 60),
+        snap_count=_int(raw, "snapCount", 100_000, 2),
+        snap_retain_count=max(3, _int(raw, "autopurge.snapRetainCount", 3)),
+        purge_interval_hours=float(raw.pop("autopurge.purgeInterval", "1")),
+        four_letter_words=_whitelist(raw.pop("4lw.commands.whitelist", None)),
+        jute_buffer_bytes_max=_int(raw, "jute.maxbuffer", 0xFFFFF, 1024),
+        admin_enabled=_bool(raw, "admin.enableServer", True),
+        admin_address=raw.pop("admin.serverAddress", "0.0.0.0"),
+        admin_port=_int(raw, "admin.serverPort", 8080),
+        admin_command_url=raw.pop("admin.commandURL", "/commands"),
+        ttl_enabled=_bool(raw, "extendedTypesEnabled", True),
+        container_check_interval_ms=_int(raw, "znode.container.checkIntervalMs", 60_000, 1),
+        super_digest=raw.pop("superDigest", None),
+        outstanding_requests_max=_int(raw, "globalOutstandingLimit", 1000, 1),
+        commit_log_count=_int(raw, "commitLogCount", 500, 0),
+        force_sync=_bool(raw, "forceSync", True),
+        peers=peers,
+    )
+    if config.session_timeout_ms_min > config.session_timeout_ms_max:
+        raise ConfigError("minSessionTimeout must not exceed maxSessionTimeout")
+    myid = _read_myid(data_dir)
+    if myid is not None:
+        config = dataclasses.replace(config, server_id=myid)
+    for key in raw:
+        LOGGER.info("config key %s is not used by zabby", key)
+    return dataclasses.replace(config, extra=raw)
+
+
+def _read_myid(data_dir: Path) -> int | None:
+    try:
+        return int((data_dir / "myid").read_text().strip())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,197 @@
+"""Error codes and exceptions.
+
+The numeric codes are ZooKeeper's (``KeeperException.Code``) so that a jute codec can sit
+beside msgpack; the class names are kazoo's (``kazoo/exceptions.py``), so a kazoo user catches
+the same exceptions.  ``error_for_code`` is the one registry both directions go through.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Err(enum.IntEnum):
+    OK = 0
+    SYSTEMERROR = -1
+    RUNTIMEINCONSISTENCY = -2
+    DATAINCONSISTENCY = -3
+    CONNECTIONLOSS = -4
+    MARSHALLINGERROR = -5
+    UNIMPLEMENTED = -6
+    OPERATIONTIMEOUT = -7
+    BADARGUMENTS = -8
+    UNKNOWNSESSION = -12
+    NEWCONFIGNOQUORUM = -13
+    RECONFIGINPROGRESS = -14
+    APIERROR = -100
+    NONODE = -101
+    NOAUTH = -102
+    BADVERSION = -103
+    NOCHILDRENFOREPHEMERALS = -108
+    NODEEXISTS = -110
+    NOTEMPTY = -111
+    SESSIONEXPIRED = -112
+    INVALIDCALLBACK = -113
+    INVALIDACL = -114
+    AUTHFAILED = -115
+    SESSIONMOVED = -118
+    NOTREADONLY = -119
+    EPHEMERALONLOCALSESSION = -120
+    NOWATCHER = -121
+    REQUESTTIMEOUT = -122
+    RECONFIGDISABLED = -123
+    SESSIONCLOSEDREQUIRESASLAUTH = -124
+    QUOTAEXCEEDED = -125
+    THROTTLEDOP = -127
+
+
+class KazooException(Exception):
+    """Base of every error zabby raises to users (kazoo's name, so ``except`` clauses carry over)."""
+
+
+class ZookeeperError(KazooException):
+    """An error the server reported with a ZooKeeper error code."""
+
+    code: Err = Err.APIERROR
+
+
+_BY_CODE: dict[int, type[ZookeeperError]] = {}
+
+
+def _coded(code: Err, name: str) -> type[ZookeeperError]:
+    cls = type(name, (ZookeeperError,), {"code": code, "__module__": __name__})
+    _BY_CODE[int(code)] = cls
+    return cls
+
+
+SystemZookeeperError = _coded(Err.SYSTEMERROR, "SystemZookeeperError")
+RuntimeInconsistency = _coded(Err.RUNTIMEINCONSISTENCY, "RuntimeInconsistency")
+DataInconsistency = _coded(Err.DATAINCONSISTENCY, "DataInconsistency")
+ConnectionLoss = _coded(Err.CONNECTIONLOSS, "ConnectionLoss")
+MarshallingError = _coded(Err.MARSHALLINGERROR, "MarshallingError")
+UnimplementedError = _coded(Err.UNIMPLEMENTED, "UnimplementedError")
+OperationTimeoutError = _coded(Err.OPERATIONTIMEOUT, "OperationTimeoutError")
+BadArgumentsError = _coded(Err.BADARGUMENTS, "BadArgumentsError")
+UnknownSessionError = _coded(Err.UNKNOWNSESSION, "UnknownSessionError")
+NewConfigNoQuorumError = _coded(Err.NEWCONFIGNOQUORUM, "NewConfigNoQuorumError")
+ReconfigInProcessError = _coded(Err.RECONFIGINPROGRESS, "ReconfigInProcessError")
+APIError = _coded(Err.APIERROR, "APIError")
+NoNodeError = _coded(Err.NONODE, "NoNodeError")
+NoAuthError = _coded(Err.NOAUTH, "NoAuthError")
+BadVersionError = _coded(Err.BADVERSION, "BadVersionError")
+NoChildrenForEphemeralsError = _coded(Err.NOCHILDRENFOREPHEMERALS, "NoChildrenForEphemeralsError")
+NodeExistsError = _coded(Err.NODEEXISTS, "NodeExistsError")
+NotEmptyError = _coded(Err.NOTEMPTY, "NotEmptyError")
+SessionExpiredError = _coded(Err.SESSIONEXPIRED, "SessionExpiredError")
+InvalidCallbackError = _coded(Err.INVALIDCALLBACK, "InvalidCallbackError")
+InvalidACLError = _coded(Err.INVALIDACL, "InvalidACLError")
+AuthFailedError = _coded(Err.AUTHFAILED, "AuthFailedError")
+SessionMovedError = _coded(Err.SESSIONMOVED, "SessionMovedError")
+NotReadOnlyCallError = _coded(Err.NOTREADONLY, "NotReadOnlyCallError")
+EphemeralOnLocalSessionError = _coded(Err.EPHEMERALONLOCALSESSION, "EphemeralOnLocalSessionError")
+NoWatcherError = _coded(Err.NOWATCHER, "NoWatcherError")
+RequestTimeoutError = _coded(Err.REQUESTTIMEOUT, "RequestTimeoutError")
+ReconfigDisabledError = _coded(Err.RECONFIGDISABLED, "ReconfigDisabledError")
+SessionClosedRequireSaslError = _coded(Err.SESSIONCLOSEDREQUIRESASLAUTH, "SessionClosedRequireSaslError")
+QuotaExceededError = _coded(Err.QUOTAEXCEEDED, "QuotaExceededError")
+ThrottledOpError = _coded(Err.THROTTLEDOP, "ThrottledOpError")
+
+
+class RolledBackError(ZookeeperError):
+    """A multi op that was valid but was rolled back because another op of the multi failed."""
+
+    code = Err.OK
+
+
+# kazoo's aliases
+NoNodeException = NoNodeError
+NodeExistsException = NodeExistsError
+NotEmptyException = NotEmptyError
+NoAuthException = NoAuthError
+BadVersionException = BadVersionError
+NoChildrenForEphemeralsException = NoChildrenForEphemeralsError
+InvalidACLException = InvalidACLError
+BadArgumentsException = BadArgumentsError
+MarshallingErrorException = MarshallingError
+UnimplementedException = UnimplementedError
+OperationTimeoutException = OperationTimeoutError
+SessionExpiredException = SessionExpiredError
+AuthFailedException = AuthFailedError
+NoWatcherException = NoWatcherError
+
+
+class ConnectionClosedError(SessionExpiredError):
+    """The client was stopped or closed; the call can never succeed on this client."""
+
+
+class ConnectionDropped(KazooException):
+    """The connection to a server was lost (internal; surfaces as ConnectionLoss)."""
+
+
+class CancelledError(KazooException):
+    """A recipe's wait was cancelled."""
+
+
+class ConfigurationError(KazooException):
+    """Bad arguments to a client or recipe constructor."""
+
+
+class ZookeeperStoppedError(KazooException):
+    """The client is stopped."""
+
+
+class LockTimeout(KazooException):
+    """A lock was not acquired within the timeout."""
+
+
+class ForceRetryError(KazooException):
+    """Raised inside a retried function to ask for another attempt."""
+
+
+class RetryFailedError(KazooException):
+    """A retry helper gave up."""
+
+
+class WriterNotClosedException(KazooException):
+    """A transaction was committed twice or used after commit."""
+
+
+class ForkedClientError(KazooException):
+    """A client created before ``fork()`` was used in the child process."""
+
+
+class ProtocolError(Exception):
+    """Base for byte streams that do not follow the protocol."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something malformed: close that link, keep serving everyone else."""
+
+
+class InvariantError(AssertionError):
+    """An internal invariant was broken: a bug in zabby, never the peer's fault."""
+
+
+def error_for_code(code: int) -> type[ZookeeperError]:
+    """The exception class for a wire error code (unknown codes map to ``ZookeeperError``)."""
+    return _BY_CODE.get(int(code), ZookeeperError)
+
+
+def raise_for_code(code: int, message: str = "") -> None:
+    if code != 0:
+        raise error_for_code(code)(message or _name(code))
+
+
+def _name(code: int) -> str:
+    try:
+        return Err(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+class ZabbyError(ZookeeperError):
+    """Raised by server-side core code; carries a code and a human-readable message."""
+
+    def __init__(self, code: Err, message: str = "") -> None:
+        super().__init__(message or code.name)
+        self.code = code

@@ -1,0 +1,109 @@
+"""``zabby-server CONFIG``: recover the data dir, then serve clients, four-letter words and the
+admin endpoint until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import time
+from collections import Counter
+
+import trio
+
+from zabby import config as zoo_config
+from zabby.server.admin import serve_admin
+from zabby.server.client_conn import Connection
+from zabby.server.node import ZabbyServer
+from zabby.storage.datadir import DataDir
+
+LOGGER = logging.getLogger("zabby.server")
+
+
+def open_server(config: zoo_config.ServerConfig) -> ZabbyServer:
+    """Recover the newest valid snapshot plus the log after it; return a ready server."""
+    started = time.perf_counter()
+    datadir = DataDir(config.data_dir, config.data_log_dir, snap_retain_count=config.snap_retain_count)
+    tree, log = datadir.recover()
+    server = ZabbyServer(config, datadir, tree, log)
+    server.stats.startup_load_ms = (time.perf_counter() - started) * 1000
+    LOGGER.info("recovered %d znodes, %d sessions, last zxid 0x%x in %.0f ms",
+                tree.node_count(), len(tree.sessions), tree.last_zxid, server.stats.startup_load_ms)  # fmt: skip
+    return server
+
+
+async def serve_clients(server: ZabbyServer, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+    config = server.config
+    listeners = await trio.open_tcp_listeners(config.client_port, host=config.client_port_address, backlog=1024)
+    port = listeners[0].socket.getsockname()[1]
+    per_ip: Counter[str] = Counter()
+
+    async def handle(stream: trio.SocketStream) -> None:
+        address = stream.socket.getpeername()[:2]
+        limit = config.client_connections_per_ip_max
+        if limit and per_ip[address[0]] >= limit:
+            server.stats.connection_rejected += 1
+            LOGGER.warning("too many connections from %s - max is %d", address[0], limit)
+            await stream.aclose()
+            return
+        per_ip[address[0]] += 1
+        conn = Connection(server, stream, address)
+        server.connections.add(conn)
+        try:
+            await conn.run()
+        finally:
+            per_ip[address[0]] -= 1
+
+    LOGGER.info("serving clients on %s:%d", config.client_port_address, port)
+    task_status.started(port)
+    await trio.serve_listeners(handle, listeners)
+
+
+async def serve(server: ZabbyServer, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+    """Run every task of one server; ``task_status`` reports the bound client port."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(server.run_commit_loop, nursery)
+        nursery.start_soon(server.run_ticker)
+        if server.config.admin_enabled:
+            await nursery.start(serve_admin, server)
+        port = await nursery.start(serve_clients, server)
+        task_status.started(port)
+
+
+async def _run(config: zoo_config.ServerConfig) -> None:
+    server = open_server(config)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve, server)
+
+            async def stop_on_signal() -> None:
+                async for signum in signals:
+                    LOGGER.info("received %s, shutting down", signal.Signals(signum).name)
+                    nursery.cancel_scope.cancel()
+                    return
+
+            nursery.start_soon(stop_on_signal)
+    server.log.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="zabby-server", description="Run a zabby server from a zoo.cfg file.")
+    parser.add_argument("config", help="path to a zoo.cfg file")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    args = parser.parse_args(argv)
+    if not __debug__:
+        print("zabby-server: refusing to run under python -O (its invariant checks are assertions)", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = zoo_config.load(args.config)
+    except zoo_config.ConfigError as exc:
+        print(f"zabby-server: {exc}", file=sys.stderr)
+        return 2
+    trio.run(_run, config)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""Read ops, answered from the local tree (ZooKeeper's FinalRequestProcessor for reads).
+
+Each handler takes the tree, the watch registry, the asking connection (a watcher that
+carries ``auth_ids``, ``superuser`` and ``session_id``) and the request's arguments, and
+returns the reply values or raises ``ZabbyError``.  Watches are registered here, in the
+same step as the read, so no change can slip between the read and the watch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from zabby.errors import Err, ZabbyError
+from zabby.opcodes import AddWatchMode, EventType, OpCode, WatcherType
+from zabby.tree import acl as acls
+from zabby.tree.datatree import DataTree, Znode
+from zabby.tree.paths import validate_path
+from zabby.tree.watches import WatchManager
+
+
+class Asker(Protocol):
+    session_id: int
+    auth_ids: list[acls.AuthId]
+    superuser: bool
+
+
+def _node(tree: DataTree, path: Any) -> Znode:
+    validate_path(path)
+    node = tree.nodes.get(path)
+    if node is None:
+        raise ZabbyError(Err.NONODE, path)
+    return node
+
+
+def _require(node: Znode, perm: int, who: Asker) -> None:
+    if not acls.check(node.acl, perm, who.auth_ids, who.superuser):
+        raise ZabbyError(Err.NOAUTH, "insufficient permission")
+
+
+def exists(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    path, watch = args
+    validate_path(path)
+    node = tree.nodes.get(path)
+    if node is not None:
+        _require(node, acls.READ, who)
+    if watch:
+        watches.add_data(path, who)
+    return [None if node is None else node.stat()]
+
+
+def get_data(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    path, watch = args
+    node = _node(tree, path)
+    _require(node, acls.READ, who)
+    if watch:
+        watches.add_data(path, who)
+    return [node.data, node.stat()]
+
+
+def get_children(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    path, watch = args
+    node = _node(tree, path)
+    _require(node, acls.READ, who)
+    if watch:
+        watches.add_child(path, who)
+    return [sorted(node.children)]
+
+
+def get_children2(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    children = get_children(tree, watches, who, args)[0]
+    return [children, tree.nodes[args[0]].stat()]
+
+
+def get_acl(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    (path,) = args
+    node = _node(tree, path)
+    admin = acls.check(node.acl, acls.ADMIN, who.auth_ids, who.superuser)
+    if not admin:
+        _require(node, acls.READ, who)
+    entries = [list(entry) for entry in node.acl]
+    if not admin:
+        entries = [[p, s, f"{i.partition(':')[0]}:x" if s == "digest" else i] for p, s, i in entries]
+    return [entries, node.stat()]
+
+
+def sync(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    (path,) = args
+    validate_path(path)
+    return [path]
+
+
+def get_ephemerals(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    (prefix,) = args
+    validate_path(prefix)
+    owned = tree.ephemerals.get(who.session_id, ())
+    if prefix == "/":
+        return [sorted(owned)]
+    return [sorted(p for p in owned if p == prefix or p.startswith(prefix))]
+
+
+def get_all_children_number(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    (path,) = args
+    node = _node(tree, path)
+    _require(node, acls.READ, who)
+    return [tree.count_descendants(path)]
+
+
+def add_watch(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    path, mode = args
+    validate_path(path)
+    if mode not in (AddWatchMode.PERSISTENT, AddWatchMode.PERSISTENT_RECURSIVE):
+        raise ZabbyError(Err.BADARGUMENTS, f"unknown addWatch mode {mode!r}")
+    node = tree.nodes.get(path)
+    if node is not None:
+        _require(node, acls.READ, who)
+    watches.add_persistent(path, who, recursive=mode == AddWatchMode.PERSISTENT_RECURSIVE)
+    return []
+
+
+def _watcher_type(value: Any) -> int:
+    try:
+        return WatcherType(value)
+    except ValueError:
+        raise ZabbyError(Err.BADARGUMENTS, f"unknown watcher type {value!r}") from None
+
+
+def remove_watches(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    path, watcher_type = args
+    validate_path(path)
+    if not watches.remove(path, who, _watcher_type(watcher_type)):
+        raise ZabbyError(Err.NOWATCHER, path)
+    return []
+
+
+def check_watches(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    path, watcher_type = args
+    validate_path(path)
+    if not watches.has(path, who, _watcher_type(watcher_type)):
+        raise ZabbyError(Err.NOWATCHER, path)
+    return []
+
+
+def who_am_i(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    return [[[scheme, ident] for scheme, ident in who.auth_ids]]
+
+
+def multi_read(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    (ops,) = args
+    if not isinstance(ops, list):
+        raise ZabbyError(Err.BADARGUMENTS, "multiRead takes a list of ops")
+    results = []
+    for sub in ops:
+        if not isinstance(sub, list) or len(sub) < 2 or sub[0] not in (OpCode.GET_DATA, OpCode.GET_CHILDREN):
+            raise ZabbyError(Err.BADARGUMENTS, f"bad multiRead op {sub!r}")
+        handler = get_data if sub[0] == OpCode.GET_DATA else get_children
+        try:
+            value = handler(tree, watches, who, [sub[1], bool(sub[2]) if len(sub) > 2 else False])
+            results.append([sub[0], 0, value if sub[0] == OpCode.GET_DATA else value[0]])
+        except ZabbyError as exc:
+            results.append([sub[0], int(exc.code), None])
+    return [results]
+
+
+ReadHandler = Callable[[DataTree, WatchManager, Asker, list[Any]], list[Any]]
+
+READ_HANDLERS: dict[int, ReadHandler] = {
+    OpCode.EXISTS: exists,
+    OpCode.GET_DATA: get_data,
+    OpCode.GET_CHILDREN: get_children,
+    OpCode.GET_CHILDREN2: get_children2,
+    OpCode.GET_ACL: get_acl,
+    OpCode.SYNC: sync,
+    OpCode.GET_EPHEMERALS: get_ephemerals,
+    OpCode.GET_ALL_CHILDREN_NUMBER: get_all_children_number,
+    OpCode.ADD_WATCH: add_watch,
+    OpCode.REMOVE_WATCHES: remove_watches,
+    OpCode.CHECK_WATCHES: check_watches,
+    OpCode.WHO_AM_I: who_am_i,
+    OpCode.MULTI_READ: multi_read,
+}
+
+
+def missed_events(tree: DataTree, relative_zxid: int, data: list[str], exist: list[str], child: list[str]) -> list[tuple[int, str]]:
+    """setWatches: the events a reconnecting client missed since ``relative_zxid``."""
+    out: list[tuple[int, str]] = []
+    for path in data:
+        node = tree.nodes.get(path)
+        if node is None:
+            out.append((EventType.NODE_DELETED, path))
+        elif node.mzxid > relative_zxid:
+            out.append((EventType.NODE_DATA_CHANGED, path))
+    for path in exist:
+        if path in tree.nodes:
+            out.append((EventType.NODE_CREATED, path))
+    for path in child:
+        node = tree.nodes.get(path)
+        if node is None:
+            out.append((EventType.NODE_DELETED, path))
+        elif node.pzxid > relative_zxid:
+            out.append((EventType.NODE_CHILDREN_CHANGED, path))
+    return out

@@ -1,0 +1,80 @@
+"""Counters and latency figures behind the four-letter words, the admin endpoint and /metrics."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Histogram
+
+LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+@dataclass
+class LatencyStat:
+    """Min/avg/max in ms, as ZooKeeper's ``srvr`` prints them."""
+
+    count: int = 0
+    total_ms: float = 0.0
+    min_ms: float = 0.0
+    max_ms: float = 0.0
+
+    def add(self, ms: float) -> None:
+        if self.count == 0 or ms < self.min_ms:
+            self.min_ms = ms
+        if ms > self.max_ms:
+            self.max_ms = ms
+        self.count += 1
+        self.total_ms += ms
+
+    @property
+    def avg_ms(self) -> float:
+        return self.total_ms / self.count if self.count else 0.0
+
+    def reset(self) -> None:
+        self.count, self.total_ms, self.min_ms, self.max_ms = 0, 0.0, 0.0, 0.0
+
+
+@dataclass
+class ServerStats:
+    started_s: float = field(default_factory=time.time)
+    packets_received: int = 0
+    packets_sent: int = 0
+    latency: LatencyStat = field(default_factory=LatencyStat)
+    fsync: LatencyStat = field(default_factory=LatencyStat)
+    snapshot: LatencyStat = field(default_factory=LatencyStat)
+    commit_count: int = 0
+    snap_count: int = 0
+    connection_rejected: int = 0
+    connection_drop_count: int = 0
+    auth_failed_count: int = 0
+    large_requests_rejected: int = 0
+    ttl_node_deleted_count: int = 0
+    last_client_response_size: int = 0
+    startup_txns_loaded: int = 0
+    startup_load_ms: float = 0.0
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        self.request_latency = Histogram(
+            "zabby_request_latency_seconds", "Client request latency by kind", ["kind"],
+            buckets=LATENCY_BUCKETS_S, registry=self.registry,
+        )  # fmt: skip
+        self.fsync_latency = Histogram(
+            "zabby_fsync_latency_seconds", "Transaction log fsync latency",
+            buckets=LATENCY_BUCKETS_S, registry=self.registry,
+        )  # fmt: skip
+        self._read_hist = self.request_latency.labels("read")
+        self._write_hist = self.request_latency.labels("write")
+
+    def record_request(self, seconds: float, write: bool) -> None:
+        self.latency.add(seconds * 1000.0)
+        (self._write_hist if write else self._read_hist).observe(seconds)
+
+    def record_fsync(self, seconds: float) -> None:
+        self.fsync.add(seconds * 1000.0)
+        self.fsync_latency.observe(seconds)
+
+    def reset(self) -> None:
+        self.packets_received = self.packets_sent = 0
+        self.latency.reset()

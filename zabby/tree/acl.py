@@ -1,0 +1,130 @@
+"""ACLs: permissions, schemes (world, auth, digest, ip), checks and ZooKeeper's digest.
+
+An ACL entry is the tuple ``(perms, scheme, id)``; a node's ACL is a tuple of entries.  The
+ids a session holds are ``(scheme, id)`` pairs: always ``("ip", client_address)``, plus one
+``("digest", "user:base64(sha1(user:password))")`` per successful ``addauth digest``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import ipaddress
+
+from zabby.errors import Err, ZabbyError
+
+READ = 1
+WRITE = 2
+CREATE = 4
+DELETE = 8
+ADMIN = 16
+ALL = 31
+
+ACL = tuple[int, str, str]
+AuthId = tuple[str, str]
+
+OPEN_ACL_UNSAFE: tuple[ACL, ...] = ((ALL, "world", "anyone"),)
+READ_ACL_UNSAFE: tuple[ACL, ...] = ((READ, "world", "anyone"),)
+CREATOR_ALL_ACL: tuple[ACL, ...] = ((ALL, "auth", ""),)
+
+_PERM_LETTERS = (("r", READ), ("w", WRITE), ("c", CREATE), ("d", DELETE), ("a", ADMIN))
+
+
+def digest(user: str, password: str) -> str:
+    """ZooKeeper's ``DigestAuthenticationProvider.generateDigest``: ``user:base64(sha1(user:password))``."""
+    raw = hashlib.sha1(f"{user}:{password}".encode()).digest()
+    return f"{user}:{base64.b64encode(raw).decode()}"
+
+
+def perms_to_letters(perms: int) -> str:
+    return "".join(letter for letter, bit in _PERM_LETTERS if perms & bit)
+
+
+def letters_to_perms(text: str) -> int:
+    perms = 0
+    for ch in text:
+        bits = dict(_PERM_LETTERS).get(ch)
+        if bits is None:
+            raise ZabbyError(Err.INVALIDACL, f"unknown permission {ch!r} in {text!r}")
+        perms |= bits
+    return perms
+
+
+def authenticate(scheme: str, credential: bytes) -> AuthId:
+    """Turn an ``addauth`` credential into the id it proves, or raise AUTHFAILED."""
+    if scheme == "digest":
+        text = credential.decode("utf-8", "replace")
+        user, sep, password = text.partition(":")
+        if not sep or not user:
+            raise ZabbyError(Err.AUTHFAILED, "digest credential must be user:password")
+        return ("digest", digest(user, password))
+    raise ZabbyError(Err.AUTHFAILED, f"unsupported auth scheme {scheme!r}")
+
+
+def _ip_matches(pattern: str, address: str) -> bool:
+    try:
+        network = ipaddress.ip_network(pattern, strict=False)
+        return ipaddress.ip_address(address) in network
+    except ValueError:
+        return False
+
+
+def _id_matches(scheme: str, acl_id: str, auth_ids: list[AuthId]) -> bool:
+    if scheme == "world":
+        return acl_id == "anyone"
+    if scheme == "ip":
+        return any(s == "ip" and _ip_matches(acl_id, i) for s, i in auth_ids)
+    if scheme == "super":
+        return False
+    return (scheme, acl_id) in auth_ids
+
+
+def check(acl: tuple[ACL, ...], perm: int, auth_ids: list[AuthId], superuser: bool = False) -> bool:
+    """True if any entry grants ``perm`` to one of ``auth_ids`` (ZooKeeper's ``checkACL``)."""
+    if superuser or not acl:
+        return True
+    return any(perms & perm and _id_matches(scheme, acl_id, auth_ids) for perms, scheme, acl_id in acl)
+
+
+def _valid_id(scheme: str, acl_id: str) -> bool:
+    if scheme == "world":
+        return acl_id == "anyone"
+    if scheme == "digest":
+        user, sep, hashed = acl_id.partition(":")
+        return bool(sep and user and hashed)
+    if scheme == "ip":
+        try:
+            ipaddress.ip_network(acl_id, strict=False)
+            return True
+        except ValueError:
+            return False
+    return False
+
+
+def fix_acl(acl: object, auth_ids: list[AuthId]) -> tuple[ACL, ...]:
+    """Validate a requested ACL and expand ``auth`` entries (ZooKeeper's ``fixupACL``).
+
+    Raises INVALIDACL for an empty list, an unknown scheme, a malformed id or an ``auth``
+    entry on a session with no authenticated id.
+    """
+    if not isinstance(acl, (list, tuple)) or not acl:
+        raise ZabbyError(Err.INVALIDACL, "ACL must be a non-empty list")
+    out: list[ACL] = []
+    for entry in acl:
+        if not (isinstance(entry, (list, tuple)) and len(entry) == 3):
+            raise ZabbyError(Err.INVALIDACL, f"ACL entry must be [perms, scheme, id]: {entry!r}")
+        perms, scheme, acl_id = entry
+        if not isinstance(perms, int) or not isinstance(scheme, str) or not isinstance(acl_id, str):
+            raise ZabbyError(Err.INVALIDACL, f"bad ACL entry {entry!r}")
+        if perms & ~ALL or perms == 0:
+            raise ZabbyError(Err.INVALIDACL, f"bad permissions {perms} in {entry!r}")
+        if scheme == "auth":
+            authed = [(s, i) for s, i in auth_ids if s != "ip"]
+            if not authed:
+                raise ZabbyError(Err.INVALIDACL, "auth scheme needs an authenticated session (addauth)")
+            out.extend((perms, s, i) for s, i in authed)
+        elif _valid_id(scheme, acl_id):
+            out.append((perms, scheme, acl_id))
+        else:
+            raise ZabbyError(Err.INVALIDACL, f"invalid ACL id {scheme}:{acl_id}")
+    return tuple(dict.fromkeys(out))

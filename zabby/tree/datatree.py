@@ -1,0 +1,274 @@
+"""The data tree: znodes with ZooKeeper's Stat, and the application of txns.
+
+Theory of operation: the tree changes only through ``apply(txn)``, in zxid order.  Txns were
+validated by ``prep`` against the tree plus the changes still in flight, so apply meets no
+surprises; it still checks what it relies on and raises ``InvariantError`` when the check
+fails, because applying a txn that does not fit is a bug that must not pass silently.
+
+``apply`` returns the op's result and the watch triggers ``(EventType, path)`` in the order
+ZooKeeper fires them; delivering them is the watch manager's job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from zabby.errors import InvariantError
+from zabby.opcodes import CONTAINER_OWNER, EventType, OpCode, is_session_owner, owner_ttl_ms
+from zabby.tree import acl as acls
+from zabby.tree.paths import basename, parent_of
+from zabby.tree.txns import Txn
+
+Stat = tuple[int, int, int, int, int, int, int, int, int, int, int]
+Event = tuple[int, str]
+
+ZOOKEEPER = "/zookeeper"
+ZOOKEEPER_CONFIG = "/zookeeper/config"
+ZOOKEEPER_QUOTA = "/zookeeper/quota"
+
+
+class Znode:
+    __slots__ = (
+        "data", "acl", "czxid", "mzxid", "pzxid", "ctime", "mtime",
+        "version", "cversion", "aversion", "ephemeral_owner", "children",
+    )  # fmt: skip
+
+    def __init__(self, data: bytes, acl: tuple[acls.ACL, ...], zxid: int, time_ms: int, owner: int) -> None:
+        self.data = data
+        self.acl = acl
+        self.czxid = self.mzxid = self.pzxid = zxid
+        self.ctime = self.mtime = time_ms
+        self.version = self.cversion = self.aversion = 0
+        self.ephemeral_owner = owner
+        self.children: set[str] = set()
+
+    def stat(self) -> Stat:
+        """The Stat in jute field order: czxid mzxid ctime mtime version cversion aversion
+        ephemeralOwner dataLength numChildren pzxid."""
+        return (
+            self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion,
+            self.aversion, self.ephemeral_owner, len(self.data), len(self.children), self.pzxid,
+        )  # fmt: skip
+
+    def record(self, path: str) -> tuple[Any, ...]:
+        return (
+            path, self.data, self.acl, self.czxid, self.mzxid, self.pzxid, self.ctime,
+            self.mtime, self.version, self.cversion, self.aversion, self.ephemeral_owner,
+        )  # fmt: skip
+
+
+class DataTree:
+    """Znodes by path, plus the indexes ZooKeeper keeps: ephemerals per session, containers,
+    TTL nodes, and the session table (id → (timeout_ms, password)), which is replicated state."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, Znode] = {}
+        self.ephemerals: dict[int, set[str]] = {}
+        self.containers: set[str] = set()
+        self.ttl_nodes: set[str] = set()
+        self.sessions: dict[int, tuple[int, bytes]] = {}
+        self.last_zxid = 0
+        self.data_size = 0
+        self._add_system_nodes()
+
+    def _add_system_nodes(self) -> None:
+        self.nodes["/"] = Znode(b"", acls.OPEN_ACL_UNSAFE, 0, 0, 0)
+        for path in (ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA):
+            self.nodes[path] = Znode(b"", acls.OPEN_ACL_UNSAFE, 0, 0, 0)
+            self.nodes[parent_of(path)].children.add(basename(path))
+            self.data_size += len(path)  # counted like any node, as _load_node does
+        self.nodes[ZOOKEEPER_CONFIG].acl = acls.READ_ACL_UNSAFE
+
+    # ----------------------------------------------------------------- reads
+    def get(self, path: str) -> Znode | None:
+        return self.nodes.get(path)
+
+    def node_count(self) -> int:
+        return len(self.nodes)
+
+    def ephemeral_count(self) -> int:
+        return sum(len(paths) for paths in self.ephemerals.values())
+
+    def count_descendants(self, path: str) -> int:
+        node = self.nodes[path]
+        total, stack = 0, [(path, node)]
+        while stack:
+            base, current = stack.pop()
+            for name in current.children:
+                child_path = base + name if base == "/" else f"{base}/{name}"
+                total += 1
+                stack.append((child_path, self.nodes[child_path]))
+        return total
+
+    # ----------------------------------------------------------------- apply
+    def apply(self, txn: Txn) -> tuple[Any, list[Event]]:
+        """Apply one txn; return (result, watch triggers). Zxids must grow."""
+        if txn.zxid <= self.last_zxid and txn.type != OpCode.ERROR:
+            raise InvariantError(f"txn 0x{txn.zxid:x} applied after 0x{self.last_zxid:x}")
+        events: list[Event] = []
+        result = self._apply_body(txn, txn.type, txn.body, events)
+        self.last_zxid = max(self.last_zxid, txn.zxid)
+        return result, events
+
+    def _apply_body(self, txn: Txn, txn_type: int, body: tuple[Any, ...], events: list[Event]) -> Any:
+        if txn_type in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
+            return self._create(txn, body, events)
+        if txn_type in (OpCode.DELETE, OpCode.DELETE_CONTAINER):
+            return self._delete(txn.zxid, body[0], events)
+        if txn_type == OpCode.SET_DATA:
+            return self._set_data(txn, body, events)
+        if txn_type == OpCode.SET_ACL:
+            return self._set_acl(body)
+        if txn_type == OpCode.CHECK:
+            return None
+        if txn_type == OpCode.MULTI:
+            return self._multi(txn, body[0], events)
+        if txn_type == OpCode.CREATE_SESSION:
+            self.sessions[txn.session_id] = (body[0], body[1])
+            return txn.session_id
+        if txn_type == OpCode.CLOSE_SESSION:
+            return self._close_session(txn, body[0], events)
+        if txn_type == OpCode.ERROR:
+            return body[0]
+        raise InvariantError(f"unknown txn type {txn_type}")
+
+    def _create(self, txn: Txn, body: tuple[Any, ...], events: list[Event]) -> tuple[str, Stat]:
+        path, data, acl, owner, parent_cversion = body
+        parent_path = parent_of(path)
+        parent = self.nodes.get(parent_path)
+        if parent is None or path in self.nodes:
+            raise InvariantError(f"create {path}: parent missing or node exists")
+        node = Znode(data, tuple(tuple(entry) for entry in acl), txn.zxid, txn.time_ms, owner)
+        self.nodes[path] = node
+        parent.children.add(basename(path))
+        parent.cversion = parent_cversion
+        parent.pzxid = txn.zxid
+        self.data_size += len(data) + len(path)
+        self._index_add(path, owner)
+        events.append((EventType.NODE_CREATED, path))
+        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path))
+        return path, node.stat()
+
+    def _delete(self, zxid: int, path: str, events: list[Event]) -> None:
+        node = self.nodes.get(path)
+        if node is None or node.children or path == "/":
+            raise InvariantError(f"delete {path}: missing, root or not empty")
+        del self.nodes[path]
+        parent_path = parent_of(path)
+        parent = self.nodes[parent_path]
+        parent.children.discard(basename(path))
+        parent.pzxid = zxid
+        self.data_size -= len(node.data) + len(path)
+        self._index_remove(path, node.ephemeral_owner)
+        events.append((EventType.NODE_DELETED, path))
+        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path))
+
+    def _set_data(self, txn: Txn, body: tuple[Any, ...], events: list[Event]) -> Stat:
+        path, data, version = body
+        node = self.nodes.get(path)
+        if node is None:
+            raise InvariantError(f"setData {path}: no node")
+        self.data_size += len(data) - len(node.data)
+        node.data = data
+        node.version = version
+        node.mzxid = txn.zxid
+        node.mtime = txn.time_ms
+        events.append((EventType.NODE_DATA_CHANGED, path))
+        return node.stat()
+
+    def _set_acl(self, body: tuple[Any, ...]) -> Stat:
+        path, acl, aversion = body
+        node = self.nodes.get(path)
+        if node is None:
+            raise InvariantError(f"setACL {path}: no node")
+        node.acl = tuple(tuple(entry) for entry in acl)
+        node.aversion = aversion
+        return node.stat()
+
+    def _multi(self, txn: Txn, ops: tuple[Any, ...], events: list[Event]) -> list[tuple[int, int, Any]]:
+        """Apply every sub-txn; a failed multi is a list of ERROR entries and changes nothing."""
+        results = []
+        for sub_type, sub_body in ops:
+            if sub_type == OpCode.ERROR:
+                results.append((OpCode.ERROR, sub_body[0], None))
+            else:
+                results.append((sub_type, 0, self._apply_body(txn, sub_type, sub_body, events)))
+        return results
+
+    def _close_session(self, txn: Txn, paths: tuple[str, ...], events: list[Event]) -> None:
+        for path in sorted(paths, key=lambda p: (-p.count("/"), p)):
+            node = self.nodes.get(path)
+            if node is not None and node.ephemeral_owner == txn.session_id and not node.children:
+                self._delete(txn.zxid, path, events)
+        self.sessions.pop(txn.session_id, None)
+        self.ephemerals.pop(txn.session_id, None)
+
+    def _index_add(self, path: str, owner: int) -> None:
+        if is_session_owner(owner):
+            self.ephemerals.setdefault(owner, set()).add(path)
+        elif owner == CONTAINER_OWNER:
+            self.containers.add(path)
+        elif owner_ttl_ms(owner) is not None:
+            self.ttl_nodes.add(path)
+
+    def _index_remove(self, path: str, owner: int) -> None:
+        if is_session_owner(owner):
+            paths = self.ephemerals.get(owner)
+            if paths is not None:
+                paths.discard(path)
+                if not paths:
+                    del self.ephemerals[owner]
+        else:
+            self.containers.discard(path)
+            self.ttl_nodes.discard(path)
+
+    # ----------------------------------------------------------------- snapshots
+    def records(self) -> Iterator[tuple[Any, ...]]:
+        """Snapshot records: one header, the sessions, then every znode parent-first.
+
+        Dict order is creation order, and a parent always outlives its children, so each
+        znode comes after its parent.
+        """
+        yield ("tree", self.last_zxid, len(self.sessions), len(self.nodes))
+        for session_id, (timeout_ms, password) in self.sessions.items():
+            yield ("session", session_id, timeout_ms, password)
+        for path, node in self.nodes.items():
+            yield node.record(path)
+
+    @classmethod
+    def from_records(cls, records: Iterable[tuple[Any, ...]]) -> DataTree:
+        tree = cls()
+        tree.nodes.clear()
+        tree.data_size = 0
+        it = iter(records)
+        _, tree.last_zxid, session_count, node_count = next(it)
+        for _ in range(session_count):
+            _, session_id, timeout_ms, password = next(it)
+            tree.sessions[session_id] = (timeout_ms, password)
+        for _ in range(node_count):
+            tree._load_node(next(it))
+        if "/" not in tree.nodes:
+            raise InvariantError("snapshot has no root")
+        return tree
+
+    def _load_node(self, record: tuple[Any, ...]) -> None:
+        path, data, acl, czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner = record
+        node = Znode(data, tuple(tuple(entry) for entry in acl), czxid, ctime, owner)
+        node.mzxid, node.pzxid, node.mtime = mzxid, pzxid, mtime
+        node.version, node.cversion, node.aversion = version, cversion, aversion
+        self.nodes[path] = node
+        if path != "/":
+            self.nodes[parent_of(path)].children.add(basename(path))
+            self.data_size += len(data) + len(path)
+        self._index_add(path, owner)
+
+    def digest(self) -> str:
+        """A digest of the whole tree (paths, data, stats, ACLs, sessions), order-independent."""
+        h = hashlib.blake2b(digest_size=16)
+        for path in sorted(self.nodes):
+            node = self.nodes[path]
+            h.update(repr((path, node.data, node.acl, node.stat())).encode())
+        h.update(repr(sorted(self.sessions.items())).encode())
+        return h.hexdigest()

@@ -1,0 +1,71 @@
+"""Znode path rules (ZooKeeper's ``PathUtils.validatePath``) and small path helpers."""
+
+from __future__ import annotations
+
+from zabby.errors import Err, ZabbyError
+
+
+def _is_forbidden(ch: str) -> bool:
+    c = ord(ch)
+    return (
+        c == 0
+        or 0x01 <= c <= 0x1F
+        or 0x7F <= c <= 0x9F
+        or 0xD800 <= c <= 0xF8FF
+        or 0xFFF0 <= c <= 0xFFFF
+        or c > 0xFFFF  # a surrogate pair (0xD800..0xDFFF) in Java's UTF-16, which ZooKeeper rejects
+    )
+
+
+def validate_path(path: str, *, sequential: bool = False) -> None:
+    """Raise BADARGUMENTS unless ``path`` is absolute and canonical.
+
+    A sequential create may end in ``/`` (the server appends the counter), as in ZooKeeper.
+    """
+    if not isinstance(path, str):
+        raise ZabbyError(Err.BADARGUMENTS, f"path must be a string, not {type(path).__name__}")
+    if not path:
+        raise ZabbyError(Err.BADARGUMENTS, "path must not be empty")
+    if path[0] != "/":
+        raise ZabbyError(Err.BADARGUMENTS, f"path must start with / character: {path!r}")
+    if len(path) == 1:
+        return
+    check = path + "1" if sequential else path
+    if check[-1] == "/":
+        raise ZabbyError(Err.BADARGUMENTS, f"path must not end with / character: {path!r}")
+    for segment in check[1:].split("/"):
+        if not segment:
+            raise ZabbyError(Err.BADARGUMENTS, f"empty node name specified in {path!r}")
+        if segment in (".", ".."):
+            raise ZabbyError(Err.BADARGUMENTS, f"relative paths not allowed: {path!r}")
+    for ch in path:
+        if _is_forbidden(ch):
+            raise ZabbyError(Err.BADARGUMENTS, f"invalid character \\u{ord(ch):04x} in {path!r}")
+
+
+def parent_of(path: str) -> str:
+    index = path.rfind("/")
+    return "/" if index == 0 else path[:index]
+
+
+def basename(path: str) -> str:
+    return path[path.rfind("/") + 1 :]
+
+
+def join(parent: str, name: str) -> str:
+    return parent + name if parent == "/" else f"{parent}/{name}"
+
+
+def sequential_name(path: str, counter: int) -> str:
+    """ZooKeeper's ``%010d`` suffix; the counter is a signed 32-bit value that wraps."""
+    counter = (counter + 2**31) % 2**32 - 2**31
+    return f"{path}{counter:010d}"
+
+
+def ancestors(path: str) -> list[str]:
+    """Every proper ancestor of ``path``, nearest first, ending with ``/``."""
+    out = []
+    while path != "/":
+        path = parent_of(path)
+        out.append(path)
+    return out

@@ -1,0 +1,318 @@
+"""Request preparation: turn a write request into a txn, against the tree *plus* the changes
+that are prepared but not yet applied (ZooKeeper's ``PrepRequestProcessor`` and its
+``outstandingChanges``).
+
+Theory of operation: writes are pipelined, so when request N+1 is prepared, txn N may still
+be on its way to the disk.  Every prepared txn leaves a ``Pending`` record per path it
+touches, tagged with its zxid; lookups see the newest record first, then the tree.  When the
+tree applies zxid Z, ``applied(Z)`` drops the records no newer than Z, since the tree now
+says the same.  A request that fails here never becomes a txn: its error is answered in the
+session's order without consuming a zxid (a failed multi, as in ZooKeeper, does become a
+txn, of ERROR entries).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from zabby.errors import Err, ZabbyError
+from zabby.opcodes import (
+    CONTAINER_OWNER,
+    TTL_MAX_MS,
+    CreateMode,
+    OpCode,
+    is_session_owner,
+    owner_ttl_ms,
+    ttl_owner,
+)
+from zabby.tree import acl as acls
+from zabby.tree.datatree import ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA, DataTree, Znode
+from zabby.tree.paths import parent_of, sequential_name, validate_path
+
+PROTECTED_PATHS = frozenset({"/", ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA})
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """What prep needs to know of a znode, as it will be once in-flight txns apply."""
+
+    exists: bool
+    acl: tuple[acls.ACL, ...] = ()
+    version: int = 0
+    cversion: int = 0
+    aversion: int = 0
+    owner: int = 0
+    num_children: int = 0
+    zxid: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who asks: the session and the ids it has proven (see ``acl``)."""
+
+    session_id: int
+    auth_ids: list[acls.AuthId]
+    superuser: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PrepLimits:
+    data_bytes_max: int = 1024 * 1024
+    ttl_enabled: bool = True
+
+
+def _from_node(node: Znode) -> Pending:
+    return Pending(
+        True, node.acl, node.version, node.cversion, node.aversion,
+        node.ephemeral_owner, len(node.children), 0,
+    )  # fmt: skip
+
+
+class Preparer:
+    def __init__(self, tree: DataTree, limits: PrepLimits | None = None) -> None:
+        self.tree = tree
+        self.limits = limits or PrepLimits()
+        self.pending: dict[str, Pending] = {}
+        self._order: deque[tuple[int, str]] = deque()
+        self._overlay: dict[str, Pending] | None = None
+        self._dispatch: dict[int, Callable[..., tuple[int, tuple[Any, ...]]]] = {
+            OpCode.CREATE: self._create,
+            OpCode.CREATE2: self._create,
+            OpCode.CREATE_CONTAINER: self._create,
+            OpCode.CREATE_TTL: self._create,
+            OpCode.DELETE: self._delete,
+            OpCode.DELETE_CONTAINER: self._delete_container,
+            OpCode.SET_DATA: self._set_data,
+            OpCode.SET_ACL: self._set_acl,
+            OpCode.CHECK: self._check,
+        }
+
+    # ----------------------------------------------------------------- lookups
+    def view(self, path: str) -> Pending | None:
+        if self._overlay is not None and path in self._overlay:
+            found = self._overlay[path]
+            return found if found.exists else None
+        found = self.pending.get(path)
+        if found is not None:
+            return found if found.exists else None
+        node = self.tree.nodes.get(path)
+        return None if node is None else _from_node(node)
+
+    def _record(self, path: str, record: Pending) -> None:
+        if self._overlay is not None:
+            self._overlay[path] = record
+        else:
+            self.pending[path] = record
+            self._order.append((record.zxid, path))
+
+    def applied(self, zxid: int) -> None:
+        """The tree has applied every txn up to ``zxid``: forget what it now knows."""
+        order, pending = self._order, self.pending
+        while order and order[0][0] <= zxid:
+            _, path = order.popleft()
+            record = pending.get(path)
+            if record is not None and record.zxid <= zxid:
+                del pending[path]
+
+    def reset(self) -> None:
+        self.pending.clear()
+        self._order.clear()
+
+    # ----------------------------------------------------------------- entry points
+    def prepare(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
+        """Validate one write and return its ``(txn_type, body)``; raise ZabbyError if it fails.
+
+        Ordering: the caller logs the txn with ``zxid`` before preparing the next one.
+        """
+        if op == OpCode.MULTI:
+            return self._multi(args, caller, zxid, now_ms)
+        handler = self._dispatch.get(op)
+        if handler is None:
+            raise ZabbyError(Err.UNIMPLEMENTED, f"op {op} is not a write")
+        return handler(op, args, caller, zxid, now_ms)
+
+    def close_session(self, session_id: int, zxid: int) -> tuple[int, tuple[Any, ...]]:
+        """A CLOSE_SESSION txn naming every ephemeral the session will own by then."""
+        candidates = set(self.tree.ephemerals.get(session_id, ()))
+        candidates.update(path for path, rec in self.pending.items() if rec.owner == session_id)
+        paths = sorted(p for p in candidates if (v := self.view(p)) is not None and v.owner == session_id)
+        for path in paths:
+            self._record(path, Pending(False, zxid=zxid))
+            parent_path = parent_of(path)
+            parent = self.view(parent_path)
+            if parent is not None:
+                self._record(parent_path, replace(parent, num_children=parent.num_children - 1, zxid=zxid))
+        return OpCode.CLOSE_SESSION, (tuple(paths),)
+
+    # ----------------------------------------------------------------- single ops
+    def _check_acl(self, record: Pending, perm: int, caller: Caller) -> None:
+        if not acls.check(record.acl, perm, caller.auth_ids, caller.superuser):
+            raise ZabbyError(Err.NOAUTH, "insufficient permission")
+
+    def _existing(self, path: str) -> Pending:
+        record = self.view(path)
+        if record is None:
+            raise ZabbyError(Err.NONODE, path)
+        return record
+
+    def _create(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
+        path, data, acl, flags, ttl_ms = args
+        mode = self._create_mode(op, flags, ttl_ms)
+        validate_path(path, sequential=mode.is_sequential)
+        self._check_data(data)
+        fixed_acl = acls.fix_acl(acl, caller.auth_ids)
+        parent_path = parent_of(path)
+        parent = self._existing(parent_path)
+        self._check_acl(parent, acls.CREATE, caller)
+        if mode.is_sequential:
+            path = sequential_name(path, parent.cversion)
+        validate_path(path)
+        if self.view(path) is not None:
+            raise ZabbyError(Err.NODEEXISTS, path)
+        if is_session_owner(parent.owner):
+            raise ZabbyError(Err.NOCHILDRENFOREPHEMERALS, parent_path)
+        owner = self._owner_for(mode, caller.session_id, ttl_ms)
+        new_cversion = parent.cversion + 1
+        self._record(parent_path, replace(parent, cversion=new_cversion, num_children=parent.num_children + 1, zxid=zxid))
+        self._record(path, Pending(True, fixed_acl, 0, 0, 0, owner, 0, zxid))
+        return OpCode.CREATE, (path, data, fixed_acl, owner, new_cversion)
+
+    def _create_mode(self, op: int, flags: Any, ttl_ms: Any) -> CreateMode:
+        try:
+            mode = CreateMode(flags)
+        except (ValueError, TypeError):
+            raise ZabbyError(Err.BADARGUMENTS, f"unknown create mode {flags!r}") from None
+        if (op == OpCode.CREATE_CONTAINER and mode != CreateMode.CONTAINER) or (op == OpCode.CREATE_TTL and not mode.is_ttl):
+            raise ZabbyError(Err.BADARGUMENTS, f"create mode {mode.name} does not fit op {OpCode(op).name}")
+        if mode.is_ttl:
+            if not self.limits.ttl_enabled:
+                raise ZabbyError(Err.UNIMPLEMENTED, "TTL nodes are disabled (extendedTypesEnabled=false)")
+            if not isinstance(ttl_ms, int) or not 0 < ttl_ms <= TTL_MAX_MS:
+                raise ZabbyError(Err.BADARGUMENTS, f"ttl must be in 1..{TTL_MAX_MS} ms, got {ttl_ms!r}")
+        elif ttl_ms not in (None, 0, -1):
+            raise ZabbyError(Err.BADARGUMENTS, f"ttl given for non-TTL mode {mode.name}")
+        return mode
+
+    @staticmethod
+    def _owner_for(mode: CreateMode, session_id: int, ttl_ms: int) -> int:
+        if mode.is_ephemeral:
+            return session_id
+        if mode == CreateMode.CONTAINER:
+            return CONTAINER_OWNER
+        if mode.is_ttl:
+            return ttl_owner(ttl_ms)
+        return 0
+
+    def _check_data(self, data: Any) -> None:
+        if not isinstance(data, bytes):
+            raise ZabbyError(Err.BADARGUMENTS, f"data must be bytes, not {type(data).__name__}")
+        if len(data) > self.limits.data_bytes_max:
+            raise ZabbyError(Err.BADARGUMENTS, f"data of {len(data)} bytes is over the {self.limits.data_bytes_max} limit")
+
+    def _delete(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
+        path, version = args
+        validate_path(path)
+        if path in PROTECTED_PATHS:
+            raise ZabbyError(Err.BADARGUMENTS, f"{path} cannot be deleted")
+        parent_path = parent_of(path)
+        parent = self._existing(parent_path)
+        node = self._existing(path)
+        self._check_acl(parent, acls.DELETE, caller)
+        _check_version(version, node.version, path)
+        if node.num_children:
+            raise ZabbyError(Err.NOTEMPTY, path)
+        self._record(parent_path, replace(parent, num_children=parent.num_children - 1, zxid=zxid))
+        self._record(path, Pending(False, zxid=zxid))
+        return OpCode.DELETE, (path,)
+
+    def _delete_container(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
+        (path,) = args
+        node = self._existing(path)
+        if node.num_children:
+            raise ZabbyError(Err.NOTEMPTY, path)
+        if node.owner != CONTAINER_OWNER and owner_ttl_ms(node.owner) is None:
+            raise ZabbyError(Err.BADVERSION, f"{path} is neither a container nor a TTL node")
+        parent_path = parent_of(path)
+        parent = self._existing(parent_path)
+        self._record(parent_path, replace(parent, num_children=parent.num_children - 1, zxid=zxid))
+        self._record(path, Pending(False, zxid=zxid))
+        return OpCode.DELETE_CONTAINER, (path,)
+
+    def _set_data(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
+        path, data, version = args
+        validate_path(path)
+        self._check_data(data)
+        node = self._existing(path)
+        self._check_acl(node, acls.WRITE, caller)
+        _check_version(version, node.version, path)
+        new_version = node.version + 1
+        self._record(path, replace(node, version=new_version, zxid=zxid))
+        return OpCode.SET_DATA, (path, data, new_version)
+
+    def _set_acl(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
+        path, acl, aversion = args
+        validate_path(path)
+        fixed_acl = acls.fix_acl(acl, caller.auth_ids)
+        node = self._existing(path)
+        self._check_acl(node, acls.ADMIN, caller)
+        _check_version(aversion, node.aversion, path)
+        new_aversion = node.aversion + 1
+        self._record(path, replace(node, acl=fixed_acl, aversion=new_aversion, zxid=zxid))
+        return OpCode.SET_ACL, (path, fixed_acl, new_aversion)
+
+    def _check(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
+        path, version = args
+        validate_path(path)
+        node = self._existing(path)
+        self._check_acl(node, acls.READ, caller)
+        _check_version(version, node.version, path)
+        return OpCode.CHECK, (path, version)
+
+    # ----------------------------------------------------------------- multi
+    def _multi(self, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
+        """All sub-ops against one overlay; on the first failure the overlay is dropped and the
+        txn records ZooKeeper's result codes: OK before, the error, RUNTIMEINCONSISTENCY after."""
+        (ops,) = args
+        if not isinstance(ops, (list, tuple)):
+            raise ZabbyError(Err.BADARGUMENTS, "multi takes a list of ops")
+        self._overlay = {}
+        entries: list[tuple[int, tuple[Any, ...]]] = []
+        failed_at, failure = -1, Err.OK
+        try:
+            for index, sub in enumerate(ops):
+                try:
+                    entries.append(self._multi_op(sub, caller, zxid, now_ms))
+                except ZabbyError as exc:
+                    failed_at, failure = index, exc.code
+                    break
+            overlay = self._overlay
+        finally:
+            self._overlay = None
+        if failed_at < 0:
+            for path, record in overlay.items():
+                self._record(path, record)
+            return OpCode.MULTI, (tuple(entries),)
+        codes = [Err.OK] * failed_at + [failure] + [Err.RUNTIMEINCONSISTENCY] * (len(ops) - failed_at - 1)
+        return OpCode.MULTI, (tuple((OpCode.ERROR, (int(code),)) for code in codes),)
+
+    def _multi_op(self, sub: Any, caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
+        if not isinstance(sub, (list, tuple)) or not sub:
+            raise ZabbyError(Err.BADARGUMENTS, f"bad multi op {sub!r}")
+        op, *rest = sub
+        if op not in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL,
+                      OpCode.DELETE, OpCode.SET_DATA, OpCode.CHECK):  # fmt: skip
+            raise ZabbyError(Err.UNIMPLEMENTED, f"op {op} is not allowed in multi")
+        try:
+            return self._dispatch[op](op, tuple(rest), caller, zxid, now_ms)
+        except (TypeError, ValueError) as exc:
+            raise ZabbyError(Err.BADARGUMENTS, f"bad arguments for op {op}: {exc}") from None
+
+
+def _check_version(expected: Any, actual: int, path: str) -> None:
+    if not isinstance(expected, int):
+        raise ZabbyError(Err.BADARGUMENTS, f"version must be an int, got {expected!r}")
+    if expected != -1 and expected != actual:
+        raise ZabbyError(Err.BADVERSION, path)

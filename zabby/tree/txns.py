@@ -1,0 +1,71 @@
+"""Transaction records: what the log stores and every server applies in zxid order.
+
+Grammar (each txn is one msgpack array; bodies are arrays too)::
+
+    Txn          := [zxid, session_id, cxid, time_ms, type, body]
+    body CREATE  := [path, data, acl, ephemeral_owner, parent_cversion]
+    body DELETE  := [path]                      (also DELETE_CONTAINER)
+    body SET_DATA:= [path, data, version]       (version = the new dataVersion)
+    body SET_ACL := [path, acl, aversion]       (aversion = the new aclVersion)
+    body CHECK   := [path, version]             (only inside MULTI)
+    body MULTI   := [[type, body], ...]         (all applied or, as ERROR entries, none)
+    body ERROR   := [err]
+    body CREATE_SESSION := [timeout_ms, password]
+    body CLOSE_SESSION  := [paths]              (the session's ephemerals, known at prep)
+
+Bodies carry absolute values (new versions, the parent's new cversion), never increments, so
+applying a txn depends only on the txn and the tree it meets.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import msgpack
+
+from zabby.opcodes import OpCode
+
+
+class Txn(NamedTuple):
+    zxid: int
+    session_id: int
+    cxid: int
+    time_ms: int
+    type: int
+    body: tuple[Any, ...]
+
+
+def encode_txn(txn: Txn) -> bytes:
+    return msgpack.packb(txn, use_bin_type=True)
+
+
+def decode_txn(raw: bytes) -> Txn:
+    zxid, session_id, cxid, time_ms, txn_type, body = msgpack.unpackb(raw, raw=False, use_list=False)
+    return Txn(zxid, session_id, cxid, time_ms, txn_type, body)
+
+
+def txn_paths(txn_type: int, body: tuple[Any, ...]) -> list[str]:
+    """The paths a txn touches (for pending-change bookkeeping)."""
+    if txn_type == OpCode.MULTI:
+        return [path for sub_type, sub_body in body[0] for path in txn_paths(sub_type, sub_body)]
+    if txn_type == OpCode.CLOSE_SESSION:
+        return list(body[0])
+    if txn_type in (OpCode.CREATE_SESSION, OpCode.ERROR):
+        return []
+    return [body[0]]
+
+
+def zxid_hex(zxid: int) -> str:
+    return f"0x{zxid:x}"
+
+
+def make_zxid(epoch: int, counter: int) -> int:
+    return (epoch << 32) | counter
+
+
+def zxid_epoch(zxid: int) -> int:
+    return zxid >> 32
+
+
+def zxid_counter(zxid: int) -> int:
+    return zxid & 0xFFFFFFFF

@@ -1,0 +1,1 @@
+"""Sans-I/O codecs: bytes in, messages out; no sockets here."""

@@ -1,0 +1,44 @@
+"""Length-prefixed frames: a 4-byte big-endian length, then that many bytes of payload.
+
+``FrameDecoder.receive_data`` accepts any split of the byte stream and returns the complete
+payloads; a length over ``frame_bytes_max`` raises ``RemoteProtocolError`` (the stream can no
+longer be trusted).  Reading is O(bytes received): consumed bytes are dropped in one slice.
+"""
+
+from __future__ import annotations
+
+from zabby.errors import RemoteProtocolError
+
+FRAME_BYTES_MAX_DEFAULT = 0xFFFFF + 1024  # jute.maxbuffer plus room for the request header
+
+
+def encode_frame(payload: bytes) -> bytes:
+    return len(payload).to_bytes(4, "big") + payload
+
+
+class FrameDecoder:
+    def __init__(self, frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT) -> None:
+        self.frame_bytes_max = frame_bytes_max
+        self._buffer = bytearray()
+
+    def receive_data(self, data: bytes) -> list[bytes]:
+        buffer = self._buffer
+        buffer += data
+        frames: list[bytes] = []
+        offset, size = 0, len(buffer)
+        while size - offset >= 4:
+            length = int.from_bytes(buffer[offset : offset + 4], "big")
+            if length > self.frame_bytes_max:
+                raise RemoteProtocolError(f"frame of {length} bytes is over the {self.frame_bytes_max}-byte limit")
+            end = offset + 4 + length
+            if end > size:
+                break
+            frames.append(bytes(buffer[offset + 4 : end]))
+            offset = end
+        if offset:
+            del buffer[:offset]
+        return frames
+
+    @property
+    def buffered_bytes(self) -> int:
+        return len(self._buffer)
