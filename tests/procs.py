@@ -40,6 +40,7 @@ class ServerProcess:
 
     def __init__(self, workdir: Path, **overrides: object) -> None:
         self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.admin_port = free_port()
         self.data_dir = workdir / "data"

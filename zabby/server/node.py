@@ -183,12 +183,12 @@ class ZabbyServer:
             txn = item.txn
             result, events = tree.apply(txn)
             self.preparer.applied(txn.zxid)
-            self._after_apply(txn)
             if events and (watches.data or watches.child or watches.persistent or watches.recursive):
                 for conn, event_type, path in watches.trigger(events):
                     conn.send_event(event_type, path, txn.zxid)
             if item.done is not None:
                 item.done(txn, result)
+            self._after_apply(txn)
         self.stats.commit_count += len(batch)
         self._txns_since_snapshot += len(batch)
         self.outstanding -= len(batch)

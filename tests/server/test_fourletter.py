@@ -1,0 +1,89 @@
+"""Four-letter words in ZooKeeper's formats, the whitelist, and the admin HTTP endpoint."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+
+from tests.procs import ServerProcess
+from tests.server.wire import raw_session
+
+
+def _mntr(server: ServerProcess) -> dict[str, str]:
+    return dict(line.split("\t", 1) for line in server.four_letter("mntr").splitlines())
+
+
+def test_ruok_srvr_mntr_have_true_values(zabby_server: ServerProcess) -> None:
+    assert zabby_server.four_letter("ruok") == "imok"
+    before = _mntr(zabby_server)
+    session = raw_session(zabby_server.port)
+    session.create("/a", b"12345")
+    session.create("/a/e", b"", mode=1)
+    session.call(4, "/a", True)
+    after = _mntr(zabby_server)
+    assert after["zk_server_state"] == "standalone"
+    assert int(after["zk_znode_count"]) == int(before["zk_znode_count"]) + 2
+    assert int(after["zk_ephemerals_count"]) == 1
+    assert int(after["zk_watch_count"]) == 1
+    assert int(after["zk_num_alive_connections"]) >= 2
+    assert int(after["zk_approximate_data_size"]) > int(before["zk_approximate_data_size"])
+    assert int(after["zk_last_zxid"], 16) == session.call(3, "/a", False)[1]
+    assert float(after["zk_max_latency"]) >= float(after["zk_min_latency"]) >= 0
+    assert int(after["zk_cnt_fsynctime"]) >= 2
+    for key in ("zk_version", "zk_avg_latency", "zk_outstanding_requests", "zk_packets_received", "zk_open_file_descriptor_count"):
+        assert key in after
+    srvr = zabby_server.four_letter("srvr")
+    assert "Mode: standalone" in srvr and "Node count:" in srvr and "Zxid: 0x" in srvr
+    assert srvr.startswith("Zookeeper version: ")
+
+
+def test_other_words(zabby_server: ServerProcess) -> None:
+    session = raw_session(zabby_server.port)
+    session.create("/w")
+    session.call(4, "/w", True)
+    assert zabby_server.four_letter("isro") == "rw"
+    assert "clientPort=" in zabby_server.four_letter("conf")
+    assert zabby_server.four_letter("envi").startswith("Environment:\nzookeeper.version=")
+    assert "Total watches:1" in zabby_server.four_letter("wchs")
+    assert "/w" in zabby_server.four_letter("wchc")
+    assert zabby_server.four_letter("wchp").startswith("/w\n\t0x")
+    assert f"sid=0x{session.session_id:x}" in zabby_server.four_letter("cons")
+    assert "SessionTracker dump:" in zabby_server.four_letter("dump")
+    assert "datadir_size: " in zabby_server.four_letter("dirs")
+    assert "Clients:" in zabby_server.four_letter("stat")
+    assert zabby_server.four_letter("crst") == "Connection stats reset.\n"
+    assert zabby_server.four_letter("srst") == "Server stats reset.\n"
+
+
+def test_whitelist_default_is_the_harmless_words(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path, **{"4lw.commands.whitelist": "ruok,srvr,stat,mntr,isro,conf,envi,dirs"})
+    server.start()
+    try:
+        assert server.four_letter("dump") == "dump is not executed because it is not in the whitelist.\n"
+        assert server.four_letter("ruok") == "imok"
+    finally:
+        server.kill()
+
+
+def test_admin_endpoint_and_metrics(zabby_server: ServerProcess) -> None:
+    raw_session(zabby_server.port).create("/m")
+    base = f"http://127.0.0.1:{zabby_server.admin_port}"
+    mntr = json.load(urllib.request.urlopen(f"{base}/commands/mntr", timeout=5))
+    assert mntr["command"] == "mntr" and mntr["server_state"] == "standalone" and mntr["znode_count"] >= 5
+    assert json.load(urllib.request.urlopen(f"{base}/commands/monitor", timeout=5))["znode_count"] == mntr["znode_count"]
+    assert "mntr" in json.load(urllib.request.urlopen(f"{base}/commands", timeout=5))["commands"]
+    metrics = urllib.request.urlopen(f"{base}/metrics", timeout=5).read().decode()
+    assert "zk_znode_count " in metrics
+    assert "zabby_fsync_latency_seconds_bucket" in metrics
+    assert 'zabby_request_latency_seconds_count{kind="write"}' in metrics
+
+
+def test_busy_admin_port_is_logged_and_server_serves(tmp_path: Path, zabby_server: ServerProcess) -> None:
+    other = ServerProcess(tmp_path / "second", **{"admin.serverPort": zabby_server.admin_port})
+    other.start()
+    try:
+        assert other.four_letter("ruok") == "imok"
+        assert "admin server not started" in other.log_path.read_text()
+    finally:
+        other.kill()
