@@ -33,6 +33,7 @@ from zabby.config import ServerConfig
 from zabby.errors import ZabbyError
 from zabby.opcodes import OpCode, owner_ttl_ms
 from zabby.storage.datadir import DataDir
+from zabby.storage.snapshot import write_snapshot
 from zabby.storage.txnlog import TxnLog
 from zabby.tree.datatree import DataTree
 from zabby.tree.prep import Caller, Preparer, PrepLimits
@@ -221,7 +222,7 @@ class ZabbyServer:
             if pid == 0:  # the child: write and leave without running any parent cleanup
                 code = 1
                 try:
-                    self.datadir.take_snapshot(self.tree.records(), zxid)
+                    write_snapshot(self.datadir.snap_dir, zxid, self.tree.records())
                     code = 0
                 finally:
                     os._exit(code)

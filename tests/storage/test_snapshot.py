@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.storage.helpers import TxnMaker, tree_of
+from zabby.storage.epochs import CorruptEpochError, read_epoch, write_epoch
+from zabby.storage.snapshot import CorruptSnapshotError, list_snapshots, looks_complete, read_snapshot, write_snapshot
+from zabby.tree.datatree import DataTree
+
+
+def sample_tree(count: int = 300) -> DataTree:
+    return tree_of(TxnMaker().some(count))
+
+
+def load(path: Path) -> DataTree:
+    _zxid, records = read_snapshot(path)
+    return DataTree.from_records(records)
+
+
+def test_round_trip_keeps_the_digest(tmp_path: Path) -> None:
+    tree = sample_tree()
+    tree.sessions[0x100] = (30_000, b"secret")
+    path = write_snapshot(tmp_path, tree.last_zxid, tree.records())
+    assert path.name == f"snapshot.{tree.last_zxid:016x}"
+    zxid, records = read_snapshot(path)
+    loaded = DataTree.from_records(records)
+    assert zxid == tree.last_zxid == loaded.last_zxid
+    assert loaded.digest() == tree.digest()
+    assert loaded.data_size == tree.data_size and loaded.node_count() == tree.node_count()
+    assert list(tmp_path.iterdir()) == [path]  # no .tmp left behind
+
+
+def test_large_snapshot_streams_in_chunks(tmp_path: Path) -> None:
+    tree = tree_of(TxnMaker().some(600, data_bytes=4000))  # ~2 MiB: more than one chunk
+    path = write_snapshot(tmp_path, tree.last_zxid, tree.records())
+    assert path.stat().st_size > 2**20
+    assert load(path).digest() == tree.digest()
+
+
+def damaged_copies(intact: bytes) -> dict[str, bytes]:
+    offsets = (0, 9, 20, len(intact) // 2, len(intact) - 13, len(intact) - 5)
+    flipped = {f"flip@{at}": intact[:at] + bytes([intact[at] ^ 0x10]) + intact[at + 1 :] for at in offsets}
+    cut = {f"cut@{size}": intact[:size] for size in (0, 10, 27, len(intact) // 2, len(intact) - 1)}
+    return {**flipped, **cut, "appended": intact + b"\0"}
+
+
+def test_any_damage_is_detected_before_records_are_returned(tmp_path: Path) -> None:
+    tree = sample_tree(50)
+    path = write_snapshot(tmp_path, tree.last_zxid, tree.records())
+    intact = path.read_bytes()
+    for name, content in damaged_copies(intact).items():
+        path.write_bytes(content)
+        with pytest.raises(CorruptSnapshotError, match=str(path)):
+            read_snapshot(path)
+        print(name, "detected")
+
+
+def test_a_record_count_mismatch_is_detected(tmp_path: Path) -> None:
+    import struct
+    import zlib
+
+    tree = sample_tree(5)
+    path = write_snapshot(tmp_path, tree.last_zxid, tree.records())
+    body = path.read_bytes()[:-16] + struct.pack(">4sQ", b"ZBSE", 3)
+    path.write_bytes(body + struct.pack(">I", zlib.crc32(body)))  # a consistent, lying trailer
+    _zxid, records = read_snapshot(path)
+    with pytest.raises(CorruptSnapshotError, match="records decoded, trailer says 3"):
+        list(records)
+
+
+def test_failed_write_leaves_nothing(tmp_path: Path) -> None:
+    def records() -> object:
+        yield ("tree", 1, 0, 1)
+        raise RuntimeError("tree changed")
+
+    with pytest.raises(RuntimeError):
+        write_snapshot(tmp_path, 1, records())  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_list_snapshots_newest_first_ignoring_tmp(tmp_path: Path) -> None:
+    for zxid in (5, 0x100000003, 17):
+        write_snapshot(tmp_path, zxid, [("tree", zxid, 0, 0)])
+    (tmp_path / "snapshot.00000000000000ff.tmp").write_bytes(b"partial")
+    (tmp_path / "notes.txt").write_text("hi")
+    assert [zxid for zxid, _ in list_snapshots(tmp_path)] == [0x100000003, 17, 5]
+    assert all(looks_complete(path) for _, path in list_snapshots(tmp_path))
+    assert not looks_complete(tmp_path / "snapshot.00000000000000ff.tmp")
+
+
+def test_epochs_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "acceptedEpoch"
+    assert read_epoch(path) == 0 and read_epoch(path, default=7) == 7
+    write_epoch(path, 3)
+    assert read_epoch(path) == 3 and path.read_text() == "3\n"
+    write_epoch(path, 12)
+    assert read_epoch(path) == 12
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["acceptedEpoch"]
+
+
+@pytest.mark.parametrize("content", [b"", b"abc", b"-1", b"\xff\xfe", b"1 2"])
+def test_a_bad_epoch_file_is_a_clear_error(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "currentEpoch"
+    path.write_bytes(content)
+    with pytest.raises(CorruptEpochError, match="currentEpoch"):
+        read_epoch(path)
+    with pytest.raises(ValueError):
+        write_epoch(path, -1)

@@ -1,0 +1,283 @@
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from zabby.errors import InvariantError
+from zabby.storage import txnlog as txnlog_module
+from zabby.storage.txnlog import CorruptLogError, TxnLog, list_segments, segment_name
+
+HEADER_BYTES = 8
+RECORD_HEADER_BYTES = 16
+
+
+def records(first: int, count: int, payload_bytes: int = 40) -> list[tuple[int, bytes]]:
+    return [(zxid, f"txn-{zxid}-".encode().ljust(payload_bytes, b".")) for zxid in range(first, first + count)]
+
+
+def open_log(log_dir: Path, **kwargs: int) -> TxnLog:
+    log = TxnLog(log_dir, **kwargs)
+    log.open()
+    return log
+
+
+def test_empty_log_opens_with_zero(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "logs")
+    assert log.last_zxid == 0 and log.first_zxid == 0 and log.segments() == []
+    assert list(log.read_from(0)) == []
+    log.close()
+
+
+def test_round_trip_across_segments(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes_max=500)
+    written = []
+    for batch_start in range(1, 200, 10):
+        batch = records(batch_start, 10)
+        log.append(batch)
+        log.sync()
+        written += batch
+    assert len(log.segments()) > 5
+    assert list(log.read_from(0)) == written
+    assert list(log.read_from(57)) == written[57:]
+    assert list(log.read_from(200)) == []
+    log.close()
+    reopened = open_log(tmp_path, segment_bytes_max=500)
+    assert reopened.last_zxid == 200 and reopened.first_zxid == 1
+    assert list(reopened.read_from(0)) == written
+    for first_zxid, path in list_segments(tmp_path):
+        assert path.name == segment_name(first_zxid)
+        assert next(reopened.read_from(first_zxid - 1))[0] == first_zxid
+    reopened.append(records(201, 3))
+    assert [zxid for zxid, _ in reopened.read_from(198)] == [199, 200, 201, 202, 203]
+    reopened.close()
+
+
+def test_roll_starts_a_segment_named_after_the_next_zxid(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append(records(1, 5))
+    log.roll()
+    assert len(log.segments()) == 1
+    log.append(records(6, 5))
+    assert [path.name for path in log.segments()] == [segment_name(1), segment_name(6)]
+    log.close()
+
+
+def test_append_rejects_zxids_that_do_not_grow(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append(records(1, 3))
+    size_before = log.segments()[0].stat().st_size
+    with pytest.raises(InvariantError):
+        log.append([(4, b"a"), (4, b"b")])
+    with pytest.raises(InvariantError):
+        log.append([(3, b"a")])
+    assert log.last_zxid == 3 and log.segments()[0].stat().st_size == size_before
+    log.append([(10, b"ok")])
+    assert [zxid for zxid, _ in log.read_from(0)] == [1, 2, 3, 10]
+    log.close()
+
+
+def test_append_before_open_is_a_bug(tmp_path: Path) -> None:
+    with pytest.raises(InvariantError):
+        TxnLog(tmp_path).append(records(1, 1))
+
+
+def test_failed_write_is_cut_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = open_log(tmp_path)
+    log.append(records(1, 3))
+
+    def half_then_fail(fd: int, data: bytes) -> None:
+        os.write(fd, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(txnlog_module, "write_all", half_then_fail)
+    with pytest.raises(OSError):
+        log.append(records(4, 3))
+    monkeypatch.undo()
+    assert log.last_zxid == 3
+    log.append(records(4, 1))
+    log.close()
+    assert [zxid for zxid, _ in open_log(tmp_path).read_from(0)] == [1, 2, 3, 4]
+
+
+def test_failed_write_into_a_new_segment_removes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = open_log(tmp_path)
+    log.append(records(1, 3))
+    log.roll()
+
+    def fail(fd: int, data: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(txnlog_module, "write_all", fail)
+    with pytest.raises(OSError):
+        log.append(records(4, 3))
+    monkeypatch.undo()
+    assert log.segments() == [tmp_path / segment_name(1)]
+    assert [zxid for zxid, _ in log.read_from(0)] == [1, 2, 3]
+    log.append(records(5, 1))
+    assert [path.name for path in log.segments()] == [segment_name(1), segment_name(5)]
+    log.close()
+    log.open()  # a closed log opens again
+    assert [zxid for zxid, _ in log.read_from(0)] == [1, 2, 3, 5]
+    log.close()
+
+
+@pytest.mark.parametrize("boundary", [0, 1, 7, 10, 11, 24, 25, 30])
+def test_truncate_after(tmp_path: Path, boundary: int) -> None:
+    log = open_log(tmp_path, segment_bytes_max=300)
+    for start in range(1, 31, 5):
+        log.append(records(start, 5))
+    log.truncate_after(boundary)
+    assert log.last_zxid == boundary
+    assert [zxid for zxid, _ in log.read_from(0)] == list(range(1, boundary + 1))
+    log.append(records(boundary + 100, 2))
+    log.close()
+    reopened = open_log(tmp_path, segment_bytes_max=300)
+    assert [zxid for zxid, _ in reopened.read_from(0)] == [*range(1, boundary + 1), boundary + 100, boundary + 101]
+    reopened.close()
+
+
+def test_truncate_after_a_gap_keeps_the_records_below(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append([(10, b"a"), (20, b"b"), (30, b"c")])
+    log.truncate_after(25)
+    assert log.last_zxid == 20
+    log.truncate_after(99)
+    assert [zxid for zxid, _ in log.read_from(0)] == [10, 20]
+    log.close()
+
+
+def test_purge_before_keeps_what_may_hold_later_records(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for start in (1, 11, 21, 31):
+        log.roll()
+        log.append(records(start, 10))
+    assert log.purge_before(5) == []
+    removed = log.purge_before(20)  # segment 11..20 holds only records <= 20, segment 21.. is needed
+    assert [path.name for path in removed] == [segment_name(1), segment_name(11)]
+    assert not any(path.exists() for path in removed)
+    assert [zxid for zxid, _ in log.read_from(20)] == list(range(21, 41))
+    assert [path.name for path in log.purge_before(1000)] == [segment_name(21)]
+    assert [path.name for path in log.segments()] == [segment_name(31)]  # the current segment stays
+    log.close()
+
+
+def test_read_from_sees_the_log_as_it_was(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append(records(1, 3))
+    reader = log.read_from(0)
+    assert next(reader)[0] == 1
+    log.append(records(4, 3))
+    assert [zxid for zxid, _ in reader] == [2, 3]
+    log.close()
+
+
+# ----------------------------------------------------------------- damage
+
+
+def write_one_segment(tmp_path: Path, count: int) -> tuple[Path, list[tuple[int, bytes]]]:
+    written = records(1, count)
+    with TxnLog(tmp_path) as log:
+        log.append(written)
+    return log.segments()[0], written
+
+
+def test_torn_tail_at_every_offset_of_the_last_record(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    segment, written = write_one_segment(tmp_path, 5)
+    intact = segment.read_bytes()
+    last_start = len(intact) - (RECORD_HEADER_BYTES + len(written[-1][1]))
+    for cut in range(last_start + 1, len(intact)):
+        segment.write_bytes(intact[:cut])
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="zabby.storage"):
+            log = open_log(tmp_path)
+        assert list(log.read_from(0)) == written[:-1], cut
+        assert segment.stat().st_size == last_start
+        assert f"offset {last_start}" in caplog.text and f"cutting {cut - last_start} bytes" in caplog.text
+        assert str(segment) in caplog.text
+        log.append([(99, b"after")])
+        log.close()
+        assert [zxid for zxid, _ in open_log(tmp_path).read_from(0)] == [1, 2, 3, 4, 99]
+
+
+@pytest.mark.parametrize("garbage", [b"\0", b"\0" * 64, b"\xff" * 7, os.urandom(300), b"\0" * 16 + b"junk"])
+def test_garbage_after_the_last_record_is_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture, garbage: bytes) -> None:
+    segment, written = write_one_segment(tmp_path, 5)
+    intact_bytes = segment.stat().st_size
+    with segment.open("ab") as f:
+        f.write(garbage)
+    with caplog.at_level(logging.WARNING, logger="zabby.storage"):
+        log = open_log(tmp_path)
+    assert list(log.read_from(0)) == written
+    assert segment.stat().st_size == intact_bytes
+    assert f"cutting {len(garbage)} bytes" in caplog.text
+    log.close()
+
+
+def test_crc_damage_in_the_last_record_is_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    segment, written = write_one_segment(tmp_path, 5)
+    raw = bytearray(segment.read_bytes())
+    raw[-3] ^= 0x40
+    segment.write_bytes(bytes(raw))
+    with caplog.at_level(logging.WARNING, logger="zabby.storage"):
+        log = open_log(tmp_path)
+    assert list(log.read_from(0)) == written[:-1]
+    assert "CRC mismatch" in caplog.text
+    log.close()
+
+
+def test_damage_in_an_older_segment_refuses_to_open(tmp_path: Path) -> None:
+    with TxnLog(tmp_path) as log:
+        log.append(records(1, 5))
+        log.roll()
+        log.append(records(6, 5))
+    older = log.segments()[0]
+    raw = bytearray(older.read_bytes())
+    raw[HEADER_BYTES + RECORD_HEADER_BYTES + 5] ^= 0x01
+    older.write_bytes(bytes(raw))
+    sizes = [path.stat().st_size for path in log.segments()]
+    with pytest.raises(CorruptLogError, match=r"log\.0000000000000001.*offset 8.*not the last segment"):
+        open_log(tmp_path)
+    assert [path.stat().st_size for path in log.segments()] == sizes  # nothing was cut
+
+
+def test_torn_tail_of_an_older_segment_refuses_to_open(tmp_path: Path) -> None:
+    with TxnLog(tmp_path) as log:
+        log.append(records(1, 5))
+        log.roll()
+        log.append(records(6, 5))
+    older = log.segments()[0]
+    older.write_bytes(older.read_bytes()[:-10])
+    with pytest.raises(CorruptLogError):
+        open_log(tmp_path)
+
+
+@pytest.mark.parametrize("content", [b"", b"ZB", bytes(8), bytes(8) + bytes(40), b"ZBLG\0\0\0\1"])
+def test_a_last_segment_without_a_complete_record_is_removed(tmp_path: Path, content: bytes) -> None:
+    with TxnLog(tmp_path) as log:
+        log.append(records(1, 5))
+    (tmp_path / segment_name(6)).write_bytes(content)
+    log = open_log(tmp_path)
+    assert log.segments() == [tmp_path / segment_name(1)] and log.last_zxid == 5
+    assert not (tmp_path / segment_name(6)).exists()
+    log.append(records(6, 1))
+    log.close()
+
+
+def test_a_foreign_file_is_not_cut(tmp_path: Path) -> None:
+    (tmp_path / segment_name(1)).write_bytes(b"ZKLG" + bytes(100))
+    with pytest.raises(CorruptLogError, match="not a zabby txn log"):
+        open_log(tmp_path)
+
+
+def test_zxids_must_grow_across_segments(tmp_path: Path) -> None:
+    with TxnLog(tmp_path) as log:
+        log.append(records(1, 5))
+        log.roll()
+        log.append(records(6, 5))
+    second = log.segments()[1]
+    second.rename(tmp_path / segment_name(0))  # now sorts first, and its records say 6..10
+    with pytest.raises(CorruptLogError):
+        open_log(tmp_path)

@@ -1,0 +1,216 @@
+"""The data directories: layout, recovery (newest valid snapshot + log replay) and retention.
+
+Layout (ZooKeeper's)::
+
+    <data_dir>/myid                       decimal server id (optional, quorum mode)
+    <data_dir>/version-2/snapshot.<hex16>  snapshots (see snapshot.py)
+    <data_dir>/version-2/acceptedEpoch     epochs (see epochs.py)
+    <data_dir>/version-2/currentEpoch
+    <log_dir>/version-2/log.<hex16>        txn log segments (see txnlog.py); log_dir = data_dir
+                                           unless dataLogDir is set
+
+Theory of operation: ``recover`` loads the newest snapshot that passes its checks (a damaged
+one is logged and skipped), then replays every logged txn above the snapshot's zxid.  The log
+must *cover* the snapshot: its oldest record must be the snapshot's successor or older, else
+txns in between are lost and recovery refuses to start.  Zxids are ``(epoch << 32) | counter``
+with counters starting at 1 in each epoch, so the successor of ``z`` is ``z + 1`` or the first
+zxid of a later epoch; a log starting at such a zxid counts as covering ``z`` (a log purged
+exactly at an epoch boundary is therefore not detected).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from zabby.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
+from zabby.storage.files import dir_bytes
+from zabby.storage.snapshot import CorruptSnapshotError, list_snapshots, looks_complete, read_snapshot, write_snapshot
+from zabby.storage.txnlog import CorruptLogError, TxnLog
+from zabby.tree.datatree import DataTree
+from zabby.tree.txns import decode_txn, zxid_counter, zxid_epoch, zxid_hex
+
+logger = logging.getLogger("zabby.storage")
+
+VERSION_DIR = "version-2"
+MYID = "myid"
+SNAP_RETAIN_COUNT_MIN = 3
+
+
+class RecoveryError(Exception):
+    """The data on disk cannot be turned back into the tree without losing txns."""
+
+
+def log_covers(log_first_zxid: int, snapshot_zxid: int) -> bool:
+    """Does a log whose oldest record is ``log_first_zxid`` hold every txn after the snapshot?"""
+    if log_first_zxid == 0 or log_first_zxid <= snapshot_zxid + 1:
+        return True
+    return zxid_epoch(log_first_zxid) > zxid_epoch(snapshot_zxid) and zxid_counter(log_first_zxid) == 1
+
+
+class DataDir:
+    """The server's durable state in ``data_dir`` (and ``data_log_dir`` for the txn log).
+
+    Args:
+        data_dir: ZooKeeper's ``dataDir``.
+        data_log_dir: ZooKeeper's ``dataLogDir``; the log goes to ``data_dir`` if None.
+        snap_retain_count: snapshots kept by ``purge`` (at least 3, as ZooKeeper).
+    """
+
+    def __init__(self, data_dir: Path, data_log_dir: Path | None = None, *, snap_retain_count: int = 3) -> None:
+        if snap_retain_count < SNAP_RETAIN_COUNT_MIN:
+            logger.warning("snap_retain_count %d raised to the minimum, %d", snap_retain_count, SNAP_RETAIN_COUNT_MIN)
+            snap_retain_count = SNAP_RETAIN_COUNT_MIN
+        self.data_dir = Path(data_dir)
+        self.snap_dir = self.data_dir / VERSION_DIR
+        self.log_dir = Path(data_log_dir if data_log_dir is not None else data_dir) / VERSION_DIR
+        self.snap_retain_count = snap_retain_count
+        self.accepted_epoch_path = self.snap_dir / ACCEPTED_EPOCH
+        self.current_epoch_path = self.snap_dir / CURRENT_EPOCH
+        self.log: TxnLog | None = None
+        self.snap_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+
+    # ----------------------------------------------------------------- recovery
+    def recover(self, *, segment_bytes_max: int | None = None) -> tuple[DataTree, TxnLog]:
+        """Rebuild the tree from the newest valid snapshot plus the log; open the log.
+
+        Returns:
+            the tree, and the opened log positioned for appends (also kept as ``self.log``).
+
+        Raises:
+            RecoveryError: the log does not reach back to the snapshot used (or to the start
+                of history when no snapshot is usable while some exist).
+            CorruptLogError: see ``TxnLog.open``.
+        """
+        started = time.monotonic()
+        tree, snapshot_zxid, snapshot_count = self._load_newest_snapshot()
+        log = TxnLog(self.log_dir) if segment_bytes_max is None else TxnLog(self.log_dir, segment_bytes_max=segment_bytes_max)
+        log.open()
+        try:
+            self._check_coverage(log, snapshot_zxid, snapshot_count)
+            replayed = self._replay(tree, log, snapshot_zxid)
+        except BaseException:
+            log.close()
+            raise
+        logger.info(
+            "recovered %s: snapshot at zxid %s, %d txns replayed, last zxid %s, %d znodes, in %.3f s",
+            self.data_dir, zxid_hex(snapshot_zxid), replayed, zxid_hex(tree.last_zxid),
+            tree.node_count(), time.monotonic() - started,
+        )  # fmt: skip
+        self.log = log
+        return tree, log
+
+    def _load_newest_snapshot(self) -> tuple[DataTree, int, int]:
+        """``(tree, snapshot zxid, snapshot files seen)``; an empty tree at 0 if none is valid."""
+        snapshots = list_snapshots(self.snap_dir)
+        for zxid, path in snapshots:
+            try:
+                snapshot_zxid, records = read_snapshot(path)
+                tree = DataTree.from_records(records)
+                for extra in records:  # drain: checks the record count and the file's end
+                    raise CorruptSnapshotError(f"snapshot {path}: records after the tree ({extra[:1]!r}…)")
+            except CorruptSnapshotError as error:
+                logger.warning("skipping damaged snapshot %s: %s", path, error)
+                continue
+            if snapshot_zxid != zxid or tree.last_zxid != zxid:
+                raise RecoveryError(f"snapshot {path}: name, header and tree disagree on the zxid")
+            return tree, zxid, len(snapshots)
+        return DataTree(), 0, len(snapshots)
+
+    def _check_coverage(self, log: TxnLog, snapshot_zxid: int, snapshot_count: int) -> None:
+        if log_covers(log.first_zxid, snapshot_zxid):
+            return
+        if snapshot_zxid == 0 and snapshot_count > 0:
+            raise RecoveryError(
+                f"all {snapshot_count} snapshots in {self.snap_dir} are damaged and the txn log in "
+                f"{self.log_dir} starts at zxid {zxid_hex(log.first_zxid)}, not at the first txn: "
+                f"starting would lose data (restore a snapshot or resync this server from the ensemble)"
+            )
+        start = f"the snapshot at {zxid_hex(snapshot_zxid)}" if snapshot_zxid else "an empty tree (no snapshot)"
+        raise RecoveryError(
+            f"the txn log in {self.log_dir} starts at zxid {zxid_hex(log.first_zxid)}, but recovery "
+            f"starts from {start}: the txns in between are missing"
+        )
+
+    @staticmethod
+    def _replay(tree: DataTree, log: TxnLog, snapshot_zxid: int) -> int:
+        replayed = 0
+        for zxid, payload in log.read_from(snapshot_zxid):
+            try:
+                txn = decode_txn(payload)
+            except (ValueError, TypeError) as error:  # msgpack errors, wrong arity
+                raise CorruptLogError(f"log record {zxid_hex(zxid)} is not a txn: {error}") from None
+            if txn.zxid != zxid:
+                raise CorruptLogError(f"log record {zxid_hex(zxid)} holds a txn with zxid {zxid_hex(txn.zxid)}")
+            tree.apply(txn)
+            replayed += 1
+        return replayed
+
+    # ----------------------------------------------------------------- snapshots and retention
+    def take_snapshot(self, tree_records: Iterable[tuple[Any, ...]], zxid: int) -> Path:
+        """Write a snapshot of the tree at ``zxid``; the log (if open) starts a new segment.
+
+        When ``zxid`` is beyond the log's end (a snapshot received from the leader, Zab SNAP),
+        the log has a hole before ``zxid``: its records are all covered by this snapshot and
+        cannot be combined with an older one, so they are deleted.  Recovery from an older
+        snapshot then fails loudly instead of silently skipping the hole.
+        """
+        path = write_snapshot(self.snap_dir, zxid, tree_records)
+        if self.log is not None:
+            self.log.roll()
+            if zxid > self.log.last_zxid and self.log.first_zxid != 0:
+                logger.info("snapshot %s is past the log's end %s: clearing the log", path, zxid_hex(self.log.last_zxid))
+                self.log.truncate_after(0)
+        return path
+
+    def purge(self) -> list[Path]:
+        """Keep the newest ``snap_retain_count`` complete snapshots and the log they need.
+
+        Returns:
+            every file removed (older snapshots, then log segments).
+        """
+        complete = [(zxid, path) for zxid, path in list_snapshots(self.snap_dir) if looks_complete(path)]
+        if not complete:
+            return []
+        kept = complete[: self.snap_retain_count]
+        oldest_kept_zxid = kept[-1][0]
+        removed = []
+        for zxid, path in list_snapshots(self.snap_dir):
+            if zxid < oldest_kept_zxid:
+                path.unlink()
+                removed.append(path)
+        if self.log is not None:
+            removed += self.log.purge_before(oldest_kept_zxid)
+        else:
+            with TxnLog(self.log_dir) as log:
+                removed += log.purge_before(oldest_kept_zxid)
+        return removed
+
+    # ----------------------------------------------------------------- the rest
+    def read_myid(self) -> int | None:
+        """The server id in ``<data_dir>/myid``, or None if there is no such file."""
+        path = self.data_dir / MYID
+        try:
+            text = path.read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            return None
+        if not text.isdigit():
+            raise ValueError(f"{path}: expected the server id as a decimal number, found {text[:40]!r}")
+        return int(text)
+
+    def data_dir_bytes(self) -> int:
+        """Bytes in the snapshot directory (the ``dirs`` four-letter word's ``datadir_size``)."""
+        return dir_bytes(self.snap_dir)
+
+    def log_dir_bytes(self) -> int:
+        """Bytes in the log directory (``logdir_size``)."""
+        return dir_bytes(self.log_dir)
+
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()
+            self.log = None

@@ -1,0 +1,175 @@
+"""Snapshots: the whole tree at one zxid, streamed to disk and checked before it is trusted.
+
+On-disk format (integers big-endian)::
+
+    name      := "snapshot." hex16(zxid)        (a ".tmp" suffix while being written)
+    snapshot  := header record* trailer
+    header    := magic:"ZBSN" version:u32(=1) zxid:u64
+    record    := one msgpack value               (DataTree.records(): tuples as arrays, bin data)
+    trailer   := marker:"ZBSE" count:u64 crc:u32
+    crc       := crc32(header record* marker count)   everything before the crc field
+
+Theory of operation: ``write_snapshot`` streams records through ``msgpack.Packer`` in ~1 MiB
+chunks, computing the CRC as it goes, into ``snapshot.<zxid>.tmp``; it then fsyncs, renames
+and fsyncs the directory, so a snapshot file that has its final name is complete.
+``read_snapshot`` reads the file once to check header, trailer and CRC, and only then returns
+an iterator that unpacks the records (checking their count at the end).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from zabby.storage.files import TMP_SUFFIX, fsync_dir, write_all
+
+MAGIC = b"ZBSN"
+TRAILER_MARKER = b"ZBSE"
+VERSION = 1
+CHUNK_BYTES = 2**20
+
+_HEADER = struct.Struct(">4sIQ")
+_TRAILER = struct.Struct(">4sQI")
+_TRAILER_START = struct.Struct(">4sQ")
+_CRC = struct.Struct(">I")
+_SNAPSHOT_NAME = re.compile(r"snapshot\.([0-9a-f]{16})")
+
+
+class CorruptSnapshotError(Exception):
+    """A snapshot file is damaged or incomplete; the message names the file and the reason."""
+
+
+def snapshot_name(zxid: int) -> str:
+    return f"snapshot.{zxid:016x}"
+
+
+def write_snapshot(snap_dir: Path, zxid: int, records: Iterable[tuple[Any, ...]]) -> Path:
+    """Stream ``records`` into ``snap_dir/snapshot.<zxid>`` durably; return its path.
+
+    Raises:
+        OSError, TypeError (a record msgpack cannot pack): the ``.tmp`` file is removed.
+    """
+    path = Path(snap_dir) / snapshot_name(zxid)
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        _write_body(fd, zxid, records)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink()
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+    return path
+
+
+def _write_body(fd: int, zxid: int, records: Iterable[tuple[Any, ...]]) -> None:
+    pack = msgpack.Packer(use_bin_type=True).pack
+    buffer = bytearray(_HEADER.pack(MAGIC, VERSION, zxid))
+    crc, count = 0, 0
+    for record in records:
+        buffer += pack(record)
+        count += 1
+        if len(buffer) >= CHUNK_BYTES:
+            crc = zlib.crc32(buffer, crc)
+            write_all(fd, buffer)
+            buffer.clear()
+    buffer += _TRAILER_START.pack(TRAILER_MARKER, count)
+    buffer += _CRC.pack(zlib.crc32(buffer, crc))
+    write_all(fd, buffer)
+
+
+def read_snapshot(path: Path) -> tuple[int, Iterator[tuple[Any, ...]]]:
+    """Check a snapshot whole, then return ``(zxid, records)``; records are unpacked lazily.
+
+    Raises:
+        CorruptSnapshotError: bad magic or version, truncated file, missing trailer, CRC
+            mismatch (now), or undecodable records / wrong record count (while iterating).
+    """
+    path = Path(path)
+    file_bytes = path.stat().st_size
+    if file_bytes < _HEADER.size + _TRAILER.size:
+        raise CorruptSnapshotError(f"snapshot {path}: truncated ({file_bytes} bytes)")
+    with path.open("rb") as f:
+        magic, version, zxid = _HEADER.unpack(f.read(_HEADER.size))
+        if magic != MAGIC or version != VERSION:
+            raise CorruptSnapshotError(f"snapshot {path}: bad magic {magic!r} or version {version}")
+        f.seek(file_bytes - _TRAILER.size)
+        marker, count, crc_expected = _TRAILER.unpack(f.read(_TRAILER.size))
+        if marker != TRAILER_MARKER:
+            raise CorruptSnapshotError(f"snapshot {path}: no trailer (truncated or not finished)")
+        crc = _crc_of_prefix(f, file_bytes - _CRC.size)
+    if crc != crc_expected:
+        raise CorruptSnapshotError(f"snapshot {path}: CRC mismatch (file 0x{crc_expected:08x}, computed 0x{crc:08x})")
+    return zxid, _unpack_records(path, file_bytes - _TRAILER.size, count)
+
+
+def _crc_of_prefix(f: Any, end_bytes: int) -> int:
+    f.seek(0)
+    crc, remaining = 0, end_bytes
+    while remaining > 0:
+        chunk = f.read(min(CHUNK_BYTES, remaining))
+        if not chunk:
+            raise CorruptSnapshotError(f"snapshot {f.name}: shrank while being read")
+        crc = zlib.crc32(chunk, crc)
+        remaining -= len(chunk)
+    return crc
+
+
+def _unpack_records(path: Path, end_bytes: int, count_expected: int) -> Iterator[tuple[Any, ...]]:
+    unpacker = msgpack.Unpacker(raw=False, use_list=False)
+    count = 0
+    with path.open("rb") as f:
+        f.seek(_HEADER.size)
+        remaining = end_bytes - _HEADER.size
+        while remaining > 0:
+            chunk = f.read(min(CHUNK_BYTES, remaining))
+            remaining -= len(chunk)
+            unpacker.feed(chunk)
+            try:
+                for record in unpacker:
+                    count += 1
+                    yield record
+            except ValueError as error:  # msgpack's FormatError, ExtraData, StackError…
+                raise CorruptSnapshotError(f"snapshot {path}: undecodable record {count}: {error}") from None
+    if count != count_expected or unpacker.tell() != end_bytes - _HEADER.size:
+        raise CorruptSnapshotError(
+            f"snapshot {path}: {count} records decoded, trailer says {count_expected}"
+            f" (or a partial record at the end)"
+        )
+
+
+def list_snapshots(snap_dir: Path) -> list[tuple[int, Path]]:
+    """``(zxid, path)`` of the snapshot files in ``snap_dir``, newest first (``.tmp`` ignored)."""
+    found = []
+    for entry in os.scandir(snap_dir):
+        match = _SNAPSHOT_NAME.fullmatch(entry.name)
+        if match is not None and entry.is_file():
+            found.append((int(match.group(1), 16), Path(entry.path)))
+    return sorted(found, reverse=True)
+
+
+def looks_complete(path: Path) -> bool:
+    """A cheap check (header and trailer only, no CRC): was this snapshot fully written?"""
+    try:
+        file_bytes = path.stat().st_size
+        with path.open("rb") as f:
+            head = f.read(_HEADER.size)
+            f.seek(max(0, file_bytes - _TRAILER.size))
+            tail = f.read(_TRAILER.size)
+    except OSError:
+        return False
+    return (
+        file_bytes >= _HEADER.size + _TRAILER.size
+        and head[:4] == MAGIC
+        and tail[:4] == TRAILER_MARKER
+    )

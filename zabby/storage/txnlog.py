@@ -1,0 +1,411 @@
+"""The transaction log: append-only segment files of (zxid, payload) records, CRC-checked.
+
+On-disk format (all integers big-endian)::
+
+    log_dir   := segment*                    one file per segment, named below
+    name      := "log." hex16(first_zxid)    the zxid of the segment's first record
+    segment   := header record+
+    header    := magic:"ZBLG" version:u32(=1)
+    record    := length:u32 crc:u32 zxid:u64 payload:byte[length]
+    crc       := crc32(zxid:u64 payload)     zlib.crc32 over the packed zxid, then the payload
+
+Theory of operation:
+
+- Zxids grow strictly, across records and across segments; a segment's name is the zxid of its
+  first record, so segment ``i`` holds exactly the zxids in ``[name_i, name_{i+1})``.
+- ``append`` builds one buffer per batch and issues ONE ``os.write`` (group commit); ``sync``
+  makes it durable with ``fdatasync``.  Nothing is preallocated: the end of the file is the end
+  of the log, and a torn write can only damage the tail.
+- A new segment is created by the first ``append`` after a roll (its header goes out in the same
+  write as the batch, so a segment never exists without records except after a crash).  Before
+  the old segment is left, it is fdatasynced, so every segment but the last is fully durable.
+- ``open`` validates every record.  A bad record in the *last* segment is a torn tail after a
+  crash: the file is cut at the last good record and a WARNING says how much was cut (those
+  bytes were never fsynced, hence never acknowledged).  A bad record in an older segment is
+  real corruption of acknowledged data: ``CorruptLogError``, never a silent drop.
+- Not thread-safe: one owner calls every method.  ``read_from`` sees the log as it was when
+  called, so appends during the iteration do not disturb it; ``truncate_after`` and
+  ``purge_before`` must not run while an iteration is in progress.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import struct
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+from zabby.errors import InvariantError
+from zabby.storage.files import fsync_dir, write_all
+
+logger = logging.getLogger("zabby.storage")
+
+MAGIC = b"ZBLG"
+VERSION = 1
+PAYLOAD_BYTES_MAX = 256 * 2**20
+SEGMENT_BYTES_MAX_DEFAULT = 64 * 2**20
+
+_FILE_HEADER = struct.Struct(">4sI")
+_FILE_HEADER_BYTES = _FILE_HEADER.pack(MAGIC, VERSION)
+_LENGTH_CRC = struct.Struct(">II")
+_ZXID = struct.Struct(">Q")
+_RECORD_HEADER = struct.Struct(">IIQ")
+_SEGMENT_NAME = re.compile(r"log\.([0-9a-f]{16})")
+
+
+class CorruptLogError(Exception):
+    """The log holds damaged records that are not a torn tail: acknowledged txns are unreadable."""
+
+
+class _BadRecord(Exception):
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(reason)
+        self.offset = offset
+        self.reason = reason
+
+
+class _Scan(NamedTuple):
+    """What validating one segment found: the good prefix ends at ``good_bytes``."""
+
+    good_bytes: int
+    file_bytes: int
+    record_count: int
+    last_zxid: int
+    error: str | None
+
+
+def segment_name(first_zxid: int) -> str:
+    return f"log.{first_zxid:016x}"
+
+
+def list_segments(log_dir: Path) -> list[tuple[int, Path]]:
+    """``(first_zxid, path)`` of every segment file in ``log_dir``, oldest first."""
+    found = []
+    for entry in os.scandir(log_dir):
+        match = _SEGMENT_NAME.fullmatch(entry.name)
+        if match is not None and entry.is_file():
+            found.append((int(match.group(1), 16), Path(entry.path)))
+    return sorted(found)
+
+
+def _records(f: BinaryIO, offset: int, end_bytes: int, prev_zxid: int) -> Iterator[tuple[int, bytes, int]]:
+    """Yield ``(zxid, payload, end_offset)`` for each record in ``f`` from ``offset`` (where ``f``
+    is positioned) to ``end_bytes``; raise ``_BadRecord`` at the first record that fails a check."""
+    header_size, unpack, crc32, pack_zxid = _RECORD_HEADER.size, _RECORD_HEADER.unpack, zlib.crc32, _ZXID.pack
+    while offset < end_bytes:
+        if end_bytes - offset < header_size:
+            raise _BadRecord(offset, f"incomplete record header ({end_bytes - offset} bytes)")
+        length, crc, zxid = unpack(f.read(header_size))
+        if length > PAYLOAD_BYTES_MAX or length > end_bytes - offset - header_size:
+            raise _BadRecord(offset, f"record length {length} runs past the end of the file")
+        payload = f.read(length)
+        if crc32(payload, crc32(pack_zxid(zxid))) != crc:
+            raise _BadRecord(offset, "CRC mismatch")
+        if zxid <= prev_zxid:
+            raise _BadRecord(offset, f"zxid 0x{zxid:x} does not follow 0x{prev_zxid:x}")
+        offset += header_size + length
+        prev_zxid = zxid
+        yield zxid, payload, offset
+
+
+def _check_file_header(path: Path, raw: bytes) -> str | None:
+    """None if ``raw`` is a good header; the reason if it is torn; raise if it is foreign."""
+    if len(raw) < _FILE_HEADER.size:
+        return f"incomplete file header ({len(raw)} bytes)"
+    if raw == bytes(_FILE_HEADER.size):
+        return "zeroed file header"
+    magic, version = _FILE_HEADER.unpack(raw)
+    if magic != MAGIC or version != VERSION:
+        raise CorruptLogError(f"{path}: not a zabby txn log segment (magic {magic!r}, version {version})")
+    return None
+
+
+def _scan_segment(path: Path, first_zxid: int, prev_zxid: int) -> _Scan:
+    """Validate every record of one segment; stop at the first bad one."""
+    file_bytes = path.stat().st_size
+    with path.open("rb") as f:
+        reason = _check_file_header(path, f.read(_FILE_HEADER.size))
+        if reason is not None:
+            return _Scan(0, file_bytes, 0, prev_zxid, reason)
+        good_bytes, count, last_zxid = _FILE_HEADER.size, 0, prev_zxid
+        try:
+            for zxid, _payload, end in _records(f, good_bytes, file_bytes, prev_zxid):
+                if count == 0 and zxid != first_zxid:
+                    raise CorruptLogError(f"{path}: first record has zxid 0x{zxid:x}, the name says 0x{first_zxid:x}")
+                good_bytes, count, last_zxid = end, count + 1, zxid
+        except _BadRecord as bad:
+            return _Scan(bad.offset, file_bytes, count, last_zxid, bad.reason)
+    return _Scan(good_bytes, file_bytes, count, last_zxid, None)
+
+
+class TxnLog:
+    """A segmented, CRC-checked, append-only log of ``(zxid, payload)`` records.
+
+    Args:
+        log_dir: the directory of the segment files (created if missing).
+        segment_bytes_max: a batch that finds the current segment at least this large starts
+            a new segment first.
+
+    Call ``open()`` before anything else, and ``close()`` at the end.
+    """
+
+    def __init__(self, log_dir: Path, *, segment_bytes_max: int = SEGMENT_BYTES_MAX_DEFAULT) -> None:
+        if segment_bytes_max <= _FILE_HEADER.size:
+            raise ValueError(f"segment_bytes_max must exceed {_FILE_HEADER.size}, got {segment_bytes_max}")
+        self.log_dir = Path(log_dir)
+        self.segment_bytes_max = segment_bytes_max
+        self.last_zxid = 0
+        self._segments: list[tuple[int, Path]] = []
+        self._fd: int | None = None
+        self._segment_bytes = 0
+        self._roll_requested = False
+        self._file_unsynced = False
+        self._dir_unsynced = False
+        self._opened = False
+
+    # ----------------------------------------------------------------- open / close
+    def open(self) -> None:
+        """Validate every segment, cut a torn tail of the last one, and get ready to append.
+
+        Raises:
+            CorruptLogError: an older segment is damaged, a segment is not ours, or zxids do
+                not grow; nothing is changed on disk in that case.
+        """
+        if self._opened:
+            raise InvariantError(f"txn log {self.log_dir} opened twice")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._segments = []
+        found = list_segments(self.log_dir)
+        prev_zxid = 0
+        for index, (first_zxid, path) in enumerate(found):
+            scan = _scan_segment(path, first_zxid, prev_zxid)
+            is_last = index == len(found) - 1
+            if (scan.error is not None or scan.record_count == 0) and not is_last:
+                where = f"at offset {scan.good_bytes}: {scan.error}" if scan.error else "it holds no records"
+                raise CorruptLogError(
+                    f"txn log segment {path} is damaged {where}; it is not the last segment, so "
+                    f"acknowledged txns would be lost: refusing to start (restore it or resync this server)"
+                )
+            if scan.error is not None:
+                self._cut_torn_tail(path, scan)
+            if scan.record_count == 0:
+                self._remove_empty_segment(path)
+                continue
+            self._segments.append((first_zxid, path))
+            prev_zxid = scan.last_zxid
+        self.last_zxid = prev_zxid
+        if self._segments:
+            self._open_for_append(self._segments[-1][1])
+        self._opened = True
+
+    def _cut_torn_tail(self, path: Path, scan: _Scan) -> None:
+        cut_bytes = scan.file_bytes - scan.good_bytes
+        logger.warning(
+            "txn log %s: %s at offset %d; cutting %d bytes after the last good record "
+            "(a torn tail from a crash: those bytes were never synced)",
+            path, scan.error, scan.good_bytes, cut_bytes,
+        )  # fmt: skip
+        os.truncate(path, scan.good_bytes)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _remove_empty_segment(self, path: Path) -> None:
+        logger.warning("txn log %s holds no complete record; removing it", path)
+        path.unlink()
+        fsync_dir(self.log_dir)
+
+    def _open_for_append(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        self._segment_bytes = os.fstat(self._fd).st_size
+
+    def close(self) -> None:
+        """Sync what was appended and release the file."""
+        if self._fd is not None:
+            self.sync()
+            os.close(self._fd)
+            self._fd = None
+        self._opened = False
+
+    def __enter__(self) -> TxnLog:
+        self.open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- writing
+    def append(self, records: list[tuple[int, bytes]]) -> None:
+        """Append ``(zxid, payload)`` records with one ``os.write``; not durable until ``sync()``.
+
+        Raises:
+            InvariantError: a zxid is not above the previous one (nothing is written then).
+            OSError: the write failed; the segment is cut back to where it was.
+        """
+        if not records:
+            return
+        if not self._opened:
+            raise InvariantError(f"append to txn log {self.log_dir} before open()")
+        rolling = self._fd is None or self._roll_requested or self._segment_bytes >= self.segment_bytes_max
+        parts = [_FILE_HEADER_BYTES] if rolling else []
+        last_zxid = self.last_zxid
+        pack_length_crc, pack_zxid, crc32 = _LENGTH_CRC.pack, _ZXID.pack, zlib.crc32
+        for zxid, payload in records:
+            if zxid <= last_zxid:
+                raise InvariantError(f"txn log append: zxid 0x{zxid:x} after 0x{last_zxid:x}")
+            zxid_bytes = pack_zxid(zxid)
+            parts += (pack_length_crc(len(payload), crc32(payload, crc32(zxid_bytes))), zxid_bytes, payload)
+            last_zxid = zxid
+        if rolling:
+            self._start_segment(records[0][0])
+        self._write(b"".join(parts))
+        self.last_zxid = last_zxid
+
+    def _write(self, data: bytes) -> None:
+        assert self._fd is not None
+        try:
+            write_all(self._fd, data)
+        except OSError:
+            os.ftruncate(self._fd, self._segment_bytes)
+            if self._segment_bytes == 0:
+                self._drop_current_segment()
+            raise
+        self._segment_bytes += len(data)
+        self._file_unsynced = True
+
+    def _start_segment(self, first_zxid: int) -> None:
+        """Leave the current segment durable and create the next one (empty until written)."""
+        if self._fd is not None:
+            if self._file_unsynced:
+                os.fdatasync(self._fd)
+                self._file_unsynced = False
+            os.close(self._fd)
+        path = self.log_dir / segment_name(first_zxid)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        self._segments.append((first_zxid, path))
+        self._segment_bytes = 0
+        self._roll_requested = False
+        self._dir_unsynced = True
+
+    def _drop_current_segment(self) -> None:
+        assert self._fd is not None
+        os.close(self._fd)
+        self._fd = None
+        self._segments.pop()[1].unlink()
+        self._segment_bytes = 0
+
+    def sync(self) -> None:
+        """Make every appended record durable: ``fdatasync`` the segment, and fsync the
+        directory if a segment was created or removed since the last sync."""
+        if self._fd is not None and self._file_unsynced:
+            os.fdatasync(self._fd)
+            self._file_unsynced = False
+        if self._dir_unsynced:
+            fsync_dir(self.log_dir)
+            self._dir_unsynced = False
+
+    def roll(self) -> None:
+        """Make the next ``append`` start a new segment (called when a snapshot is taken)."""
+        self._roll_requested = True
+
+    # ----------------------------------------------------------------- reading
+    @property
+    def first_zxid(self) -> int:
+        """The zxid of the oldest record kept (0 if the log is empty)."""
+        return self._segments[0][0] if self._segments else 0
+
+    def segments(self) -> list[Path]:
+        """The segment files, oldest first."""
+        return [path for _, path in self._segments]
+
+    def read_from(self, zxid: int) -> Iterator[tuple[int, bytes]]:
+        """Every record with a zxid above ``zxid``, in order, streamed from disk.
+
+        The iteration covers the log as it is at the call; later appends are not seen.
+
+        Raises (while iterating):
+            CorruptLogError: a record that ``open()`` validated no longer reads back.
+        """
+        if not self._opened:
+            raise InvariantError(f"read from txn log {self.log_dir} before open()")
+        plan: list[tuple[Path, int]] = []
+        for index, (_first, path) in enumerate(self._segments):
+            is_current = index == len(self._segments) - 1 and self._fd is not None
+            if index + 1 < len(self._segments) and self._segments[index + 1][0] <= zxid + 1:
+                continue  # every record here is below the next segment's first zxid
+            plan.append((path, self._segment_bytes if is_current else path.stat().st_size))
+        return self._stream(plan, zxid)
+
+    @staticmethod
+    def _stream(plan: list[tuple[Path, int]], zxid: int) -> Iterator[tuple[int, bytes]]:
+        prev_zxid = 0
+        for path, end_bytes in plan:
+            with path.open("rb") as f:
+                f.seek(_FILE_HEADER.size)
+                try:
+                    for record_zxid, payload, _end in _records(f, _FILE_HEADER.size, end_bytes, prev_zxid):
+                        prev_zxid = record_zxid
+                        if record_zxid > zxid:
+                            yield record_zxid, payload
+                except _BadRecord as bad:
+                    raise CorruptLogError(f"txn log {path}: {bad.reason} at offset {bad.offset}") from None
+
+    # ----------------------------------------------------------------- cutting
+    def truncate_after(self, zxid: int) -> None:
+        """Drop every record above ``zxid`` (Zab TRUNC), durably: later segments are deleted
+        and the segment holding the boundary is cut after its last record ``<= zxid``."""
+        if not self._opened:
+            raise InvariantError(f"truncate txn log {self.log_dir} before open()")
+        if zxid >= self.last_zxid:
+            return
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        while self._segments and self._segments[-1][0] > zxid:
+            self._segments.pop()[1].unlink()
+        self.last_zxid = self._segment_bytes = 0
+        if self._segments:
+            self._cut_segment_after(self._segments[-1][1], zxid)
+        fsync_dir(self.log_dir)
+        self._file_unsynced = self._dir_unsynced = False
+
+    def _cut_segment_after(self, path: Path, zxid: int) -> None:
+        good_bytes, last_zxid = _FILE_HEADER.size, 0
+        with path.open("rb") as f:
+            f.seek(_FILE_HEADER.size)
+            try:
+                for record_zxid, _payload, end in _records(f, good_bytes, path.stat().st_size, 0):
+                    if record_zxid > zxid:
+                        break
+                    good_bytes, last_zxid = end, record_zxid
+            except _BadRecord as bad:
+                raise CorruptLogError(f"txn log {path}: {bad.reason} at offset {bad.offset}") from None
+        os.truncate(path, good_bytes)
+        self._open_for_append(path)
+        assert self._fd is not None
+        os.fsync(self._fd)
+        self.last_zxid = last_zxid
+
+    def purge_before(self, zxid: int) -> list[Path]:
+        """Delete the segments whose records are all ``<= zxid``; the last segment always stays.
+
+        Returns:
+            the paths removed, oldest first.
+        """
+        if not self._opened:
+            raise InvariantError(f"purge txn log {self.log_dir} before open()")
+        removed: list[Path] = []
+        while len(self._segments) > 1 and self._segments[1][0] <= zxid + 1:
+            path = self._segments.pop(0)[1]
+            path.unlink()
+            removed.append(path)
+        if removed:
+            fsync_dir(self.log_dir)
+            logger.info("txn log: purged %d segments up to zxid 0x%x", len(removed), zxid)
+        return removed
