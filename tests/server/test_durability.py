@@ -70,6 +70,7 @@ def test_sigkill_mid_stream_loses_no_acknowledged_write(tmp_path: Path) -> None:
         assert names <= expected_max
         snapshots = list((tmp_path / "data" / "version-2").glob("snapshot.*"))
         assert snapshots, "snapCount=300 should have produced snapshots during the stream"
-        assert len([p for p in snapshots if not p.name.endswith(".tmp")]) <= 3, "autopurge keeps 3 snapshots"
+        # autopurge keeps 3; the kill may land between a new snapshot and the purge after it
+        assert len([p for p in snapshots if not p.name.endswith(".tmp")]) <= 4
     finally:
         server.kill()

@@ -83,7 +83,14 @@ def check(acl: tuple[ACL, ...], perm: int, auth_ids: list[AuthId], superuser: bo
     """True if any entry grants ``perm`` to one of ``auth_ids`` (ZooKeeper's ``checkACL``)."""
     if superuser or not acl:
         return True
-    return any(perms & perm and _id_matches(scheme, acl_id, auth_ids) for perms, scheme, acl_id in acl)
+    for perms, scheme, acl_id in acl:
+        if perms & perm:
+            if scheme == "world":
+                if acl_id == "anyone":
+                    return True
+            elif _id_matches(scheme, acl_id, auth_ids):
+                return True
+    return False
 
 
 def _valid_id(scheme: str, acl_id: str) -> bool:
@@ -101,14 +108,33 @@ def _valid_id(scheme: str, acl_id: str) -> bool:
     return False
 
 
+_FIXED_CACHE: dict[tuple[tuple[int, str, str], ...], tuple[ACL, ...]] = {}
+_FIXED_CACHE_SIZE_MAX = 256
+
+
 def fix_acl(acl: object, auth_ids: list[AuthId]) -> tuple[ACL, ...]:
     """Validate a requested ACL and expand ``auth`` entries (ZooKeeper's ``fixupACL``).
 
     Raises INVALIDACL for an empty list, an unknown scheme, a malformed id or an ``auth``
-    entry on a session with no authenticated id.
+    entry on a session with no authenticated id.  ACLs without ``auth`` entries do not depend
+    on the caller, so their validated form is cached (most requests repeat a few ACLs).
     """
     if not isinstance(acl, (list, tuple)) or not acl:
         raise ZabbyError(Err.INVALIDACL, "ACL must be a non-empty list")
+    try:
+        key = tuple((p, s, i) for p, s, i in acl)
+        cached = _FIXED_CACHE.get(key)
+    except (TypeError, ValueError):
+        key, cached = None, None
+    if cached is not None:
+        return cached
+    fixed = _fix_acl(acl, auth_ids)
+    if key is not None and len(_FIXED_CACHE) < _FIXED_CACHE_SIZE_MAX and not any(e[1] == "auth" for e in acl):
+        _FIXED_CACHE[key] = fixed
+    return fixed
+
+
+def _fix_acl(acl: list[object] | tuple[object, ...], auth_ids: list[AuthId]) -> tuple[ACL, ...]:
     out: list[ACL] = []
     for entry in acl:
         if not (isinstance(entry, (list, tuple)) and len(entry) == 3):

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 from zabby.errors import Err, ZabbyError
 
 
-def _is_forbidden(ch: str) -> bool:
-    c = ord(ch)
-    return (
-        c == 0
-        or 0x01 <= c <= 0x1F
-        or 0x7F <= c <= 0x9F
-        or 0xD800 <= c <= 0xF8FF
-        or 0xFFF0 <= c <= 0xFFFF
-        or c > 0xFFFF  # a surrogate pair (0xD800..0xDFFF) in Java's UTF-16, which ZooKeeper rejects
-    )
+# ZooKeeper's forbidden characters (PathUtils.validatePath); Java sees a character outside the
+# BMP as a surrogate pair, which falls in the forbidden \ud800-\uf8ff range.
+_FORBIDDEN = re.compile("[\u0000-\u001f\u007f-\u009f\ud800-\uf8ff\ufff0-\uffff\U00010000-\U0010ffff]")
 
 
 def validate_path(path: str, *, sequential: bool = False) -> None:
@@ -33,14 +28,15 @@ def validate_path(path: str, *, sequential: bool = False) -> None:
     check = path + "1" if sequential else path
     if check[-1] == "/":
         raise ZabbyError(Err.BADARGUMENTS, f"path must not end with / character: {path!r}")
-    for segment in check[1:].split("/"):
-        if not segment:
-            raise ZabbyError(Err.BADARGUMENTS, f"empty node name specified in {path!r}")
-        if segment in (".", ".."):
-            raise ZabbyError(Err.BADARGUMENTS, f"relative paths not allowed: {path!r}")
-    for ch in path:
-        if _is_forbidden(ch):
-            raise ZabbyError(Err.BADARGUMENTS, f"invalid character \\u{ord(ch):04x} in {path!r}")
+    if "//" in check:
+        raise ZabbyError(Err.BADARGUMENTS, f"empty node name specified in {path!r}")
+    if "/." in check:
+        for segment in check[1:].split("/"):
+            if segment in (".", ".."):
+                raise ZabbyError(Err.BADARGUMENTS, f"relative paths not allowed: {path!r}")
+    bad = _FORBIDDEN.search(path)
+    if bad is not None:
+        raise ZabbyError(Err.BADARGUMENTS, f"invalid character \\u{ord(bad.group()):04x} in {path!r}")
 
 
 def parent_of(path: str) -> str:
