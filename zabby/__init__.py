@@ -1,0 +1,86 @@
+"""zabby: a ZooKeeper-style coordination service in Python on trio.
+
+The public client API is re-exported here, kazoo-style::
+
+    from zabby import SyncClient          # instead of: from kazoo.client import KazooClient
+    zk = SyncClient("127.0.0.1:2181")
+    zk.start()
+
+Names are resolved lazily (PEP 562) so that importing a server module does not import the
+client stack.  Every exception class of ``zabby.errors`` is available as ``zabby.<Name>``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from zabby._version import __version__
+
+_CLIENT_NAMES = {
+    "Client": "zabby.client.aio",
+    "TransactionRequest": "zabby.client.aio",
+    "SyncClient": "zabby.client.sync",
+    "AsyncResult": "zabby.client.sync",
+    "KazooTimeoutError": "zabby.client.exceptions",
+    "KazooRetry": "zabby.client.retry",
+    "AsyncKazooRetry": "zabby.client.retry",
+    "ZnodeStat": "zabby.client.states",
+    "WatchedEvent": "zabby.client.states",
+    "KazooState": "zabby.client.states",
+    "KeeperState": "zabby.client.states",
+    "EventType": "zabby.client.states",
+    "ACL": "zabby.client.security",
+    "Id": "zabby.client.security",
+    "Permissions": "zabby.client.security",
+    "OPEN_ACL_UNSAFE": "zabby.client.security",
+    "READ_ACL_UNSAFE": "zabby.client.security",
+    "CREATOR_ALL_ACL": "zabby.client.security",
+    "make_acl": "zabby.client.security",
+    "make_digest_acl": "zabby.client.security",
+    "make_digest_acl_credential": "zabby.client.security",
+    "Lock": "zabby.client.recipes",
+    "Election": "zabby.client.recipes",
+    "DataWatch": "zabby.client.recipes",
+    "ChildrenWatch": "zabby.client.recipes",
+    "TreeCache": "zabby.client.recipes",
+    "TreeEvent": "zabby.client.recipes",
+    "NodeData": "zabby.client.recipes",
+    "AddWatchMode": "zabby.opcodes",
+    "WatcherType": "zabby.opcodes",
+}
+
+# kazoo's exception aliases that zabby.errors does not define (yet)
+_ERROR_ALIASES = {
+    "ConnectionLossException": "ConnectionLoss",
+    "SystemErrorException": "SystemZookeeperError",
+    "RuntimeInconsistencyException": "RuntimeInconsistency",
+    "DataInconsistencyException": "DataInconsistency",
+    "ApiErrorException": "APIError",
+    "InvalidCallbackException": "InvalidCallbackError",
+}
+
+__all__ = ["__version__", "errors", *sorted(_CLIENT_NAMES), *sorted(_ERROR_ALIASES)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _CLIENT_NAMES.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+    elif name in _ERROR_ALIASES:
+        errors = importlib.import_module("zabby.errors")
+        value = getattr(errors, name, None) or getattr(errors, _ERROR_ALIASES[name])
+    elif name == "errors":
+        value = importlib.import_module("zabby.errors")
+    else:
+        errors = importlib.import_module("zabby.errors")
+        if not (name[:1].isupper() and isinstance(getattr(errors, name, None), type)):
+            raise AttributeError(f"module 'zabby' has no attribute {name!r}")
+        value = getattr(errors, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    errors = importlib.import_module("zabby.errors")
+    return sorted(set(__all__) | {n for n in vars(errors) if isinstance(getattr(errors, n), type)})

@@ -1,0 +1,675 @@
+"""``zabby.Client``: the trio (async) client with kazoo's API.
+
+Theory of operation
+-------------------
+``start()`` spawns one trio *system task* (so no nursery is needed from the caller, as with
+kazoo's ``start()``) that owns the session: it runs the watch/listener dispatcher and the
+session loop.  The session loop walks the server list (shuffled once per round), connects
+with a per-host timeout, and sends the handshake with the last zxid seen and the session
+id/password; a server behind the client answers CONNECTIONLOSS and the next one is tried,
+a server that does not know the session answers SESSIONEXPIRED and the session is reported
+LOST (SessionExpiredError to every waiting call) -- it is never silently replaced by a new
+one (``reconnect_after_expiry=True`` opts into kazoo's behaviour of opening a new session
+after reporting LOST).  After a handshake the saved credentials (``add_auth``) and every
+registered watch (one setWatches with the last zxid) are sent first, then state CONNECTED.
+When the connection ends, requests in flight fail with ConnectionLoss, state becomes
+SUSPENDED and the loop fails over while the session is still alive on the server.
+
+A request call packs its frame, submits it to the live connection (pipelined: any number in
+flight, bounded by ``max_in_flight``) and parks its task until the reader reschedules it.
+Calls made while disconnected wait for a connection for at most the session timeout, then
+raise ConnectionLoss.
+
+Watch callbacks and state listeners run sequentially, in event order, in a dispatcher task
+(an async callback is awaited there).  A subclass may override ``_dispatch`` (SyncClient runs
+them on its callback thread).  The dispatcher queue is unbounded on purpose: the reader
+must never block on a slow callback, or a callback calling the client would deadlock.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import trio
+
+from zabby.errors import (
+    ConnectionClosedError,
+    ConnectionDropped,
+    ConnectionLoss,
+    Err,
+    ForkedClientError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    RemoteProtocolError,
+    SessionExpiredError,
+)
+from zabby.opcodes import AddWatchMode, CreateMode, OpCode, WatcherType, TTL_MAX_MS
+from zabby.wire.framing import FrameDecoder
+
+from . import protocol as p
+from .connection import Connection, complete, handshake, host_order, parse_hosts, wait_for
+from .exceptions import KazooTimeoutError
+from .security import OPEN_ACL_UNSAFE, acl_to_wire
+from .states import KazooState, KeeperState, WatchedEvent, ZnodeStat
+
+log = logging.getLogger("zabby.client")
+
+MAX_IN_FLIGHT_DEFAULT = 20_000
+_OPEN_ACL_WIRE = acl_to_wire(OPEN_ACL_UNSAFE)
+_FORKED = "this zabby client was created before os.fork(); a client cannot be shared with a forked child. Create a new client in the child process."
+
+_live_clients: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def _mark_forked() -> None:
+    for client in list(_live_clients):
+        client._forked = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_mark_forked)
+
+
+class TransactionRequest:
+    """kazoo's transaction builder: add ops, then ``await commit()`` for per-op results."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.operations: list[list[Any]] = []
+        self.committed = False
+
+    def create(self, path: str, value: bytes = b"", acl: Sequence[Any] | None = None, ephemeral: bool = False, sequence: bool = False, *, container: bool = False, ttl: int | None = None) -> None:
+        _check_bytes(value)
+        op, flags, ttl_ms = _create_mode(ephemeral, sequence, container, ttl)
+        op = OpCode.CREATE if op == OpCode.CREATE2 else op
+        self._add([op, self.client._spath(path), value, self.client._wire_acl(acl), flags, ttl_ms])
+
+    def delete(self, path: str, version: int = -1) -> None:
+        self._add([OpCode.DELETE, self.client._spath(path), _check_int(version)])
+
+    def set_data(self, path: str, value: bytes, version: int = -1) -> None:
+        _check_bytes(value)
+        self._add([OpCode.SET_DATA, self.client._spath(path), value, _check_int(version)])
+
+    def check(self, path: str, version: int) -> None:
+        self._add([OpCode.CHECK, self.client._spath(path), _check_int(version)])
+
+    async def commit(self) -> list[Any]:
+        self._check_tx_state()
+        self.committed = True
+        return await self.client._call(OpCode.MULTI, [self.operations], p.decode_multi)
+
+    def _add(self, op: list[Any]) -> None:
+        self._check_tx_state()
+        self.operations.append(op)
+
+    def _check_tx_state(self) -> None:
+        if self.committed:
+            raise ValueError("Transaction already committed")
+
+    async def __aenter__(self) -> TransactionRequest:
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            await self.commit()
+
+
+def _check_bytes(value: Any) -> None:
+    if not isinstance(value, bytes):
+        raise TypeError("Invalid type for 'value' (must be a byte string)")
+
+
+def _check_int(value: Any) -> int:
+    if not isinstance(value, int):
+        raise TypeError("Invalid type for 'version' (int expected)")
+    return value
+
+
+def _create_mode(ephemeral: bool, sequence: bool, container: bool, ttl: int | None) -> tuple[int, int, int]:
+    """(op, flags, ttl_ms) for the create flags; ``ttl`` is in milliseconds (ZooKeeper's unit)."""
+    if container:
+        if ephemeral or sequence or ttl:
+            raise TypeError("a container node cannot be ephemeral, sequential or have a TTL")
+        return OpCode.CREATE_CONTAINER, CreateMode.CONTAINER, 0
+    if ttl:
+        if ephemeral:
+            raise TypeError("a TTL node cannot be ephemeral")
+        if not (isinstance(ttl, int) and 0 < ttl <= TTL_MAX_MS):
+            raise TypeError(f"ttl must be an int of milliseconds in 1..{TTL_MAX_MS}")
+        mode = CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL if sequence else CreateMode.PERSISTENT_WITH_TTL
+        return OpCode.CREATE_TTL, mode, ttl
+    return OpCode.CREATE2, (1 if ephemeral else 0) | (2 if sequence else 0), 0
+
+
+class Client:
+    """The async (trio) zabby client; see the module docstring."""
+
+    def __init__(
+        self,
+        hosts: str = "127.0.0.1:2181",
+        timeout: float = 10.0,
+        client_id: tuple[int, bytes] | None = None,
+        default_acl: Sequence[Any] | None = None,
+        auth_data: Iterable[tuple[str, Any]] | None = None,
+        read_only: bool = False,
+        connection_retry: Any = None,
+        command_retry: Any = None,
+        *,
+        randomize_hosts: bool = True,
+        reconnect_after_expiry: bool = False,
+        max_in_flight: int = MAX_IN_FLIGHT_DEFAULT,
+    ) -> None:
+        self.hosts, self.chroot = parse_hosts(hosts)
+        self.randomize_hosts = randomize_hosts
+        self._timeout_s = float(timeout)
+        self._session_id, self._password = client_id if client_id else (0, b"")
+        self.default_acl = list(default_acl) if default_acl else None
+        self._auth_data: list[tuple[str, bytes]] = [(s, _cred_bytes(c)) for s, c in (auth_data or ())]
+        self.read_only = bool(read_only)
+        self.connection_retry = connection_retry
+        self.command_retry = command_retry
+        self.reconnect_after_expiry = reconnect_after_expiry
+        self._max_in_flight = max(1, int(max_in_flight))
+        self._proto = p.ClientProtocol(self.chroot)
+        self.state = KazooState.LOST
+        self._keeper_state = KeeperState.CLOSED
+        self.state_listeners: list[Callable[[KazooState], Any]] = []
+        self._conn: Connection | None = None
+        self._conn_changed = trio.Event()
+        self._fatal: KazooException | None = ConnectionClosedError("client is not started")
+        self._negotiated_timeout_ms = int(self._timeout_s * 1000)
+        self._scope: trio.CancelScope | None = None
+        self._done: trio.Event | None = None
+        self._events: deque[tuple[Callable[..., Any], Any]] = deque()
+        self._events_wake = trio.Event()
+        self._room = trio.lowlevel.ParkingLot()
+        self._current_host: tuple[str, int] | None = None
+        self._forked = False
+        self._pid = os.getpid()
+        _live_clients.add(self)
+
+    # -- properties ----------------------------------------------------------------------
+    @property
+    def client_id(self) -> tuple[int, bytes] | None:
+        return (self._session_id, self._password) if self._session_id else None
+
+    @property
+    def client_state(self) -> KeeperState:
+        return self._keeper_state
+
+    @property
+    def connected(self) -> bool:
+        return self.state == KazooState.CONNECTED
+
+    @property
+    def last_zxid(self) -> int:
+        return self._proto.last_zxid
+
+    @property
+    def session_timeout_ms(self) -> int:
+        return self._negotiated_timeout_ms
+
+    def unchroot(self, path: str) -> str:
+        return self._proto.client_path(path)
+
+    def add_listener(self, listener: Callable[[KazooState], Any]) -> None:
+        if not callable(listener):
+            raise ConnectionClosedError("listener must be callable")
+        self.state_listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[KazooState], Any]) -> None:
+        if listener in self.state_listeners:
+            self.state_listeners.remove(listener)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def start(self, timeout: float = 15) -> None:
+        """Connect (or re-attach ``client_id``) and wait up to ``timeout`` seconds."""
+        self._check_fork()
+        if self._scope is None:
+            self._fatal = None
+            self._keeper_state = KeeperState.CONNECTING
+            self._done = trio.Event()
+            self._scope = trio.CancelScope()
+            trio.lowlevel.spawn_system_task(self._session_task, self._scope, self._done, name="zabby-client-session")
+        with trio.move_on_after(timeout):
+            while self._conn is None and self._fatal is None:
+                await self._conn_changed.wait()
+        if self._conn is not None:
+            return
+        fatal = self._fatal
+        await self.stop()
+        if fatal is not None:
+            raise fatal
+        raise KazooTimeoutError("Connection time-out")
+
+    async def stop(self) -> None:
+        """Close the session (ephemeral nodes go at once) and stop connecting."""
+        self._check_fork()
+        if self._scope is None:
+            return
+        if self._conn is not None and not self._conn.closed:
+            with trio.move_on_after(min(self._timeout_s, 5.0)):
+                try:
+                    await self._call(OpCode.CLOSE_SESSION, [], p.decode_none)
+                except KazooException:
+                    pass
+        self._scope.cancel()
+        done = self._done
+        if done is not None:
+            await done.wait()
+        self._shutdown(ConnectionClosedError("Connection has been closed"), KeeperState.CLOSED)
+        self._session_id, self._password = 0, b""
+        await self._drain_events()
+
+    async def restart(self) -> None:
+        await self.stop()
+        await self.start()
+
+    async def close(self) -> None:
+        """Free everything; the client cannot be used afterwards (as kazoo's close)."""
+        await self.stop()
+        self._fatal = ConnectionClosedError("Connection has been closed")
+
+    async def __aenter__(self) -> Client:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def _check_fork(self) -> None:
+        if self._forked or self._pid != os.getpid():
+            self._forked = True
+            raise ForkedClientError(_FORKED)
+
+    # -- the session task ----------------------------------------------------------------
+    async def _session_task(self, scope: trio.CancelScope, done: trio.Event) -> None:
+        try:
+            with scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._dispatch_loop)
+                    try:
+                        await self._session_loop()
+                        await self._drain_events()
+                    finally:
+                        nursery.cancel_scope.cancel()
+        except Exception as exc:  # a system task must not raise: report it as fatal
+            log.exception("zabby client session task failed")
+            self._shutdown(ConnectionClosedError(f"client failed: {exc!r}"), KeeperState.CLOSED)
+        finally:
+            self._scope = None
+            done.set()
+
+    async def _session_loop(self) -> None:
+        failures = 0
+        while True:
+            for host in host_order(self.hosts, self.randomize_hosts):
+                result = await self._attempt(host)
+                if result == "expired":
+                    self._expire()
+                    if not self.reconnect_after_expiry:
+                        return
+                    self._fatal = None
+                if result in ("connected", "expired"):
+                    failures = 0
+            failures = min(failures + 1, 6)
+            await trio.sleep(min(0.02 * 2**failures, 1.0))
+
+    async def _attempt(self, host: tuple[str, int]) -> str:
+        """One connection: handshake, run until it ends. Returns failed/expired/connected."""
+        decoder = FrameDecoder()
+        connect_timeout_s = max(self._timeout_s / len(self.hosts), 0.5)
+        stream = None
+        try:
+            with trio.fail_after(connect_timeout_s):
+                stream = await trio.open_tcp_stream(*host)
+                reply = await handshake(stream, decoder, self._proto.last_zxid, int(self._timeout_s * 1000), self._session_id, self._password, self.read_only)
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError, ConnectionDropped, RemoteProtocolError) as exc:
+            log.debug("connect to %s:%s failed: %r", host[0], host[1], exc)
+            if stream is not None:
+                await trio.aclose_forcefully(stream)
+            return "failed"
+        if reply.err != 0 or reply.timeout_ms <= 0:
+            await trio.aclose_forcefully(stream)
+            if reply.err in (Err.SESSIONEXPIRED, 0):
+                return "expired"
+            log.info("server %s:%s refused the session: %s (%s)", host[0], host[1], reply.message, reply.err)
+            return "failed"
+        await self._run(host, stream, decoder, reply.timeout_ms, reply.session_id, reply.password, reply.read_only)
+        return "expired" if self._fatal is not None and isinstance(self._fatal, SessionExpiredError) else "connected"
+
+    async def _run(self, host: tuple[str, int], stream: trio.SocketStream, decoder: FrameDecoder, timeout_ms: int, session_id: int, password: bytes, read_only: bool) -> None:
+        self._session_id, self._password = session_id, password
+        self._negotiated_timeout_ms = timeout_ms
+        self._current_host = host
+        conn = Connection(stream, decoder, self._proto, timeout_ms, self._dispatch, host)
+        conn.on_drain = self._on_drain
+        self._prime(conn)
+        self._conn = conn
+        self._keeper_state = KeeperState.CONNECTED_RO if read_only else KeeperState.CONNECTED
+        self._set_state(KazooState.CONNECTED)
+        self._signal_conn_changed()
+        try:
+            await conn.run()
+        finally:
+            self._conn = None
+            for request in self._proto.drop_connection():
+                request.ok, request.result = False, p.connection_loss()
+                complete(request)
+            self._signal_conn_changed()
+        if isinstance(conn.error, ConnectionDropped) and "session expired" in str(conn.error):
+            self._fatal = SessionExpiredError("the server reports the session expired")
+            return
+        log.info("connection to %s:%s lost: %r", host[0], host[1], conn.error)
+        self._keeper_state = KeeperState.CONNECTING
+        self._set_state(KazooState.SUSPENDED)
+
+    def _prime(self, conn: Connection) -> None:
+        """Queue the saved credentials and the setWatches before any user request."""
+        for scheme, credential in self._auth_data:
+            request = self._proto.auth_request(scheme, credential)
+            request.callback = _log_auth_failure
+            conn.submit(request)
+        set_watches = self._proto.set_watches_request()
+        if set_watches is not None:
+            set_watches.callback = _log_failure
+            conn.submit(set_watches)
+
+    def _expire(self) -> None:
+        log.warning("zabby session 0x%x expired", self._session_id)
+        self._shutdown(SessionExpiredError("the session expired"), KeeperState.EXPIRED_SESSION)
+        self._session_id, self._password = 0, b""
+
+    def _shutdown(self, fatal: KazooException, keeper_state: KeeperState) -> None:
+        """Enter LOST: fail every waiter with ``fatal`` and fire every watch with NONE."""
+        self._fatal = fatal
+        self._keeper_state = keeper_state
+        for request in self._proto.drop_connection():
+            request.ok, request.result = False, fatal
+            complete(request)
+        for watchers, event in self._proto.expire():
+            for watcher in watchers:
+                self._dispatch(watcher, event._replace(state=keeper_state))
+        self._set_state(KazooState.LOST)
+        self._signal_conn_changed()
+
+    def _signal_conn_changed(self) -> None:
+        self._conn_changed.set()
+        self._conn_changed = trio.Event()
+        self._room.unpark_all()
+
+    def _on_drain(self) -> None:
+        if self._room and len(self._proto.pending) < self._max_in_flight:
+            self._room.unpark_all()
+
+    # -- callbacks -----------------------------------------------------------------------
+    def _set_state(self, state: KazooState) -> None:
+        if state == self.state:
+            return
+        self.state = state
+        for listener in list(self.state_listeners):
+            self._dispatch(self._run_listener, (listener, state))
+
+    def _run_listener(self, args: tuple[Callable[[KazooState], Any], KazooState]) -> Any:
+        listener, state = args
+        result = listener(state)
+        if result is True:
+            self.remove_listener(listener)
+        return result
+
+    def _dispatch(self, fn: Callable[[Any], Any], arg: Any) -> None:
+        self._events.append((fn, arg))
+        if not self._events_wake.is_set():
+            self._events_wake.set()
+
+    async def _dispatch_loop(self) -> None:
+        while True:
+            await self._drain_events()
+            self._events_wake = trio.Event()
+            await self._events_wake.wait()
+
+    async def _drain_events(self) -> None:
+        events = self._events
+        while events:
+            fn, arg = events.popleft()
+            try:
+                result = fn(arg)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("error in zabby watch or listener callback %r", fn)
+
+    # -- the request path ----------------------------------------------------------------
+    async def _connection(self) -> Connection:
+        """The live connection, waiting up to the session timeout for one."""
+        conn = self._conn
+        if conn is not None and not conn.closed:
+            return conn
+        self._check_fork()
+        with trio.move_on_after(self._timeout_s):
+            while True:
+                if self._fatal is not None:
+                    raise self._fatal
+                conn = self._conn
+                if conn is not None and not conn.closed:
+                    return conn
+                await self._conn_changed.wait()
+        raise ConnectionLoss(f"not connected to any server within {self._timeout_s}s")
+
+    async def _call(self, op: int, args: list[Any], decode: p.Decoder, path: str | None = None, watch: Any = None, kind: str | None = None) -> Any:
+        conn = self._conn
+        if conn is None or conn.closed or self._forked:
+            conn = await self._connection()
+        if len(self._proto.pending) >= self._max_in_flight:
+            conn = await self._wait_for_room()
+        request = self._proto.new_request(op, args, decode, path, watch, kind)
+        conn.submit(request)
+        return await wait_for(request)
+
+    async def _wait_for_room(self) -> Connection:
+        for _ in range(1_000_000):  # bounded: each round waits for replies or a reconnect
+            if len(self._proto.pending) < self._max_in_flight:
+                return await self._connection()
+            await self._room.park()
+        raise ConnectionLoss("no room for the request")
+
+    def _spath(self, path: str) -> str:
+        return self._proto.server_path(path)
+
+    def _wire_acl(self, acl: Sequence[Any] | None) -> list[list[Any]]:
+        if acl is None:
+            acl = self.default_acl
+        return _OPEN_ACL_WIRE if acl is None else acl_to_wire(acl)
+
+    # -- the kazoo API -------------------------------------------------------------------
+    async def create(
+        self,
+        path: str,
+        value: bytes = b"",
+        acl: Sequence[Any] | None = None,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = False,
+        include_data: bool = False,
+        *,
+        container: bool = False,
+        ttl: int | None = None,
+    ) -> Any:
+        """Create a node; returns its path, or ``(path, ZnodeStat)`` with ``include_data``.
+
+        zabby extras: ``container=True`` makes a container node, ``ttl`` (milliseconds) a TTL node.
+        """
+        _check_bytes(value)
+        op, flags, ttl_ms = _create_mode(ephemeral, sequence, container, ttl)
+        if op == OpCode.CREATE2 and not include_data:
+            op = OpCode.CREATE
+        decode = p.decode_path if op == OpCode.CREATE else p.decode_path_stat
+        args = [self._spath(path), value, self._wire_acl(acl), flags, ttl_ms]
+        try:
+            result = await self._call(op, args, decode)
+        except NoNodeError:
+            if not makepath:
+                raise
+            parent = path.rsplit("/", 1)[0] or "/"
+            await self.ensure_path(parent, acl)
+            result = await self._call(op, args, decode)
+        if op == OpCode.CREATE:
+            return result
+        return result if include_data else result[0]
+
+    async def ensure_path(self, path: str, acl: Sequence[Any] | None = None) -> bool:
+        """Create ``path`` and any missing ancestors (persistent, empty)."""
+        if path == "/" or await self.exists(path) is not None:
+            return True
+        parts = [x for x in path.split("/") if x]
+        current = ""
+        for name in parts:
+            current += "/" + name
+            try:
+                await self._call(OpCode.CREATE, [self._spath(current), b"", self._wire_acl(acl), 0, 0], p.decode_path)
+            except NodeExistsError:
+                pass
+        return True
+
+    async def exists(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None) -> ZnodeStat | None:
+        sp = self._spath(path)
+        return await self._call(OpCode.EXISTS, [sp, watch is not None], p.decode_exists, sp, watch)
+
+    async def get(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None) -> tuple[bytes, ZnodeStat]:
+        sp = self._spath(path)
+        return await self._call(OpCode.GET_DATA, [sp, watch is not None], p.decode_get, sp, watch)
+
+    async def get_children(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None, include_data: bool = False) -> Any:
+        sp = self._spath(path)
+        if include_data:
+            return await self._call(OpCode.GET_CHILDREN2, [sp, watch is not None], p.decode_children2, sp, watch)
+        return await self._call(OpCode.GET_CHILDREN, [sp, watch is not None], p.decode_children, sp, watch)
+
+    async def set(self, path: str, value: bytes, version: int = -1) -> ZnodeStat:
+        _check_bytes(value)
+        return await self._call(OpCode.SET_DATA, [self._spath(path), value, _check_int(version)], p.decode_stat)
+
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> bool:
+        if recursive:
+            return await self._delete_recursive(path)
+        return await self._call(OpCode.DELETE, [self._spath(path), _check_int(version)], p.decode_true)
+
+    async def _delete_recursive(self, path: str) -> bool:
+        try:
+            children = await self.get_children(path)
+        except NoNodeError:
+            return True
+        for child in children:
+            await self._delete_recursive(path.rstrip("/") + "/" + child)
+        if path == "/":
+            return True
+        try:
+            await self.delete(path)
+        except NoNodeError:
+            pass
+        return True
+
+    async def get_acls(self, path: str) -> tuple[list[Any], ZnodeStat]:
+        return await self._call(OpCode.GET_ACL, [self._spath(path)], p.decode_acls)
+
+    async def set_acls(self, path: str, acls: Sequence[Any], version: int = -1) -> ZnodeStat:
+        return await self._call(OpCode.SET_ACL, [self._spath(path), acl_to_wire(acls), _check_int(version)], p.decode_stat)
+
+    async def sync(self, path: str) -> str:
+        return await self._call(OpCode.SYNC, [self._spath(path)], p.decode_path)
+
+    async def add_auth(self, scheme: str, credential: Any) -> bool:
+        """Authenticate this session; the credential is re-sent after every reconnect."""
+        cred = _cred_bytes(credential)
+        conn = await self._connection()
+        request = self._proto.auth_request(scheme, cred)
+        conn.submit(request)
+        await wait_for(request)
+        if (scheme, cred) not in self._auth_data:
+            self._auth_data.append((scheme, cred))
+        return True
+
+    def transaction(self) -> TransactionRequest:
+        return TransactionRequest(self)
+
+    async def multi_read(self, ops: Iterable[tuple[str, str]]) -> list[Any]:
+        """Atomic-snapshot reads: ``[("get", path) | ("get_children", path), ...]``.
+
+        Each result is ``(data, ZnodeStat)``, a list of child names, or an exception instance.
+        """
+        wire = []
+        for kind, path in ops:
+            code = {"get": OpCode.GET_DATA, "get_children": OpCode.GET_CHILDREN}.get(kind, kind)
+            wire.append([int(code), self._spath(path)])
+        return await self._call(OpCode.MULTI_READ, [wire], p.decode_multi_read)
+
+    async def get_ephemerals(self, prefix: str = "/") -> list[str]:
+        return await self._call(OpCode.GET_EPHEMERALS, [self._spath(prefix)], p.decode_paths)
+
+    async def get_all_children_number(self, path: str = "/") -> int:
+        return await self._call(OpCode.GET_ALL_CHILDREN_NUMBER, [self._spath(path)], p.decode_value)
+
+    async def add_watch(self, path: str, watch: Callable[[WatchedEvent], Any], mode: int = AddWatchMode.PERSISTENT) -> None:
+        """A persistent (mode 0) or persistent-recursive (mode 1) watch; stays until removed."""
+        if not callable(watch):
+            raise TypeError("watch must be callable")
+        mode = AddWatchMode(int(mode))
+        kind = p.RECURSIVE if mode == AddWatchMode.PERSISTENT_RECURSIVE else p.PERSISTENT
+        sp = self._spath(path)
+        await self._call(OpCode.ADD_WATCH, [sp, int(mode)], p.decode_add_watch, sp, watch, kind)
+
+    async def remove_watches(self, path: str, watcher_type: int = WatcherType.ANY) -> bool:
+        """Remove this session's watches of ``watcher_type`` on ``path`` (server and local)."""
+        wtype = int(WatcherType(int(watcher_type)))
+        sp = self._spath(path)
+        return await self._call(OpCode.REMOVE_WATCHES, [sp, wtype], p.decode_remove_watches, sp, None, wtype)  # type: ignore[arg-type]
+
+    async def whoami(self) -> list[tuple[str, str]]:
+        return await self._call(OpCode.WHO_AM_I, [], p.decode_whoami)
+
+    async def command(self, cmd: bytes = b"ruok") -> str:
+        """Send a four-letter word to the current server over a separate socket."""
+        host = self._current_host or self.hosts[0]
+        with trio.fail_after(self._timeout_s):
+            stream = await trio.open_tcp_stream(*host)
+            async with stream:
+                await stream.send_all(cmd)
+                chunks: list[bytes] = []
+                for _ in range(100_000):
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        break
+                    chunks.append(data)
+        return b"".join(chunks).decode("utf-8", "replace")
+
+    async def retry(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``await func(*args, **kwargs)`` under a copy of ``command_retry``."""
+        from .retry import AsyncKazooRetry, KazooRetry
+
+        base = self.command_retry if isinstance(self.command_retry, KazooRetry) else KazooRetry(max_tries=-1, deadline=self._timeout_s)
+        return await AsyncKazooRetry.from_retry(base)(func, *args, **kwargs)
+
+
+def _cred_bytes(credential: Any) -> bytes:
+    return credential if isinstance(credential, bytes) else str(credential).encode("utf-8")
+
+
+def _log_auth_failure(request: p.Request) -> None:
+    if not request.ok:
+        log.error("re-sending credentials after reconnect failed: %r", request.result)
+
+
+def _log_failure(request: p.Request) -> None:
+    if not request.ok and not isinstance(request.result, ConnectionLoss):
+        log.error("setWatches after reconnect failed: %r", request.result)
+
+
+__all__ = ["Client", "TransactionRequest"]

@@ -1,0 +1,210 @@
+"""Host lists, the handshake and one live connection's send/receive loops (trio).
+
+Theory of operation
+-------------------
+A ``Connection`` wraps one TCP stream after a successful handshake.  Requests are
+*submitted* synchronously: the request goes onto the protocol's ``pending`` deque and its
+pre-packed frame onto ``out``; if the sender is idle it is woken.  The sender joins every
+queued frame into one buffer and writes it with one ``send_all`` (so a burst of requests
+costs one syscall); when nothing was sent for ``ping_interval_s`` it sends a ping.  The
+receiver reads with a deadline of ``read_timeout_s`` (pings guarantee traffic), splits
+frames, hands each to the protocol and completes the waiting request by rescheduling its
+task directly (``trio.lowlevel``), which is cheaper than an Event per request.  Either loop
+ending ends the connection; the session loop in ``aio.py`` then fails the requests in
+flight with ConnectionLoss and fails over.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from typing import Any
+
+import outcome
+import trio
+
+from zabby.errors import ConnectionDropped, Err, RemoteProtocolError
+from zabby.wire.framing import FrameDecoder
+from zabby.wire.messages import PROTOCOL_NAME, connect_request, pack_frame, unpack
+
+from .protocol import ClientProtocol, Request, Watcher
+from .states import WatchedEvent
+
+log = logging.getLogger("zabby.client")
+
+RECV_BYTES = 256 * 1024
+DEFAULT_PORT = 2181
+
+
+def parse_hosts(hosts: str | list[str] | tuple[str, ...]) -> tuple[list[tuple[str, int]], str]:
+    """``"h1:p1,h2:p2/chroot"`` → ([(h1, p1), (h2, p2)], "/chroot")."""
+    if not isinstance(hosts, str):
+        hosts = ",".join(hosts)
+    hosts = hosts.strip()
+    chroot = ""
+    slash = hosts.find("/")
+    if slash >= 0:
+        hosts, chroot = hosts[:slash], hosts[slash:].rstrip("/")
+    out: list[tuple[str, int]] = []
+    for item in hosts.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if item.startswith("["):  # [ipv6]:port
+            host, _, port = item[1:].partition("]")
+            out.append((host, int(port.lstrip(":") or DEFAULT_PORT)))
+            continue
+        host, _, port = item.rpartition(":") if item.count(":") == 1 else (item, "", "")
+        out.append((host, int(port) if port else DEFAULT_PORT))
+    if not out:
+        raise ValueError(f"no hosts in {hosts!r}")
+    return out, chroot
+
+
+def host_order(hosts: list[tuple[str, int]], randomize: bool) -> list[tuple[str, int]]:
+    order = list(hosts)
+    if randomize:
+        random.shuffle(order)
+    return order
+
+
+class Handshake:
+    """The server's answer to the connect request."""
+
+    __slots__ = ("err", "timeout_ms", "session_id", "password", "server_zxid", "read_only", "message")
+
+    def __init__(self, reply: list[Any]) -> None:
+        if len(reply) < 8 or reply[0] != PROTOCOL_NAME:
+            raise RemoteProtocolError(f"bad connect reply {reply[:3]!r}")
+        _, _, self.err, self.timeout_ms, self.session_id, self.password, self.server_zxid, self.read_only = reply[:8]
+        self.message = reply[8] if len(reply) > 8 else ""
+
+
+async def handshake(
+    stream: trio.SocketStream, decoder: FrameDecoder, last_zxid: int, timeout_ms: int, session_id: int, password: bytes, read_only: bool
+) -> Handshake:
+    await stream.send_all(pack_frame(connect_request(last_zxid, timeout_ms, session_id, password, read_only)))
+    for _ in range(10_000):  # bounded: a handshake reply is one small frame
+        data = await stream.receive_some(RECV_BYTES)
+        if not data:
+            raise ConnectionDropped("server closed the connection during the handshake")
+        frames = decoder.receive_data(data)
+        if frames:
+            if len(frames) > 1:
+                raise RemoteProtocolError("server sent frames before the handshake reply")
+            return Handshake(unpack(frames[0]))
+    raise RemoteProtocolError("no handshake reply")
+
+
+def complete(request: Request) -> None:
+    """Hand a finished request's outcome to whoever waits for it (task or callback)."""
+    task = request.task
+    if task is not None:
+        request.task = None
+        result = outcome.Value(request.result) if request.ok else outcome.Error(request.result)
+        trio.lowlevel.reschedule(task, result)
+    elif request.callback is not None:
+        request.callback(request)
+
+
+async def wait_for(request: Request) -> Any:
+    """Suspend the current task until ``complete(request)``; cancellation abandons the reply."""
+    request.task = trio.lowlevel.current_task()
+
+    def abort(_: Any) -> trio.lowlevel.Abort:
+        request.task = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    return await trio.lowlevel.wait_task_rescheduled(abort)
+
+
+class Connection:
+    """One established connection: the send buffer and the two loops."""
+
+    def __init__(
+        self,
+        stream: trio.SocketStream,
+        decoder: FrameDecoder,
+        proto: ClientProtocol,
+        timeout_ms: int,
+        dispatch: Callable[[Watcher, WatchedEvent], None],
+        host: tuple[str, int],
+    ) -> None:
+        self.stream = stream
+        self.decoder = decoder
+        self.proto = proto
+        self.host = host
+        self.ping_interval_s = max(timeout_ms / 3000.0, 0.01)
+        self.read_timeout_s = max(timeout_ms * 2 / 3000.0, 0.02)
+        self.dispatch = dispatch
+        self.out: list[bytes] = []
+        self.wake = trio.Event()
+        self.error: BaseException | None = None
+        self.closed = False
+        self.on_drain: Callable[[], None] | None = None
+
+    def submit(self, request: Request) -> None:
+        self.proto.pending.append(request)
+        self.out.append(request.frame)
+        wake = self.wake
+        if not wake.is_set():
+            wake.set()
+
+    async def run(self) -> None:
+        """Run both loops until either ends; ``self.error`` says why."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._guard, self._send_loop, nursery.cancel_scope)
+            await self._guard(self._recv_loop, nursery.cancel_scope)
+        self.closed = True
+        with trio.CancelScope(shield=True):
+            await self.stream.aclose()
+
+    async def _guard(self, loop: Callable[[], Any], scope: trio.CancelScope) -> None:
+        try:
+            await loop()
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionDropped, RemoteProtocolError) as exc:
+            if self.error is None:
+                self.error = exc
+        except Exception as exc:  # a protocol surprise: keep the cause, drop the link
+            log.exception("connection to %s:%s failed", *self.host)
+            if self.error is None:
+                self.error = exc
+        finally:
+            scope.cancel()
+
+    async def _send_loop(self) -> None:
+        out, proto, stream = self.out, self.proto, self.stream
+        while True:
+            if not out:
+                self.wake = trio.Event()
+                with trio.move_on_after(self.ping_interval_s):
+                    await self.wake.wait()
+                if not out:
+                    ping = proto.ping_request()
+                    proto.pending.append(ping)
+                    out.append(ping.frame)
+            data = out[0] if len(out) == 1 else b"".join(out)
+            out.clear()
+            await stream.send_all(data)
+
+    async def _recv_loop(self) -> None:
+        stream, decoder, proto, dispatch = self.stream, self.decoder, self.proto, self.dispatch
+        while True:
+            with trio.move_on_after(self.read_timeout_s) as scope:
+                data = await stream.receive_some(RECV_BYTES)
+            if scope.cancelled_caught:
+                raise ConnectionDropped(f"no data from {self.host[0]}:{self.host[1]} for {self.read_timeout_s:.1f}s")
+            if not data:
+                raise ConnectionDropped(f"server {self.host[0]}:{self.host[1]} closed the connection")
+            for frame in decoder.receive_data(data):
+                request, events = proto.handle_message(unpack(frame))
+                if request is not None:
+                    complete(request)
+                    if request.ok is False and getattr(request.result, "code", None) == Err.SESSIONEXPIRED:
+                        raise ConnectionDropped("server reports the session expired")
+                for watchers, event in events:
+                    for watcher in watchers:
+                        dispatch(watcher, event)
+            if self.on_drain is not None:
+                self.on_drain()
