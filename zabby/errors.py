@@ -118,6 +118,12 @@ OperationTimeoutException = OperationTimeoutError
 SessionExpiredException = SessionExpiredError
 AuthFailedException = AuthFailedError
 NoWatcherException = NoWatcherError
+ConnectionLossException = ConnectionLoss
+SystemErrorException = SystemZookeeperError
+RuntimeInconsistencyException = RuntimeInconsistency
+DataInconsistencyException = DataInconsistency
+ApiErrorException = APIError
+InvalidCallbackException = InvalidCallbackError
 
 
 class ConnectionClosedError(SessionExpiredError):

@@ -182,6 +182,8 @@ class Connection:
     async def _handshake(self, frame: bytes) -> bool:
         last_zxid, timeout_ms, session_id, password, _ = parse_connect_request(unpack(frame))
         server = self.server
+        if not server.serving:
+            return self._refuse(Err.CONNECTIONLOSS, "This ZooKeeper instance is not currently serving requests")
         if last_zxid > server.last_zxid:
             return self._refuse(Err.CONNECTIONLOSS, f"server is behind the client (0x{server.last_zxid:x} < 0x{last_zxid:x})")
         if session_id == 0:
@@ -233,6 +235,8 @@ class Connection:
         self.last_cxid = xid
         if op in WRITE_OPS:
             self._write(xid, op, args, started)
+        elif op == OpCode.SYNC:
+            self._sync(xid, args, started)
         elif op in READ_HANDLERS or op in self._handlers:
             if self._slots:
                 self._slots.append(_Slot(xid, op, args, started, False))
@@ -278,20 +282,44 @@ class Connection:
         self.last_op = _op_name(op)
 
         def done(txn: Txn, result: Any) -> None:
-            slot.reply = pack_frame([xid, txn.zxid, 0, *_write_values(op, result)])
+            if txn.type == OpCode.ERROR:
+                slot.reply = pack_frame([xid, txn.zxid, txn.body[0], txn.body[1] if len(txn.body) > 1 else ""])
+            else:
+                slot.reply = pack_frame([xid, txn.zxid, 0, *_write_values(op, result)])
             self.last_zxid = txn.zxid
             self._finish(started, True)
             self._flush_slots()
 
         try:
             if op == OpCode.CLOSE_SESSION:
-                self.server.close_session(self.session_id, done)
+                self.server.close_session(self.session_id, xid, done)
             else:
                 self.server.submit(op, tuple(args), self._caller, xid, done)
         except ZabbyError as exc:
             slot.reply = pack_frame([xid, self.server.last_zxid, int(exc.code), str(exc)])
         except (TypeError, ValueError) as exc:
             slot.reply = pack_frame([xid, self.server.last_zxid, int(Err.BADARGUMENTS), f"bad arguments: {exc}"])
+        self._slots.append(slot)
+        if slot.reply is not None:
+            self._flush_slots()
+
+    def _sync(self, xid: int, args: list[Any], started: float) -> None:
+        """sync: answered once this server has everything the leader had committed when it asked."""
+        slot = _Slot(xid, OpCode.SYNC, args, started, True)
+        path = args[0] if args else None
+        if not isinstance(path, str):
+            self._answer_error(xid, Err.BADARGUMENTS, "sync takes a path", started)
+            return
+
+        def done() -> None:
+            slot.reply = pack_frame([xid, self.server.last_zxid, 0, path])
+            self._finish(started, False)
+            self._flush_slots()
+
+        try:
+            self.server.client_sync(self.session_id, xid, done)
+        except ZabbyError as exc:
+            slot.reply = pack_frame([xid, self.server.last_zxid, int(exc.code), str(exc)])
         self._slots.append(slot)
         if slot.reply is not None:
             self._flush_slots()

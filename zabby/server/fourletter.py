@@ -58,7 +58,7 @@ def mntr_data(server: ZabbyServer) -> dict[str, Any]:
         "last_zxid": _hex(tree.last_zxid),
         "global_sessions": len(server.sessions),
         "local_sessions": 0,
-        "quorum_size": 1,
+        "quorum_size": server.peer.quorum.size,
         "auth_failed_count": stats.auth_failed_count,
         "connection_rejected": stats.connection_rejected,
         "connection_drop_count": stats.connection_drop_count,
@@ -76,7 +76,16 @@ def mntr_data(server: ZabbyServer) -> dict[str, Any]:
         "sum_fsynctime": round(stats.fsync.total_ms, 4),
         "avg_snapshottime": round(stats.snapshot.avg_ms, 4),
         "cnt_snapshottime": stats.snapshot.count,
+        **server.learner_counts(),
+        **_proposal_sizes(server),
     }
+
+
+def _proposal_sizes(server: ZabbyServer) -> dict[str, int]:
+    if not server.is_leader:
+        return {}
+    last, smallest, largest = server.last_proposal_bytes
+    return {"last_proposal_size": last, "min_proposal_size": smallest, "max_proposal_size": largest}
 
 
 def srvr_data(server: ZabbyServer) -> dict[str, Any]:

@@ -63,7 +63,9 @@ async def serve_clients(server: ZabbyServer, *, task_status: trio.TaskStatus[int
 async def serve(server: ZabbyServer, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
     """Run every task of one server; ``task_status`` reports the bound client port."""
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(server.run_commit_loop, nursery)
+        if server.transport is not None:
+            await nursery.start(server.transport.run)
+        nursery.start_soon(server.run_peer, nursery)
         nursery.start_soon(server.run_ticker)
         if server.config.admin_enabled:
             await nursery.start(serve_admin, server)

@@ -1,46 +1,51 @@
-"""The standalone server's state and its write pipeline (the seam the quorum splits later).
+"""One server: the Zab core (``core.Peer``) run by a trio task, the tree, sessions, watches.
 
 Theory of operation::
 
-    connection ──request──▶ prep (validate against tree + in-flight changes, assign zxid)
-                              │ txn
-                              ▼
-                      commit queue ──▶ log.append + fsync (group commit: every txn that
-                                       arrived while the previous fsync ran goes in one batch)
-                                              │
-                                              ▼
-                      apply in zxid order ──▶ watch events ──▶ reply to the connection
+    client write ─▶ leader: prep against tree + in-flight changes ─▶ txn ─▶ peer.propose
+                    learner: forward REQUEST to the leader ────────────────┘ (leader preps)
+    peer task: feed ticks/messages/proposals into the core; for each Ready:
+       persist (epochs, truncate, append + fsync in a thread: group commit) ─▶ apply committed
+       txns in zxid order (watch events, then the waiting client's reply) ─▶ send messages
+       (a Snap streams the tree, which is exactly at the Snap's zxid) ─▶ advance
 
-A client hears OK only after its txn is on disk.  Reads are answered from the tree, which
-holds only what is on disk, so no read ever sees a write that a crash could take back.
-Snapshots are taken by a forked child (a copy-on-write image of the tree at exactly one
-zxid), so the server keeps serving while it is written, and replay starts right after it.
+A standalone server is an ensemble of one voter: the same path, with a quorum of itself.
+A failed write is an ERROR txn, as in ZooKeeper, so every reply (forwarded or not) comes back
+through the log in session order.  Snapshots are written by a forked child (a copy-on-write
+image of the tree at one zxid), so the server keeps serving while they are written.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from zabby.config import ServerConfig
-from zabby.errors import ZabbyError
+from zabby.config import PeerAddress, ServerConfig
+from zabby.core.messages import Message, Request, Snap, SnapChunk, Sync
+from zabby.core.peer import DurableState, Peer, PeerConfig
+from zabby.core.ready import Ready, SoftState
+from zabby.core.types import ServerState
+from zabby.errors import Err, ZabbyError
 from zabby.opcodes import OpCode, owner_ttl_ms
+from zabby.server.stats import ServerStats
+from zabby.server.transport import Transport
 from zabby.storage.datadir import DataDir
+from zabby.storage.epochs import read_epoch, write_epoch
 from zabby.storage.snapshot import write_snapshot
 from zabby.storage.txnlog import TxnLog
-from zabby.tree.datatree import DataTree
+from zabby.tree.datatree import DataTree, TreeBuilder
 from zabby.tree.prep import Caller, Preparer, PrepLimits
 from zabby.tree.sessions import SessionTracker
-from zabby.tree.txns import Txn, encode_txn, make_zxid, zxid_counter, zxid_epoch
+from zabby.tree.txns import Txn, decode_txn, encode_txn, zxid_epoch
 from zabby.tree.watches import WatchManager
-from zabby.server.stats import ServerStats
 
 if TYPE_CHECKING:
     from zabby.server.client_conn import Connection
@@ -48,17 +53,48 @@ if TYPE_CHECKING:
 LOGGER = logging.getLogger("zabby.server")
 
 Done = Callable[[Txn, Any], None]
+CORE_TICK_MS_MAX = 50
+SNAP_CHUNK_RECORDS = 2000
+FINALIZE_WAIT_MS = 200
 
 
-@dataclass(slots=True)
-class Queued:
-    txn: Txn
-    payload: bytes
-    done: Done | None
+def core_timing(config: ServerConfig) -> tuple[int, PeerConfig]:
+    """The core's tick (ms) and its limits in ticks, from zoo.cfg's tickTime-based limits."""
+    core_tick_ms = min(CORE_TICK_MS_MAX, config.tick_ms)
+    per_tick = max(1, config.tick_ms // core_tick_ms)
+    voters = frozenset(p.sid for p in config.peers if not p.observer) or frozenset({config.server_id})
+    observers = frozenset(p.sid for p in config.peers if p.observer)
+    return core_tick_ms, PeerConfig(
+        sid=config.server_id,
+        voters=voters,
+        observers=observers,
+        init_limit_ticks=config.init_limit_ticks * per_tick,
+        sync_limit_ticks=config.sync_limit_ticks * per_tick,
+        ping_interval_ticks=max(1, per_tick // 2),
+        finalize_wait_ticks=math.ceil(FINALIZE_WAIT_MS / core_tick_ms),
+        notify_interval_ticks_min=math.ceil(FINALIZE_WAIT_MS / core_tick_ms),
+        notify_interval_ticks_max=math.ceil(2000 / core_tick_ms),
+        commit_log_count=config.commit_log_count,
+    )
+
+
+def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, history_count: int) -> DurableState:
+    last_logged = max(log.last_zxid, tree.last_zxid)
+    tail: deque[Txn] = deque(maxlen=max(1, history_count))
+    for _, payload in log.read_from(0):  # purge keeps the log short: the snapshots' worth
+        tail.append(decode_txn(payload))
+    default_epoch = zxid_epoch(last_logged)
+    return DurableState(
+        accepted_epoch=read_epoch(datadir.accepted_epoch_path, default_epoch),
+        current_epoch=read_epoch(datadir.current_epoch_path, default_epoch),
+        last_logged=last_logged,
+        applied=tree.last_zxid,
+        history=tuple(tail) if history_count else (),
+    )
 
 
 class ZabbyServer:
-    """One server's tree, sessions, watches and write pipeline; owned by one trio task tree."""
+    """One server's tree, sessions, watches and its core; owned by one trio task tree."""
 
     def __init__(self, config: ServerConfig, datadir: DataDir, tree: DataTree, log: TxnLog) -> None:
         self.config = config
@@ -72,23 +108,30 @@ class ZabbyServer:
         self.connections: set[Connection] = set()
         self.session_conns: dict[int, Connection] = {}
         self.closing_sessions: set[int] = set()
-        self.state = "standalone"
-        self._queue: list[Queued] = []
-        self._queue_ready = trio.Event()
+        self.core_tick_ms, peer_config = core_timing(config)
+        self.peer = Peer(peer_config, durable_state(datadir, tree, log, config.commit_log_count))
+        self.standalone = not config.peers
+        self.soft: SoftState = self.peer.soft_state()
+        peers = {p.sid: p for p in config.peers}
+        self.transport: Transport | None = None
+        if peers:
+            self.transport = Transport(config.server_id, peers, self._deliver, self._link_down)
+        self.waiting: dict[tuple[int, int], Done] = {}
+        self.sync_waiting: dict[tuple[int, int], Callable[[], None]] = {}
+        self._inputs: list[tuple[int, Any, Any]] = []
+        self._wake = trio.Event()
+        self._proposals: list[Txn] = []
+        self._snap_in: dict[int, tuple[Snap, TreeBuilder]] = {}
+        self.outstanding = 0
         self._unthrottled = trio.Event()
         self._unthrottled.set()
-        self.outstanding = 0
         self._txns_since_snapshot = 0
         self._snapshot_due = self._snapshot_threshold()
         self._snapshot_running = False
-        self.last_snapshot_zxid = 0
-        self.epoch = zxid_epoch(tree.last_zxid) + 1
-        self.next_zxid = make_zxid(self.epoch, 1)
-        self._next_session_id = self._initial_session_id()
-        for session_id, (timeout_ms, _) in tree.sessions.items():
-            self.sessions.add(session_id, timeout_ms, self.monotonic_ms())
+        self._next_session_id = ((config.server_id % 128) << 56) | ((((self.now_ms() << 24) & (2**64 - 1)) >> 8) & ((1 << 56) - 1))
+        self.last_proposal_bytes = (0, 0, 0)  # last, min, max
 
-    # ----------------------------------------------------------------- clocks
+    # ----------------------------------------------------------------- clocks and state
     @staticmethod
     def now_ms() -> int:
         return int(time.time() * 1000)
@@ -101,54 +144,90 @@ class ZabbyServer:
     def last_zxid(self) -> int:
         return self.tree.last_zxid
 
-    def _initial_session_id(self) -> int:
-        base = ((self.now_ms() << 24) & (2**64 - 1)) >> 8
-        return (self.config.server_id % 128) << 56 | base
+    @property
+    def serving(self) -> bool:
+        return self.soft.serving
+
+    @property
+    def is_leader(self) -> bool:
+        return self.soft.state == ServerState.LEADING
+
+    @property
+    def state(self) -> str:
+        if not self.soft.serving:
+            return "looking" if self.soft.state == ServerState.LOOKING else "syncing"
+        if self.standalone:
+            return "standalone"
+        return {ServerState.LEADING: "leader", ServerState.FOLLOWING: "follower", ServerState.OBSERVING: "observer"}[self.soft.state]
 
     def _snapshot_threshold(self) -> int:
         # ZooKeeper randomizes so that the servers of an ensemble do not all snapshot at once
         count = self.config.snap_count
         return random.randint(count // 2 + 1, count)
 
-    # ----------------------------------------------------------------- writes
-    def _allocate_zxid(self) -> int:
-        zxid = self.next_zxid
-        if zxid_counter(zxid) == 0xFFFFFFFF:
-            self.epoch += 1
-            self.next_zxid = make_zxid(self.epoch, 1)
-        else:
-            self.next_zxid = zxid + 1
-        return zxid
+    # ----------------------------------------------------------------- inputs to the core
+    def _push(self, kind: int, a: Any = None, b: Any = None) -> None:
+        self._inputs.append((kind, a, b))
+        self._wake.set()
 
-    def submit(self, op: int, args: tuple[Any, ...], caller: Caller, cxid: int, done: Done | None) -> None:
-        """Prepare one write and queue it for the log; raise ZabbyError if it is refused."""
-        zxid = self.next_zxid
-        txn_type, body = self.preparer.prepare(op, args, caller, zxid, self.now_ms())
-        self._enqueue(Txn(self._allocate_zxid(), caller.session_id, cxid, self.now_ms(), txn_type, body), done)
+    def _deliver(self, sid: int, message: Message) -> None:
+        self._push(_MESSAGE, sid, message)
 
-    def _enqueue(self, txn: Txn, done: Done | None) -> None:
-        self._queue.append(Queued(txn, encode_txn(txn), done))
+    def _link_down(self, sid: int) -> None:
+        self._push(_LINK_DOWN, sid)
+
+    # ----------------------------------------------------------------- client writes
+    def _next_zxid(self) -> int:
+        return self._proposals[-1].zxid + 1 if self._proposals else self.peer.next_zxid
+
+    def submit(self, op: int, args: tuple[Any, ...], caller: Caller, cxid: int, done: Done) -> None:
+        """A client write: prepared here on the leader, forwarded by a learner."""
+        if not self.serving:
+            raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
+        self.waiting[(caller.session_id, cxid)] = done
         self.outstanding += 1
         if self.outstanding >= self.config.outstanding_requests_max:
             self._unthrottled = trio.Event()
-        self._queue_ready.set()
+        if self.is_leader:
+            self._prepare(op, args, caller, cxid)
+        else:
+            self.peer.forward(Request(session_id=caller.session_id, cxid=cxid, op=op, args=tuple(args),
+                                      auth_ids=tuple(caller.auth_ids), superuser=caller.superuser))  # fmt: skip
+            self._wake.set()
+
+    def _prepare(self, op: int, args: tuple[Any, ...], caller: Caller, cxid: int) -> None:
+        zxid = self._next_zxid()
+        now = self.now_ms()
+        try:
+            if op == OpCode.CLOSE_SESSION:
+                txn_type, body = self.preparer.close_session(caller.session_id, zxid)
+            elif op == OpCode.CREATE_SESSION:
+                txn_type, body = OpCode.CREATE_SESSION, (int(args[0]), bytes(args[1]))
+            else:
+                txn_type, body = self.preparer.prepare(op, args, caller, zxid, now)
+        except ZabbyError as exc:
+            txn_type, body = OpCode.ERROR, (int(exc.code), str(exc))
+        except (TypeError, ValueError) as exc:
+            txn_type, body = OpCode.ERROR, (int(Err.BADARGUMENTS), f"bad arguments: {exc}")
+        self._proposals.append(Txn(zxid, caller.session_id, cxid, now, txn_type, body))
+        self._wake.set()
 
     def create_session(self, timeout_ms: int, done: Done) -> None:
         session_id = self._next_session_id
-        while session_id in self.tree.sessions or session_id in self.sessions:
+        while session_id in self.tree.sessions:
             session_id += 1
         self._next_session_id = session_id + 1
-        password = os.urandom(16)
-        txn = Txn(self._allocate_zxid(), session_id, 0, self.now_ms(), OpCode.CREATE_SESSION, (timeout_ms, password))
-        self._enqueue(txn, done)
+        self.submit(OpCode.CREATE_SESSION, (timeout_ms, os.urandom(16)), Caller(session_id, []), 0, done)
 
-    def close_session(self, session_id: int, done: Done | None) -> None:
-        if session_id in self.closing_sessions:
-            return
-        self.closing_sessions.add(session_id)
-        zxid = self.next_zxid
-        txn_type, body = self.preparer.close_session(session_id, zxid)
-        self._enqueue(Txn(self._allocate_zxid(), session_id, 0, self.now_ms(), txn_type, body), done)
+    def close_session(self, session_id: int, cxid: int, done: Done) -> None:
+        self.submit(OpCode.CLOSE_SESSION, (), Caller(session_id, []), cxid, done)
+
+    def client_sync(self, session_id: int, cxid: int, done: Callable[[], None]) -> None:
+        if not self.serving:
+            raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
+        self.sync_waiting[(session_id, cxid)] = done
+        self.peer.client_sync(Sync(session_id=session_id, cxid=cxid))
+        self._wake.set()
 
     def negotiate_timeout(self, requested_ms: int) -> int:
         return max(self.config.session_timeout_ms_min, min(requested_ms, self.config.session_timeout_ms_max))
@@ -156,21 +235,66 @@ class ZabbyServer:
     async def wait_unthrottled(self) -> None:
         await self._unthrottled.wait()
 
-    # ----------------------------------------------------------------- the commit loop
-    async def run_commit_loop(self, nursery: trio.Nursery) -> None:
+    # ----------------------------------------------------------------- the peer task
+    async def run_peer(self, nursery: trio.Nursery) -> None:
         while True:
-            await self._queue_ready.wait()
-            self._queue_ready = trio.Event()
-            while self._queue:
-                batch, self._queue = self._queue, []
-                await self._persist(batch)
-                self._apply(batch)
-            if self._txns_since_snapshot >= self._snapshot_due and not self._snapshot_running:
-                nursery.start_soon(self._snapshot)
+            await self._feed()
+            if self._proposals and self.is_leader and self.serving:
+                batch, self._proposals = self._proposals, []
+                self.peer.propose(batch)
+            if not self.peer.has_ready():
+                await self._wake.wait()
+                self._wake = trio.Event()
+                continue
+            ready = self.peer.ready()
+            await self._process(ready, nursery)
+            self.peer.advance(ready)
 
-    async def _persist(self, batch: list[Queued]) -> None:
-        self.log.append([(item.txn.zxid, item.payload) for item in batch])
-        if self.config.force_sync:
+    async def _feed(self) -> None:
+        inputs, self._inputs = self._inputs, []
+        for kind, a, b in inputs:
+            if kind == _TICK:
+                self.peer.tick()
+            elif kind == _LINK_DOWN:
+                self._snap_in.pop(a, None)
+                self.peer.link_down(a)
+            elif isinstance(b, (Snap, SnapChunk)):
+                await self._receive_snapshot(a, b)
+            else:
+                self.peer.step(a, b)
+
+    async def _process(self, ready: Ready, nursery: trio.Nursery) -> None:
+        await self._persist(ready)
+        self._apply(ready.committed)
+        await self._send(ready.messages)
+        for sid in ready.drop_links:
+            if self.transport is not None:
+                self.transport.drop(sid)
+        for sid, request in ready.requests:
+            caller = Caller(request.session_id, [tuple(a) for a in request.auth_ids], request.superuser)  # type: ignore[misc]
+            self._prepare(request.op, request.args, caller, request.cxid)
+        now = self.monotonic_ms()
+        for session_id in ready.touched_sessions:
+            self.sessions.touch(session_id, now)
+        for sync in ready.sync_replies:
+            done = self.sync_waiting.pop((sync.session_id, sync.cxid), None)
+            if done is not None:
+                done()
+        if ready.soft_state != self.soft:
+            self._change_state(ready.soft_state)
+        if self._txns_since_snapshot >= self._snapshot_due and not self._snapshot_running:
+            nursery.start_soon(self._snapshot)
+
+    async def _persist(self, ready: Ready) -> None:
+        if ready.accepted_epoch is not None:
+            await trio.to_thread.run_sync(write_epoch, self.datadir.accepted_epoch_path, ready.accepted_epoch)
+        if ready.current_epoch is not None:
+            await trio.to_thread.run_sync(write_epoch, self.datadir.current_epoch_path, ready.current_epoch)
+        if ready.truncate_to is not None:
+            await self._truncate(ready.truncate_to)
+        if ready.append:
+            self.log.append([(txn.zxid, encode_txn(txn)) for txn in ready.append])
+        if ready.must_sync and self.config.force_sync:
             started = time.perf_counter()
             await trio.to_thread.run_sync(self.log.sync)
             elapsed = time.perf_counter() - started
@@ -178,27 +302,43 @@ class ZabbyServer:
             if elapsed > 1.0:
                 LOGGER.warning("fsync-ing the write ahead log took %.0f ms", elapsed * 1000)
 
-    def _apply(self, batch: list[Queued]) -> None:
-        tree, watches = self.tree, self.watches
-        for item in batch:
-            txn = item.txn
+    async def _truncate(self, zxid: int) -> None:
+        LOGGER.info("truncating the log after 0x%x", zxid)
+        await trio.to_thread.run_sync(self.log.truncate_after, zxid)
+        if self.tree.last_zxid > zxid:
+            LOGGER.info("the tree is ahead (0x%x): reloading it from disk", self.tree.last_zxid)
+            self.log.close()
+            tree, self.log = await trio.to_thread.run_sync(self.datadir.recover)
+            self._replace_tree(tree)
+
+    def _replace_tree(self, tree: DataTree) -> None:
+        self.tree = tree
+        self.preparer = Preparer(tree, self.preparer.limits)
+
+    def _apply(self, txns: list[Txn]) -> None:
+        tree, watches, leader = self.tree, self.watches, self.is_leader
+        for txn in txns:
             result, events = tree.apply(txn)
-            self.preparer.applied(txn.zxid)
+            if leader:
+                self.preparer.applied(txn.zxid)
             if events and (watches.data or watches.child or watches.persistent or watches.recursive):
                 for conn, event_type, path in watches.trigger(events):
                     conn.send_event(event_type, path, txn.zxid)
-            if item.done is not None:
-                item.done(txn, result)
+            done = self.waiting.pop((txn.session_id, txn.cxid), None)
+            if done is not None:
+                self.outstanding -= 1
+                done(txn, result)
             self._after_apply(txn)
-        self.stats.commit_count += len(batch)
-        self._txns_since_snapshot += len(batch)
-        self.outstanding -= len(batch)
-        if self.outstanding < self.config.outstanding_requests_max:
-            self._unthrottled.set()
+        if txns:
+            self.stats.commit_count += len(txns)
+            self._txns_since_snapshot += len(txns)
+            if self.outstanding < self.config.outstanding_requests_max:
+                self._unthrottled.set()
 
     def _after_apply(self, txn: Txn) -> None:
         if txn.type == OpCode.CREATE_SESSION:
-            self.sessions.add(txn.session_id, txn.body[0], self.monotonic_ms())
+            if self.is_leader:
+                self.sessions.add(txn.session_id, txn.body[0], self.monotonic_ms())
         elif txn.type == OpCode.CLOSE_SESSION:
             self.sessions.remove(txn.session_id)
             self.closing_sessions.discard(txn.session_id)
@@ -208,7 +348,54 @@ class ZabbyServer:
         elif txn.type == OpCode.DELETE_CONTAINER:
             self.stats.ttl_node_deleted_count += 1
 
-    # ----------------------------------------------------------------- snapshots
+    # ----------------------------------------------------------------- links and snapshots
+    async def _send(self, messages: list[tuple[int, Message]]) -> None:
+        if self.transport is None:
+            return
+        for sid, message in messages:
+            if isinstance(message, Snap):
+                await self._send_snapshot(sid, message)
+            else:
+                self.transport.send(sid, message)
+
+    async def _send_snapshot(self, sid: int, snap: Snap) -> None:
+        """Stream the tree (exactly at snap.zxid) in chunks; the peer task waits, so nothing
+        changes the tree meanwhile, and at most a few MiB are queued at once."""
+        assert self.transport is not None
+        if self.tree.last_zxid != snap.zxid:
+            LOGGER.error("snapshot for %d at 0x%x but the tree is at 0x%x", sid, snap.zxid, self.tree.last_zxid)
+        started = time.perf_counter()
+        self.transport.send(sid, snap)
+        chunk: list[Any] = []
+        timeout_s = self.config.init_limit_ticks * self.config.tick_ms / 1000
+        for record in self.tree.records():
+            chunk.append(record)
+            if len(chunk) >= SNAP_CHUNK_RECORDS:
+                self.transport.send(sid, SnapChunk(records=tuple(chunk), last=False))
+                chunk = []
+                await self.transport.wait_drained(sid, timeout_s)
+        self.transport.send(sid, SnapChunk(records=tuple(chunk), last=True))
+        LOGGER.info("sent a snapshot at 0x%x to server %d in %.2f s", snap.zxid, sid, time.perf_counter() - started)
+
+    async def _receive_snapshot(self, sid: int, message: Snap | SnapChunk) -> None:
+        if isinstance(message, Snap):
+            self._snap_in[sid] = (message, TreeBuilder())
+            self.peer.step(sid, message)
+            return
+        entry = self._snap_in.get(sid)
+        if entry is None:
+            return
+        snap, builder = entry
+        builder.add(message.records)
+        if not message.last:
+            return
+        del self._snap_in[sid]
+        tree = builder.finish()
+        await trio.to_thread.run_sync(self.datadir.take_snapshot, tree.records(), snap.zxid)
+        self._replace_tree(tree)
+        self.peer.snapshot_installed(snap.zxid)
+        LOGGER.info("installed a snapshot at 0x%x from server %d (%d znodes)", snap.zxid, sid, tree.node_count())
+
     async def _snapshot(self) -> None:
         """Fork: the child writes the tree as of this instant; the parent keeps serving."""
         self._snapshot_running = True
@@ -230,7 +417,6 @@ class ZabbyServer:
             if status != 0:
                 LOGGER.error("snapshot at 0x%x failed in child (status %d)", zxid, status)
                 return
-            self.last_snapshot_zxid = zxid
             self.stats.snap_count += 1
             self.stats.snapshot.add((time.perf_counter() - started) * 1000)
             LOGGER.info("snapshot at zxid 0x%x written in %.0f ms", zxid, (time.perf_counter() - started) * 1000)
@@ -241,31 +427,59 @@ class ZabbyServer:
         finally:
             self._snapshot_running = False
 
+    # ----------------------------------------------------------------- roles
+    def _change_state(self, soft: SoftState) -> None:
+        was_serving, self.soft = self.soft.serving, soft
+        LOGGER.info("state %s, phase %s, leader %s, epoch %d%s", soft.state.value, soft.phase.value,
+                    soft.leader, soft.epoch, ", serving" if soft.serving else "")  # fmt: skip
+        if was_serving and not soft.serving:
+            self._stop_serving()
+        if soft.serving and soft.state == ServerState.LEADING:
+            now = self.monotonic_ms()
+            self.sessions = SessionTracker(self.config.tick_ms)
+            for session_id, (timeout_ms, _) in self.tree.sessions.items():
+                self.sessions.add(session_id, timeout_ms, now)
+
+    def _stop_serving(self) -> None:
+        """Clients of a server that stops serving are told (ConnectionLoss), not served."""
+        self._proposals.clear()
+        self.preparer.reset()
+        self.waiting.clear()
+        self.sync_waiting.clear()
+        self.outstanding = 0
+        self._unthrottled.set()
+        self.sessions = SessionTracker(self.config.tick_ms)
+        for conn in list(self.connections):
+            conn.close_after_flush()
+
     # ----------------------------------------------------------------- periodic work
     async def run_ticker(self) -> None:
-        """Expire sessions (bucketed by tick) and reap empty containers and expired TTL nodes."""
-        next_container_check = self.monotonic_ms() + self.config.container_check_interval_ms
-        next_purge = self.monotonic_ms() + int(self.config.purge_interval_hours * 3600_000)
+        """Tick the core; on the leader, expire sessions and reap containers and TTL nodes."""
+        ticks_per_check = max(1, self.config.tick_ms // self.core_tick_ms)
+        container_every = max(1, self.config.container_check_interval_ms // self.core_tick_ms)
+        count = 0
         while True:
-            await trio.sleep(self.config.tick_ms / 1000)
-            now = self.monotonic_ms()
-            for session_id in self.sessions.expired(now):
-                LOGGER.info("session 0x%x expired", session_id)
-                self.close_session(session_id, None)
-            if now >= next_container_check:
-                next_container_check = now + self.config.container_check_interval_ms
+            await trio.sleep(self.core_tick_ms / 1000)
+            count += 1
+            self._push(_TICK)
+            if not (self.is_leader and self.serving):
+                continue
+            if count % ticks_per_check == 0:
+                for session_id in self.sessions.expired(self.monotonic_ms()):
+                    self._expire(session_id)
+            if count % container_every == 0:
                 self.reap_containers()
-            if self.config.purge_interval_hours > 0 and now >= next_purge:
-                next_purge = now + int(self.config.purge_interval_hours * 3600_000)
-                await trio.to_thread.run_sync(self.datadir.purge)
+
+    def _expire(self, session_id: int) -> None:
+        self.sessions.remove(session_id)
+        if session_id in self.tree.sessions and session_id not in self.closing_sessions:
+            LOGGER.info("session 0x%x expired", session_id)
+            self.closing_sessions.add(session_id)
+            self._prepare(OpCode.CLOSE_SESSION, (), Caller(session_id, []), 0)
 
     def reap_containers(self) -> None:
         now_ms = self.now_ms()
-        candidates = []
-        for path in sorted(self.tree.containers):
-            node = self.tree.nodes[path]
-            if not node.children and node.cversion > 0:
-                candidates.append(path)
+        candidates = [p for p in sorted(self.tree.containers) if not self.tree.nodes[p].children and self.tree.nodes[p].cversion > 0]
         for path in sorted(self.tree.ttl_nodes):
             node = self.tree.nodes[path]
             ttl_ms = owner_ttl_ms(node.ephemeral_owner)
@@ -273,10 +487,8 @@ class ZabbyServer:
                 candidates.append(path)
         system = Caller(0, [], superuser=True)
         for path in candidates:
-            try:
-                self.submit(OpCode.DELETE_CONTAINER, (path,), system, 0, None)
-            except ZabbyError as exc:  # changed since we looked: a later pass decides again
-                LOGGER.debug("container %s not reaped: %s", path, exc)
+            if self.preparer.view(path) is not None:
+                self._prepare(OpCode.DELETE_CONTAINER, (path,), system, 0)
 
     # ----------------------------------------------------------------- sessions on connections
     def attach(self, session_id: int, conn: Connection) -> None:
@@ -292,8 +504,11 @@ class ZabbyServer:
         if conn.session_id and self.session_conns.get(conn.session_id) is conn:
             del self.session_conns[conn.session_id]
 
-    def touch(self, session_id: int) -> bool:
-        return self.sessions.touch(session_id, self.monotonic_ms())
+    def touch(self, session_id: int) -> None:
+        if self.is_leader:
+            self.sessions.touch(session_id, self.monotonic_ms())
+        else:
+            self.peer.touch_sessions([session_id])
 
     def check_session(self, session_id: int, password: bytes) -> int | None:
         """The session's timeout if (id, password) names a live session, else None."""
@@ -301,3 +516,23 @@ class ZabbyServer:
         if entry is None or entry[1] != password or session_id in self.closing_sessions:
             return None
         return entry[0]
+
+    def learner_counts(self) -> dict[str, int]:
+        leader = self.peer.leader
+        if leader is None or not self.is_leader:
+            return {}
+        learners = leader.learners.values()
+        return {
+            "learners": len(leader.learners),
+            "followers": sum(1 for i in learners if not i.observer),
+            "synced_followers": sum(1 for i in learners if not i.observer and i.uptodate),
+            "synced_observers": sum(1 for i in learners if i.observer and i.uptodate),
+            "pending_syncs": sum(1 for i in learners if not i.uptodate),
+        }
+
+
+def peer_address(config: ServerConfig) -> PeerAddress | None:
+    return next((p for p in config.peers if p.sid == config.server_id), None)
+
+
+_TICK, _MESSAGE, _LINK_DOWN = 0, 1, 2

@@ -84,12 +84,6 @@ def get_acl(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) 
     return [entries, node.stat()]
 
 
-def sync(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
-    (path,) = args
-    validate_path(path)
-    return [path]
-
-
 def get_ephemerals(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     (prefix,) = args
     validate_path(prefix)
@@ -170,7 +164,6 @@ READ_HANDLERS: dict[int, ReadHandler] = {
     OpCode.GET_CHILDREN: get_children,
     OpCode.GET_CHILDREN2: get_children2,
     OpCode.GET_ACL: get_acl,
-    OpCode.SYNC: sync,
     OpCode.GET_EPHEMERALS: get_ephemerals,
     OpCode.GET_ALL_CHILDREN_NUMBER: get_all_children_number,
     OpCode.ADD_WATCH: add_watch,

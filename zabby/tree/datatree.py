@@ -78,8 +78,8 @@ class DataTree:
         for path in (ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA):
             self.nodes[path] = Znode(b"", acls.OPEN_ACL_UNSAFE, 0, 0, 0)
             self.nodes[parent_of(path)].children.add(basename(path))
-            self.data_size += len(path)  # counted like any node, as _load_node does
         self.nodes[ZOOKEEPER_CONFIG].acl = acls.READ_ACL_UNSAFE
+        self.data_size = sum(len(path) for path in self.nodes)  # every node counts, as in _load_node
 
     # ----------------------------------------------------------------- reads
     def get(self, path: str) -> Znode | None:
@@ -239,19 +239,9 @@ class DataTree:
 
     @classmethod
     def from_records(cls, records: Iterable[tuple[Any, ...]]) -> DataTree:
-        tree = cls()
-        tree.nodes.clear()
-        tree.data_size = 0
-        it = iter(records)
-        _, tree.last_zxid, session_count, node_count = next(it)
-        for _ in range(session_count):
-            _, session_id, timeout_ms, password = next(it)
-            tree.sessions[session_id] = (timeout_ms, password)
-        for _ in range(node_count):
-            tree._load_node(next(it))
-        if "/" not in tree.nodes:
-            raise InvariantError("snapshot has no root")
-        return tree
+        builder = TreeBuilder()
+        builder.add(records)
+        return builder.finish()
 
     def _load_node(self, record: tuple[Any, ...]) -> None:
         path, data, acl, czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner = record
@@ -261,7 +251,7 @@ class DataTree:
         self.nodes[path] = node
         if path != "/":
             self.nodes[parent_of(path)].children.add(basename(path))
-            self.data_size += len(data) + len(path)
+        self.data_size += len(data) + len(path)
         self._index_add(path, owner)
 
     def digest(self) -> str:
@@ -272,3 +262,35 @@ class DataTree:
             h.update(repr((path, node.data, node.acl, node.stat())).encode())
         h.update(repr(sorted(self.sessions.items())).encode())
         return h.hexdigest()
+
+
+class TreeBuilder:
+    """Builds a DataTree from snapshot records arriving in chunks (a SNAP sync), so the
+    records never have to be held all at once."""
+
+    def __init__(self) -> None:
+        self.tree = DataTree()
+        self.tree.nodes.clear()
+        self.tree.data_size = 0
+        self._sessions_left = -1
+        self._nodes_left = -1
+
+    def add(self, records: Iterable[tuple[Any, ...]]) -> None:
+        tree = self.tree
+        for record in records:
+            if self._nodes_left < 0:
+                _, tree.last_zxid, self._sessions_left, self._nodes_left = record
+            elif self._sessions_left > 0:
+                _, session_id, timeout_ms, password = record
+                tree.sessions[session_id] = (timeout_ms, password)
+                self._sessions_left -= 1
+            elif self._nodes_left > 0:
+                tree._load_node(record)
+                self._nodes_left -= 1
+            else:
+                raise InvariantError("snapshot stream has more records than its header says")
+
+    def finish(self) -> DataTree:
+        if self._nodes_left != 0 or self._sessions_left > 0 or "/" not in self.tree.nodes:
+            raise InvariantError("snapshot stream ended early")
+        return self.tree

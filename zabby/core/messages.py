@@ -1,0 +1,186 @@
+"""Quorum messages: election notifications and Zab packets, with ZooKeeper's type numbers.
+
+On the wire a message is one msgpack array ``[TYPE, field, ...]`` inside a length-prefixed
+frame; txns travel as their ``Txn`` arrays.  ``decode`` turns anything ill-formed into a
+``RemoteProtocolError`` (the link is dropped and the learner resynchronises).
+
+Zabby batches where ZooKeeper sends one packet per txn: ``Proposal`` carries several txns,
+and ``Commit``/``Ack`` are cumulative (everything up to the zxid).  A learner still checks
+that a COMMIT names a proposal it holds, and never applies out of order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import msgpack
+
+from zabby.errors import RemoteProtocolError
+from zabby.tree.txns import Txn
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Notification:
+    """A fast-leader-election vote: who the sender proposes, and the sender's own state."""
+
+    TYPE: ClassVar[int] = 100
+    leader: int
+    zxid: int
+    peer_epoch: int
+    election_epoch: int
+    state: str  # ServerState value of the sender
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """A client write (or session close) forwarded by a learner to the leader."""
+
+    TYPE: ClassVar[int] = 1
+    session_id: int
+    cxid: int
+    op: int
+    args: tuple[Any, ...]
+    auth_ids: tuple[tuple[str, str], ...] = ()
+    superuser: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Proposal:
+    TYPE: ClassVar[int] = 2
+    txns: tuple[Txn, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ack:
+    TYPE: ClassVar[int] = 3
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Commit:
+    TYPE: ClassVar[int] = 4
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ping:
+    """Leader → learner: liveness.  Learner → leader: the sessions its clients touched."""
+
+    TYPE: ClassVar[int] = 5
+    sessions: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sync:
+    """A client ``sync``: learner → leader asks, leader → learner answers in stream order."""
+
+    TYPE: ClassVar[int] = 7
+    session_id: int
+    cxid: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Inform:
+    """Committed txns for observers (PROPOSAL and COMMIT in one)."""
+
+    TYPE: ClassVar[int] = 8
+    txns: tuple[Txn, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewLeader:
+    TYPE: ClassVar[int] = 10
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FollowerInfo:
+    TYPE: ClassVar[int] = 11
+    accepted_epoch: int
+    last_zxid: int
+    observer: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpToDate:
+    TYPE: ClassVar[int] = 12
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Diff:
+    TYPE: ClassVar[int] = 13
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trunc:
+    TYPE: ClassVar[int] = 14
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Snap:
+    """Sync by snapshot: the tree as of ``zxid`` follows (as SnapChunk messages)."""
+
+    TYPE: ClassVar[int] = 15
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderInfo:
+    TYPE: ClassVar[int] = 17
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AckEpoch:
+    TYPE: ClassVar[int] = 18
+    current_epoch: int
+    last_zxid: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapChunk:
+    """Part of a snapshot stream (shell level: the core never sees chunks)."""
+
+    TYPE: ClassVar[int] = 101
+    records: tuple[Any, ...]
+    last: bool
+
+
+Message = (
+    Notification | Request | Proposal | Ack | Commit | Ping | Sync | Inform | NewLeader
+    | FollowerInfo | UpToDate | Diff | Trunc | Snap | LeaderInfo | AckEpoch | SnapChunk
+)  # fmt: skip
+
+_TYPES: dict[int, type[Any]] = {
+    cls.TYPE: cls
+    for cls in (Notification, Request, Proposal, Ack, Commit, Ping, Sync, Inform, NewLeader,
+                FollowerInfo, UpToDate, Diff, Trunc, Snap, LeaderInfo, AckEpoch, SnapChunk)  # fmt: skip
+}
+_FIELDS = {type_: tuple(f.name for f in dataclasses.fields(cls)) for type_, cls in _TYPES.items()}
+
+
+def encode(message: Message) -> bytes:
+    fields = _FIELDS[message.TYPE]
+    return msgpack.packb([message.TYPE, *(getattr(message, name) for name in fields)], use_bin_type=True)
+
+
+def decode(frame: bytes) -> Message:
+    try:
+        value = msgpack.unpackb(frame, raw=False, use_list=False)
+        cls = _TYPES[value[0]]
+        kwargs = dict(zip(_FIELDS[value[0]], value[1:], strict=True))
+    except Exception as exc:  # any malformed frame, whatever msgpack or zip raised
+        raise RemoteProtocolError(f"malformed quorum packet: {exc}") from None
+    if cls in (Proposal, Inform):
+        try:
+            kwargs["txns"] = tuple(Txn(*txn) for txn in kwargs["txns"])
+        except TypeError as exc:
+            raise RemoteProtocolError(f"malformed txn in {cls.__name__}: {exc}") from None
+    try:
+        return cls(**kwargs)  # type: ignore[no-any-return]
+    except TypeError as exc:
+        raise RemoteProtocolError(f"malformed {cls.__name__}: {exc}") from None

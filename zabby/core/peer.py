@@ -1,0 +1,635 @@
+"""Peer: one server's Zab state machine (etcd raft's RawNode analogue).
+
+Theory of operation: the shell feeds inputs (``tick``, ``step(sid, message)``, ``propose``,
+``link_down``, ``snapshot_installed``, client forwards) and drains ``ready()``; it executes
+each Ready in the documented order (zabby.core.ready) and then calls ``advance``.  Nothing in
+here waits: a phase change happens inside the step that completes it, and every timeout is
+a count of ticks.
+
+Roles: ``_step_looking`` (fast leader election), ``_step_leader`` (discovery, sync,
+broadcast for every learner), ``_step_learner`` (the follower/observer side).  ``_become_*``
+switches roles and resets the role's state.
+
+Durable state, as the log and epoch files hold it: ``accepted_epoch``, ``current_epoch``,
+``last_logged`` (the log's last zxid).  ``applied`` is the tree's last zxid; txns between
+them (``pending``) are logged but not yet known to be committed, except after a restart,
+where recovery applied the whole log (a TRUNC then reloads the tree).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from zabby.core.election import Election, Vote
+from zabby.core.history import History
+from zabby.core.messages import (
+    Ack, AckEpoch, Commit, Diff, FollowerInfo, Inform, LeaderInfo, Message, NewLeader,
+    Notification, Ping, Proposal, Request, Snap, Sync, Trunc, UpToDate,
+)  # fmt: skip
+from zabby.core.quorum import Majority
+from zabby.core.ready import Ready, SoftState
+from zabby.core.sync import choose_sync
+from zabby.core.types import ServerState, SyncMode, ZabPhase
+from zabby.errors import InvariantError
+from zabby.tree.txns import Txn, make_zxid, zxid_counter, zxid_epoch
+
+
+@dataclass(frozen=True, slots=True)
+class PeerConfig:
+    sid: int
+    voters: frozenset[int]
+    observers: frozenset[int] = frozenset()
+    init_limit_ticks: int = 200
+    sync_limit_ticks: int = 100
+    ping_interval_ticks: int = 20
+    finalize_wait_ticks: int = 4
+    notify_interval_ticks_min: int = 4
+    notify_interval_ticks_max: int = 40
+    commit_log_count: int = 500
+
+    @property
+    def peers(self) -> frozenset[int]:
+        return (self.voters | self.observers) - {self.sid}
+
+
+@dataclass(frozen=True, slots=True)
+class DurableState:
+    accepted_epoch: int = 0
+    current_epoch: int = 0
+    last_logged: int = 0
+    applied: int = 0
+    history: tuple[Txn, ...] = ()  # the log's tail, for DIFF syncs (newest commit_log_count)
+
+
+@dataclass(slots=True)
+class LearnerInfo:
+    """What the leader knows of one connected learner."""
+
+    observer: bool
+    accepted_epoch: int
+    heard_tick: int
+    acked_epoch: bool = False
+    synced: bool = False  # NEWLEADER acked
+    uptodate: bool = False
+    acked: int = 0
+    newleader_point: int = 0  # the leader's last zxid when it sent NEWLEADER
+
+
+@dataclass(slots=True)
+class LeaderState:
+    epoch: int = 0  # the new epoch, 0 until a quorum sent FOLLOWERINFO
+    previous_epoch: int = 0  # our currentEpoch and last zxid when elected: a learner
+    previous_last: int = 0  # ahead of these means we must not lead
+    learners: dict[int, LearnerInfo] = field(default_factory=dict)
+    newleader_acks: set[int] = field(default_factory=set)
+    established: bool = False
+    started_tick: int = 0
+    last_proposed: int = 0
+    commit_point: int = 0
+    self_acked: int = 0
+    syncs: deque[tuple[int, int, Sync]] = field(default_factory=deque)  # (zxid needed, sid, sync)
+
+
+@dataclass(slots=True)
+class LearnerState:
+    leader: int
+    phase: ZabPhase = ZabPhase.DISCOVERY
+    started_tick: int = 0
+    heard_tick: int = 0
+    newleader_zxid: int = 0
+    commit_point: int = 0
+    acked: bool = False  # NEWLEADER acked: later proposals are acked one by one
+    touched: set[int] = field(default_factory=set)
+
+
+class Peer:
+    def __init__(self, config: PeerConfig, durable: DurableState) -> None:
+        self.config = config
+        self.sid = config.sid
+        self.quorum = Majority(config.voters)
+        self.accepted_epoch = durable.accepted_epoch
+        self.current_epoch = durable.current_epoch
+        self.last_logged = durable.last_logged
+        self.applied = durable.applied
+        self.history = History(config.commit_log_count)
+        self.history.extend(durable.history)
+        self.pending: deque[Txn] = deque(t for t in durable.history if t.zxid > durable.applied)
+        self.now = 0
+        self.logical_clock = 0
+        self.state = ServerState.LOOKING
+        self.election: Election | None = None
+        self.leader: LeaderState | None = None
+        self.learner: LearnerState | None = None
+        self._notify_at = 0
+        self._notify_interval = config.notify_interval_ticks_min
+        self._ready = Ready(soft_state=self.soft_state())
+        self._become_looking()
+
+    # ----------------------------------------------------------------- shell API
+    def tick(self) -> None:
+        self.now += 1
+        if self.state == ServerState.LOOKING:
+            self._tick_looking()
+        elif self.state == ServerState.LEADING:
+            self._tick_leader()
+        else:
+            self._tick_learner()
+
+    def step(self, sender: int, message: Message) -> None:
+        if isinstance(message, Notification):
+            self._step_notification(sender, message)
+        elif self.state == ServerState.LEADING:
+            self._step_leader(sender, message)
+        elif self.state in (ServerState.FOLLOWING, ServerState.OBSERVING):
+            self._step_learner(sender, message)
+
+    def link_down(self, sid: int) -> None:
+        if self.state == ServerState.LEADING and self.leader is not None:
+            self._drop_learner(sid, "link down")
+        elif self.learner is not None and sid == self.learner.leader:
+            self._become_looking()
+
+    @property
+    def next_zxid(self) -> int:
+        leader = self._established_leader()
+        return self._next_zxid(leader.last_proposed, leader.epoch)
+
+    def propose(self, txns: list[Txn]) -> None:
+        """Leader only: log and broadcast txns whose zxids follow ``next_zxid`` in order."""
+        leader = self._established_leader()
+        for txn in txns:
+            expected = self._next_zxid(leader.last_proposed, leader.epoch)
+            if txn.zxid != expected:
+                raise InvariantError(f"proposal 0x{txn.zxid:x}, expected 0x{expected:x}")
+            leader.last_proposed = txn.zxid
+        self._log(txns)
+        message = Proposal(txns=tuple(txns))
+        for sid, info in leader.learners.items():
+            if info.acked_epoch and not info.observer:
+                self._send(sid, message)
+        self._advance_syncs()
+
+    def client_sync(self, sync: Sync) -> None:
+        """Answer (in ``sync_replies``) once everything the leader proposed so far is applied."""
+        if self.state == ServerState.LEADING:
+            leader = self._established_leader()
+            leader.syncs.append((leader.last_proposed, self.sid, sync))
+            self._advance_syncs()
+        elif self.learner is not None:
+            self._send(self.learner.leader, sync)
+
+    def forward(self, request: Request) -> None:
+        if self.learner is None:
+            raise InvariantError("only a learner forwards requests")
+        self._send(self.learner.leader, request)
+
+    def touch_sessions(self, session_ids: list[int]) -> None:
+        if self.learner is not None:
+            self.learner.touched.update(session_ids)
+
+    def snapshot_installed(self, zxid: int) -> None:
+        """The shell replaced the tree with the leader's snapshot at ``zxid`` and saved it."""
+        if self.learner is None or self.learner.phase != ZabPhase.SYNCHRONIZATION:
+            raise InvariantError("snapshot installed outside of a sync")
+        self.last_logged = self.applied = self.learner.commit_point = zxid
+        self.pending.clear()
+        self.history.clear()
+
+    def has_ready(self) -> bool:
+        return not self._ready.is_empty() or self._ready.soft_state != self.soft_state()
+
+    def ready(self) -> Ready:
+        ready = self._ready
+        ready.soft_state = self.soft_state()
+        self._ready = Ready(soft_state=ready.soft_state)
+        return ready
+
+    def advance(self, ready: Ready) -> None:
+        """The shell did everything ``ready`` asked; the leader's own log append now counts."""
+        if ready.append and self.state == ServerState.LEADING and self.leader is not None:
+            self.leader.self_acked = max(self.leader.self_acked, ready.append[-1].zxid)
+            self._leader_maybe_commit()
+
+    def soft_state(self) -> SoftState:
+        serving = False
+        phase = ZabPhase.ELECTION
+        leader_sid: int | None = None
+        if self.state == ServerState.LEADING and self.leader is not None:
+            serving = self.leader.established
+            phase = ZabPhase.BROADCAST if serving else (ZabPhase.SYNCHRONIZATION if self.leader.epoch else ZabPhase.DISCOVERY)
+            leader_sid = self.sid
+        elif self.learner is not None:
+            phase = self.learner.phase
+            serving = phase == ZabPhase.BROADCAST
+            leader_sid = self.learner.leader
+        return SoftState(self.state, phase, leader_sid, self.current_epoch, serving)
+
+    # ----------------------------------------------------------------- helpers
+    def _send(self, sid: int, message: Message) -> None:
+        self._ready.messages.append((sid, message))
+
+    def _log(self, txns: list[Txn]) -> None:
+        if not txns:
+            return
+        if txns[0].zxid <= self.last_logged:
+            raise InvariantError(f"log must grow: 0x{txns[0].zxid:x} after 0x{self.last_logged:x}")
+        self._ready.append.extend(txns)
+        self._ready.must_sync = True
+        self.last_logged = txns[-1].zxid
+        self.history.extend(txns)
+        self.pending.extend(txns)
+
+    def _apply_up_to(self, zxid: int) -> None:
+        while self.pending and self.pending[0].zxid <= zxid:
+            txn = self.pending.popleft()
+            self._ready.committed.append(txn)
+            self.applied = txn.zxid
+
+    def _truncate(self, zxid: int) -> None:
+        self._ready.truncate_to = zxid
+        self._ready.append = [t for t in self._ready.append if t.zxid <= zxid]
+        self.last_logged = min(self.last_logged, zxid)
+        self.history.truncate_after(zxid)
+        while self.pending and self.pending[-1].zxid > zxid:
+            self.pending.pop()
+        if self.applied > zxid:
+            self.applied = zxid  # the shell reloads the tree from disk up to zxid
+
+    @staticmethod
+    def _next_zxid(last: int, epoch: int) -> int:
+        if zxid_epoch(last) == epoch:
+            return last + 1
+        return make_zxid(epoch, 1)
+
+    def _established_leader(self) -> LeaderState:
+        if self.state != ServerState.LEADING or self.leader is None or not self.leader.established:
+            raise InvariantError("not an established leader")
+        return self.leader
+
+    # ----------------------------------------------------------------- election
+    def _become_looking(self) -> None:
+        if self.learner is not None:
+            self._ready.drop_links.append(self.learner.leader)
+        if self.leader is not None:
+            self._ready.drop_links.extend(self.leader.learners)
+        self.state = ServerState.LOOKING
+        self.leader = self.learner = None
+        self.logical_clock += 1
+        own = Vote(self.sid, self.last_logged, self.current_epoch)
+        self.election = Election(self.sid, self.quorum, self.logical_clock, own, self.config.finalize_wait_ticks)
+        self._notify_interval = self.config.notify_interval_ticks_min
+        self._broadcast_notification()
+        if self.quorum.voters == {self.sid}:
+            self._decide(self.election.proposal)
+
+    def _broadcast_notification(self) -> None:
+        assert self.election is not None
+        note = self.election.notification(self.state)
+        for sid in sorted(self.config.peers):
+            self._send(sid, note)
+        self._notify_at = self.now + self._notify_interval
+
+    def _tick_looking(self) -> None:
+        assert self.election is not None
+        decided = self.election.tick(self.now)
+        if decided is not None:
+            self._decide(decided)
+        elif self.now >= self._notify_at:
+            self._notify_interval = min(self._notify_interval * 2, self.config.notify_interval_ticks_max)
+            self._broadcast_notification()
+
+    def _step_notification(self, sender: int, note: Notification) -> None:
+        if self.state != ServerState.LOOKING:
+            if note.state == ServerState.LOOKING.value:
+                self._send(sender, self._current_vote_notification())
+            return
+        assert self.election is not None
+        changed, decided = self.election.receive(sender, note, self.now)
+        self.logical_clock = self.election.logical_clock
+        if decided is not None:
+            self._decide(decided)
+        elif changed:
+            self._broadcast_notification()
+        elif note.state == ServerState.LOOKING.value and note.election_epoch < self.logical_clock:
+            self._send(sender, self.election.notification(self.state))
+
+    def _current_vote_notification(self) -> Notification:
+        leader = self.sid if self.state == ServerState.LEADING else (self.learner.leader if self.learner else -1)
+        return Notification(leader=leader, zxid=self.last_logged, peer_epoch=self.current_epoch,
+                            election_epoch=self.logical_clock, state=self.state.value)  # fmt: skip
+
+    def _decide(self, vote: Vote) -> None:
+        self.election = None
+        if vote.leader == self.sid:
+            self.state = ServerState.LEADING
+            self.leader = LeaderState(started_tick=self.now, previous_epoch=self.current_epoch,
+                                      previous_last=self.last_logged)  # fmt: skip
+            self._leader_maybe_pick_epoch()
+        else:
+            self.state = ServerState.OBSERVING if self.sid not in self.quorum.voters else ServerState.FOLLOWING
+            self.learner = LearnerState(leader=vote.leader, started_tick=self.now, heard_tick=self.now,
+                                        commit_point=self.applied)  # fmt: skip
+            self._send(vote.leader, FollowerInfo(accepted_epoch=self.accepted_epoch, last_zxid=self.last_logged,
+                                                 observer=self.state == ServerState.OBSERVING))  # fmt: skip
+
+    # ----------------------------------------------------------------- leader
+    def _tick_leader(self) -> None:
+        leader = self.leader
+        assert leader is not None
+        if not leader.established:
+            if self.now - leader.started_tick > self.config.init_limit_ticks:
+                self._become_looking()
+            return
+        for sid, info in list(leader.learners.items()):
+            if self.now - info.heard_tick > self.config.sync_limit_ticks:
+                self._drop_learner(sid, "silent for syncLimit")
+        alive = {self.sid} | {sid for sid, info in leader.learners.items() if info.uptodate}
+        if not self.quorum.has_quorum(alive):
+            self._become_looking()
+            return
+        if self.now % self.config.ping_interval_ticks == 0:
+            for sid in leader.learners:
+                self._send(sid, Ping())
+
+    def _drop_learner(self, sid: int, why: str) -> None:
+        assert self.leader is not None
+        if self.leader.learners.pop(sid, None) is not None:
+            self._ready.drop_links.append(sid)
+        self.leader.newleader_acks.discard(sid)
+
+    def _step_leader(self, sender: int, message: Message) -> None:
+        leader = self.leader
+        assert leader is not None
+        if isinstance(message, FollowerInfo):
+            self._leader_follower_info(sender, message)
+            return
+        info = leader.learners.get(sender)
+        if info is None:
+            return
+        info.heard_tick = self.now
+        if isinstance(message, AckEpoch):
+            self._leader_ack_epoch(sender, info, message)
+        elif isinstance(message, Ack):
+            self._leader_ack(sender, info, message.zxid)
+        elif isinstance(message, Ping):
+            self._ready.touched_sessions.extend(message.sessions)
+        elif isinstance(message, Request) and leader.established:
+            self._ready.requests.append((sender, message))
+        elif isinstance(message, Sync) and leader.established:
+            leader.syncs.append((leader.last_proposed, sender, message))
+            self._advance_syncs()
+
+    def _leader_follower_info(self, sender: int, info: FollowerInfo) -> None:
+        leader = self.leader
+        assert leader is not None
+        observer = info.observer or sender not in self.quorum.voters
+        leader.learners[sender] = LearnerInfo(observer, info.accepted_epoch, self.now)
+        leader.newleader_acks.discard(sender)
+        if leader.epoch:
+            self._send(sender, LeaderInfo(epoch=leader.epoch))
+        else:
+            self._leader_maybe_pick_epoch()
+
+    def _leader_maybe_pick_epoch(self) -> None:
+        """Discovery: once a quorum sent FOLLOWERINFO, the new epoch beats every accepted one."""
+        leader = self.leader
+        assert leader is not None
+        voters = {self.sid} | {sid for sid, i in leader.learners.items() if not i.observer}
+        if leader.epoch or not self.quorum.has_quorum(voters):
+            return
+        leader.epoch = max([self.accepted_epoch] + [i.accepted_epoch for i in leader.learners.values()]) + 1
+        self.accepted_epoch = leader.epoch
+        self._ready.accepted_epoch = leader.epoch
+        for sid in leader.learners:
+            self._send(sid, LeaderInfo(epoch=leader.epoch))
+        self._leader_sync_self()
+
+    def _leader_sync_self(self) -> None:
+        """The leader's own NEWLEADER: its current epoch is the new one once persisted."""
+        leader = self.leader
+        assert leader is not None
+        self.current_epoch = leader.epoch
+        self._ready.current_epoch = leader.epoch
+        leader.newleader_acks.add(self.sid)
+        leader.last_proposed = self.last_logged
+        self._leader_maybe_establish()
+
+    def _leader_ack_epoch(self, sender: int, info: LearnerInfo, ack: AckEpoch) -> None:
+        leader = self.leader
+        assert leader is not None
+        ahead = (ack.current_epoch, ack.last_zxid) > (leader.previous_epoch, leader.previous_last)
+        if ahead and sender in self.quorum.voters and not leader.established:
+            self._become_looking()  # a follower is ahead of us: we are not fit to lead
+            return
+        info.acked_epoch = True
+        plan = choose_sync(ack.last_zxid, self.last_logged, self.history)
+        base = ack.last_zxid
+        if plan.mode == SyncMode.SNAP:
+            self._send(sender, Snap(zxid=self.applied))
+            base = self.applied
+            txns = tuple(self.history.after(self.applied))
+        elif plan.mode in (SyncMode.TRUNC, SyncMode.TRUNC_DIFF):
+            self._send(sender, Trunc(zxid=plan.trunc_zxid))
+            base, txns = plan.trunc_zxid, plan.txns
+        else:
+            self._send(sender, Diff(zxid=self.last_logged))
+            txns = plan.txns
+        if txns:
+            self._send(sender, Proposal(txns=txns))
+            committed = [t.zxid for t in txns if t.zxid <= leader.commit_point]
+            if committed:
+                self._send(sender, Commit(zxid=committed[-1]))
+        info.acked = base
+        info.newleader_point = self.last_logged
+        self._send(sender, NewLeader(zxid=make_zxid(leader.epoch, 0)))
+
+    def _leader_ack(self, sender: int, info: LearnerInfo, zxid: int) -> None:
+        leader = self.leader
+        assert leader is not None
+        if zxid == make_zxid(leader.epoch, 0) and not info.synced:
+            info.synced = True
+            info.acked = max(info.acked, info.newleader_point)
+            leader.newleader_acks.add(sender)
+            if leader.established:
+                self._send(sender, UpToDate())
+                info.uptodate = True
+                self._leader_maybe_commit()
+            else:
+                self._leader_maybe_establish()
+            return
+        if zxid > info.acked:
+            info.acked = zxid
+            self._leader_maybe_commit()
+
+    def _leader_maybe_establish(self) -> None:
+        leader = self.leader
+        assert leader is not None
+        voters_synced = {sid for sid in leader.newleader_acks if sid == self.sid or not leader.learners[sid].observer}
+        if leader.established or not self.quorum.has_quorum(voters_synced):
+            return
+        leader.established = True
+        leader.commit_point = self.last_logged
+        self._apply_up_to(self.last_logged)
+        for sid in sorted(leader.newleader_acks - {self.sid}):
+            if self.last_logged:
+                self._send(sid, Commit(zxid=self.last_logged))
+            self._send(sid, UpToDate())
+            leader.learners[sid].uptodate = True
+
+    def _leader_maybe_commit(self) -> None:
+        leader = self.leader
+        assert leader is not None
+        if not leader.established:
+            return
+        acked = {sid: info.acked for sid, info in leader.learners.items() if not info.observer and info.synced}
+        acked[self.sid] = leader.self_acked
+        point = self.quorum.committed(acked)
+        if point <= leader.commit_point:
+            return
+        newly = [t for t in self.pending if t.zxid <= point]
+        leader.commit_point = point
+        self._apply_up_to(point)
+        commit = Commit(zxid=point)
+        inform = Inform(txns=tuple(newly))
+        for sid, info in leader.learners.items():
+            if info.acked_epoch:
+                self._send(sid, inform if info.observer else commit)
+        self._advance_syncs()
+
+    def _advance_syncs(self) -> None:
+        leader = self.leader
+        assert leader is not None
+        while leader.syncs and leader.syncs[0][0] <= leader.commit_point:
+            _, sid, sync = leader.syncs.popleft()
+            if sid == self.sid:
+                self._ready.sync_replies.append(sync)
+            else:
+                self._send(sid, sync)
+
+    # ----------------------------------------------------------------- learner
+    def _tick_learner(self) -> None:
+        learner = self.learner
+        assert learner is not None
+        limit = self.config.sync_limit_ticks if learner.phase == ZabPhase.BROADCAST else self.config.init_limit_ticks
+        since = learner.heard_tick if learner.phase == ZabPhase.BROADCAST else learner.started_tick
+        if self.now - since > limit:
+            self._become_looking()
+
+    def _step_learner(self, sender: int, message: Message) -> None:
+        learner = self.learner
+        assert learner is not None
+        if sender != learner.leader:
+            return
+        learner.heard_tick = self.now
+        if isinstance(message, LeaderInfo):
+            self._learner_leader_info(message)
+        elif isinstance(message, (Diff, Trunc, Snap)):
+            self._learner_sync_mode(message)
+        elif isinstance(message, Proposal):
+            self._learner_proposal(message)
+        elif isinstance(message, Commit):
+            self._learner_commit(message.zxid)
+        elif isinstance(message, Inform):
+            self._learner_inform(message)
+        elif isinstance(message, NewLeader):
+            self._learner_new_leader(message)
+        elif isinstance(message, UpToDate):
+            self._learner_uptodate()
+        elif isinstance(message, Ping):
+            self._send(sender, Ping(sessions=tuple(sorted(learner.touched))))
+            learner.touched.clear()
+        elif isinstance(message, Sync):
+            self._ready.sync_replies.append(message)
+
+    def _learner_resync(self) -> None:
+        """The stream from the leader is broken: drop it and look again (never exit)."""
+        self._become_looking()
+
+    def _learner_leader_info(self, info: LeaderInfo) -> None:
+        if info.epoch < self.accepted_epoch:
+            self._learner_resync()
+            return
+        if info.epoch > self.accepted_epoch:
+            self.accepted_epoch = info.epoch
+            self._ready.accepted_epoch = info.epoch
+        assert self.learner is not None
+        self.learner.phase = ZabPhase.SYNCHRONIZATION
+        self._send(self.learner.leader, AckEpoch(current_epoch=self.current_epoch, last_zxid=self.last_logged))
+
+    def _learner_sync_mode(self, message: Diff | Trunc | Snap) -> None:
+        assert self.learner is not None
+        if self.learner.phase != ZabPhase.SYNCHRONIZATION:
+            self._learner_resync()
+        elif isinstance(message, Trunc):
+            self._truncate(message.zxid)
+
+    def _learner_proposal(self, proposal: Proposal) -> None:
+        learner = self.learner
+        assert learner is not None
+        last = self.last_logged
+        for txn in proposal.txns:
+            if not _follows(last, txn.zxid):
+                self._learner_resync()  # a gap or a step back in the proposal stream
+                return
+            last = txn.zxid
+        self._log(list(proposal.txns))
+        if learner.acked:
+            self._send(learner.leader, Ack(zxid=self.last_logged))
+
+    def _learner_commit(self, zxid: int) -> None:
+        learner = self.learner
+        assert learner is not None
+        if zxid <= learner.commit_point:
+            return
+        if not any(t.zxid == zxid for t in self.pending):
+            self._learner_resync()  # a COMMIT for a proposal we do not hold
+            return
+        learner.commit_point = zxid
+        if learner.phase == ZabPhase.BROADCAST:
+            self._apply_up_to(zxid)
+
+    def _learner_inform(self, inform: Inform) -> None:
+        learner = self.learner
+        assert learner is not None
+        fresh = [t for t in inform.txns if t.zxid > self.last_logged]
+        last = self.last_logged
+        for txn in fresh:
+            if not _follows(last, txn.zxid):
+                self._learner_resync()
+                return
+            last = txn.zxid
+        self._log(fresh)
+        if fresh:
+            learner.commit_point = fresh[-1].zxid
+        if learner.phase == ZabPhase.BROADCAST:
+            self._apply_up_to(learner.commit_point)
+
+    def _learner_new_leader(self, message: NewLeader) -> None:
+        learner = self.learner
+        assert learner is not None
+        if learner.phase != ZabPhase.SYNCHRONIZATION or zxid_epoch(message.zxid) != self.accepted_epoch:
+            self._learner_resync()
+            return
+        self.current_epoch = self.accepted_epoch
+        self._ready.current_epoch = self.current_epoch
+        learner.newleader_zxid = self.last_logged
+        learner.acked = True
+        self._ready.must_sync = True
+        self._send(learner.leader, Ack(zxid=message.zxid))
+
+    def _learner_uptodate(self) -> None:
+        learner = self.learner
+        assert learner is not None
+        if not learner.acked:
+            self._learner_resync()
+            return
+        learner.phase = ZabPhase.BROADCAST
+        self._apply_up_to(learner.commit_point)
+
+
+def _follows(last: int, zxid: int) -> bool:
+    """True if ``zxid`` may come right after ``last`` in a log (no gap, no step back)."""
+    if zxid_epoch(zxid) == zxid_epoch(last):
+        return zxid == last + 1
+    return zxid_epoch(zxid) > zxid_epoch(last) and zxid_counter(zxid) == 1

@@ -1,0 +1,53 @@
+"""Ready: what the shell must do for the core, in this order (etcd raft's contract).
+
+1. persist ``accepted_epoch`` / ``current_epoch`` (atomically, fsynced) when not None;
+2. ``truncate_to``: cut the log after that zxid (and reload the tree to it if the tree is ahead);
+3. append ``append`` to the log, fsync if ``must_sync``;
+4. apply ``committed`` to the tree in order (and answer the clients waiting for them);
+5. send ``messages`` in order; a ``Snap`` message is followed by the tree's records, read
+   right then (after step 4 the tree is exactly at the Snap's zxid);
+6. close the links in ``drop_links``; act on ``requests``, ``touched_sessions``, ``sync_replies``;
+7. call ``peer.advance(ready)``.
+
+ACKs are among the messages, so they leave only after what they acknowledge is on disk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zabby.core.messages import Message, Request, Sync
+from zabby.core.types import ServerState, ZabPhase
+from zabby.tree.txns import Txn
+
+
+@dataclass(frozen=True, slots=True)
+class SoftState:
+    state: ServerState
+    phase: ZabPhase
+    leader: int | None
+    epoch: int
+    serving: bool
+
+
+@dataclass(slots=True)
+class Ready:
+    soft_state: SoftState
+    accepted_epoch: int | None = None
+    current_epoch: int | None = None
+    truncate_to: int | None = None
+    append: list[Txn] = field(default_factory=list)
+    must_sync: bool = False
+    committed: list[Txn] = field(default_factory=list)
+    messages: list[tuple[int, Message]] = field(default_factory=list)
+    drop_links: list[int] = field(default_factory=list)
+    requests: list[tuple[int, Request]] = field(default_factory=list)
+    touched_sessions: list[int] = field(default_factory=list)
+    sync_replies: list[Sync] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not (
+            self.accepted_epoch is not None or self.current_epoch is not None or self.truncate_to is not None
+            or self.append or self.committed or self.messages or self.drop_links or self.requests
+            or self.touched_sessions or self.sync_replies
+        )  # fmt: skip

@@ -1,0 +1,224 @@
+"""Links between servers: one listener per port kind (election, quorum) and one outgoing
+connection per (peer, kind).
+
+Theory of operation: messages from A to B always travel on A's outgoing connection to B, so
+each direction is one FIFO stream.  A connection opens with a hello frame ``[sid]``.  Election
+notifications use the election port and may be lost (the core re-sends them); Zab packets use
+the quorum port, and a broken quorum stream in either direction is reported to the core as
+``link_down(sid)``, after which the core resynchronises.  ``drop(sid)`` closes both
+directions so the other side notices too.  Send queues are bounded in bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import msgpack
+import trio
+
+from zabby.config import PeerAddress
+from zabby.core.messages import Message, Notification, decode, encode
+from zabby.errors import RemoteProtocolError
+from zabby.wire.framing import FrameDecoder, encode_frame
+
+LOGGER = logging.getLogger("zabby.server.transport")
+
+QUEUE_BYTES_MAX = 256 * 2**20
+PEER_FRAME_BYTES_MAX = 64 * 2**20
+CONNECT_TIMEOUT_S = 2.0
+ELECTION, QUORUM = "election", "quorum"
+
+Deliver = Callable[[int, Message], None]
+LinkDown = Callable[[int], None]
+
+
+def kind_of(message: Message) -> str:
+    return ELECTION if isinstance(message, Notification) else QUORUM
+
+
+@dataclass
+class _Outgoing:
+    sid: int
+    kind: str
+    queue: deque[bytes] = field(default_factory=deque)
+    queued_bytes: int = 0
+    wake: trio.Event = field(default_factory=trio.Event)
+    generation: int = 0  # bumped by drop(): queued frames of an older stream are discarded
+
+
+class Transport:
+    def __init__(self, sid: int, peers: dict[int, PeerAddress], deliver: Deliver, link_down: LinkDown) -> None:
+        self.sid = sid
+        self.peers = peers
+        self.deliver = deliver
+        self.link_down = link_down
+        self._outgoing: dict[tuple[int, str], _Outgoing] = {}
+        self._incoming: dict[tuple[int, str], trio.SocketStream] = {}
+        self._nursery: trio.Nursery | None = None
+        self.bytes_sent = 0
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        me = self.peers[self.sid]
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for kind, port in ((QUORUM, me.quorum_port), (ELECTION, me.election_port)):
+                listeners = await trio.open_tcp_listeners(port, host=me.host)
+                nursery.start_soon(trio.serve_listeners, self._incoming_handler(kind), listeners)
+            task_status.started()
+
+    # ----------------------------------------------------------------- sending
+    def send(self, sid: int, message: Message) -> None:
+        if sid not in self.peers or sid == self.sid:
+            return
+        self.send_frame(sid, kind_of(message), encode(message))
+
+    def send_frame(self, sid: int, kind: str, payload: bytes) -> None:
+        out = self._outgoing.get((sid, kind))
+        if out is None:
+            out = self._outgoing[(sid, kind)] = _Outgoing(sid, kind)
+            assert self._nursery is not None
+            self._nursery.start_soon(self._sender, out)
+        frame = encode_frame(payload)
+        if out.queued_bytes + len(frame) > QUEUE_BYTES_MAX:
+            LOGGER.warning("send queue to %d (%s) is full: dropping the link", sid, kind)
+            self.drop(sid)
+            if kind == QUORUM:
+                self.link_down(sid)
+            return
+        out.queue.append(frame)
+        out.queued_bytes += len(frame)
+        out.wake.set()
+
+    def queued_bytes(self, sid: int) -> int:
+        out = self._outgoing.get((sid, QUORUM))
+        return out.queued_bytes if out else 0
+
+    async def wait_drained(self, sid: int, timeout_s: float) -> None:
+        """Wait until the quorum queue to ``sid`` is empty (bounded; used while streaming a snapshot)."""
+        with trio.move_on_after(timeout_s):
+            while self.queued_bytes(sid) > 8 * 2**20:
+                await trio.sleep(0.005)
+
+    def drop(self, sid: int) -> None:
+        for kind in (QUORUM, ELECTION):
+            out = self._outgoing.get((sid, kind))
+            if out is not None and kind == QUORUM:
+                out.generation += 1
+                out.queue.clear()
+                out.queued_bytes = 0
+                out.wake.set()
+        stream = self._incoming.pop((sid, QUORUM), None)
+        if stream is not None and self._nursery is not None:
+            self._nursery.start_soon(stream.aclose)
+
+    async def _sender(self, out: _Outgoing) -> None:
+        peer = self.peers[out.sid]
+        port = peer.quorum_port if out.kind == QUORUM else peer.election_port
+        backoff_s = 0.05
+        while True:
+            await out.wake.wait()
+            out.wake = trio.Event()
+            if not out.queue:
+                continue
+            generation = out.generation
+            try:
+                with trio.fail_after(CONNECT_TIMEOUT_S):
+                    stream = await trio.open_tcp_stream(peer.host, port)
+                backoff_s = 0.05
+            except (OSError, trio.TooSlowError) as exc:
+                LOGGER.debug("cannot reach server %d (%s): %s", out.sid, out.kind, exc)
+                self._discard(out)
+                await trio.sleep(backoff_s)
+                backoff_s = min(backoff_s * 2, 1.0)
+                continue
+            await self._pump(out, stream, generation)
+
+    def _discard(self, out: _Outgoing) -> None:
+        out.queue.clear()
+        out.queued_bytes = 0
+        if out.kind == QUORUM:
+            self.link_down(out.sid)
+
+    async def _pump(self, out: _Outgoing, stream: trio.SocketStream, generation: int) -> None:
+        try:
+            async with stream:
+                me = self.peers[self.sid]
+                hello = [self.sid, me.host, me.quorum_port, me.election_port, me.observer]
+                await stream.send_all(encode_frame(msgpack.packb(hello)))
+                while out.generation == generation:
+                    if not out.queue:
+                        await out.wake.wait()
+                        out.wake = trio.Event()
+                        continue
+                    chunk = []
+                    while out.queue and len(chunk) < 256:
+                        frame = out.queue.popleft()
+                        out.queued_bytes -= len(frame)
+                        chunk.append(frame)
+                    data = b"".join(chunk)
+                    await stream.send_all(data)
+                    self.bytes_sent += len(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            LOGGER.info("link to server %d (%s) broke: %s", out.sid, out.kind, exc)
+            self._discard(out)
+
+    # ----------------------------------------------------------------- receiving
+    def _incoming_handler(self, kind: str) -> Callable[[trio.SocketStream], object]:
+        async def handle(stream: trio.SocketStream) -> None:
+            decoder = FrameDecoder(PEER_FRAME_BYTES_MAX)
+            sid = None
+            try:
+                async with stream:
+                    sid = await self._hello(stream, decoder)
+                    if sid is None:
+                        return
+                    old = self._incoming.get((sid, kind))
+                    self._incoming[(sid, kind)] = stream
+                    if old is not None:
+                        await old.aclose()
+                    await self._receive_loop(sid, stream, decoder)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                pass
+            except RemoteProtocolError as exc:
+                LOGGER.warning("closing link from server %s (%s): %s", sid, kind, exc)
+            finally:
+                if sid is not None and self._incoming.get((sid, kind)) is stream:
+                    del self._incoming[(sid, kind)]
+                    if kind == QUORUM:
+                        self.link_down(sid)
+
+        return handle
+
+    async def _hello(self, stream: trio.SocketStream, decoder: FrameDecoder) -> int | None:
+        frames: list[bytes] = []
+        with trio.move_on_after(CONNECT_TIMEOUT_S):
+            while not frames:
+                data = await stream.receive_some(65536)
+                if not data:
+                    return None
+                frames = decoder.receive_data(data)
+        if not frames:
+            return None
+        try:
+            sid, host, quorum_port, election_port, observer = msgpack.unpackb(frames[0])
+            address = PeerAddress(int(sid), str(host), int(quorum_port), int(election_port), bool(observer))
+        except (ValueError, TypeError, msgpack.UnpackException) as exc:
+            raise RemoteProtocolError(f"bad hello frame from a peer: {exc}") from None
+        if sid not in self.peers:
+            # a server not (yet) in our configuration: it may sync as a non-voting learner
+            LOGGER.info("connection from server %d at %s, which is not in our configuration", sid, host)
+            self.peers[sid] = address
+        for frame in frames[1:]:
+            self.deliver(sid, decode(frame))
+        return sid
+
+    async def _receive_loop(self, sid: int, stream: trio.SocketStream, decoder: FrameDecoder) -> None:
+        while True:
+            data = await stream.receive_some(1 << 20)
+            if not data:
+                return
+            for frame in decoder.receive_data(data):
+                self.deliver(sid, decode(frame))
