@@ -64,21 +64,25 @@ class ServerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, wait_s: float = 20.0) -> None:
+        self.launch()
+        self.wait_serving(wait_s)
+
+    def launch(self) -> None:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "zabby.server.main", str(self.config_path)],
             stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
         )  # fmt: skip
         log.close()
-        self.wait_serving(wait_s)
 
     def wait_serving(self, wait_s: float = 20.0) -> None:
+        """Until the server answers srvr with a Mode line (it is serving clients)."""
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
-                if four_letter(self.port, "ruok", 1.0) == "imok":
+                if "Mode: " in four_letter(self.port, "srvr", 1.0):
                     return
             except OSError:
                 pass
@@ -112,3 +116,62 @@ class ServerProcess:
 
     def four_letter(self, word: str) -> str:
         return four_letter(self.port, word)
+
+
+class Ensemble:
+    """N servers on 127.0.0.1, each with its own folder, myid and config (server.N lines)."""
+
+    def __init__(self, workdir: Path, size: int, *, observers: int = 0, **overrides: object) -> None:
+        self.servers: dict[int, ServerProcess] = {}
+        total = size + observers
+        ports = {sid: (free_port(), free_port()) for sid in range(1, total + 1)}
+        lines = {
+            f"server.{sid}": f"127.0.0.1:{q}:{e}" + (":observer" if sid > size else "")
+            for sid, (q, e) in ports.items()
+        }
+        settings = {"initLimit": 10, "syncLimit": 5, **lines, **overrides}
+        for sid in range(1, total + 1):
+            folder = workdir / f"server{sid}"
+            (folder / "data").mkdir(parents=True, exist_ok=True)
+            (folder / "data" / "myid").write_text(f"{sid}\n")
+            self.servers[sid] = ServerProcess(folder, **settings)
+
+    @property
+    def hosts(self) -> str:
+        return ",".join(s.hosts for s in self.servers.values())
+
+    def start(self, wait_s: float = 30.0) -> None:
+        for server in self.servers.values():
+            server.launch()
+        for server in self.servers.values():
+            server.wait_serving(wait_s)
+
+    def modes(self) -> dict[int, str]:
+        out = {}
+        for sid, server in self.servers.items():
+            try:
+                text = server.four_letter("srvr")
+            except OSError:
+                out[sid] = "down"
+                continue
+            mode = [line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("Mode: ")]
+            out[sid] = mode[0] if mode else "not serving"
+        return out
+
+    def leader(self) -> int | None:
+        leaders = [sid for sid, mode in self.modes().items() if mode == "leader"]
+        return leaders[0] if len(leaders) == 1 else None
+
+    def wait_leader(self, wait_s: float = 30.0, excluding: int | None = None) -> int:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            sid = self.leader()
+            serving = [s for s, m in self.modes().items() if m in ("leader", "follower", "observer")]
+            if sid is not None and sid != excluding and len(serving) > len(self.servers) // 2:
+                return sid
+            time.sleep(0.05)
+        raise TimeoutError(f"no leader after {wait_s}s: {self.modes()}")
+
+    def kill_all(self) -> None:
+        for server in self.servers.values():
+            server.kill()

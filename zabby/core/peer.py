@@ -123,6 +123,7 @@ class Peer:
         self.learner: LearnerState | None = None
         self._notify_at = 0
         self._notify_interval = config.notify_interval_ticks_min
+        self._early_followers: dict[int, FollowerInfo] = {}
         self._ready = Ready(soft_state=self.soft_state())
         self._become_looking()
 
@@ -139,6 +140,9 @@ class Peer:
     def step(self, sender: int, message: Message) -> None:
         if isinstance(message, Notification):
             self._step_notification(sender, message)
+        elif self.state == ServerState.LOOKING and isinstance(message, FollowerInfo):
+            # a follower that decided before we did: keep it for when we lead
+            self._early_followers[sender] = message
         elif self.state == ServerState.LEADING:
             self._step_leader(sender, message)
         elif self.state in (ServerState.FOLLOWING, ServerState.OBSERVING):
@@ -325,8 +329,12 @@ class Peer:
             self.state = ServerState.LEADING
             self.leader = LeaderState(started_tick=self.now, previous_epoch=self.current_epoch,
                                       previous_last=self.last_logged)  # fmt: skip
+            early, self._early_followers = self._early_followers, {}
+            for sid, info in sorted(early.items()):
+                self._leader_follower_info(sid, info)
             self._leader_maybe_pick_epoch()
         else:
+            self._early_followers.clear()
             self.state = ServerState.OBSERVING if self.sid not in self.quorum.voters else ServerState.FOLLOWING
             self.learner = LearnerState(leader=vote.leader, started_tick=self.now, heard_tick=self.now,
                                         commit_point=self.applied)  # fmt: skip

@@ -65,6 +65,7 @@ def mntr_data(server: ZabbyServer) -> dict[str, Any]:
         "large_requests_rejected": stats.large_requests_rejected,
         "commit_count": stats.commit_count,
         "snap_count": stats.snap_count,
+        "diff_count": stats.diff_count,
         "ttl_node_deleted_count": stats.ttl_node_deleted_count,
         "last_client_response_size": stats.last_client_response_size,
         "startup_txns_loaded": stats.startup_txns_loaded,

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from zabby.config import PeerAddress, ServerConfig
-from zabby.core.messages import Message, Request, Snap, SnapChunk, Sync
+from zabby.core.messages import Diff, Message, Proposal, Request, Snap, SnapChunk, Sync, Trunc
 from zabby.core.peer import DurableState, Peer, PeerConfig
 from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
@@ -354,9 +354,19 @@ class ZabbyServer:
             return
         for sid, message in messages:
             if isinstance(message, Snap):
+                self.stats.snap_count += 1
                 await self._send_snapshot(sid, message)
-            else:
-                self.transport.send(sid, message)
+                continue
+            if isinstance(message, (Diff, Trunc)):
+                self.stats.diff_count += 1
+            elif isinstance(message, Proposal):
+                self._note_proposal_size(message)
+            self.transport.send(sid, message)
+
+    def _note_proposal_size(self, proposal: Proposal) -> None:
+        size = sum(len(txn.body[1]) if txn.type in (OpCode.CREATE, OpCode.SET_DATA) else 0 for txn in proposal.txns)
+        last, smallest, largest = self.last_proposal_bytes
+        self.last_proposal_bytes = (size, min(smallest, size) if smallest else size, max(largest, size))
 
     async def _send_snapshot(self, sid: int, snap: Snap) -> None:
         """Stream the tree (exactly at snap.zxid) in chunks; the peer task waits, so nothing
@@ -417,7 +427,7 @@ class ZabbyServer:
             if status != 0:
                 LOGGER.error("snapshot at 0x%x failed in child (status %d)", zxid, status)
                 return
-            self.stats.snap_count += 1
+            self.stats.snapshots_taken += 1
             self.stats.snapshot.add((time.perf_counter() - started) * 1000)
             LOGGER.info("snapshot at zxid 0x%x written in %.0f ms", zxid, (time.perf_counter() - started) * 1000)
             if self.config.purge_interval_hours > 0:

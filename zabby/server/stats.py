@@ -44,7 +44,9 @@ class ServerStats:
     fsync: LatencyStat = field(default_factory=LatencyStat)
     snapshot: LatencyStat = field(default_factory=LatencyStat)
     commit_count: int = 0
-    snap_count: int = 0
+    snap_count: int = 0  # SNAP syncs sent to learners (ZooKeeper's zk_snap_count)
+    diff_count: int = 0  # DIFF (and TRUNC) syncs sent to learners
+    snapshots_taken: int = 0
     connection_rejected: int = 0
     connection_drop_count: int = 0
     auth_failed_count: int = 0
