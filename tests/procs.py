@@ -121,20 +121,34 @@ class ServerProcess:
 class Ensemble:
     """N servers on 127.0.0.1, each with its own folder, myid and config (server.N lines)."""
 
-    def __init__(self, workdir: Path, size: int, *, observers: int = 0, **overrides: object) -> None:
+    def __init__(self, workdir: Path, size: int, *, observers: int = 0, proxied: bool = False, **overrides: object) -> None:
+        """With ``proxied``, server j reaches server i through ``self.proxies[(j, i)]`` (quorum and
+        election port each), so a test can cut any directed link."""
+        from tests.netproxy import LinkProxy
+
         self.servers: dict[int, ServerProcess] = {}
+        self.proxies: dict[tuple[int, int], tuple[LinkProxy, LinkProxy]] = {}
         total = size + observers
         ports = {sid: (free_port(), free_port()) for sid in range(1, total + 1)}
-        lines = {
-            f"server.{sid}": f"127.0.0.1:{q}:{e}" + (":observer" if sid > size else "")
-            for sid, (q, e) in ports.items()
-        }
-        settings = {"initLimit": 10, "syncLimit": 5, **lines, **overrides}
+        role = {sid: ":observer" if sid > size else "" for sid in ports}
         for sid in range(1, total + 1):
+            lines = {}
+            for other, (q, e) in ports.items():
+                if proxied and other != sid:
+                    pair = self.proxies[(sid, other)] = (LinkProxy(q), LinkProxy(e))
+                    q, e = pair[0].port, pair[1].port
+                lines[f"server.{other}"] = f"127.0.0.1:{q}:{e}{role[other]}"
             folder = workdir / f"server{sid}"
             (folder / "data").mkdir(parents=True, exist_ok=True)
             (folder / "data" / "myid").write_text(f"{sid}\n")
-            self.servers[sid] = ServerProcess(folder, **settings)
+            self.servers[sid] = ServerProcess(folder, **{"initLimit": 10, "syncLimit": 5, **lines, **overrides})
+
+    def partition(self, group: set[int], cut: bool = True) -> None:
+        """Cut (or heal) every link between ``group`` and the other servers, both ways."""
+        for (source, target), pair in self.proxies.items():
+            if (source in group) != (target in group):
+                for proxy in pair:
+                    proxy.set_cut(cut)
 
     @property
     def hosts(self) -> str:
@@ -175,3 +189,6 @@ class Ensemble:
     def kill_all(self) -> None:
         for server in self.servers.values():
             server.kill()
+        for pair in self.proxies.values():
+            for proxy in pair:
+                proxy.close()

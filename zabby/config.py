@@ -61,6 +61,8 @@ class ServerConfig:
     outstanding_requests_max: int = 1000
     commit_log_count: int = 500
     force_sync: bool = True
+    leader_serves: bool = True
+    observer_sync_enabled: bool = True
     peers: tuple[PeerAddress, ...] = ()
     server_id: int = 0
     extra: dict[str, str] = field(default_factory=dict)
@@ -179,13 +181,24 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         outstanding_requests_max=_int(raw, "globalOutstandingLimit", 1000, 1),
         commit_log_count=_int(raw, "commitLogCount", 500, 0),
         force_sync=_bool(raw, "forceSync", True),
+        leader_serves=_bool(raw, "leaderServes", True),
+        observer_sync_enabled=_bool(raw, "syncEnabled", True),
         peers=peers,
     )
+    election_alg = raw.pop("electionAlg", "3")
+    if election_alg.strip() != "3":
+        raise ConfigError(f"electionAlg={election_alg}: only 3 (fast leader election) exists")
+    raw.pop("peerType", None)
     if config.session_timeout_ms_min > config.session_timeout_ms_max:
         raise ConfigError("minSessionTimeout must not exceed maxSessionTimeout")
     myid = _read_myid(data_dir)
     if myid is not None:
         config = dataclasses.replace(config, server_id=myid)
+    if peers and (myid is None or myid not in {p.sid for p in peers}):
+        raise ConfigError(
+            f"{data_dir / 'myid'} must hold this server's id, one of the server.N lines "
+            f"({', '.join(str(p.sid) for p in peers)}); found {myid!r}"
+        )
     for key in raw:
         LOGGER.info("config key %s is not used by zabby", key)
     return dataclasses.replace(config, extra=raw)

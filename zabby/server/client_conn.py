@@ -184,6 +184,8 @@ class Connection:
         server = self.server
         if not server.serving:
             return self._refuse(Err.CONNECTIONLOSS, "This ZooKeeper instance is not currently serving requests")
+        if server.is_leader and not server.standalone and not server.config.leader_serves:
+            return self._refuse(Err.CONNECTIONLOSS, "the leader does not serve clients (leaderServes=no)")
         if last_zxid > server.last_zxid:
             return self._refuse(Err.CONNECTIONLOSS, f"server is behind the client (0x{server.last_zxid:x} < 0x{last_zxid:x})")
         if session_id == 0:

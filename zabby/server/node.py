@@ -294,7 +294,7 @@ class ZabbyServer:
             await self._truncate(ready.truncate_to)
         if ready.append:
             self.log.append([(txn.zxid, encode_txn(txn)) for txn in ready.append])
-        if ready.must_sync and self.config.force_sync:
+        if ready.must_sync and self._sync_enabled():
             started = time.perf_counter()
             await trio.to_thread.run_sync(self.log.sync)
             elapsed = time.perf_counter() - started
@@ -310,6 +310,11 @@ class ZabbyServer:
             self.log.close()
             tree, self.log = await trio.to_thread.run_sync(self.datadir.recover)
             self._replace_tree(tree)
+
+    def _sync_enabled(self) -> bool:
+        if self.soft.state == ServerState.OBSERVING:
+            return self.config.force_sync and self.config.observer_sync_enabled
+        return self.config.force_sync
 
     def _replace_tree(self, tree: DataTree) -> None:
         self.tree = tree
