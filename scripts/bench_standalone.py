@@ -107,7 +107,7 @@ async def _latency(hosts: str, count: int) -> dict[str, list[float]]:
     return samples
 
 
-def _percentile(values: list[float], fraction: float) -> float:
+def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
@@ -144,7 +144,7 @@ def main() -> int:
             samples = trio.run(_latency, hosts, args.latency_ops)
             for name, values in samples.items():
                 rows.append((f"{name} latency p50 / p99 (ms, one at a time)",
-                             f"{_percentile(values, 0.5) * 1000:.3f} / {_percentile(values, 0.99) * 1000:.3f}"))  # fmt: skip
+                             f"{percentile(values, 0.5) * 1000:.3f} / {percentile(values, 0.99) * 1000:.3f}"))  # fmt: skip
         finally:
             if server is not None:
                 server.kill()  # type: ignore[attr-defined]

@@ -145,6 +145,26 @@ def conf_data(server: ZabbyServer) -> dict[str, Any]:
         "maxSessionTimeout": c.session_timeout_ms_max,
         "clientPortListenBacklog": -1,
         "serverId": c.server_id,
+        **_quorum_conf(server),
+    }
+
+
+def _quorum_conf(server: ZabbyServer) -> dict[str, Any]:
+    c = server.config
+    me = next((p for p in c.peers if p.sid == c.server_id), None)
+    if me is None:
+        return {}
+    members = {f"server.{p.sid}": f"{p.host}:{p.quorum_port}:{p.election_port}:{'observer' if p.observer else 'participant'}"
+               for p in c.peers}  # fmt: skip
+    return {
+        "initLimit": c.init_limit_ticks,
+        "syncLimit": c.sync_limit_ticks,
+        "electionAlg": 3,
+        "electionPort": me.election_port,
+        "quorumPort": me.quorum_port,
+        "peerType": 1 if me.observer else 0,
+        "membership": "",
+        **members,
     }
 
 
@@ -259,7 +279,7 @@ def _srst(server: ZabbyServer) -> dict[str, Any]:
 
 
 def _kv_text(data: dict[str, Any]) -> str:
-    return "".join(f"{k}={v}\n" for k, v in data.items())
+    return "".join(f"{k}: \n" if k == "membership" else f"{k}={v}\n" for k, v in data.items())
 
 
 def _grouped_text(data: dict[str, list[str]]) -> str:
