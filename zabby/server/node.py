@@ -256,7 +256,8 @@ class ZabbyServer:
             if kind == _TICK:
                 self.peer.tick()
             elif kind == _LINK_DOWN:
-                self._snap_in.pop(a, None)
+                if self._snap_in.pop(a, None) is not None:
+                    await self._reload_tree("the snapshot stream broke")
                 self.peer.link_down(a)
             elif isinstance(b, (Snap, SnapChunk)):
                 await self._receive_snapshot(a, b)
@@ -306,10 +307,13 @@ class ZabbyServer:
         LOGGER.info("truncating the log after 0x%x", zxid)
         await trio.to_thread.run_sync(self.log.truncate_after, zxid)
         if self.tree.last_zxid > zxid:
-            LOGGER.info("the tree is ahead (0x%x): reloading it from disk", self.tree.last_zxid)
-            self.log.close()
-            tree, self.log = await trio.to_thread.run_sync(self.datadir.recover)
-            self._replace_tree(tree)
+            await self._reload_tree(f"the tree is ahead (0x{self.tree.last_zxid:x})")
+
+    async def _reload_tree(self, why: str) -> None:
+        LOGGER.info("%s: reloading the tree from disk", why)
+        self.log.close()
+        tree, self.log = await trio.to_thread.run_sync(self.datadir.recover)
+        self._replace_tree(tree)
 
     def _sync_enabled(self) -> bool:
         if self.soft.state == ServerState.OBSERVING:
@@ -394,6 +398,9 @@ class ZabbyServer:
 
     async def _receive_snapshot(self, sid: int, message: Snap | SnapChunk) -> None:
         if isinstance(message, Snap):
+            # The old tree goes now, so the whole tree is never held twice; this server is
+            # not serving while it syncs, and a broken stream reloads the tree from disk.
+            self._replace_tree(DataTree())
             self._snap_in[sid] = (message, TreeBuilder())
             self.peer.step(sid, message)
             return
