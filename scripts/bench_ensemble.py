@@ -13,7 +13,6 @@ the table says which).  Bounded by op counts and wall-clock limits; prints a tab
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ import trio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scripts.bench_standalone import percentile, run_throughput  # noqa: E402
+from scripts.bench_standalone import percentile, print_table, run_throughput  # noqa: E402
 from tests.procs import Ensemble, four_letter  # noqa: E402
 from zabby.client.aio import Client  # noqa: E402
 
@@ -121,12 +120,7 @@ def main() -> int:
                     rows.append((f"resync of a restarted follower behind by {behind:,} x 1 KB", f"{seconds:.2f} s ({mode})"))
         finally:
             group.kill_all()
-    width = max(len(name) for name, _ in rows)
-    print(f"zabby 3-server ensemble benchmark ({os.cpu_count()} cores, python {sys.version.split()[0]})")
-    print(f"| {'figure'.ljust(width)} | value |")
-    print(f"|{'-' * (width + 2)}|-------|")
-    for name, value in rows:
-        print(f"| {name.ljust(width)} | {value} |")
+    print_table("zabby 3-server ensemble benchmark", rows)
     return 0
 
 

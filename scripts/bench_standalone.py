@@ -15,7 +15,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -148,15 +147,21 @@ def main() -> int:
         finally:
             if server is not None:
                 server.kill()  # type: ignore[attr-defined]
+    print_table("zabby standalone benchmark", rows, as_json=args.json)
+    return 0
+
+
+def print_table(title: str, rows: list[tuple[str, str]], as_json: bool = False) -> None:
+    """A Markdown table of (figure, value) rows, and optionally one JSON line per row."""
     width = max(len(name) for name, _ in rows)
-    print(f"zabby standalone benchmark ({os.cpu_count()} cores, python {sys.version.split()[0]})")
+    print(f"{title} ({os.cpu_count()} cores, python {sys.version.split()[0]})")
     print(f"| {'figure'.ljust(width)} | value |")
     print(f"|{'-' * (width + 2)}|-------|")
     for name, value in rows:
         print(f"| {name.ljust(width)} | {value} |")
-        if args.json:
+    if as_json:
+        for name, value in rows:
             print(json.dumps({"figure": name, "value": value}))
-    return 0
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ by binding to port 0 first.
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -117,6 +116,24 @@ class ServerProcess:
     def four_letter(self, word: str) -> str:
         return four_letter(self.port, word)
 
+    def mode(self) -> str:
+        """srvr's Mode (leader, follower, observer, standalone), "not serving", or "down"."""
+        try:
+            text = self.four_letter("srvr")
+        except OSError:
+            return "down"
+        return next((line[6:] for line in text.splitlines() if line.startswith("Mode: ")), "not serving")
+
+    def wait_mode(self, modes: set[str], wait_s: float = 20.0) -> str:
+        deadline = time.monotonic() + wait_s
+        mode = ""
+        while time.monotonic() < deadline:
+            mode = self.mode()
+            if mode in modes:
+                return mode
+            time.sleep(0.05)
+        raise AssertionError(f"server on {self.port}: mode {mode!r}, expected one of {sorted(modes)}")
+
 
 class Ensemble:
     """N servers on 127.0.0.1, each with its own folder, myid and config (server.N lines)."""
@@ -161,16 +178,7 @@ class Ensemble:
             server.wait_serving(wait_s)
 
     def modes(self) -> dict[int, str]:
-        out = {}
-        for sid, server in self.servers.items():
-            try:
-                text = server.four_letter("srvr")
-            except OSError:
-                out[sid] = "down"
-                continue
-            mode = [line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("Mode: ")]
-            out[sid] = mode[0] if mode else "not serving"
-        return out
+        return {sid: server.mode() for sid, server in self.servers.items()}
 
     def leader(self) -> int | None:
         leaders = [sid for sid, mode in self.modes().items() if mode == "leader"]

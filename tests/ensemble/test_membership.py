@@ -13,30 +13,13 @@ from zabby.opcodes import EventType
 TICK_MS = 200
 
 
-def _mode(server: ServerProcess) -> str:
-    try:
-        text = server.four_letter("srvr")
-    except OSError:
-        return "down"
-    return next((line[6:] for line in text.splitlines() if line.startswith("Mode: ")), "not serving")
-
-
-def _wait(predicate, wait_s: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
-
-
 def test_observer_serves_reads_forwards_writes_and_never_votes(tmp_path: Path) -> None:
     group = Ensemble(tmp_path, 3, observers=1, tickTime=TICK_MS)
     group.start()
     try:
         group.wait_leader()
         observer = group.servers[4]
-        _wait(lambda: _mode(observer) == "observer")
+        observer.wait_mode({"observer"})
         session = raw_session(observer.port)
         assert session.create("/from-observer", b"o")[2] == 0
         assert session.call(4, "/from-observer", False)[3] == b"o"
@@ -47,7 +30,7 @@ def test_observer_serves_reads_forwards_writes_and_never_votes(tmp_path: Path) -
         for sid in (1, 2, 3):
             if sid != leader:
                 group.servers[sid].kill()
-        _wait(lambda: _mode(observer) == "not serving")  # an observer alone is no quorum
+        observer.wait_mode({"not serving"})  # an observer alone is no quorum
     finally:
         group.kill_all()
 
@@ -68,7 +51,7 @@ def test_server_joining_before_the_others_list_it(tmp_path: Path) -> None:
                                  **dict(line.split("=", 1) for line in peers))  # fmt: skip
         newcomer.start(30)
         try:
-            _wait(lambda: _mode(newcomer) in ("follower", "observer"))
+            newcomer.wait_mode({"follower", "observer"})
             session = raw_session(newcomer.port)
             assert session.call(4, "/old", False)[3] == b"1"  # synced
             assert session.create("/from-newcomer")[2] == 0  # forwards writes

@@ -176,25 +176,6 @@ def test_no_quorum_means_not_serving(ensemble: Ensemble) -> None:
     assert raw_session(ensemble.servers[leader].port).call(1, "/after", b"", OPEN_ACL, 0, 0)[2] == 0
 
 
-def _mode(server) -> str:  # type: ignore[no-untyped-def]
-    try:
-        text = server.four_letter("srvr")
-    except OSError:
-        return "down"
-    return next((line[6:] for line in text.splitlines() if line.startswith("Mode: ")), "not serving")
-
-
-def _wait_mode(server, modes: set[str], wait_s: float = 20.0) -> str:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + wait_s
-    mode = ""
-    while time.monotonic() < deadline:
-        mode = _mode(server)
-        if mode in modes:
-            return mode
-        time.sleep(0.05)
-    raise AssertionError(f"mode {mode!r}, expected one of {modes}")
-
-
 def test_partitioned_leader_stops_serving_and_rejoins(tmp_path: Path) -> None:
     group = Ensemble(tmp_path, 3, proxied=True, tickTime=TICK_MS)
     group.start()
@@ -203,13 +184,13 @@ def test_partitioned_leader_stops_serving_and_rejoins(tmp_path: Path) -> None:
         session = raw_session(group.servers[old].port)
         assert session.create("/before", b"1")[2] == 0
         group.partition({old})
-        _wait_mode(group.servers[old], {"not serving"})  # a leader without quorum steps down
+        group.servers[old].wait_mode({"not serving"})  # a leader without quorum steps down
         new = group.wait_leader(excluding=old)
         writer = raw_session(group.servers[new].port)
         assert writer.create("/during", b"2")[2] == 0
-        assert _mode(group.servers[old]) == "not serving"
+        assert group.servers[old].mode() == "not serving"
         group.partition({old}, cut=False)
-        _wait_mode(group.servers[old], {"follower"})
+        group.servers[old].wait_mode({"follower"})
         _wait_children(group, old, "/", 3)  # zookeeper, before, during
         names = raw_session(group.servers[old].port).call(8, "/", False)[3]
         assert {"before", "during"} <= set(names)
