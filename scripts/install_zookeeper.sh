@@ -37,18 +37,9 @@ if ! $SUDO apt-get update -qq >"$log" 2>&1; then
     cat "$log" >&2
     exit 1
 fi
-# The package's postinst would start a ZooKeeper daemon when an init system runs; the
-# policy-rc.d answer 101 keeps services from starting inside containers and CI.
-policy=/usr/sbin/policy-rc.d
-made_policy=0
-if [ ! -e "$policy" ] && [ -z "$SUDO" ]; then
-    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && made_policy=1
-fi
+# (the `zookeeper` package holds the libraries and scripts only; no daemon is started)
 status=0
 $SUDO apt-get install -y -qq --no-install-recommends zookeeper >"$log" 2>&1 || status=$?
-if [ "$made_policy" = 1 ]; then
-    rm -f "$policy"
-fi
 if [ "$status" != 0 ]; then
     cat "$log" >&2
     exit "$status"

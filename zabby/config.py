@@ -51,6 +51,7 @@ class ServerConfig:
     purge_interval_hours: float = 1.0
     four_letter_words: frozenset[str] = DEFAULT_4LW_WHITELIST
     jute_buffer_bytes_max: int = 0xFFFFF
+    jute_enabled: bool = True  # juteEnabled: ZooKeeper's binary client protocol on clientPort
     admin_enabled: bool = True
     admin_address: str = "0.0.0.0"
     admin_port: int = 8080
@@ -171,6 +172,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         purge_interval_hours=float(raw.pop("autopurge.purgeInterval", "1")),
         four_letter_words=_whitelist(raw.pop("4lw.commands.whitelist", None)),
         jute_buffer_bytes_max=_int(raw, "jute.maxbuffer", 0xFFFFF, 1024),
+        jute_enabled=_bool(raw, "juteEnabled", True),
         admin_enabled=_bool(raw, "admin.enableServer", True),
         admin_address=raw.pop("admin.serverAddress", "0.0.0.0"),
         admin_port=_int(raw, "admin.serverPort", 8080),

@@ -83,3 +83,12 @@ def test_bad_handshake_and_unknown_session(zabby_server: ServerProcess) -> None:
 def test_client_from_the_future_is_refused(zabby_server: ServerProcess) -> None:
     refused = raw_session(zabby_server.port, last_zxid=1 << 60)
     assert refused.err == Err.CONNECTIONLOSS
+
+
+def test_replies_before_a_malformed_frame_are_delivered(zabby_server: ServerProcess) -> None:
+    for _ in range(20):  # the writer once closed with replies still queued: check it repeatedly
+        session = raw_session(zabby_server.port)
+        session.sock.sendall(pack_frame([1, 3, "/", False]) + b"\x00\x00\x00\x02\xc1\xc1")
+        reply = session.receive()
+        assert reply[0] == 1 and reply[2] == 0
+        assert session.receive()[2] == Err.MARSHALLINGERROR

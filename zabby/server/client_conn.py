@@ -21,7 +21,7 @@ import trio
 
 from zabby.errors import Err, RemoteProtocolError, ZabbyError
 from zabby.opcodes import WRITE_OPS, KeeperState, OpCode
-from zabby.server import fourletter
+from zabby.server import fourletter, jute_conn
 from zabby.server.node import ZabbyServer
 from zabby.server.reads import READ_HANDLERS, missed_events
 from zabby.server.stats import LatencyStat
@@ -43,6 +43,7 @@ LOGGER = logging.getLogger("zabby.server.conn")
 RECEIVE_BYTES_MAX = 256 * 1024
 OUTGOING_BYTES_MAX = 64 * 2**20  # a client that reads nothing cannot make us hold more
 HANDSHAKE_TIMEOUT_S = 10.0
+LINGER_S = 1.0
 
 
 class _Slot:
@@ -76,6 +77,7 @@ class Connection:
         self._wake = trio.Event()
         self._closing = False
         self._session_ready = trio.Event()
+        self.codec: jute_conn.JuteCodec | None = None  # set when the connection speaks jute
         self._handlers: dict[int, Callable[[list[Any]], list[Any]]] = {
             OpCode.PING: lambda args: [],
             OpCode.AUTH: self._auth,
@@ -94,13 +96,29 @@ class Connection:
         finally:
             self.server.detach(self)
             with trio.CancelScope(shield=True):
-                await self.stream.aclose()
+                await self._linger_close()
+
+    async def _linger_close(self) -> None:
+        """Close gracefully: FIN first, then drain what the client still sends (bounded), so
+        unread input does not turn the close into a reset that destroys our last replies."""
+        with trio.move_on_after(LINGER_S):
+            try:
+                await self.stream.send_eof()
+                while await self.stream.receive_some(RECEIVE_BYTES_MAX):
+                    pass
+            except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError, OSError):
+                pass
+        await self.stream.aclose()
 
     def close_after_flush(self) -> None:
         self._closing = True
         self._wake.set()
 
     def send(self, frame: bytes) -> None:
+        if self.codec is not None:  # a jute connection: the codec re-encodes every frame
+            frame = self.codec.encode(frame)
+            if not frame:
+                return
         if self._closing and not self._out:
             return
         self._out.append(frame)
@@ -122,7 +140,7 @@ class Connection:
                 self._out_bytes = 0
                 self.server.stats.packets_sent += 1
                 await self.stream.send_all(data)
-            if self._closing:
+            if self._closing and not self._out:  # what queued during send_all goes out first
                 cancel_scope.cancel()
                 return
 
@@ -132,6 +150,11 @@ class Connection:
         if len(first) >= 4 and first[:4].decode("latin-1") in fourletter.WORDS:
             self.send(fourletter.answer(first[:4].decode("latin-1"), self.server).encode())
             return
+        if self.server.config.jute_enabled:  # ZooKeeper's jute protocol on the same port
+            first = await jute_conn.read_detect_bytes(self, first)
+            if jute_conn.looks_like_jute(first):
+                await jute_conn.serve(self, first)
+                return
         decoder = FrameDecoder(self.server.config.jute_buffer_bytes_max + 1024)
         try:
             frames = decoder.receive_data(first)

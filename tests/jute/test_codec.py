@@ -1,0 +1,197 @@
+"""zabby.wire.jute without a server: layouts checked against kazoo's own serializer, round
+trips, and fuzzing (any bytes parse or raise RemoteProtocolError, never anything else)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kazoo.protocol import serialization as kz
+from kazoo.security import ACL as KazooACL
+from kazoo.security import Id as KazooId
+
+from zabby.errors import RemoteProtocolError
+from zabby.opcodes import OpCode
+from zabby.server.jute_conn import JuteCodec, looks_like_jute, request_args
+from zabby.wire import jute
+from zabby.wire.messages import connect_request, pack, pack_frame
+
+OPEN = [jute.ACL(31, jute.Id("world", "anyone"))]
+STAT = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+
+
+# ----------------------------------------------------------------------------- layouts
+def test_requests_match_kazoos_bytes() -> None:
+    acl = [KazooACL(31, KazooId("world", "anyone"))]
+    pairs = [
+        (kz.Create("/a", b"x", acl, 3), jute.CreateRequest("/a", b"x", OPEN, 3)),
+        (kz.Delete("/a", 4), jute.DeleteRequest("/a", 4)),
+        (kz.Exists("/a", True), jute.ExistsRequest("/a", True)),
+        (kz.GetData("/a", False), jute.GetDataRequest("/a", False)),
+        (kz.SetData("/a", b"v", -1), jute.SetDataRequest("/a", b"v", -1)),
+        (kz.GetACL("/a"), jute.GetACLRequest("/a")),
+        (kz.SetACL("/a", acl, 2), jute.SetACLRequest("/a", OPEN, 2)),
+        (kz.GetChildren("/a", True), jute.GetChildrenRequest("/a", True)),
+        (kz.GetChildren2("/a", False), jute.GetChildren2Request("/a", False)),
+        (kz.Sync("/a"), jute.SyncRequest("/a")),
+        (kz.Auth(0, "digest", "u:p"), jute.AuthPacket(0, "digest", b"u:p")),
+        (kz.Connect(0, 5, 4000, 9, b"p" * 16, True), jute.ConnectRequest(0, 5, 4000, 9, b"p" * 16, True)),
+        (kz.Transaction([kz.Create("/b", b"", acl, 0), kz.CheckVersion("/b", 1), kz.Delete("/b", -1)]),
+         jute.MultiRequest([(1, jute.CreateRequest("/b", b"", OPEN, 0)), (13, jute.CheckVersionRequest("/b", 1)),
+                            (2, jute.DeleteRequest("/b", -1))])),
+    ]  # fmt: skip
+    for theirs, ours in pairs:
+        assert bytes(theirs.serialize()) == ours.encode(), theirs
+        assert type(ours).decode(ours.encode()) == ours
+
+
+def test_responses_decode_with_kazoo() -> None:
+    stat = jute.Stat(*STAT)
+    assert kz.Exists.deserialize(jute.ExistsResponse(stat).encode(), 0) == kz.ZnodeStat(*STAT)
+    data, got = kz.GetData.deserialize(jute.GetDataResponse(b"hi", stat).encode(), 0)
+    assert data == b"hi" and tuple(got) == STAT
+    children, got = kz.GetChildren2.deserialize(jute.GetChildren2Response(["a", "b"], stat).encode(), 0)
+    assert children == ["a", "b"] and tuple(got) == STAT
+    acls, got = kz.GetACL.deserialize(jute.GetACLResponse(OPEN, stat).encode(), 0)
+    assert acls[0].perms == 31 and acls[0].id.scheme == "world" and tuple(got) == STAT
+    connect, _ = kz.Connect.deserialize(jute.ConnectResponse(0, 4000, 77, b"q" * 16, False).encode(), 0)
+    assert (connect.time_out, connect.session_id, connect.passwd, connect.read_only) == (4000, 77, b"q" * 16, False)
+    multi = jute.MultiResponse([(1, 0, jute.CreateResponse("/x")), (5, 0, jute.SetDataResponse(stat)),
+                                (2, 0, None), (13, 0, None)])  # fmt: skip
+    assert kz.Transaction.deserialize(multi.encode(), 0) == ["/x", kz.ZnodeStat(*STAT), True, True]
+    failed = jute.MultiResponse([(-1, 0, jute.ErrorResponse(0)), (-1, -101, jute.ErrorResponse(-101))])
+    names = [type(e).__name__ for e in kz.Transaction.deserialize(failed.encode(), 0)]
+    assert names == ["RolledBackError", "NoNodeError"]
+    event, _ = kz.Watch.deserialize(jute.WatcherEvent(3, 3, "/w").encode(), 0)
+    assert (event.type, event.state, event.path) == (3, 3, "/w")
+
+
+def test_connect_request_without_the_read_only_byte() -> None:
+    old_client = struct.pack(">iqiqi", 0, 5, 4000, 0, 16) + bytes(16)
+    request = jute.decode_connect_request(old_client)
+    assert (request.last_zxid_seen, request.timeout_ms, request.read_only) == (5, 4000, False)
+
+
+def test_nulls() -> None:
+    record = jute.CreateRequest.decode(struct.pack(">iiii", -1, -1, -1, 0))
+    assert record == jute.CreateRequest(None, None, None, 0)
+    assert request_args(OpCode.CREATE, record) == (OpCode.CREATE, [None, b"", None, 0, 0])
+    with pytest.raises(RemoteProtocolError):
+        jute.CreateRequest.decode(struct.pack(">iiii", -2, -1, -1, 0))
+
+
+def test_detection() -> None:
+    assert looks_like_jute(jute.frame(jute.ConnectRequest(0, 0, 4000, 0, bytes(16)).encode()))
+    assert not looks_like_jute(pack_frame(connect_request(0, 4000, 0, b"", False)))
+    assert not looks_like_jute(b"ruok")
+    assert not looks_like_jute(b"\x00\x00\x00")
+
+
+def test_request_args_map_onto_zabbys_op_model() -> None:
+    assert request_args(OpCode.CREATE_TTL, jute.CreateTTLRequest("/t", b"", OPEN, 5, 99)) == (21, ["/t", b"", [[31, "world", "anyone"]], 5, 99])
+    watches = jute.SetWatches2(7, ["/d"], ["/e"], ["/c"], ["/p"], None)
+    assert request_args(OpCode.SET_WATCHES2, watches) == (OpCode.SET_WATCHES, [7, ["/d"], ["/e"], ["/c"], ["/p"], []])
+    multi = jute.MultiRequest([(2, jute.DeleteRequest("/x", 3)), (5, jute.SetDataRequest("/y", None, -1))])
+    assert request_args(OpCode.MULTI, multi) == (OpCode.MULTI, [[[2, "/x", 3], [5, "/y", b"", -1]]])
+    assert request_args(OpCode.AUTH, jute.AuthPacket(0, "digest", b"u:p")) == (OpCode.AUTH, ["digest", b"u:p"])
+
+
+def test_codec_translates_the_connections_frames() -> None:
+    failures: list[bool] = []
+    codec = JuteCodec(lambda: failures.append(True))
+    hello = ["zabby", 1, 0, 4000, 42, b"p" * 16, 7, False, ""]
+    assert jute.ConnectResponse.decode(codec.encode(pack_frame(hello))[4:]) == jute.ConnectResponse(0, 4000, 42, b"p" * 16, False)
+    expired = ["zabby", 1, -112, 0, 0, b"", 7, False, "gone"]
+    assert jute.ConnectResponse.decode(codec.encode(pack_frame(expired))[4:]) == jute.ConnectResponse(0, 0, 0, bytes(16), False)
+    assert codec.encode(pack_frame(["zabby", 1, -4, 0, 0, b"", 7, False, "behind"])) == b""
+    codec.expect(5, OpCode.EXISTS)
+    assert jute.decode_reply(codec.encode(pack_frame([5, 9, 0, None]))[4:], 3) == (jute.ReplyHeader(5, 9, -101), None)
+    codec.expect(6, OpCode.CREATE)
+    assert jute.decode_reply(codec.encode(pack_frame([6, 10, 0, "/n"]))[4:], 1)[1] == jute.CreateResponse("/n")
+    codec.expect(7, OpCode.SET_DATA)
+    assert jute.decode_reply(codec.encode(pack_frame([7, 10, -103, "bad version"]))[4:], 5) == (jute.ReplyHeader(7, 10, -103), None)
+    header, event = jute.decode_reply(codec.encode(pack_frame([-1, 11, 0, 2, 3, "/gone"]))[4:], None)
+    assert header == jute.ReplyHeader(-1, -1, 0) and event == jute.WatcherEvent(2, 3, "/gone")
+    codec.expect(8, OpCode.MULTI, (OpCode.CREATE, OpCode.CREATE2, OpCode.DELETE))
+    reply = [8, 12, 0, [[1, 0, ["/a", list(STAT)]], [1, 0, ["/b", list(STAT)]], [2, 0, None]]]
+    _, multi = jute.decode_reply(codec.encode(pack_frame(reply))[4:], OpCode.MULTI)
+    assert multi == jute.MultiResponse([(1, 0, jute.CreateResponse("/a")), (15, 0, jute.Create2Response("/b", jute.Stat(*STAT))), (2, 0, None)])
+    codec.expect(9, OpCode.GET_DATA)
+    assert codec.encode(pack_frame([9, 1, 0, "not bytes", "not a stat"])) == b"" and failures == [True]  # logged, never raised
+
+
+# ----------------------------------------------------------------------------- round trips
+paths = st.one_of(st.none(), st.text(max_size=20))
+blobs = st.one_of(st.none(), st.binary(max_size=64))
+ints = st.integers(-(2**31), 2**31 - 1)
+longs = st.integers(-(2**63), 2**63 - 1)
+acls = st.one_of(st.none(), st.lists(st.builds(jute.ACL, ints, st.builds(jute.Id, paths, paths)), max_size=3))
+stats = st.builds(jute.Stat, longs, longs, longs, longs, ints, ints, ints, longs, ints, ints, longs)
+records = st.one_of(
+    st.builds(jute.CreateRequest, paths, blobs, acls, ints),
+    st.builds(jute.CreateTTLRequest, paths, blobs, acls, ints, longs),
+    st.builds(jute.SetWatches2, longs, *[st.one_of(st.none(), st.lists(paths, max_size=3))] * 5),
+    st.builds(jute.GetACLResponse, acls, stats),
+    st.builds(jute.ConnectRequest, ints, longs, ints, longs, blobs, st.booleans()),
+    st.builds(jute.WhoAmIResponse, st.lists(st.builds(jute.ClientInfo, paths, paths), max_size=3)),
+    st.builds(jute.MultiRequest, st.lists(st.tuples(st.just(2), st.builds(jute.DeleteRequest, paths, ints)), max_size=3)),
+)
+
+
+@given(records)
+@settings(max_examples=300, deadline=None)
+def test_records_round_trip(record: jute.Record) -> None:
+    assert type(record).decode(record.encode()) == record
+
+
+# ----------------------------------------------------------------------------- fuzzing
+def _never_other_than_protocol_errors(parse: object, data: bytes) -> None:
+    try:
+        parse(data)  # type: ignore[operator]
+    except RemoteProtocolError:
+        pass
+
+
+@given(st.binary(max_size=200))
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_bytes_parse_or_raise_remote_protocol_error(data: bytes) -> None:
+    _never_other_than_protocol_errors(jute.decode_request, data)
+    _never_other_than_protocol_errors(jute.decode_connect_request, data)
+    _never_other_than_protocol_errors(lambda d: jute.decode_reply(d, OpCode.MULTI), data)
+    _never_other_than_protocol_errors(lambda d: jute.decode_reply(d, OpCode.GET_ACL), data)
+
+
+@given(st.sampled_from(sorted(jute.REQUEST_RECORDS)), st.binary(max_size=120))
+@settings(max_examples=1500, deadline=None)
+def test_any_body_after_a_valid_header_parses_or_raises(op: int, body: bytes) -> None:
+    payload = struct.pack(">ii", 1, op) + body
+    try:
+        request = jute.decode_request(payload)
+    except RemoteProtocolError:
+        return
+    assert request.op == op and request.known
+    request_args(op, request.record)  # mapping a parsed record never fails
+
+
+@given(st.sampled_from(sorted(jute.REQUEST_RECORDS)), st.data())
+@settings(max_examples=300, deadline=None)
+def test_truncating_a_valid_request_raises_remote_protocol_error(op: int, data: st.DataObject) -> None:
+    valid = {
+        OpCode.CREATE: jute.CreateRequest("/a", b"x", OPEN, 0),
+        OpCode.MULTI: jute.MultiRequest([(1, jute.CreateRequest("/a", b"", OPEN, 0))]),
+        OpCode.SET_WATCHES2: jute.SetWatches2(1, ["/a"], [], [], [], ["/b"]),
+    }
+    record = valid.get(op)
+    if record is None:
+        return
+    payload = struct.pack(">ii", 1, op) + record.encode()
+    cut = data.draw(st.integers(0, len(payload) - 1))
+    with pytest.raises(RemoteProtocolError):
+        jute.decode_request(payload[:cut])
+
+
+def test_handshake_bytes_are_zabbys_msgpack() -> None:
+    # serve() hands the ConnectRequest to Connection._handshake as a msgpack payload
+    assert pack(connect_request(1, 2, 3, b"p", True))[0] & 0xF0 == 0x90
