@@ -1,0 +1,73 @@
+"""zoo.cfg parsing: ZooKeeper's keys, defaults derived from tickTime, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zabby import config as zoo_config
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "zoo.cfg"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_follow_tick_time(tmp_path: Path) -> None:
+    cfg = zoo_config.load(_write(tmp_path, "dataDir=data\ntickTime=1000\n# a comment\n\n"))
+    assert cfg.data_dir == (tmp_path / "data").resolve() and cfg.data_log_dir == cfg.data_dir
+    assert (cfg.session_timeout_ms_min, cfg.session_timeout_ms_max) == (2000, 20000)
+    assert cfg.client_port == 2181 and cfg.snap_count == 100_000 and cfg.commit_log_count == 500
+    assert cfg.four_letter_words == zoo_config.DEFAULT_4LW_WHITELIST
+    assert cfg.standalone and cfg.purge_interval_hours == 1.0 and cfg.snap_retain_count == 3
+
+
+def test_ensemble_lines_and_myid(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "myid").write_text("2\n")
+    cfg = zoo_config.load(_write(tmp_path, "\n".join([
+        "dataDir=data", "dataLogDir=logs", "4lw.commands.whitelist=*",
+        "server.1=127.0.0.1:2888:3888", "server.2=127.0.0.1:2889:3889:participant",
+        "server.3=127.0.0.1:2890:3890:observer;2183",
+    ])))  # fmt: skip
+    assert cfg.server_id == 2 and not cfg.standalone
+    assert [(p.sid, p.quorum_port, p.election_port, p.observer) for p in cfg.peers] == [
+        (1, 2888, 3888, False), (2, 2889, 3889, False), (3, 2890, 3890, True),
+    ]  # fmt: skip
+    assert cfg.peers[2].client_port == 2183
+    assert cfg.four_letter_words == zoo_config.ALL_4LW
+    assert cfg.data_log_dir == (tmp_path / "logs").resolve()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("tickTime=2000\n", "dataDir is required"),
+        ("dataDir=d\ntickTime=fast\n", "tickTime='fast' is not an integer"),
+        ("dataDir=d\ntickTime=0\n", "tickTime=0 must be at least 1"),
+        ("dataDir=d\nadmin.enableServer=maybe\n", "is not a boolean"),
+        ("dataDir=d\nminSessionTimeout=9000\nmaxSessionTimeout=100\n", "minSessionTimeout must not exceed"),
+        ("dataDir=d\nserver.1=127.0.0.1:2888\n", "expected host:quorumPort:electionPort"),
+        ("dataDir=d\nserver.1=127.0.0.1:2888:3888:witness\n", "unknown role"),
+        ("dataDir=d\nelectionAlg=1\n", "only 3 (fast leader election)"),
+        ("dataDir=d\nserver.1=127.0.0.1:2888:3888\n", "myid must hold this server's id"),
+        ("dataDir=d\nnot a key value line\n", "expected key=value"),
+    ],
+)
+def test_bad_values_are_clear_errors(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(zoo_config.ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        zoo_config.load(_write(tmp_path, text))
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(zoo_config.ConfigError, match="cannot read config"):
+        zoo_config.load(tmp_path / "nope.cfg")
+
+
+def test_server_main_reports_config_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from zabby.server.main import main
+
+    assert main([str(_write(tmp_path, "tickTime=x\n"))]) == 2
+    assert "zabby-server:" in capsys.readouterr().err
