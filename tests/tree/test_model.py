@@ -195,10 +195,13 @@ class TreeMachine(RuleBasedStateMachine):
         self.h = Harness()
         self.model = Model(self.h.tree)  # evolves in prepare order
         self.queue: list[tuple[Txn, Any]] = []  # prepared, not yet applied: (txn, expected)
+        for session in SESSIONS[:2]:
+            self.h.open_session(session, 4000, b"pw")
+            self.model.open_sessions.add(session)
 
     # ---------------------------------------------------------------- generation
     def _session(self, data: st.DataObject, model: Model) -> int:
-        if model.open_sessions and data.draw(st.booleans()):
+        if model.open_sessions and data.draw(st.integers(0, 3)):
             return data.draw(st.sampled_from(sorted(model.open_sessions)))
         return data.draw(st.sampled_from(SESSIONS))
 
@@ -220,7 +223,7 @@ class TreeMachine(RuleBasedStateMachine):
             parent = join(data.draw(st.sampled_from(parents)), "missing")
         else:
             parent = data.draw(st.sampled_from(parents))
-        modes = [m for m in MODES if not m.is_ephemeral or session in model.open_sessions]
+        modes = [m for m in MODES + MODES[1:2] + MODES[3:4] if not m.is_ephemeral or session in model.open_sessions]
         mode = data.draw(st.sampled_from(modes))
         if mode.is_sequential:
             name = data.draw(st.sampled_from(["s-", ""]))

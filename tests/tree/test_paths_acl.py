@@ -134,7 +134,11 @@ def _java_validate(path: str) -> bool:
 _path_alphabet = st.sampled_from(["/", ".", "a", "b", "\x00", "\x1f", "\x7f", "\xa0", "\ud800", "\U0001F600", "\ufff5", "é"])
 
 
-@given(st.lists(_path_alphabet, max_size=8).map(lambda parts: "".join(parts)))
+@given(
+    st.tuples(st.sampled_from(["/", "/", "/", ""]), st.lists(_path_alphabet, max_size=8)).map(
+        lambda t: t[0] + "".join(t[1])
+    )
+)
 def test_validate_path_matches_zookeeper(path: str) -> None:
     try:
         validate_path(path)
