@@ -330,7 +330,7 @@ def test_fix_acl_removes_duplicates() -> None:
         ([(acls.ALL, "world", "someone")], IP),
         ([(acls.ALL, "nosuch", "x")], IP),
         ([(acls.ALL, "digest", "nocolon")], IP),
-        ([(acls.ALL, "digest", ":hash")], IP),
+        ([(acls.ALL, "digest", "a:b:c")], IP),  # ZooKeeper: split(":") must give two parts
         ([(acls.ALL, "digest", "user:")], IP),
         ([(acls.ALL, "ip", "not-an-ip")], IP),
         ([(acls.ALL, "ip", "10.0.0.0/99")], IP),

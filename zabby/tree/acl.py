@@ -97,8 +97,12 @@ def _valid_id(scheme: str, acl_id: str) -> bool:
     if scheme == "world":
         return acl_id == "anyone"
     if scheme == "digest":
-        user, sep, hashed = acl_id.partition(":")
-        return bool(sep and user and hashed)
+        # ZooKeeper's DigestAuthenticationProvider.isValid: Java's split(":") has two parts
+        # (trailing empty parts dropped, as Java does)
+        parts = acl_id.split(":")
+        while parts and not parts[-1]:
+            parts.pop()
+        return len(parts) == 2
     if scheme == "ip":
         try:
             ipaddress.ip_network(acl_id, strict=False)
