@@ -100,6 +100,8 @@ class LearnerState:
     newleader_zxid: int = 0
     commit_point: int = 0
     acked: bool = False  # NEWLEADER acked: later proposals are acked one by one
+    sync_mode_seen: bool = False  # the DIFF/TRUNC/SNAP of this sync arrived
+    snapshot_due: int | None = None  # SNAP received: the shell must install it before the next step
     touched: set[int] = field(default_factory=set)
 
 
@@ -149,6 +151,10 @@ class Peer:
             self._step_learner(sender, message)
 
     def link_down(self, sid: int) -> None:
+        # The FOLLOWERINFO kept from that connection is stale now: leading with it would send a
+        # LEADERINFO the learner never asked for, and a second sync on its next connection
+        # (sim seed 114).
+        self._early_followers.pop(sid, None)
         if self.state == ServerState.LEADING and self.leader is not None:
             self._drop_learner(sid, "link down")
         elif self.learner is not None and sid == self.learner.leader:
@@ -196,9 +202,22 @@ class Peer:
         """The shell replaced the tree with the leader's snapshot at ``zxid`` and saved it."""
         if self.learner is None or self.learner.phase != ZabPhase.SYNCHRONIZATION:
             raise InvariantError("snapshot installed outside of a sync")
+        if self.learner.snapshot_due != zxid:
+            raise InvariantError(f"snapshot installed at 0x{zxid:x}, none expected there")
+        self.learner.snapshot_due = None
         self.last_logged = self.applied = self.learner.commit_point = zxid
         self.pending.clear()
         self.history.clear()
+
+    def expects_snapshot(self, sid: int, zxid: int) -> bool:
+        """Is a snapshot at ``zxid`` from ``sid`` still what this learner's sync waits for?"""
+        learner = self.learner
+        return learner is not None and learner.leader == sid and learner.snapshot_due == zxid
+
+    def heard_from(self, sid: int) -> None:
+        """The shell received part of a stream the core does not see (snapshot chunks)."""
+        if self.learner is not None and sid == self.learner.leader:
+            self.learner.heard_tick = self.now
 
     def has_ready(self) -> bool:
         return not self._ready.is_empty() or self._ready.soft_state != self.soft_state()
@@ -430,13 +449,19 @@ class Peer:
         if ahead and sender in self.quorum.voters and not leader.established:
             self._become_looking()  # a follower is ahead of us: we are not fit to lead
             return
+        if info.acked_epoch:
+            self._drop_learner(sender, "second ACKEPOCH")  # a broken stream (sim seed 114)
+            return
         info.acked_epoch = True
         plan = choose_sync(ack.last_zxid, self.last_logged, self.history)
         base = ack.last_zxid
         if plan.mode == SyncMode.SNAP:
             self._send(sender, Snap(zxid=self.applied))
             base = self.applied
-            txns = tuple(self.history.after(self.applied))
+            # Every logged txn above the tree: ``pending`` holds them all, while the history
+            # window may have lost the oldest, leaving a gap the learner rejects, forever
+            # (sim seed 138).
+            txns = tuple(self.pending)
         elif plan.mode in (SyncMode.TRUNC, SyncMode.TRUNC_DIFF):
             self._send(sender, Trunc(zxid=plan.trunc_zxid))
             base, txns = plan.trunc_zxid, plan.txns
@@ -460,6 +485,11 @@ class Peer:
             info.acked = max(info.acked, info.newleader_point)
             leader.newleader_acks.add(sender)
             if leader.established:
+                # The COMMIT sent when we became established went only to the learners synced
+                # by then; without this one the learner serves (and answers syncs) behind the
+                # commit point until the next write (sim seed 47).
+                if leader.commit_point:
+                    self._send(sender, Commit(zxid=leader.commit_point))
                 self._send(sender, UpToDate())
                 info.uptodate = True
                 self._leader_maybe_commit()
@@ -519,9 +549,10 @@ class Peer:
     def _tick_learner(self) -> None:
         learner = self.learner
         assert learner is not None
+        # As ZooKeeper's per-read socket timeouts: syncLimit between packets once in
+        # broadcast, initLimit between packets while connecting and syncing.
         limit = self.config.sync_limit_ticks if learner.phase == ZabPhase.BROADCAST else self.config.init_limit_ticks
-        since = learner.heard_tick if learner.phase == ZabPhase.BROADCAST else learner.started_tick
-        if self.now - since > limit:
+        if self.now - learner.heard_tick > limit:
             self._become_looking()
 
     def _step_learner(self, sender: int, message: Message) -> None:
@@ -530,6 +561,12 @@ class Peer:
         if sender != learner.leader:
             return
         learner.heard_tick = self.now
+        if learner.snapshot_due is not None:
+            # The snapshot that should have come between the SNAP and this message did not
+            # (the shell dropped it); going on would ack NEWLEADER over our old log, a history
+            # the leader never had (sim seed 463).
+            self._learner_resync()
+            return
         if isinstance(message, LeaderInfo):
             self._learner_leader_info(message)
         elif isinstance(message, (Diff, Trunc, Snap)):
@@ -555,26 +592,37 @@ class Peer:
         self._become_looking()
 
     def _learner_leader_info(self, info: LeaderInfo) -> None:
-        if info.epoch < self.accepted_epoch:
+        assert self.learner is not None
+        if info.epoch < self.accepted_epoch or self.learner.phase != ZabPhase.DISCOVERY:
+            # a second LEADERINFO means a broken stream; answering it would start a second
+            # sync that may wipe what this one logged and acked (sim seed 114)
             self._learner_resync()
             return
         if info.epoch > self.accepted_epoch:
             self.accepted_epoch = info.epoch
             self._ready.accepted_epoch = info.epoch
-        assert self.learner is not None
         self.learner.phase = ZabPhase.SYNCHRONIZATION
         self._send(self.learner.leader, AckEpoch(current_epoch=self.current_epoch, last_zxid=self.last_logged))
 
     def _learner_sync_mode(self, message: Diff | Trunc | Snap) -> None:
         assert self.learner is not None
-        if self.learner.phase != ZabPhase.SYNCHRONIZATION:
-            self._learner_resync()
+        if self.learner.phase != ZabPhase.SYNCHRONIZATION or self.learner.sync_mode_seen:
+            self._learner_resync()  # one DIFF/TRUNC/SNAP per sync: a second one is a broken stream
+            return
+        self.learner.sync_mode_seen = True
+        if isinstance(message, Snap):
+            self.learner.snapshot_due = message.zxid
         elif isinstance(message, Trunc):
             self._truncate(message.zxid)
 
     def _learner_proposal(self, proposal: Proposal) -> None:
         learner = self.learner
         assert learner is not None
+        if not learner.sync_mode_seen:
+            # a PROPOSAL ahead of the DIFF/TRUNC/SNAP (a reordered stream): a TRUNC after it
+            # would cut it again, and NEWLEADER would be acked over a log missing it
+            self._learner_resync()
+            return
         last = self.last_logged
         for txn in proposal.txns:
             if not _follows(last, txn.zxid):
@@ -608,16 +656,20 @@ class Peer:
                 return
             last = txn.zxid
         self._log(fresh)
-        if fresh:
-            learner.commit_point = fresh[-1].zxid
+        if inform.txns and inform.txns[-1].zxid > learner.commit_point:
+            # An INFORM commits all its txns, also those the sync's DIFF had logged already as
+            # proposals; counting only the fresh ones left them unapplied (found by review,
+            # pinned in tests/core).
+            learner.commit_point = inform.txns[-1].zxid
         if learner.phase == ZabPhase.BROADCAST:
             self._apply_up_to(learner.commit_point)
 
     def _learner_new_leader(self, message: NewLeader) -> None:
         learner = self.learner
         assert learner is not None
-        if learner.phase != ZabPhase.SYNCHRONIZATION or zxid_epoch(message.zxid) != self.accepted_epoch:
-            self._learner_resync()
+        if (learner.phase != ZabPhase.SYNCHRONIZATION or not learner.sync_mode_seen
+                or zxid_epoch(message.zxid) != self.accepted_epoch):  # fmt: skip
+            self._learner_resync()  # NEWLEADER with no DIFF/TRUNC/SNAP before it: a broken stream
             return
         self.current_epoch = self.accepted_epoch
         self._ready.current_epoch = self.current_epoch

@@ -409,9 +409,13 @@ class ZabbyServer:
             return
         snap, builder = entry
         builder.add(message.records)
+        self.peer.heard_from(sid)
         if not message.last:
             return
         del self._snap_in[sid]
+        if not self.peer.expects_snapshot(sid, snap.zxid):  # the sync was given up meanwhile
+            await self._reload_tree("a snapshot arrived for a sync that was given up")
+            return
         tree = builder.finish()
         await trio.to_thread.run_sync(self.datadir.take_snapshot, tree.records(), snap.zxid)
         self._replace_tree(tree)

@@ -1,0 +1,332 @@
+"""Peer-level interactions: one Peer stepped by hand, or a few through the scenario shell.
+
+Each test names the Zab phase it exercises.  The broken-stream tests check the rule of
+DESIGN.md §3: where ZooKeeper exits (a COMMIT for a txn the learner does not hold, exit
+12), zabby drops the leader and looks again, and never applies out of order.
+"""
+
+from __future__ import annotations
+
+from tests.core.scenario import Scenario
+from zabby.core.messages import (
+    Ack,
+    AckEpoch,
+    Commit,
+    Diff,
+    FollowerInfo,
+    Inform,
+    LeaderInfo,
+    NewLeader,
+    Notification,
+    Proposal,
+    Snap,
+    UpToDate,
+)  # fmt: skip
+from zabby.core.peer import DurableState, Peer, PeerConfig
+from zabby.core.ready import Ready
+from zabby.core.types import ServerState, ZabPhase
+from zabby.tree.txns import Txn, make_zxid
+
+VOTERS = frozenset({1, 2, 3})
+
+
+def z(epoch: int, counter: int) -> int:
+    return make_zxid(epoch, counter)
+
+
+def txn(epoch: int, counter: int) -> Txn:
+    return Txn(z(epoch, counter), 0, counter, 0, 1, ())
+
+
+def drain(peer: Peer) -> Ready:
+    """Everything the peer asked for since the last drain, merged (the shell's side done)."""
+    merged = Ready(soft_state=peer.soft_state())
+    while peer.has_ready():
+        rd = peer.ready()
+        merged.soft_state = rd.soft_state
+        merged.append += rd.append
+        merged.committed += rd.committed
+        merged.messages += rd.messages
+        merged.drop_links += rd.drop_links
+        if rd.truncate_to is not None:
+            merged.truncate_to = rd.truncate_to
+        peer.advance(rd)
+    return merged
+
+
+def sent(rd: Ready, kind: type, to: int | None = None) -> list:
+    return [m for sid, m in rd.messages if isinstance(m, kind) and to in (None, sid)]
+
+
+def follower(durable: DurableState | None = None, *, sid: int = 2, leader: int = 1, epoch: int = 1) -> Peer:
+    """A follower of ``leader`` in BROADCAST, synced by an empty DIFF."""
+    durable = durable or DurableState()
+    peer = Peer(PeerConfig(sid=sid, voters=VOTERS), durable)
+    drain(peer)
+    clock = peer.logical_clock
+    vote = {"leader": leader, "zxid": durable.last_logged, "peer_epoch": epoch, "election_epoch": clock}
+    peer.step(leader, Notification(**vote, state="leading"))
+    peer.step(3 if sid != 3 else 2, Notification(**vote, state="following"))
+    assert peer.state == ServerState.FOLLOWING
+    assert sent(drain(peer), FollowerInfo, to=leader)
+    peer.step(leader, LeaderInfo(epoch=epoch))
+    assert sent(drain(peer), AckEpoch, to=leader)
+    peer.step(leader, Diff(zxid=durable.last_logged))
+    peer.step(leader, NewLeader(zxid=z(epoch, 0)))
+    assert sent(drain(peer), Ack, to=leader)
+    peer.step(leader, UpToDate())
+    drain(peer)
+    assert peer.soft_state().serving
+    return peer
+
+
+# --------------------------------------------------------------------- broadcast: broken streams
+def test_commit_for_a_zxid_the_learner_does_not_hold_goes_looking() -> None:
+    peer = follower()
+    peer.step(1, Proposal(txns=(txn(1, 1),)))
+    assert [m.zxid for m in sent(drain(peer), Ack)] == [z(1, 1)]
+    peer.step(1, Commit(zxid=z(1, 2)))  # never proposed to us: ZooKeeper exits 12 here
+    rd = drain(peer)
+    assert peer.state == ServerState.LOOKING and rd.committed == [] and 1 in rd.drop_links
+    assert peer.applied == 0
+
+
+def test_proposal_gap_goes_looking_without_logging() -> None:
+    peer = follower()
+    peer.step(1, Proposal(txns=(txn(1, 1),)))
+    drain(peer)
+    peer.step(1, Proposal(txns=(txn(1, 3),)))  # (1, 2) was lost: the stream is broken
+    rd = drain(peer)
+    assert peer.state == ServerState.LOOKING and rd.append == [] and peer.last_logged == z(1, 1)
+
+
+def test_duplicated_proposal_goes_looking() -> None:
+    peer = follower()
+    peer.step(1, Proposal(txns=(txn(1, 1),)))
+    drain(peer)
+    peer.step(1, Proposal(txns=(txn(1, 1),)))
+    assert drain(peer).append == [] and peer.state == ServerState.LOOKING
+
+
+def test_commits_apply_in_order_and_a_repeated_commit_is_ignored() -> None:
+    peer = follower()
+    peer.step(1, Proposal(txns=(txn(1, 1), txn(1, 2))))
+    drain(peer)
+    peer.step(1, Commit(zxid=z(1, 2)))
+    assert [t.zxid for t in drain(peer).committed] == [z(1, 1), z(1, 2)]
+    peer.step(1, Commit(zxid=z(1, 1)))
+    assert drain(peer).committed == [] and peer.state == ServerState.FOLLOWING
+
+
+def test_second_leaderinfo_goes_looking() -> None:
+    """A LEADERINFO the learner did not ask for would start a second sync (sim seed 114)."""
+    peer = follower()
+    peer.step(1, LeaderInfo(epoch=1))
+    assert peer.state == ServerState.LOOKING and not sent(drain(peer), AckEpoch)
+
+
+def test_second_sync_mode_message_goes_looking() -> None:
+    peer = Peer(PeerConfig(sid=2, voters=VOTERS), DurableState())
+    drain(peer)
+    vote = {"leader": 1, "zxid": 0, "peer_epoch": 1, "election_epoch": peer.logical_clock}
+    peer.step(1, Notification(**vote, state="leading"))
+    peer.step(3, Notification(**vote, state="following"))
+    peer.step(1, LeaderInfo(epoch=1))
+    peer.step(1, Diff(zxid=0))
+    peer.step(1, Snap(zxid=0))
+    assert peer.state == ServerState.LOOKING
+
+
+def test_snap_never_installed_goes_looking_instead_of_acking_newleader() -> None:
+    """Sim seed 463: a reordered stream delivered the snapshot before its SNAP, so the shell
+    dropped it; acking NEWLEADER over the old log would claim a history the leader never had."""
+    peer = Peer(PeerConfig(sid=2, voters=VOTERS), DurableState(1, 1, z(1, 1), z(1, 1), (txn(1, 1),)))
+    drain(peer)
+    vote = {"leader": 1, "zxid": z(1, 5), "peer_epoch": 1, "election_epoch": peer.logical_clock}
+    peer.step(1, Notification(**vote, state="leading"))
+    peer.step(3, Notification(**vote, state="following"))
+    peer.step(1, LeaderInfo(epoch=2))
+    peer.step(1, Snap(zxid=z(1, 5)))
+    drain(peer)
+    peer.step(1, NewLeader(zxid=z(2, 0)))  # no snapshot_installed(...) in between
+    rd = drain(peer)
+    assert peer.state == ServerState.LOOKING and not sent(rd, Ack)
+
+
+def test_snap_installed_then_newleader_is_acked() -> None:
+    peer = Peer(PeerConfig(sid=2, voters=VOTERS), DurableState())
+    drain(peer)
+    vote = {"leader": 1, "zxid": z(1, 5), "peer_epoch": 1, "election_epoch": peer.logical_clock}
+    peer.step(1, Notification(**vote, state="leading"))
+    peer.step(3, Notification(**vote, state="following"))
+    peer.step(1, LeaderInfo(epoch=2))
+    peer.step(1, Snap(zxid=z(1, 5)))
+    peer.snapshot_installed(z(1, 5))
+    peer.step(1, Proposal(txns=(txn(2, 1),)))
+    peer.step(1, NewLeader(zxid=z(2, 0)))
+    rd = drain(peer)
+    assert [m.zxid for m in sent(rd, Ack)] == [z(2, 0)] and peer.last_logged == z(2, 1)
+    peer.step(1, Commit(zxid=z(2, 1)))
+    peer.step(1, UpToDate())
+    assert [t.zxid for t in drain(peer).committed] == [z(2, 1)] and peer.applied == z(2, 1)
+
+
+def test_observer_applies_an_inform_of_txns_its_sync_had_logged() -> None:
+    """The DIFF carried (1, 1) as a proposal, uncommitted; the INFORM that commits it must
+    apply it even though nothing in it is new to the observer's log."""
+    peer = Peer(PeerConfig(sid=4, voters=VOTERS, observers=frozenset({4})), DurableState())
+    drain(peer)
+    vote = {"leader": 1, "zxid": 0, "peer_epoch": 1, "election_epoch": peer.logical_clock}
+    peer.step(1, Notification(**vote, state="leading"))
+    peer.step(3, Notification(**vote, state="following"))
+    assert peer.state == ServerState.OBSERVING
+    for message in (LeaderInfo(epoch=1), Diff(zxid=0), Proposal(txns=(txn(1, 1),)), NewLeader(zxid=z(1, 0)), UpToDate()):
+        peer.step(1, message)
+    assert drain(peer).committed == []
+    peer.step(1, Inform(txns=(txn(1, 1),)))
+    assert [t.zxid for t in drain(peer).committed] == [z(1, 1)]
+    peer.step(1, Inform(txns=(txn(1, 2), txn(1, 3))))
+    assert [t.zxid for t in drain(peer).committed] == [z(1, 2), z(1, 3)]
+
+
+def test_proposal_before_the_sync_mode_goes_looking() -> None:
+    """A PROPOSAL overtaking its TRUNC would be logged, then cut by the TRUNC, and NEWLEADER
+    acked over a log that misses it: the learner must notice the stream is broken."""
+    peer = Peer(PeerConfig(sid=2, voters=VOTERS), DurableState(1, 1, z(1, 5), z(1, 5), (txn(1, 4), txn(1, 5))))
+    drain(peer)
+    vote = {"leader": 1, "zxid": z(2, 1), "peer_epoch": 2, "election_epoch": peer.logical_clock}
+    peer.step(1, Notification(**vote, state="leading"))
+    peer.step(3, Notification(**vote, state="following"))
+    peer.step(1, LeaderInfo(epoch=3))
+    peer.step(1, Proposal(txns=(txn(2, 1),)))  # overtook Trunc(zxid=(1, 4))
+    assert peer.state == ServerState.LOOKING and drain(peer).append == []
+
+
+def test_newleader_without_a_sync_mode_goes_looking() -> None:
+    peer = Peer(PeerConfig(sid=2, voters=VOTERS), DurableState())
+    drain(peer)
+    vote = {"leader": 1, "zxid": 0, "peer_epoch": 1, "election_epoch": peer.logical_clock}
+    peer.step(1, Notification(**vote, state="leading"))
+    peer.step(3, Notification(**vote, state="following"))
+    peer.step(1, LeaderInfo(epoch=1))
+    peer.step(1, NewLeader(zxid=z(1, 0)))
+    assert peer.state == ServerState.LOOKING and not sent(drain(peer), Ack)
+
+
+# --------------------------------------------------------------------- the leader's side
+def _leader(durable: DurableState, *, commit_log_count: int = 500) -> Peer:
+    """Server 3, elected by 1's vote, in discovery with learner 1."""
+    peer = Peer(PeerConfig(sid=3, voters=VOTERS, finalize_wait_ticks=1, commit_log_count=commit_log_count), durable)
+    drain(peer)
+    peer.step(1, Notification(leader=3, zxid=durable.last_logged, peer_epoch=durable.current_epoch,
+                              election_epoch=peer.logical_clock, state="looking"))  # fmt: skip
+    for _ in range(3):
+        peer.tick()
+    assert peer.state == ServerState.LEADING
+    peer.step(1, FollowerInfo(accepted_epoch=durable.accepted_epoch, last_zxid=0))
+    assert sent(drain(peer), LeaderInfo, to=1)
+    return peer
+
+
+def test_snap_carries_every_pending_txn_even_beyond_the_window() -> None:
+    """Sim seed 138: the leader's tree is at (1, 2) and it logged (1, 3)..(1, 6) as a follower;
+    its window holds only 2 txns.  The SNAP must be followed by all four, with no gap."""
+    txns = tuple(txn(1, i) for i in range(1, 7))
+    peer = _leader(DurableState(1, 1, z(1, 6), z(1, 2), txns), commit_log_count=2)
+    peer.step(1, AckEpoch(current_epoch=0, last_zxid=0))
+    rd = drain(peer)
+    assert [m.zxid for m in sent(rd, Snap, to=1)] == [z(1, 2)]
+    [proposal] = sent(rd, Proposal, to=1)
+    assert [t.zxid for t in proposal.txns] == [z(1, 3), z(1, 4), z(1, 5), z(1, 6)]
+
+
+def test_second_ackepoch_drops_the_learner() -> None:
+    peer = _leader(DurableState(1, 1, z(1, 1), z(1, 1), (txn(1, 1),)))
+    peer.step(1, AckEpoch(current_epoch=1, last_zxid=z(1, 1)))
+    drain(peer)
+    peer.step(1, AckEpoch(current_epoch=1, last_zxid=z(1, 1)))
+    rd = drain(peer)
+    assert 1 in rd.drop_links and not sent(rd, Diff)
+
+
+def test_learner_ahead_of_the_elected_leader_makes_it_step_down() -> None:
+    peer = _leader(DurableState(1, 1, z(1, 1), z(1, 1), (txn(1, 1),)))
+    peer.step(1, AckEpoch(current_epoch=1, last_zxid=z(1, 2)))
+    assert peer.state == ServerState.LOOKING
+
+
+def test_a_learner_synced_after_establishment_gets_the_commit_point_before_uptodate() -> None:
+    """Sim seed 47: the establishing COMMIT goes to the learners synced by then; one that
+    acks NEWLEADER later must get it too, or it serves (and answers syncs) behind."""
+    txns = tuple(txn(1, i) for i in range(1, 4))
+    peer = _leader(DurableState(1, 1, z(1, 3), z(1, 3), txns))
+    peer.step(2, FollowerInfo(accepted_epoch=1, last_zxid=z(1, 1)))
+    for sid in (1, 2):
+        peer.step(sid, AckEpoch(current_epoch=1, last_zxid=z(1, 1)))
+    drain(peer)
+    peer.step(2, Ack(zxid=z(2, 0)))
+    rd = drain(peer)
+    assert peer.soft_state().serving and [m.zxid for m in sent(rd, Commit, to=2)] == [z(1, 3)]
+    assert not sent(rd, UpToDate, to=1)
+    peer.step(1, Ack(zxid=z(2, 0)))
+    rd = drain(peer)
+    assert [type(m).__name__ for sid, m in rd.messages if sid == 1] == ["Commit", "UpToDate"]
+    assert sent(rd, Commit, to=1)[0].zxid == z(1, 3)
+
+
+# --------------------------------------------------------------------- roles
+def test_leader_that_loses_its_quorum_steps_down() -> None:
+    c = Scenario(voters=3)
+    leader = c.run_until(c.serving_leader)
+    others = [sid for sid in (1, 2, 3) if sid != leader.sid]
+    blocked = {(a, b) for a in (leader.sid,) for b in others} | {(b, leader.sid) for b in others}
+    c.cluster.network.partition(c.cluster.now, blocked)
+    c.run_until(lambda: c.state(leader.sid) == ServerState.LOOKING, ticks_max=200)
+    assert not c.node(leader.sid).serving
+
+
+def test_observer_gets_inform_and_never_votes() -> None:
+    c = Scenario(voters=3, observers=1)
+    leader = c.run_until(c.serving_leader)
+    c.run_until(c.all_serving)
+    assert c.node(4).soft is not None and c.node(4).soft.state == ServerState.OBSERVING
+    c.write(leader.sid, "/seen-by-observer")
+    c.run_until(c.converged)
+    assert c.messages(Inform, dst=4)
+    assert not c.messages(Proposal, src=leader.sid, dst=4)
+    assert not c.messages(Ack, src=4) or all(m.zxid == z(m.zxid >> 32, 0) for m in c.messages(Ack, src=4))
+    assert c.node(4).tree.get("/seen-by-observer") is not None
+
+
+def test_observer_write_is_forwarded() -> None:
+    c = Scenario(voters=3, observers=1)
+    c.run_until(c.all_serving)
+    c.run_until(lambda: c.node(4).serving)
+    c.write(4, "/from-observer")
+    c.run_until(lambda: c.node(4).tree.get("/from-observer") is not None)
+    c.run_until(c.converged)
+
+
+def test_joiner_learns_the_established_leader_from_the_replies() -> None:
+    c = Scenario(voters=3)
+    c.down(3)
+    leader = c.run_until(c.serving_leader)
+    epoch = leader.soft.epoch
+    c.write(leader.sid, "/before-join")
+    c.run_until(lambda: leader.tree_zxid > 0)
+    c.restart(3)
+    c.run_until(lambda: c.node(3).serving)
+    assert c.node(3).peer.soft_state().leader == leader.sid
+    assert c.node(3).soft.epoch == epoch  # joined the running epoch: no new election
+    assert c.node(leader.sid).soft.epoch == epoch and c.node(leader.sid).is_leader
+    c.run_until(c.converged)
+    assert c.node(3).tree.get("/before-join") is not None
+
+
+def test_a_lone_voter_leads_at_once() -> None:
+    peer = Peer(PeerConfig(sid=1, voters=frozenset({1})), DurableState())
+    drain(peer)
+    assert peer.state == ServerState.LEADING and peer.soft_state().serving
+    peer.propose([txn(1, 1)])
+    assert [t.zxid for t in drain(peer).committed] == [z(1, 1)]
+    assert peer.soft_state().phase == ZabPhase.BROADCAST

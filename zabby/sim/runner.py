@@ -1,0 +1,229 @@
+"""``run(seed)``: one deterministic simulation, a safety phase and then a liveness phase.
+
+Safety phase (``ticks_safety`` ticks): the workload runs while faults are injected —
+crashes (some inside a Ready), restarts with the disk kept, connection breaks, partitions
+(symmetric or one-way), clock jumps (a burst of ticks on one server) and stalls (a server's
+ticks stop, as in a long GC pause), plus rare duplicated or reordered messages.  Every
+step is checked by ``checkers``.
+
+Liveness phase: everything heals, crashed servers restart, faults stop.  Within
+``ticks_liveness_max`` ticks the cluster must converge: one established leader, every
+server serving, at least one new write acknowledged, all trees at the same zxid with equal
+digests, every acknowledged write present, and each server's disk recovering to its tree.
+
+Everything random comes from one ``random.Random(seed)`` split into sub-seeds per
+component; there is no wall clock and no thread, so a seed replays exactly.
+"""
+
+from __future__ import annotations
+
+import random
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from zabby.core.types import ServerState
+from zabby.sim.checkers import Checker, Violation
+from zabby.sim.cluster import Cluster, Node
+from zabby.sim.options import SimOptions, swarm
+from zabby.sim.workload import Workload
+from zabby.tree.datatree import DataTree
+
+EVENTS_PER_TICK_MAX = 100_000
+
+
+@dataclass(slots=True)
+class Result:
+    seed: int
+    ok: bool
+    error: str = ""
+    ticks: int = 0
+    options: SimOptions | None = None
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def reproduce(self) -> str:
+        return f"reproduce: python -m zabby.sim --seed {self.seed}"
+
+
+class Simulation:
+    def __init__(self, options: SimOptions, trace: Callable[[str], None] | None = None) -> None:
+        rng = random.Random(options.seed)
+        self.options = options
+        self.fault_rng = random.Random(rng.getrandbits(64))
+        self.checker = Checker()
+        self.cluster = Cluster(options, random.Random(rng.getrandbits(64)), self.checker, trace)
+        self.workload = Workload(random.Random(rng.getrandbits(64)), options, self.cluster, self.checker)
+        self.partition_until = 0
+        self.acked_at_liveness = 0
+
+    # ----------------------------------------------------------------- one tick
+    def step(self, *, faults: bool, issue: bool) -> None:
+        cluster = self.cluster
+        cluster.now += 1
+        if faults:
+            self._inject_faults()
+        self._restart_due()
+        self.workload.step(cluster.now, issue=issue)
+        self._deliver()
+        for sid in sorted(cluster.nodes):
+            node = cluster.nodes[sid]
+            if node.alive and node.stalled_until <= cluster.now:
+                cluster.tick(node)
+        self._deliver()
+
+    def _deliver(self) -> None:
+        cluster = self.cluster
+        for _ in range(EVENTS_PER_TICK_MAX):
+            event = cluster.network.pop_due(cluster.now)
+            if event is None:
+                return
+            cluster.deliver(event)
+        raise Violation("the network does not settle within one tick")
+
+    def _restart_due(self) -> None:
+        for sid in sorted(self.cluster.nodes):
+            node = self.cluster.nodes[sid]
+            if not node.alive and node.restart_at <= self.cluster.now:
+                self.cluster.restart(node)
+
+    def _inject_faults(self) -> None:
+        options, rng, cluster = self.options, self.fault_rng, self.cluster
+        sids = sorted(cluster.nodes)
+        if options.crash_probability and rng.random() < options.crash_probability:
+            node = cluster.nodes[rng.choice(sids)]
+            if node.alive:
+                if rng.random() < options.crash_in_ready_probability:
+                    node.crash_armed = True  # lands inside its next Ready
+                else:
+                    cluster.crash(node)
+        if options.clock_jump_probability and rng.random() < options.clock_jump_probability:
+            node = cluster.nodes[rng.choice(sids)]
+            burst = rng.randint(1, options.clock_jump_ticks_max)
+            cluster.log(f"server {node.sid}: clock jumps {burst} ticks")
+            for _ in range(burst):
+                cluster.tick(node)
+        if options.clock_stall_probability and rng.random() < options.clock_stall_probability:
+            node = cluster.nodes[rng.choice(sids)]
+            node.stalled_until = cluster.now + rng.randint(1, options.clock_jump_ticks_max)
+            cluster.log(f"server {node.sid}: ticks stall until {node.stalled_until}")
+        self._partitions(sids)
+
+    def _partitions(self, sids: list[int]) -> None:
+        options, rng, cluster = self.options, self.fault_rng, self.cluster
+        if self.partition_until and cluster.now >= self.partition_until:
+            self.partition_until = 0
+            cluster.network.heal()
+            cluster.log("partition heals")
+        if self.partition_until or not options.partition_probability or rng.random() >= options.partition_probability:
+            return
+        if len(sids) < 2:
+            return
+        side = set(rng.sample(sids, rng.randint(1, len(sids) - 1)))
+        symmetric = rng.random() < options.partition_symmetric_probability
+        blocked = {(a, b) for a in sids for b in sids if (a in side) != (b in side) and (symmetric or a in side)}
+        cluster.network.partition(cluster.now, blocked)
+        self.partition_until = cluster.now + rng.randint(1, options.partition_ticks_max)
+        cluster.log(f"partition {sorted(side)} | rest ({'symmetric' if symmetric else 'one-way'}) until {self.partition_until}")
+
+    # ----------------------------------------------------------------- phases
+    def run(self) -> None:
+        for _ in range(self.options.ticks_safety):
+            self.step(faults=True, issue=True)
+        self._to_liveness()
+        deadline = self.cluster.now + self.options.ticks_liveness_max
+        quiet_from = self.cluster.now + self.options.ticks_liveness_max // 3
+        while self.cluster.now < deadline:
+            self.step(faults=False, issue=self.cluster.now < quiet_from or self._acked_since_liveness() == 0)
+            if self.cluster.now % 5 == 0 and self._converged():
+                self._final_checks()
+                return
+        raise Violation(f"no convergence within {self.options.ticks_liveness_max} liveness ticks: {self.describe()}")
+
+    def _to_liveness(self) -> None:
+        cluster = self.cluster
+        cluster.log("--- liveness phase: heal, restart, no more faults")
+        self.options = self.options.calm()
+        cluster.options = self.options
+        cluster.network.options = self.options
+        cluster.network.heal()
+        self.partition_until = 0
+        for sid in sorted(cluster.nodes):
+            node = cluster.nodes[sid]
+            node.stalled_until = 0
+            node.crash_armed = False
+            if not node.alive:
+                cluster.restart(node)
+        self.acked_at_liveness = len(self.checker.acked)
+
+    def _acked_since_liveness(self) -> int:
+        return len(self.checker.acked) - self.acked_at_liveness
+
+    def _converged(self) -> bool:
+        nodes = list(self.cluster.nodes.values())
+        if not all(n.serving for n in nodes) or not self.workload.idle() or self._acked_since_liveness() == 0:
+            return False
+        leaders = [n for n in nodes if n.soft is not None and n.soft.state == ServerState.LEADING]
+        if len(leaders) != 1:
+            return False
+        leader = leaders[0]
+        return all(n.tree_zxid == leader.tree_zxid == leader.peer.last_logged for n in nodes)
+
+    def _final_checks(self) -> None:
+        nodes = [self.cluster.nodes[sid] for sid in sorted(self.cluster.nodes)]
+        digests = {n.sid: n.tree.digest() for n in nodes}
+        if len(set(digests.values())) != 1:
+            raise Violation(f"trees differ at 0x{nodes[0].tree_zxid:x}: {digests}")
+        self.checker.check_acked_present(nodes[0].tree_zxid)
+        for node in nodes:
+            recovered = _recover(node)
+            if recovered.digest() != digests[node.sid]:
+                raise Violation(f"server {node.sid}: its disk recovers a different tree than it holds")
+
+    def describe(self) -> str:
+        parts = []
+        for sid in sorted(self.cluster.nodes):
+            n = self.cluster.nodes[sid]
+            if not n.alive:
+                parts.append(f"{sid}:down")
+                continue
+            soft = n.peer.soft_state()
+            parts.append(f"{sid}:{soft.state.value}/{soft.phase.value}/e{soft.epoch}/leader={soft.leader}/"
+                         f"tree=0x{n.tree_zxid:x}/log=0x{n.peer.last_logged:x}")  # fmt: skip
+        return ", ".join(parts) + f"; clients idle={self.workload.idle()} acked_since={self._acked_since_liveness()}"
+
+    def stats(self) -> dict[str, int]:
+        net = self.cluster.network.stats
+        out = dict(self.cluster.stats)
+        out.update(self.workload.stats)
+        out.update(sent=net.sent, delivered=net.delivered, dropped=net.dropped, breaks=net.breaks,
+                   duplicated=net.duplicated, reordered=net.reordered, applies=self.checker.applies,
+                   committed=len(self.checker.committed), ticks=self.cluster.now)  # fmt: skip
+        return out
+
+
+def _recover(node: Node) -> DataTree:
+    snapshot = node.disk.snapshot
+    tree = DataTree() if snapshot.records is None else DataTree.from_records(snapshot.records)
+    for txn, _ in node.disk.entries_after(snapshot.zxid):
+        tree.apply(txn)
+    return tree
+
+
+def options_for(seed: int, **overrides: object) -> SimOptions:
+    from dataclasses import replace
+
+    options = swarm(random.Random(seed ^ 0x5EED), seed)
+    return replace(options, **overrides) if overrides else options  # type: ignore[arg-type]
+
+
+def run(seed: int, *, trace: Callable[[str], None] | None = None, **overrides: object) -> Result:
+    options = options_for(seed, **overrides)
+    sim = Simulation(options, trace)
+    try:
+        sim.run()
+    except Exception as exc:  # noqa: BLE001 -- a Violation, or whatever the core or tree raised: all are findings
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        if not isinstance(exc, Violation):
+            detail += "\n" + "".join(traceback.format_tb(exc.__traceback__)[-4:])
+        return Result(seed, False, detail, sim.cluster.now, options, sim.stats())
+    return Result(seed, True, "", sim.cluster.now, options, sim.stats())
