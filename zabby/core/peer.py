@@ -126,6 +126,7 @@ class Peer:
         self._notify_at = 0
         self._notify_interval = config.notify_interval_ticks_min
         self._early_followers: dict[int, FollowerInfo] = {}
+        self._regular_sids: set[int] = set()
         self._ready = Ready(soft_state=self.soft_state())
         self._become_looking()
 
@@ -177,7 +178,7 @@ class Peer:
         message = Proposal(txns=tuple(txns))
         for sid, info in leader.learners.items():
             if info.acked_epoch and not info.observer:
-                self._send(sid, message)
+                self._send_early(sid, message)
         self._advance_syncs()
 
     def client_sync(self, sync: Sync) -> None:
@@ -226,6 +227,7 @@ class Peer:
         ready = self._ready
         ready.soft_state = self.soft_state()
         self._ready = Ready(soft_state=ready.soft_state)
+        self._regular_sids = set()
         return ready
 
     def advance(self, ready: Ready) -> None:
@@ -251,6 +253,15 @@ class Peer:
     # ----------------------------------------------------------------- helpers
     def _send(self, sid: int, message: Message) -> None:
         self._ready.messages.append((sid, message))
+        self._regular_sids.add(sid)
+
+    def _send_early(self, sid: int, message: Message) -> None:
+        """A leader's packet that may leave before this Ready's persistence; it stays behind
+        any regular message to the same server, so each stream keeps its order."""
+        if sid in self._regular_sids:
+            self._ready.messages.append((sid, message))
+        else:
+            self._ready.early_messages.append((sid, message))
 
     def _log(self, txns: list[Txn]) -> None:
         if not txns:
@@ -532,7 +543,7 @@ class Peer:
         inform = Inform(txns=tuple(newly))
         for sid, info in leader.learners.items():
             if info.acked_epoch:
-                self._send(sid, inform if info.observer else commit)
+                self._send_early(sid, inform if info.observer else commit)
         self._advance_syncs()
 
     def _advance_syncs(self) -> None:

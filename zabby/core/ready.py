@@ -1,5 +1,7 @@
 """Ready: what the shell must do for the core, in this order (etcd raft's contract).
 
+0. send ``early_messages`` (the leader's PROPOSAL, COMMIT, INFORM and PING: they promise
+   nothing about the sender's disk, so the leader's fsync runs in parallel with its followers');
 1. persist ``accepted_epoch`` / ``current_epoch`` (atomically, fsynced) when not None;
 2. ``truncate_to``: cut the log after that zxid (and reload the tree to it if the tree is ahead);
 3. append ``append`` to the log, fsync if ``must_sync``;
@@ -40,6 +42,7 @@ class Ready:
     must_sync: bool = False
     committed: list[Txn] = field(default_factory=list)
     messages: list[tuple[int, Message]] = field(default_factory=list)
+    early_messages: list[tuple[int, Message]] = field(default_factory=list)
     drop_links: list[int] = field(default_factory=list)
     requests: list[tuple[int, Request]] = field(default_factory=list)
     touched_sessions: list[int] = field(default_factory=list)
@@ -48,6 +51,6 @@ class Ready:
     def is_empty(self) -> bool:
         return not (
             self.accepted_epoch is not None or self.current_epoch is not None or self.truncate_to is not None
-            or self.append or self.committed or self.messages or self.drop_links or self.requests
+            or self.append or self.committed or self.messages or self.early_messages or self.drop_links or self.requests
             or self.touched_sessions or self.sync_replies
         )  # fmt: skip

@@ -265,6 +265,8 @@ class ZabbyServer:
                 self.peer.step(a, b)
 
     async def _process(self, ready: Ready, nursery: trio.Nursery) -> None:
+        if ready.early_messages:
+            await self._send(ready.early_messages)
         await self._persist(ready)
         self._apply(ready.committed)
         await self._send(ready.messages)

@@ -38,7 +38,7 @@ from zabby.tree.prep import Caller, Preparer
 from zabby.tree.txns import Txn
 
 # Crash stages inside a Ready: the crash happens right before the named step.
-STAGES = ("epochs", "truncate", "append", "sync", "apply", "send", "rest", "advance")
+STAGES = ("early", "epochs", "truncate", "append", "sync", "apply", "send", "rest", "advance")
 READY_SPINS_MAX = 10_000  # a Ready loop that never ends is a core bug, not a long run
 
 
@@ -235,6 +235,8 @@ class Cluster:
             self._execute_crashing(node, rd)
             return
         disk = node.disk
+        if rd.early_messages:
+            self._send(node, rd.early_messages)
         if rd.accepted_epoch is not None or rd.current_epoch is not None:
             disk.save_epochs(rd.accepted_epoch, rd.current_epoch)
         if rd.truncate_to is not None:
@@ -259,7 +261,10 @@ class Cluster:
             if stage == crash_at:
                 self.crash(node, in_ready=True)
                 return
-            if stage == "epochs":
+            if stage == "early":
+                if rd.early_messages:
+                    self._send(node, rd.early_messages)
+            elif stage == "epochs":
                 disk.save_epochs(rd.accepted_epoch, rd.current_epoch)
             elif stage == "truncate" and rd.truncate_to is not None:
                 self._truncate(node, rd.truncate_to)
