@@ -1,0 +1,82 @@
+"""Fixtures for the zabby.spark tests: 3-server ensembles (tickTime 200 ms), a module-scoped
+SparkSession (skipped, with the reason, only when Java or pyspark is missing)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.procs import Ensemble
+from zabby import SyncClient
+
+
+def wait_until(cond: Callable[[], object], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def java_missing() -> str | None:
+    if shutil.which("java") is None:
+        return "Java is not installed (PySpark needs a JVM)"
+    try:
+        subprocess.run(["java", "-version"], capture_output=True, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"java -version failed: {exc!r}"
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return "pyspark is not installed (pip install -e '.[spark]')"
+    return None
+
+
+@pytest.fixture
+def ensemble(tmp_path: Path) -> Iterator[Ensemble]:
+    ens = Ensemble(tmp_path / "ens", 3, tickTime=200)
+    ens.start()
+    ens.wait_leader()
+    try:
+        yield ens
+    finally:
+        ens.kill_all()
+
+
+@pytest.fixture
+def make_client(ensemble: Ensemble) -> Iterator[Callable[..., SyncClient]]:
+    clients: list[SyncClient] = []
+
+    def make(hosts: str | None = None, **kw: object) -> SyncClient:
+        c = SyncClient(hosts or ensemble.hosts, **{"timeout": 4.0, **kw})
+        c.start()
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        try:
+            c.stop()
+            c.close()
+        except Exception:
+            pass
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[object]:
+    reason = java_missing()
+    if reason:
+        pytest.skip(reason)
+    from zabby.spark.cube import spark_session
+
+    session = spark_session("local[2]", "zabby-tests", shuffle_partitions=2, driver_memory="1g")
+    try:
+        yield session
+    finally:
+        session.stop()
