@@ -35,6 +35,7 @@ from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
 from zabby.errors import Err, ZabbyError
 from zabby.opcodes import OpCode, owner_ttl_ms
+from zabby.server.disk import DiskWorker
 from zabby.server.stats import ServerStats
 from zabby.server.transport import Transport
 from zabby.storage.datadir import DataDir
@@ -105,6 +106,7 @@ class ZabbyServer:
         self.watches = WatchManager()
         self.sessions = SessionTracker(config.tick_ms)
         self.stats = ServerStats()
+        self.disk = DiskWorker()
         self.connections: set[Connection] = set()
         self.session_conns: dict[int, Connection] = {}
         self.closing_sessions: set[int] = set()
@@ -290,16 +292,16 @@ class ZabbyServer:
 
     async def _persist(self, ready: Ready) -> None:
         if ready.accepted_epoch is not None:
-            await trio.to_thread.run_sync(write_epoch, self.datadir.accepted_epoch_path, ready.accepted_epoch)
+            await self.disk.run(write_epoch, self.datadir.accepted_epoch_path, ready.accepted_epoch)
         if ready.current_epoch is not None:
-            await trio.to_thread.run_sync(write_epoch, self.datadir.current_epoch_path, ready.current_epoch)
+            await self.disk.run(write_epoch, self.datadir.current_epoch_path, ready.current_epoch)
         if ready.truncate_to is not None:
             await self._truncate(ready.truncate_to)
         if ready.append:
             self.log.append([(txn.zxid, encode_txn(txn)) for txn in ready.append])
         if ready.must_sync and self._sync_enabled():
             started = time.perf_counter()
-            await trio.to_thread.run_sync(self.log.sync)
+            await self.disk.run(self.log.sync)
             elapsed = time.perf_counter() - started
             self.stats.record_fsync(elapsed)
             if elapsed > 1.0:
@@ -307,14 +309,14 @@ class ZabbyServer:
 
     async def _truncate(self, zxid: int) -> None:
         LOGGER.info("truncating the log after 0x%x", zxid)
-        await trio.to_thread.run_sync(self.log.truncate_after, zxid)
+        await self.disk.run(self.log.truncate_after, zxid)
         if self.tree.last_zxid > zxid:
             await self._reload_tree(f"the tree is ahead (0x{self.tree.last_zxid:x})")
 
     async def _reload_tree(self, why: str) -> None:
         LOGGER.info("%s: reloading the tree from disk", why)
         self.log.close()
-        tree, self.log = await trio.to_thread.run_sync(self.datadir.recover)
+        tree, self.log = await self.disk.run(self.datadir.recover)
         self._replace_tree(tree)
 
     def _sync_enabled(self) -> bool:
@@ -419,7 +421,7 @@ class ZabbyServer:
             await self._reload_tree("a snapshot arrived for a sync that was given up")
             return
         tree = builder.finish()
-        await trio.to_thread.run_sync(self.datadir.take_snapshot, tree.records(), snap.zxid)
+        await self.disk.run(self.datadir.take_snapshot, tree.records(), snap.zxid)
         self._replace_tree(tree)
         self.peer.snapshot_installed(snap.zxid)
         LOGGER.info("installed a snapshot at 0x%x from server %d (%d znodes)", snap.zxid, sid, tree.node_count())
@@ -449,7 +451,7 @@ class ZabbyServer:
             self.stats.snapshot.add((time.perf_counter() - started) * 1000)
             LOGGER.info("snapshot at zxid 0x%x written in %.0f ms", zxid, (time.perf_counter() - started) * 1000)
             if self.config.purge_interval_hours > 0:
-                removed = await trio.to_thread.run_sync(self.datadir.purge)
+                removed = await self.disk.run(self.datadir.purge)
                 if removed:
                     LOGGER.info("purged %d old snapshot/log files", len(removed))
         finally:
