@@ -192,10 +192,19 @@ def _write_kind(writer: Writer, kind: Kind, value: Any) -> None:
         writer.buffer(value)
     elif kind == "z":
         writer.bool(value)
+    elif kind == STRINGS and value is not None and None not in value:
+        _write_strings(writer, value)  # getChildren's hot path: one join, not a call per name
     elif isinstance(kind, tuple):
         writer.vector(value, lambda item: _write_kind(writer, kind[1], item))
     else:
         value.write(writer)
+
+
+def _write_strings(writer: Writer, items: list[str] | tuple[str, ...]) -> None:
+    encoded = [item.encode("utf-8") for item in items]
+    pack = _INT.pack
+    writer.out += pack(len(encoded))
+    writer.out += b"".join(pack(len(raw)) + raw for raw in encoded)
 
 
 class Record:

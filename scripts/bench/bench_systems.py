@@ -1,0 +1,303 @@
+"""The systems under test of scripts/bench.py: zabby and Apache ZooKeeper 3.8, standalone or
+a 3-server ensemble on 127.0.0.1, each in its own folder of a temporary directory.
+
+Both expose the same small surface: ``start()``, ``stop()``, ``hosts`` (every client
+address), ``pids()`` (for CPU seconds), ``mntr(sid)``, ``leader()``, ``kill(sid)`` and
+``launch(sid)`` (a follower restarted for the resync workload).  Every server is started in
+its own process group and stopped (SIGKILL) by ``stop()``, which the harness calls in a
+``finally``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.procs import Ensemble, ServerProcess, four_letter, free_port  # noqa: E402
+
+JAVA_DIR = Path("/usr/share/java")
+ZK_JAR = JAVA_DIR / "zookeeper.jar"  # its manifest's Class-Path names jute, netty, slf4j-api, ...
+INSTALL_SCRIPT = ROOT / "scripts" / "install_zookeeper.sh"
+
+# The same settings for both systems wherever both have them.
+COMMON = {
+    "tickTime": 2000,
+    "initLimit": 10,
+    "syncLimit": 5,
+    "maxClientCnxns": 0,  # the watch fan-out opens hundreds of connections from 127.0.0.1
+    "snapCount": 100000,
+    "4lw.commands.whitelist": "*",
+    "admin.enableServer": "false",
+    "forceSync": "yes",
+}
+
+
+def cpu_of(pid: int) -> float:
+    """utime + stime of a process (all its threads), in seconds; 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def mntr_of(port: int) -> dict[str, str]:
+    text = four_letter(port, "mntr", 5.0)
+    return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
+
+
+def mode_of(port: int) -> str:
+    try:
+        text = four_letter(port, "srvr", 2.0)
+    except OSError:
+        return "down"
+    return next((line[6:].strip() for line in text.splitlines() if line.startswith("Mode: ")), "not serving")
+
+
+def total_watches(ports: list[int]) -> int:
+    total = 0
+    for port in ports:
+        for line in four_letter(port, "wchs", 5.0).splitlines():
+            if line.startswith("Total watches:"):
+                total += int(line.split(":", 1)[1])
+    return total
+
+
+def ensure_zookeeper() -> str | None:
+    """None when Debian's zookeeper 3.8 jars are there (installing them with apt when missing),
+    else why not."""
+    if ZK_JAR.exists() and shutil.which("java"):
+        return None
+    try:
+        done = subprocess.run(["bash", str(INSTALL_SCRIPT)], capture_output=True, text=True, timeout=900, check=False)
+    except subprocess.TimeoutExpired:
+        return "scripts/install_zookeeper.sh did not finish in 15 minutes"
+    if done.returncode != 0 or not ZK_JAR.exists():
+        return f"Debian's zookeeper package is missing and could not be installed: {done.stderr.strip()[-300:]}"
+    if not shutil.which("java"):
+        return "no java on PATH"
+    return None
+
+
+class System:
+    name = ""
+    deployment = ""
+
+    @property
+    def hosts(self) -> str:
+        return ",".join(f"127.0.0.1:{port}" for port in self.ports.values())
+
+    ports: dict[int, int]
+
+    def host_list(self) -> list[str]:
+        return [f"127.0.0.1:{port}" for port in self.ports.values()]
+
+    def pids(self) -> list[int]:
+        raise NotImplementedError
+
+    def cpu(self) -> float:
+        return sum(cpu_of(pid) for pid in self.pids())
+
+    def mntr(self, sid: int) -> dict[str, str]:
+        return mntr_of(self.ports[sid])
+
+    def modes(self) -> dict[int, str]:
+        return {sid: mode_of(port) for sid, port in self.ports.items()}
+
+    def leader(self, wait_s: float = 60.0) -> int:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            modes = self.modes()
+            leaders = [sid for sid, mode in modes.items() if mode in ("leader", "standalone")]
+            serving = [sid for sid, mode in modes.items() if mode in ("leader", "follower", "standalone")]
+            if len(leaders) == 1 and len(serving) > len(modes) // 2:
+                return leaders[0]
+            time.sleep(0.05)
+        raise TimeoutError(f"{self.name} {self.deployment}: no leader after {wait_s}s: {self.modes()}")
+
+    def wait_all_serving(self, wait_s: float = 60.0) -> None:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if all(mode in ("leader", "follower", "standalone") for mode in self.modes().values()):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"{self.name} {self.deployment}: not every server serving after {wait_s}s: {self.modes()}")
+
+
+class ZabbySystem(System):
+    name = "zabby"
+
+    def __init__(self, workdir: Path, servers: int) -> None:
+        self.deployment = "standalone" if servers == 1 else f"{servers}-server"
+        settings = {**COMMON, "commitLogCount": 500}
+        if servers == 1:
+            one = ServerProcess(workdir, **settings)
+            self.procs = {1: one}
+            self.group = None
+        else:
+            self.group = Ensemble(workdir, servers, **settings)
+            self.procs = self.group.servers
+        self.ports = {sid: proc.port for sid, proc in self.procs.items()}
+
+    def start(self) -> None:
+        for proc in self.procs.values():
+            proc.launch()
+        for proc in self.procs.values():
+            proc.wait_serving(60)
+        self.leader()
+        self.wait_all_serving()
+
+    def pids(self) -> list[int]:
+        return [proc.proc.pid for proc in self.procs.values() if proc.proc is not None and proc.proc.poll() is None]
+
+    def pid(self, sid: int) -> int | None:
+        proc = self.procs[sid].proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def kill(self, sid: int) -> None:
+        self.procs[sid].kill()
+
+    def launch(self, sid: int) -> None:
+        self.procs[sid].launch()
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            try:
+                proc.kill()
+            except Exception:  # noqa: BLE001 - stop the others all the same
+                pass
+
+    def log_tail(self) -> str:
+        return "\n".join(f"[server {sid}]\n{proc.log_tail(40)}" for sid, proc in self.procs.items())
+
+
+LOG4J = """\
+log4j.rootLogger=INFO, FILE
+log4j.appender.FILE=org.apache.log4j.FileAppender
+log4j.appender.FILE.File=${zookeeper.log.dir}/zookeeper.log
+log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
+log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
+"""
+
+
+class ZooKeeperSystem(System):
+    """Apache ZooKeeper 3.8 (Debian's jars) run as our own JVMs: QuorumPeerMain + zoo.cfg."""
+
+    name = "zookeeper"
+
+    def __init__(self, workdir: Path, servers: int, heap: str = "512m") -> None:
+        self.deployment = "standalone" if servers == 1 else f"{servers}-server"
+        self.workdir = workdir
+        self.heap = heap
+        self.ports = {sid: free_port() for sid in range(1, servers + 1)}
+        quorum = {sid: (free_port(), free_port()) for sid in self.ports}
+        self.procs: dict[int, subprocess.Popen[bytes] | None] = {sid: None for sid in self.ports}
+        self.dirs: dict[int, Path] = {}
+        for sid, port in self.ports.items():
+            folder = workdir / f"server{sid}"
+            (folder / "data").mkdir(parents=True, exist_ok=True)
+            (folder / "conf").mkdir(exist_ok=True)
+            settings: dict[str, object] = {
+                **COMMON,
+                "dataDir": folder / "data",
+                "clientPort": port,
+                "clientPortAddress": "127.0.0.1",
+            }
+            if servers > 1:
+                (folder / "data" / "myid").write_text(f"{sid}\n")
+                for other, (q, e) in quorum.items():
+                    settings[f"server.{other}"] = f"127.0.0.1:{q}:{e}"
+            (folder / "conf" / "zoo.cfg").write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+            (folder / "conf" / "log4j.properties").write_text(LOG4J)
+            self.dirs[sid] = folder
+
+    def command(self, sid: int) -> list[str]:
+        folder = self.dirs[sid]
+        classpath = ":".join([str(folder / "conf"), str(ZK_JAR), str(JAVA_DIR / "slf4j-log4j12.jar"), str(JAVA_DIR / "log4j-1.2.jar")])
+        return [
+            "java", f"-Xmx{self.heap}", "-XX:+UseG1GC",
+            f"-Dzookeeper.log.dir={folder}", f"-Dlog4j.configuration=file:{folder / 'conf' / 'log4j.properties'}",
+            "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.jmx.log4j.disable=true",
+            "-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(folder / "conf" / "zoo.cfg"),
+        ]  # fmt: skip
+
+    def launch(self, sid: int) -> None:
+        out = open(self.dirs[sid] / "stdout.log", "ab")
+        self.procs[sid] = subprocess.Popen(self.command(sid), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        out.close()
+
+    def start(self) -> None:
+        for sid in self.ports:
+            self.launch(sid)
+        deadline = time.monotonic() + 60
+        for sid, port in self.ports.items():
+            while mode_of(port) in ("down", "not serving"):
+                proc = self.procs[sid]
+                if proc is not None and proc.poll() is not None:
+                    raise RuntimeError(f"zookeeper server {sid} exited with {proc.returncode}:\n{self.log_tail()}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"zookeeper server {sid} not serving after 60 s:\n{self.log_tail()}")
+                time.sleep(0.1)
+        self.leader()
+
+    def pids(self) -> list[int]:
+        return [proc.pid for proc in self.procs.values() if proc is not None and proc.poll() is None]
+
+    def pid(self, sid: int) -> int | None:
+        proc = self.procs[sid]
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def kill(self, sid: int) -> None:
+        proc = self.procs[sid]
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(10)
+
+    def stop(self) -> None:
+        for sid in self.ports:
+            try:
+                self.kill(sid)
+            except Exception:  # noqa: BLE001 - stop the others all the same
+                pass
+
+    def log_tail(self) -> str:
+        parts = []
+        for sid, folder in self.dirs.items():
+            for name in ("zookeeper.log", "stdout.log"):
+                try:
+                    lines = (folder / name).read_text(errors="replace").splitlines()[-10:]
+                except OSError:
+                    continue
+                parts.append(f"[server {sid} {name}]\n" + "\n".join(lines))
+        return "\n".join(parts)
+
+    def learner_sync_modes(self, sid: int) -> list[str]:
+        """DIFF/SNAP/TRUNC lines a learner logged ("Getting a diff from the leader ...")."""
+        try:
+            text = (self.dirs[sid] / "zookeeper.log").read_text(errors="replace")
+        except OSError:
+            return []
+        found = []
+        for line in text.splitlines():
+            if "Getting a diff from the leader" in line:
+                found.append("DIFF")
+            elif "Getting a snapshot from leader" in line:
+                found.append("SNAP")
+            elif "Truncating log to get in sync" in line:
+                found.append("TRUNC")
+        return found
+
+
+def make_system(name: str, workdir: Path, servers: int) -> System:
+    return ZabbySystem(workdir, servers) if name == "zabby" else ZooKeeperSystem(workdir, servers)

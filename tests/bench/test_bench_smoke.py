@@ -1,0 +1,44 @@
+"""scripts/bench.py end to end on a tiny subset, so the harness cannot silently rot: zabby
+standalone only, its msgpack client (no Java, no ZooKeeper), two one-second workloads."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_bench():
+    spec = importlib.util.spec_from_file_location("zabby_bench_main", ROOT / "scripts" / "bench.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_quick_subset(tmp_path: Path, capsys) -> None:
+    bench = _load_bench()
+    code = bench.main([
+        "--quick", "--systems", "zabby", "--drivers", "zabby-msgpack", "--workloads", "getData,latency-read",
+        "--seconds", "1", "--latency-ops", "200", "--out", str(tmp_path), "--report", str(tmp_path / "benchmarks.md"),
+    ])  # fmt: skip
+    assert code == 0
+    lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert lines[-1]["kind"] == "meta" and lines[-1]["machine"]["cores"]
+    records = lines[:-1]
+    by_workload = {r["workload"]: r for r in records}
+    assert set(by_workload) == {"getData", "latency-read"}
+    for record in records:
+        assert "error" not in record, record
+        assert record["system"] == "zabby" and record["deployment"] == "standalone"
+        assert record["ops"] > 0 and record["errors"] == 0
+        assert record["server_cpu_s"] > 0 and record["client_cpu_s"] > 0
+    assert by_workload["getData"]["rate"] > 0
+    assert 0 < by_workload["latency-read"]["p50_ms"] <= by_workload["latency-read"]["p99_ms"]
+    report = (tmp_path / "benchmarks.md").read_text()
+    assert "| getData | zabby msgpack Client |" in report
+    assert "| workload | client | zabby | ZooKeeper 3.8 |" in capsys.readouterr().out
