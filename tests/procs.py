@@ -1,11 +1,12 @@
 """Real zabby server processes on 127.0.0.1 for process-level tests.
 
 Every process a test starts is stopped by the fixture that started it; ports are picked free
-by binding to port 0 first.
+below the kernel's ephemeral range (see ``free_port``).
 """
 
 from __future__ import annotations
 
+import random
 import signal
 import socket
 import subprocess
@@ -16,10 +17,34 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+_PORTS_TAKEN: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free port below the kernel's ephemeral range, so that no outgoing connection can
+    take it while a server that will listen on it is restarting."""
+    low, high = _ephemeral_range()
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(20000, min(low, 32768))
+        if port in _PORTS_TAKEN:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _PORTS_TAKEN.add(port)
+        return port
+    raise RuntimeError("no free port below the ephemeral range")
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def four_letter(port: int, word: str, timeout_s: float = 5.0) -> str:
@@ -64,7 +89,11 @@ class ServerProcess:
 
     def start(self, wait_s: float = 20.0) -> None:
         self.launch()
-        self.wait_serving(wait_s)
+        try:
+            self.wait_serving(wait_s)
+        except BaseException:
+            self.kill()  # never leave a process behind a failed start
+            raise
 
     def launch(self) -> None:
         log = open(self.log_path, "ab")
@@ -172,10 +201,14 @@ class Ensemble:
         return ",".join(s.hosts for s in self.servers.values())
 
     def start(self, wait_s: float = 30.0) -> None:
-        for server in self.servers.values():
-            server.launch()
-        for server in self.servers.values():
-            server.wait_serving(wait_s)
+        try:
+            for server in self.servers.values():
+                server.launch()
+            for server in self.servers.values():
+                server.wait_serving(wait_s)
+        except BaseException:
+            self.kill_all()  # never leave processes behind a failed start
+            raise
 
     def modes(self) -> dict[int, str]:
         return {sid: server.mode() for sid, server in self.servers.items()}

@@ -38,7 +38,7 @@ def test_lock_mutual_exclusion_threads_and_fencing(client: SyncClient) -> None:
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    threads = [threading.Thread(daemon=True, target=work, args=(n,)) for n in range(8)]
     for t in threads:
         t.start()
     for t in threads:

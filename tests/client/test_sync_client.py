@@ -94,7 +94,7 @@ def test_many_threads_share_one_client(client: SyncClient) -> None:
         except BaseException as exc:  # collected and re-raised in the test thread
             errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(16)]
+    threads = [threading.Thread(daemon=True, target=work, args=(n,)) for n in range(16)]
     for t in threads:
         t.start()
     for t in threads:

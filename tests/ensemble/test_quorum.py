@@ -86,7 +86,7 @@ def test_leader_killed_under_load_loses_no_acknowledged_write(ensemble: Ensemble
     watcher = SyncClient(ensemble.hosts, timeout=6.0)
     watcher.start()
     session_before = watcher.client_id
-    writer = threading.Thread(target=_writer, args=(ensemble.hosts, acked, stop, errors))
+    writer = threading.Thread(target=_writer, args=(ensemble.hosts, acked, stop, errors), daemon=True)
     writer.start()
     deadline = time.monotonic() + 20
     while len(acked) < 300 and time.monotonic() < deadline:

@@ -32,7 +32,7 @@ def test_lock_is_exclusive_and_freed_with_the_session(shared_server: ServerProce
         second.acquire(timeout=0.3)
     assert second.contenders() == ["first"]
     got_it = threading.Event()
-    waiter = threading.Thread(target=lambda: second.acquire(timeout=10) and got_it.set())
+    waiter = threading.Thread(daemon=True, target=lambda: second.acquire(timeout=10) and got_it.set())
     waiter.start()
     wait_until(lambda: len(first.contenders()) == 2, 5, "the second contender to queue")
     first.release()
@@ -57,7 +57,7 @@ def test_election_runs_the_leader(kz: KazooClient, kz2: KazooClient) -> None:
         leading.set()
         release.wait(10)
 
-    runner = threading.Thread(target=election.run, args=(lead,))
+    runner = threading.Thread(daemon=True, target=election.run, args=(lead,))
     runner.start()
     assert leading.wait(10)
     assert kz2.Election("/recipes/election").contenders() == ["alpha"]
@@ -69,7 +69,7 @@ def test_election_runs_the_leader(kz: KazooClient, kz2: KazooClient) -> None:
 def test_counter(kz: KazooClient, kz2: KazooClient) -> None:
     counter = kz.Counter("/recipes/counter")
     other = kz2.Counter("/recipes/counter")
-    threads = [threading.Thread(target=lambda c=c: [c + 1 for _ in range(10)]) for c in (counter, other)]
+    threads = [threading.Thread(daemon=True, target=lambda c=c: [c + 1 for _ in range(10)]) for c in (counter, other)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -83,18 +83,18 @@ def test_barrier(kz: KazooClient, kz2: KazooClient) -> None:
     barrier = kz.Barrier("/recipes/barrier")
     barrier.create()
     passed = threading.Event()
-    waiter = threading.Thread(target=lambda: kz2.Barrier("/recipes/barrier").wait(10) and passed.set())
+    waiter = threading.Thread(daemon=True, target=lambda: kz2.Barrier("/recipes/barrier").wait(10) and passed.set())
     waiter.start()
     assert not passed.wait(0.3)
     barrier.remove()
     waiter.join(10)
     assert passed.is_set()
     double = [kz.DoubleBarrier("/recipes/double", 2), kz2.DoubleBarrier("/recipes/double", 2)]
-    entered = threading.Thread(target=double[1].enter)
+    entered = threading.Thread(daemon=True, target=double[1].enter)
     entered.start()
     double[0].enter()
     entered.join(10)
-    leaving = threading.Thread(target=double[1].leave)
+    leaving = threading.Thread(daemon=True, target=double[1].leave)
     leaving.start()
     double[0].leave()
     leaving.join(10)

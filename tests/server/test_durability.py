@@ -45,7 +45,7 @@ def test_sigkill_mid_stream_loses_no_acknowledged_write(tmp_path: Path) -> None:
         acked: set[int] = set()
         sent: set[int] = set()
         stop = threading.Event()
-        writer = threading.Thread(target=_write_stream, args=(server.port, acked, sent, stop))
+        writer = threading.Thread(daemon=True, target=_write_stream, args=(server.port, acked, sent, stop))
         writer.start()
         deadline = time.monotonic() + 30
         while len(acked) < 3000 and time.monotonic() < deadline:

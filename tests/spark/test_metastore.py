@@ -155,7 +155,7 @@ def test_two_racing_drivers_never_both_write(make_client) -> None:
         finally:
             epoch.release()
 
-    threads = [threading.Thread(target=race, args=(n,)) for n in drivers]
+    threads = [threading.Thread(daemon=True, target=race, args=(n,)) for n in drivers]
     for t in threads:
         t.start()
     wait_until(lambda: len(outcomes) == 2 or (len(outcomes) == 1 and "wrote" in outcomes.values() and False), 15, "outcomes")

@@ -143,27 +143,49 @@ class Transport:
             self.link_down(out.sid)
 
     async def _pump(self, out: _Outgoing, stream: trio.SocketStream, generation: int) -> None:
+        broke: str | None = None  # stays None when the watcher cancels the send
+        async with stream, trio.open_nursery() as nursery:
+            # the peer never writes on this stream: EOF means it closed (it died or dropped
+            # us), and we notice now rather than lose the next message into a dead socket
+            nursery.start_soon(self._watch_close, stream, nursery.cancel_scope)
+            broke = await self._send_frames(out, stream, generation)
+            nursery.cancel_scope.cancel()
+        if out.generation != generation:
+            return  # dropped on purpose
+        LOGGER.info("link to server %d (%s) %s", out.sid, out.kind, broke or "closed by the peer")
+        self._discard(out)
+
+    async def _send_frames(self, out: _Outgoing, stream: trio.SocketStream, generation: int) -> str | None:
+        """Send queued frames until the link is dropped; the reason if it broke instead."""
         try:
-            async with stream:
-                me = self.peers[self.sid]
-                hello = [self.sid, me.host, me.quorum_port, me.election_port, me.observer]
-                await stream.send_all(encode_frame(msgpack.packb(hello)))
-                while out.generation == generation:
-                    if not out.queue:
-                        await out.wake.wait()
-                        out.wake = trio.Event()
-                        continue
-                    chunk = []
-                    while out.queue and len(chunk) < 256:
-                        frame = out.queue.popleft()
-                        out.queued_bytes -= len(frame)
-                        chunk.append(frame)
-                    data = b"".join(chunk)
-                    await stream.send_all(data)
-                    self.bytes_sent += len(data)
+            me = self.peers[self.sid]
+            hello = [self.sid, me.host, me.quorum_port, me.election_port, me.observer]
+            await stream.send_all(encode_frame(msgpack.packb(hello)))
+            while out.generation == generation:
+                if not out.queue:
+                    await out.wake.wait()
+                    out.wake = trio.Event()
+                    continue
+                chunk = []
+                while out.queue and len(chunk) < 256:
+                    frame = out.queue.popleft()
+                    out.queued_bytes -= len(frame)
+                    chunk.append(frame)
+                data = b"".join(chunk)
+                await stream.send_all(data)
+                self.bytes_sent += len(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            LOGGER.info("link to server %d (%s) broke: %s", out.sid, out.kind, exc)
-            self._discard(out)
+            return f"broke: {exc}"
+        return None
+
+    @staticmethod
+    async def _watch_close(stream: trio.SocketStream, scope: trio.CancelScope) -> None:
+        try:
+            while await stream.receive_some(4096):
+                pass
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        scope.cancel()
 
     # ----------------------------------------------------------------- receiving
     def _incoming_handler(self, kind: str) -> Callable[[trio.SocketStream], object]:
