@@ -120,17 +120,18 @@ def _watcher_type(value: Any) -> int:
 
 
 def remove_watches(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
-    path, watcher_type = args
-    validate_path(path)
-    if not watches.remove(path, who, _watcher_type(watcher_type)):
-        raise ZabbyError(Err.NOWATCHER, path)
-    return []
+    return _watch_op(watches.remove, who, args)
 
 
 def check_watches(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    return _watch_op(watches.has, who, args)
+
+
+def _watch_op(operation: Callable[[str, Asker, int], bool], who: Asker, args: list[Any]) -> list[Any]:
+    """removeWatches / checkWatches: NOWATCHER when the session has no such watch."""
     path, watcher_type = args
     validate_path(path)
-    if not watches.has(path, who, _watcher_type(watcher_type)):
+    if not operation(path, who, _watcher_type(watcher_type)):
         raise ZabbyError(Err.NOWATCHER, path)
     return []
 

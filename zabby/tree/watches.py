@@ -59,17 +59,20 @@ class WatchManager:
             out.extend((watcher, event_type, path) for watcher in watchers)
         return out
 
-    def remove(self, path: str, watcher: Hashable, watcher_type: int) -> bool:
-        """Remove this watcher's watches of one type on ``path``; False if there were none."""
-        tables = {
+    def _tables_for(self, watcher_type: int) -> tuple[dict[str, set[Hashable]], ...]:
+        if watcher_type == WatcherType.ANY:
+            return self._tables()
+        return {
             WatcherType.CHILDREN: (self.child,),
             WatcherType.DATA: (self.data,),
             WatcherType.PERSISTENT: (self.persistent,),
             WatcherType.PERSISTENT_RECURSIVE: (self.recursive,),
-            WatcherType.ANY: self._tables(),
         }.get(watcher_type, ())
+
+    def remove(self, path: str, watcher: Hashable, watcher_type: int) -> bool:
+        """Remove this watcher's watches of one type on ``path``; False if there were none."""
         removed = False
-        for table in tables:
+        for table in self._tables_for(watcher_type):
             watchers = table.get(path)
             if watchers is not None and watcher in watchers:
                 watchers.discard(watcher)
@@ -79,13 +82,7 @@ class WatchManager:
         return removed
 
     def has(self, path: str, watcher: Hashable, watcher_type: int) -> bool:
-        tables = self._tables() if watcher_type == WatcherType.ANY else {
-            WatcherType.CHILDREN: (self.child,),
-            WatcherType.DATA: (self.data,),
-            WatcherType.PERSISTENT: (self.persistent,),
-            WatcherType.PERSISTENT_RECURSIVE: (self.recursive,),
-        }.get(watcher_type, ())
-        return any(watcher in table.get(path, ()) for table in tables)
+        return any(watcher in table.get(path, ()) for table in self._tables_for(watcher_type))
 
     def remove_watcher(self, watcher: Hashable) -> None:
         """Forget every watch of a watcher (its connection closed)."""
