@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +46,16 @@ def _ephemeral_range() -> tuple[int, int]:
         return int(low), int(high)
     except (OSError, ValueError):
         return 32768, 60999
+
+
+def wait_until(predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "condition") -> None:
+    """Bounded polling: fail the test if ``predicate`` is not true within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 def four_letter(port: int, word: str, timeout_s: float = 5.0) -> str:

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from tests.procs import wait_until  # noqa: F401  (re-exported for this folder's tests)
+
+from collections.abc import Iterator
 
 import pytest
 
@@ -22,11 +23,3 @@ def client(zabby_server: ServerProcess) -> Iterator[SyncClient]:
             pass
 
 
-def wait_until(predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "condition") -> None:
-    """Bounded polling: fail the test if ``predicate`` is not true within ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")

@@ -4,9 +4,9 @@ bounded waiting."""
 
 from __future__ import annotations
 
+from tests.procs import wait_until  # noqa: F401  (re-exported for this folder's tests)
+
 import socket
-import time
-from collections.abc import Callable
 from typing import Any, Self
 
 from zabby.wire import jute
@@ -15,14 +15,6 @@ from zabby.wire.framing import FrameDecoder
 OPEN_ACL = [jute.ACL(31, jute.Id("world", "anyone"))]
 
 
-def wait_until(predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "condition") -> None:
-    """Bounded polling: fail the test if ``predicate`` is not true within ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 def read_all(sock: socket.socket) -> bytes:

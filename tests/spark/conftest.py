@@ -3,9 +3,10 @@ SparkSession (skipped, with the reason, only when Java or pyspark is missing).""
 
 from __future__ import annotations
 
+from tests.procs import wait_until  # noqa: F401  (re-exported for this folder's tests)
+
 import shutil
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,13 +16,6 @@ from tests.procs import Ensemble
 from zabby import SyncClient
 
 
-def wait_until(cond: Callable[[], object], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 def java_missing() -> str | None:
