@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from tests.procs import ROOT, Ensemble
 from tests.spark.conftest import wait_until

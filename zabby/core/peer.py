@@ -97,7 +97,6 @@ class LearnerState:
     phase: ZabPhase = ZabPhase.DISCOVERY
     started_tick: int = 0
     heard_tick: int = 0
-    newleader_zxid: int = 0
     commit_point: int = 0
     acked: bool = False  # NEWLEADER acked: later proposals are acked one by one
     sync_mode_seen: bool = False  # the DIFF/TRUNC/SNAP of this sync arrived
@@ -684,7 +683,6 @@ class Peer:
             return
         self.current_epoch = self.accepted_epoch
         self._ready.current_epoch = self.current_epoch
-        learner.newleader_zxid = self.last_logged
         learner.acked = True
         self._ready.must_sync = True
         self._send(learner.leader, Ack(zxid=message.zxid))

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from zabby.config import PeerAddress, ServerConfig
+from zabby.config import ServerConfig
 from zabby.core.messages import Diff, Message, Proposal, Request, Snap, SnapChunk, Sync, Trunc
 from zabby.core.peer import DurableState, Peer, PeerConfig
 from zabby.core.ready import Ready, SoftState
@@ -559,10 +559,6 @@ class ZabbyServer:
             "synced_observers": sum(1 for i in learners if i.observer and i.uptodate),
             "pending_syncs": sum(1 for i in learners if not i.uptodate),
         }
-
-
-def peer_address(config: ServerConfig) -> PeerAddress | None:
-    return next((p for p in config.peers if p.sid == config.server_id), None)
 
 
 _TICK, _MESSAGE, _LINK_DOWN = 0, 1, 2

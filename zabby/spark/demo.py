@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
