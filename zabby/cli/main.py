@@ -183,16 +183,23 @@ def _prompt_toolkit_loop(shell: Shell) -> int:
         completer=ThreadedCompleter(ShellCompleter(shell)),
         complete_while_typing=False,
     )
+    # stdout is patched only while the prompt is on screen: a watch event then prints above
+    # it.  A command's own output goes straight to the terminal, never racing the next
+    # prompt's first paint through patch_stdout's flush thread.
+    writer = shell.writer
     status = OK
-    with patch_stdout(raw=True):
-        while not shell.done:
-            try:
+    while not shell.done:
+        try:
+            if isinstance(writer, StreamWriter):
+                with writer.streams_swapped(patch_stdout(raw=True)):
+                    line = session.prompt(shell.prompt)
+            else:
                 line = session.prompt(shell.prompt)
-            except KeyboardInterrupt:
-                continue
-            except EOFError:
-                break
-            status = _execute(shell, line)
+        except KeyboardInterrupt:
+            continue
+        except EOFError:
+            break
+        status = _execute(shell, line)
     return status
 
 

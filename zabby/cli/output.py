@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol, TextIO
 
 
@@ -38,6 +40,18 @@ class StreamWriter:
 
     def err(self, text: str) -> None:
         self._write(self._err or sys.stderr, text)
+
+    @contextmanager
+    def streams_swapped(self, swap: AbstractContextManager[object]) -> Iterator[None]:
+        """Run ``swap`` (a context that replaces sys.stdout) with no write in flight as it
+        enters or exits, so every write lands in either the old stream or the new one."""
+        with self._lock:
+            swap.__enter__()
+        try:
+            yield
+        finally:
+            with self._lock:
+                swap.__exit__(None, None, None)
 
     def _write(self, stream: TextIO, text: str) -> None:
         with self._lock:
