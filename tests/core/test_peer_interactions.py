@@ -20,6 +20,7 @@ from zabby.core.messages import (
     Notification,
     Proposal,
     Snap,
+    Trunc,
     UpToDate,
 )  # fmt: skip
 from zabby.core.peer import DurableState, Peer, PeerConfig
@@ -189,15 +190,26 @@ def test_observer_applies_an_inform_of_txns_its_sync_had_logged() -> None:
     assert [t.zxid for t in drain(peer).committed] == [z(1, 2), z(1, 3)]
 
 
-def test_proposal_before_the_sync_mode_goes_looking() -> None:
-    """A PROPOSAL overtaking its TRUNC would be logged, then cut by the TRUNC, and NEWLEADER
-    acked over a log that misses it: the learner must notice the stream is broken."""
-    peer = Peer(PeerConfig(sid=2, voters=VOTERS), DurableState(1, 1, z(1, 5), z(1, 5), (txn(1, 4), txn(1, 5))))
+def _syncing_learner(durable: DurableState) -> Peer:
+    """Server 2 in SYNCHRONIZATION with leader 1 (epoch 3), its ACKEPOCH sent."""
+    peer = Peer(PeerConfig(sid=2, voters=VOTERS), durable)
     drain(peer)
+    return _join(peer)
+
+
+def _join(peer: Peer) -> Peer:
+    """A LOOKING ``peer`` learns that 1 leads epoch 3 and gets its LEADERINFO."""
     vote = {"leader": 1, "zxid": z(2, 1), "peer_epoch": 2, "election_epoch": peer.logical_clock}
     peer.step(1, Notification(**vote, state="leading"))
     peer.step(3, Notification(**vote, state="following"))
     peer.step(1, LeaderInfo(epoch=3))
+    return peer
+
+
+def test_proposal_before_the_sync_mode_goes_looking() -> None:
+    """A PROPOSAL overtaking its TRUNC would be logged, then cut by the TRUNC, and NEWLEADER
+    acked over a log that misses it: the learner must notice the stream is broken."""
+    peer = _syncing_learner(DurableState(1, 1, z(1, 5), z(1, 5), (txn(1, 4), txn(1, 5))))
     peer.step(1, Proposal(txns=(txn(2, 1),)))  # overtook Trunc(zxid=(1, 4))
     assert peer.state == ServerState.LOOKING and drain(peer).append == []
 
@@ -211,6 +223,35 @@ def test_newleader_without_a_sync_mode_goes_looking() -> None:
     peer.step(1, LeaderInfo(epoch=1))
     peer.step(1, NewLeader(zxid=z(1, 0)))
     assert peer.state == ServerState.LOOKING and not sent(drain(peer), Ack)
+
+
+def test_trunc_below_the_newest_snapshot_is_refused_and_the_next_sync_asks_for_a_snap() -> None:
+    """ZOOKEEPER-1549: the snapshot at (1, 5) came from a leader that was never established
+    and holds (1, 4) and (1, 5), which the real leader truncates.  Cutting the log cannot take
+    them out of the snapshot: the learner must not truncate, and must get a SNAP instead."""
+    durable = DurableState(1, 1, z(1, 5), z(1, 5), (), snapshot_zxid=z(1, 5))
+    peer = _syncing_learner(durable)
+    [ack] = sent(drain(peer), AckEpoch, to=1)
+    assert not ack.snapshot_wanted
+    peer.step(1, Trunc(zxid=z(1, 3)))
+    rd = drain(peer)
+    assert peer.state == ServerState.LOOKING and 1 in rd.drop_links
+    assert rd.truncate_to is None and peer.last_logged == z(1, 5)
+    peer = _join(peer)
+    [ack] = sent(drain(peer), AckEpoch, to=1)
+    assert ack.snapshot_wanted
+    peer.step(1, Snap(zxid=z(1, 3)))
+    peer.snapshot_installed(z(1, 3))
+    assert peer.snapshot_zxid == z(1, 3) and not peer.snapshot_wanted and peer.last_logged == z(1, 3)
+
+
+def test_trunc_to_the_snapshot_or_above_cuts_the_log() -> None:
+    txns = (txn(1, 4), txn(1, 5))
+    peer = _syncing_learner(DurableState(1, 1, z(1, 5), z(1, 5), txns, snapshot_zxid=z(1, 3)))
+    drain(peer)
+    peer.step(1, Trunc(zxid=z(1, 3)))
+    rd = drain(peer)
+    assert rd.truncate_to == z(1, 3) and peer.last_logged == z(1, 3) and peer.state == ServerState.FOLLOWING
 
 
 # --------------------------------------------------------------------- the leader's side
@@ -330,3 +371,10 @@ def test_a_lone_voter_leads_at_once() -> None:
     peer.propose([txn(1, 1)])
     assert [t.zxid for t in drain(peer).committed] == [z(1, 1)]
     assert peer.soft_state().phase == ZabPhase.BROADCAST
+
+
+def test_a_learner_that_wants_a_snapshot_gets_one_even_inside_the_window() -> None:
+    peer = _leader(DurableState(1, 1, z(1, 3), z(1, 3), tuple(txn(1, i) for i in range(1, 4))))
+    peer.step(1, AckEpoch(current_epoch=1, last_zxid=z(1, 1), snapshot_wanted=True))
+    rd = drain(peer)
+    assert [m.zxid for m in sent(rd, Snap, to=1)] == [z(1, 3)] and not sent(rd, Diff, to=1)

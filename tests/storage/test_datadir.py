@@ -138,7 +138,7 @@ def test_a_snapshot_past_the_log_end_clears_the_log(tmp_path: Path) -> None:
     leader_maker = TxnMaker()  # the leader's history: ours, and 40 txns we never saw
     leader_txns = leader_maker.some(60)
     leader_tree = tree_of(leader_txns)
-    data_dir.take_snapshot(leader_tree.records(), leader_tree.last_zxid)  # Zab SNAP
+    data_dir.install_snapshot(leader_tree.records(), leader_tree.last_zxid)  # Zab SNAP
     assert log.segments() == [] and log.last_zxid == 0
     follow_up = leader_maker.some(10)
     log.append(as_records(follow_up))

@@ -136,9 +136,12 @@ class LeaderInfo:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AckEpoch:
+    """``snapshot_wanted``: the learner cannot truncate to where the leader would (see Peer)."""
+
     TYPE: ClassVar[int] = 18
     current_epoch: int
     last_zxid: int
+    snapshot_wanted: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -60,6 +60,7 @@ class DurableState:
     last_logged: int = 0
     applied: int = 0
     history: tuple[Txn, ...] = ()  # the log's tail, for DIFF syncs (newest commit_log_count)
+    snapshot_zxid: int = 0  # the newest snapshot on disk: a TRUNC below it cannot just cut the log
 
 
 @dataclass(slots=True)
@@ -113,6 +114,11 @@ class Peer:
         self.current_epoch = durable.current_epoch
         self.last_logged = durable.last_logged
         self.applied = durable.applied
+        # A snapshot installed from a leader that never got established may hold txns a later
+        # leader truncates (ZooKeeper's ZOOKEEPER-1549).  Cutting the log cannot undo them, so a
+        # TRUNC below the newest snapshot is refused and the next sync asks for a SNAP instead.
+        self.snapshot_zxid = durable.snapshot_zxid
+        self.snapshot_wanted = False
         self.history = History(config.commit_log_count)
         self.history.extend(durable.history)
         self.pending: deque[Txn] = deque(t for t in durable.history if t.zxid > durable.applied)
@@ -205,6 +211,7 @@ class Peer:
         if self.learner.snapshot_due != zxid:
             raise InvariantError(f"snapshot installed at 0x{zxid:x}, none expected there")
         self.learner.snapshot_due = None
+        self.snapshot_zxid, self.snapshot_wanted = zxid, False
         self.last_logged = self.applied = self.learner.commit_point = zxid
         self.pending.clear()
         self.history.clear()
@@ -463,7 +470,7 @@ class Peer:
             self._drop_learner(sender, "second ACKEPOCH")  # a broken stream (sim seed 114)
             return
         info.acked_epoch = True
-        plan = choose_sync(ack.last_zxid, self.last_logged, self.history)
+        plan = choose_sync(ack.last_zxid, self.last_logged, self.history, force_snap=ack.snapshot_wanted)
         base = ack.last_zxid
         if plan.mode == SyncMode.SNAP:
             self._send(sender, Snap(zxid=self.applied))
@@ -612,7 +619,8 @@ class Peer:
             self.accepted_epoch = info.epoch
             self._ready.accepted_epoch = info.epoch
         self.learner.phase = ZabPhase.SYNCHRONIZATION
-        self._send(self.learner.leader, AckEpoch(current_epoch=self.current_epoch, last_zxid=self.last_logged))
+        ack = AckEpoch(current_epoch=self.current_epoch, last_zxid=self.last_logged, snapshot_wanted=self.snapshot_wanted)
+        self._send(self.learner.leader, ack)
 
     def _learner_sync_mode(self, message: Diff | Trunc | Snap) -> None:
         assert self.learner is not None
@@ -623,6 +631,10 @@ class Peer:
         if isinstance(message, Snap):
             self.learner.snapshot_due = message.zxid
         elif isinstance(message, Trunc):
+            if message.zxid < self.snapshot_zxid:
+                self.snapshot_wanted = True  # see __init__: this sync cannot be done here
+                self._learner_resync()
+                return
             self._truncate(message.zxid)
 
     def _learner_proposal(self, proposal: Proposal) -> None:

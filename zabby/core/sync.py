@@ -9,6 +9,8 @@ logged zxid and its history window.  Cases, in ZooKeeper's order:
 4. inside the window, but the leader never had that zxid   → TRUNC to the txn before it, then DIFF
    (the learner logged a proposal of an epoch that died before committing it)
 5. below the window, or no window at all                   → SNAP
+0. before all of these: the learner asked for a SNAP (``force_snap``), because a TRUNC would
+   go below its newest snapshot (see ``Peer``: the snapshot may hold the truncated txns)
 
 The learner's history is a prefix of the leader's (Zab's invariant once the leader's epoch
 is established), except for the uncommitted tail that TRUNC removes.

@@ -91,6 +91,7 @@ def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, history_count: 
         last_logged=last_logged,
         applied=tree.last_zxid,
         history=tuple(tail) if history_count else (),
+        snapshot_zxid=datadir.newest_snapshot_zxid(),
     )
 
 
@@ -421,7 +422,7 @@ class ZabbyServer:
             await self._reload_tree("a snapshot arrived for a sync that was given up")
             return
         tree = builder.finish()
-        await self.disk.run(self.datadir.take_snapshot, tree.records(), snap.zxid)
+        await self.disk.run(self.datadir.install_snapshot, tree.records(), snap.zxid)
         self._replace_tree(tree)
         self.peer.snapshot_installed(snap.zxid)
         LOGGER.info("installed a snapshot at 0x%x from server %d (%d znodes)", snap.zxid, sid, tree.node_count())

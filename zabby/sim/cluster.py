@@ -119,7 +119,8 @@ class Cluster:
         self._reload_tree(node, node.disk.last_zxid)
         node.tree_committed = node.tree_zxid == node.disk.snapshot.zxid and node.disk.snapshot.confirmed
         history = tuple(txn for txn, _ in node.disk.log[-node.config.commit_log_count:])
-        durable = DurableState(node.disk.accepted_epoch, node.disk.current_epoch, node.disk.last_zxid, node.tree_zxid, history)
+        durable = DurableState(node.disk.accepted_epoch, node.disk.current_epoch, node.disk.last_zxid,
+                               node.tree_zxid, history, node.disk.snapshot.zxid)
         node.peer = Peer(node.config, durable)
         node.soft = None
         node.snap_in = None

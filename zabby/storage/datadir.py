@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from zabby.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
-from zabby.storage.files import dir_bytes
+from zabby.storage.files import dir_bytes, fsync_dir
 from zabby.storage.snapshot import CorruptSnapshotError, list_snapshots, looks_complete, read_snapshot, write_snapshot
 from zabby.storage.txnlog import CorruptLogError, TxnLog
 from zabby.tree.datatree import DataTree
@@ -152,20 +152,37 @@ class DataDir:
 
     # ----------------------------------------------------------------- snapshots and retention
     def take_snapshot(self, tree_records: Iterable[tuple[Any, ...]], zxid: int) -> Path:
-        """Write a snapshot of the tree at ``zxid``; the log (if open) starts a new segment.
-
-        When ``zxid`` is beyond the log's end (a snapshot received from the leader, Zab SNAP),
-        the log has a hole before ``zxid``: its records are all covered by this snapshot and
-        cannot be combined with an older one, so they are deleted.  Recovery from an older
-        snapshot then fails loudly instead of silently skipping the hole.
-        """
+        """Write a snapshot of this server's tree at ``zxid``; the log (if open) starts a new segment."""
         path = write_snapshot(self.snap_dir, zxid, tree_records)
         if self.log is not None:
             self.log.roll()
-            if zxid > self.log.last_zxid and self.log.first_zxid != 0:
-                logger.info("snapshot %s is past the log's end %s: clearing the log", path, zxid_hex(self.log.last_zxid))
-                self.log.truncate_after(0)
         return path
+
+    def install_snapshot(self, tree_records: Iterable[tuple[Any, ...]], zxid: int) -> Path:
+        """Zab SNAP: the leader's tree at ``zxid`` replaces this server's whole history.
+
+        The log goes: its records are in the snapshot, or were never committed, or the leader
+        sends them next.  Snapshots past ``zxid`` go too: they hold txns the leader truncated
+        (see ``zabby.core.peer`` on a TRUNC below a snapshot).  The new snapshot is durable
+        before anything is deleted, so a crash in between recovers one history or the other,
+        and the next sync asks for a SNAP again.
+        """
+        path = write_snapshot(self.snap_dir, zxid, tree_records)
+        if self.log is not None and self.log.last_zxid:
+            logger.info("snapshot %s replaces the log (to %s)", path, zxid_hex(self.log.last_zxid))
+            self.log.truncate_after(0)
+        stale = [old for old_zxid, old in list_snapshots(self.snap_dir) if old_zxid > zxid]
+        for old in stale:
+            logger.warning("deleting snapshot %s: it is past the leader's snapshot at %s", old, zxid_hex(zxid))
+            old.unlink()
+        if stale:
+            fsync_dir(self.snap_dir)
+        return path
+
+    def newest_snapshot_zxid(self) -> int:
+        """The zxid of the newest snapshot file (damaged or not), 0 if there is none."""
+        snapshots = list_snapshots(self.snap_dir)
+        return snapshots[0][0] if snapshots else 0
 
     def purge(self) -> list[Path]:
         """Keep the newest ``snap_retain_count`` complete snapshots and the log they need.
