@@ -210,6 +210,7 @@ def test_acls_auth_whoami(shell: Shell, other: SyncClient) -> None:
 
 def test_add_and_remove_watches(shell: Shell, other: SyncClient) -> None:
     other.create("/w")
+    removed = "WatchedEvent state:SyncConnected type:PersistentWatchRemoved path:/w"
     assert run(shell, "addWatch /w") == (OK, "", "")  # PERSISTENT_RECURSIVE by default
     other.create("/w/a")
     other.set("/w/a", b"1")
@@ -217,7 +218,9 @@ def test_add_and_remove_watches(shell: Shell, other: SyncClient) -> None:
     assert w.wait_for("type:NodeCreated path:/w/a")  # type: ignore[attr-defined]
     assert w.wait_for("type:NodeDataChanged path:/w/a")  # type: ignore[attr-defined]
     assert "NodeChildrenChanged" not in w.stdout  # type: ignore[attr-defined]
-    assert run(shell, "removewatches /w")[0] == OK
+    status, out, _ = run(shell, "removewatches /w")
+    assert status == OK
+    assert removed in out or w.wait_for(removed)  # type: ignore[attr-defined]
     w.take()  # type: ignore[attr-defined]
     other.create("/w/b")
     run(shell, "sync /w")  # anything pending for the watch would have arrived by now
@@ -229,12 +232,17 @@ def test_add_and_remove_watches(shell: Shell, other: SyncClient) -> None:
     assert w.wait_for("type:NodeChildrenChanged path:/w")  # type: ignore[attr-defined]
     assert w.wait_for("type:NodeDataChanged path:/w")  # type: ignore[attr-defined]
     assert "path:/w/c" not in w.stdout  # type: ignore[attr-defined]
-    assert run(shell, "removewatches /w -a") == (OK, "", "")
+    status, out, err = run(shell, "removewatches /w -a")
+    assert (status, err) == (OK, "")
+    assert removed in out or w.wait_for(removed)  # type: ignore[attr-defined]
     assert run(shell, "addWatch -m SOMETIMES /w") == (USAGE, "", "Unsupported mode: SOMETIMES\n")
     assert run(shell, "removewatches /w -c -d") == (USAGE, "", "removewatches path [-c|-d|-a] [-l]\n")
 
     assert run(shell, "get -w /w")[0] == OK
-    assert run(shell, "removewatches /w -d") == (OK, "", "")
+    status, out, err = run(shell, "removewatches /w -d")
+    assert (status, err) == (OK, "")
+    data_removed = "type:DataWatchRemoved path:/w"
+    assert data_removed in out or w.wait_for(data_removed)  # type: ignore[attr-defined]
     assert run(shell, "removewatches /w -d")[0] == FAILED  # no data watch any more
 
 

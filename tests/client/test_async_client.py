@@ -142,11 +142,24 @@ def test_persistent_and_recursive_watches_and_remove(zabby_server: ServerProcess
                     await trio.sleep(0.01)
             assert [(e.type, e.path) for e in flat] == [("CHILD", "/p"), ("CHANGED", "/p")]
             assert [(e.type, e.path) for e in deep] == [("CREATED", "/p/a"), ("CREATED", "/p/a/b"), ("CHANGED", "/p"), ("CHANGED", "/p/a/b")]
+            told: list = []
+            await c.get("/p/a", watch=told.append)
+            await c.get_children("/p/a", watch=told.append)
+            await c.remove_watches("/p/a", WatcherType.CHILDREN)
             await c.remove_watches("/p", WatcherType.ANY)
             await c.set("/p", b"2")
             await c.sync("/")
-            await trio.sleep(0.1)
-            assert len(flat) == 2 and len(deep) == 4
+            with trio.fail_after(5):
+                while len(deep) < 5 or len(flat) < 3:
+                    await trio.sleep(0.01)
+            removed = [(e.type, e.path) for e in deep[4:] + flat[2:]]
+            assert removed == [("PERSISTENT_WATCH_REMOVED", "/p")] * 2  # and no CHANGED after
+            assert [(e.type, e.path) for e in told] == [("CHILD_WATCH_REMOVED", "/p/a")]
+            await c.set("/p/a", b"2")  # the data watch on /p/a is still there
+            with trio.fail_after(5):
+                while len(told) < 2:
+                    await trio.sleep(0.01)
+            assert (told[1].type, told[1].path) == ("CHANGED", "/p/a")
 
     run(main)
 

@@ -627,10 +627,11 @@ class Client:
         await self._call(OpCode.ADD_WATCH, [sp, int(mode)], p.decode_add_watch, sp, watch, kind)
 
     async def remove_watches(self, path: str, watcher_type: int = WatcherType.ANY) -> bool:
-        """Remove this session's watches of ``watcher_type`` on ``path`` (server and local)."""
+        """Remove this session's watches of ``watcher_type`` on ``path`` (server and local);
+        each removed watcher gets a *_WATCH_REMOVED event, as ZooKeeper's client does."""
         wtype = int(WatcherType(int(watcher_type)))
         sp = self._spath(path)
-        return await self._call(OpCode.REMOVE_WATCHES, [sp, wtype], p.decode_remove_watches, sp, None, wtype)  # type: ignore[arg-type]
+        return await self._call(OpCode.REMOVE_WATCHES, [sp, wtype], p.decode_true, sp, None, wtype)  # type: ignore[arg-type]
 
     async def whoami(self) -> list[tuple[str, str]]:
         return await self._call(OpCode.WHO_AM_I, [], p.decode_whoami)

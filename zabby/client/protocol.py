@@ -102,7 +102,9 @@ class WatchRegistry:
                 fired += kinds[RECURSIVE].get(ancestor, ())
         return list(dict.fromkeys(fired)) if len(fired) > 1 else fired
 
-    def remove(self, path: str, watcher_type: int) -> None:
+    def remove(self, path: str, watcher_type: int) -> list[tuple[list[Watcher], EventType]]:
+        """Drop the watches of ``watcher_type`` on ``path``; returns each removed group with
+        the event its watchers get (ZooKeeper's client tells them: DataWatchRemoved, …)."""
         kinds = self.kinds
         chosen = {
             WatcherType.CHILDREN: (CHILD,),
@@ -111,8 +113,12 @@ class WatchRegistry:
             WatcherType.PERSISTENT: (PERSISTENT,),
             WatcherType.PERSISTENT_RECURSIVE: (RECURSIVE,),
         }[WatcherType(watcher_type)]
+        removed: dict[EventType, list[Watcher]] = {}
         for kind in chosen:
-            kinds[kind].pop(path, None)
+            watchers = kinds[kind].pop(path, None)
+            if watchers:
+                removed.setdefault(_REMOVED_EVENT[kind], []).extend(watchers)
+        return [(list(dict.fromkeys(watchers)), event_type) for event_type, watchers in removed.items()]
 
     def clear(self) -> list[Watcher]:
         everything: list[Watcher] = []
@@ -127,6 +133,15 @@ class WatchRegistry:
 
     def __len__(self) -> int:
         return sum(len(t) for t in self.kinds.values())
+
+
+_REMOVED_EVENT = {
+    DATA: EventType.DATA_WATCH_REMOVED,
+    EXIST: EventType.DATA_WATCH_REMOVED,
+    CHILD: EventType.CHILD_WATCH_REMOVED,
+    PERSISTENT: EventType.PERSISTENT_WATCH_REMOVED,
+    RECURSIVE: EventType.PERSISTENT_WATCH_REMOVED,
+}
 
 
 def _self_and_ancestors(path: str) -> Iterable[str]:
@@ -210,6 +225,8 @@ class ClientProtocol:
                 request.ok = True
             except ZookeeperError as exc:
                 request.result = exc
+            if request.op == OpCode.REMOVE_WATCHES:
+                return request, self._watches_removed(request)
         else:
             message = msg[3] if len(msg) > 3 and isinstance(msg[3], str) else ""
             self._failed(request, err, message)
@@ -240,6 +257,11 @@ class ClientProtocol:
         if not watchers:
             return []
         return [(watchers, WatchedEvent(event_type, KeeperState.CONNECTED, self.client_path(server_path)))]
+
+    def _watches_removed(self, request: Request) -> list[tuple[list[Watcher], WatchedEvent]]:
+        path = self.client_path(request.path)  # type: ignore[arg-type]
+        removed = self.watches.remove(request.path, request.watch_kind)  # type: ignore[arg-type]
+        return [(watchers, WatchedEvent(event_type, KeeperState.CONNECTED, path)) for watchers, event_type in removed]
 
     def drop_connection(self) -> list[Request]:
         """Forget the requests in flight (the shell fails them with ConnectionLoss)."""
@@ -328,11 +350,6 @@ def decode_add_watch(proto: ClientProtocol, request: Request, values: list[Any])
     if request.watch is not None:
         proto.watches.add(request.watch_kind or PERSISTENT, request.path, request.watch)  # type: ignore[arg-type]
     return None
-
-
-def decode_remove_watches(proto: ClientProtocol, request: Request, values: list[Any]) -> bool:
-    proto.watches.remove(request.path, request.watch_kind)  # type: ignore[arg-type]
-    return True
 
 
 def decode_multi(proto: ClientProtocol, request: Request, values: list[Any]) -> list[Any]:
