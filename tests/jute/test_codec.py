@@ -15,6 +15,7 @@ from kazoo.security import Id as KazooId
 from zabby.errors import RemoteProtocolError
 from zabby.opcodes import OpCode
 from zabby.server.jute_conn import JuteCodec, looks_like_jute, request_args
+from zabby.tree.datatree import Listing
 from zabby.wire import jute
 from zabby.wire.messages import connect_request, pack, pack_frame
 
@@ -102,24 +103,24 @@ def test_codec_translates_the_connections_frames() -> None:
     failures: list[bool] = []
     codec = JuteCodec(lambda: failures.append(True))
     hello = ["zabby", 1, 0, 4000, 42, b"p" * 16, 7, False, ""]
-    assert jute.ConnectResponse.decode(codec.encode(pack_frame(hello))[4:]) == jute.ConnectResponse(0, 4000, 42, b"p" * 16, False)
+    assert jute.ConnectResponse.decode(codec.encode(hello)[4:]) == jute.ConnectResponse(0, 4000, 42, b"p" * 16, False)
     expired = ["zabby", 1, -112, 0, 0, b"", 7, False, "gone"]
-    assert jute.ConnectResponse.decode(codec.encode(pack_frame(expired))[4:]) == jute.ConnectResponse(0, 0, 0, bytes(16), False)
-    assert codec.encode(pack_frame(["zabby", 1, -4, 0, 0, b"", 7, False, "behind"])) == b""
+    assert jute.ConnectResponse.decode(codec.encode(expired)[4:]) == jute.ConnectResponse(0, 0, 0, bytes(16), False)
+    assert codec.encode(["zabby", 1, -4, 0, 0, b"", 7, False, "behind"]) == b""
     codec.expect(5, OpCode.EXISTS)
-    assert jute.decode_reply(codec.encode(pack_frame([5, 9, 0, None]))[4:], 3) == (jute.ReplyHeader(5, 9, -101), None)
+    assert jute.decode_reply(codec.encode([5, 9, 0, None])[4:], 3) == (jute.ReplyHeader(5, 9, -101), None)
     codec.expect(6, OpCode.CREATE)
-    assert jute.decode_reply(codec.encode(pack_frame([6, 10, 0, "/n"]))[4:], 1)[1] == jute.CreateResponse("/n")
+    assert jute.decode_reply(codec.encode([6, 10, 0, "/n"])[4:], 1)[1] == jute.CreateResponse("/n")
     codec.expect(7, OpCode.SET_DATA)
-    assert jute.decode_reply(codec.encode(pack_frame([7, 10, -103, "bad version"]))[4:], 5) == (jute.ReplyHeader(7, 10, -103), None)
-    header, event = jute.decode_reply(codec.encode(pack_frame([-1, 11, 0, 2, 3, "/gone"]))[4:], None)
+    assert jute.decode_reply(codec.encode([7, 10, -103, "bad version"])[4:], 5) == (jute.ReplyHeader(7, 10, -103), None)
+    header, event = jute.decode_reply(codec.encode([-1, 11, 0, 2, 3, "/gone"])[4:], None)
     assert header == jute.ReplyHeader(-1, -1, 0) and event == jute.WatcherEvent(2, 3, "/gone")
     codec.expect(8, OpCode.MULTI, (OpCode.CREATE, OpCode.CREATE2, OpCode.DELETE))
     reply = [8, 12, 0, [[1, 0, ["/a", list(STAT)]], [1, 0, ["/b", list(STAT)]], [2, 0, None]]]
-    _, multi = jute.decode_reply(codec.encode(pack_frame(reply))[4:], OpCode.MULTI)
+    _, multi = jute.decode_reply(codec.encode(reply)[4:], OpCode.MULTI)
     assert multi == jute.MultiResponse([(1, 0, jute.CreateResponse("/a")), (15, 0, jute.Create2Response("/b", jute.Stat(*STAT))), (2, 0, None)])
     codec.expect(9, OpCode.GET_DATA)
-    assert codec.encode(pack_frame([9, 1, 0, "not bytes", "not a stat"])) == b"" and failures == [True]  # logged, never raised
+    assert codec.encode([9, 1, 0, "not bytes", "not a stat"]) == b"" and failures == [True]  # logged, never raised
 
 
 # ----------------------------------------------------------------------------- round trips
@@ -195,3 +196,11 @@ def test_truncating_a_valid_request_raises_remote_protocol_error(op: int, data: 
 def test_handshake_bytes_are_zabbys_msgpack() -> None:
     # serve() hands the ConnectRequest to Connection._handshake as a msgpack payload
     assert pack(connect_request(1, 2, 3, b"p", True))[0] & 0xF0 == 0x90
+
+
+def test_a_tree_listing_is_encoded_once_and_like_a_plain_list() -> None:
+    listing = Listing(["a", "bé", "c" * 300])
+    plain = jute.GetChildrenResponse(list(listing)).encode()
+    assert jute.GetChildrenResponse(listing).encode() == plain
+    assert listing.encoded is not None
+    assert jute.GetChildrenResponse(listing).encode() == plain  # from the kept encoding

@@ -392,6 +392,7 @@ class TreeMachine(RuleBasedStateMachine):
             assert node.cversion == expected.cversion, path
             assert node.ephemeral_owner == expected.owner, path
             assert node.children == expected.children, path
+            assert node.listing() == sorted(expected.children), path  # cached: must follow changes
             assert st_[9] == len(expected.children), path
             assert (node.czxid, node.mzxid, node.pzxid) == (expected.czxid, expected.mzxid, expected.pzxid), path
         assert set(tree.sessions) == model.open_sessions

@@ -51,7 +51,7 @@ class _Slot:
 
     def __init__(self, xid: int, op: int, args: list[Any], started: float, write: bool) -> None:
         self.xid, self.op, self.args, self.started, self.write = xid, op, args, started, write
-        self.reply: bytes | None = None
+        self.reply: list[Any] | None = None  # the reply's values, encoded when sent
 
 
 class Connection:
@@ -114,11 +114,18 @@ class Connection:
         self._closing = True
         self._wake.set()
 
+    def reply(self, values: list[Any]) -> None:
+        """Send one message, given as the msgpack protocol's values (docs/protocol.md), in
+        this connection's codec.  Encoding happens here, in send order, which is what the
+        jute codec's bookkeeping of the ops awaiting replies relies on."""
+        if self.codec is None:
+            self.send(pack_frame(values))
+            return
+        frame = self.codec.encode(values)
+        if frame:
+            self.send(frame)
+
     def send(self, frame: bytes) -> None:
-        if self.codec is not None:  # a jute connection: the codec re-encodes every frame
-            frame = self.codec.encode(frame)
-            if not frame:
-                return
         if self._closing and not self._out:
             return
         self._out.append(frame)
@@ -198,7 +205,7 @@ class Connection:
         self.server.stats.connection_drop_count += 1
         if "over the" in str(exc):
             self.server.stats.large_requests_rejected += 1
-        self.send(pack_frame([0, self.server.last_zxid, int(Err.MARSHALLINGERROR), str(exc)]))
+        self.reply([0, self.server.last_zxid, int(Err.MARSHALLINGERROR), str(exc)])
         self.close_after_flush()
 
     # ----------------------------------------------------------------- handshake
@@ -231,11 +238,11 @@ class Connection:
         self._caller = Caller(session_id, self.auth_ids, self.superuser)
         self.server.attach(session_id, self)
         self.server.touch(session_id)
-        self.send(pack_frame([PROTOCOL_NAME, PROTOCOL_VERSION, 0, timeout_ms, session_id, password, self.server.last_zxid, False, ""]))
+        self.reply([PROTOCOL_NAME, PROTOCOL_VERSION, 0, timeout_ms, session_id, password, self.server.last_zxid, False, ""])
 
     def _refuse(self, code: Err, message: str) -> bool:
         LOGGER.info("refusing %s:%d: %s", *self.address, message)
-        self.send(pack_frame([PROTOCOL_NAME, PROTOCOL_VERSION, int(code), 0, 0, b"", self.server.last_zxid, False, message]))
+        self.reply([PROTOCOL_NAME, PROTOCOL_VERSION, int(code), 0, 0, b"", self.server.last_zxid, False, message])
         self.close_after_flush()
         return False
 
@@ -266,20 +273,20 @@ class Connection:
             if self._slots:
                 self._slots.append(_Slot(xid, op, args, started, False))
             else:
-                self.send(self._execute_read(xid, op, args, started))
+                self.reply(self._execute_read(xid, op, args, started))
         else:
             self._answer_error(xid, Err.UNIMPLEMENTED, f"unknown or unsupported op {op}", started)
 
     def _answer_error(self, xid: int, code: Err, message: str, started: float) -> None:
-        frame = pack_frame([xid, self.server.last_zxid, int(code), message])
+        values = [xid, self.server.last_zxid, int(code), message]
         if self._slots:
             slot = _Slot(xid, 0, [], started, True)
-            slot.reply = frame
+            slot.reply = values
             self._slots.append(slot)
         else:
-            self.send(frame)
+            self.reply(values)
 
-    def _execute_read(self, xid: int, op: int, args: list[Any], started: float) -> bytes:
+    def _execute_read(self, xid: int, op: int, args: list[Any], started: float) -> list[Any]:
         server = self.server
         self.last_op = _op_name(op)
         try:
@@ -288,13 +295,13 @@ class Connection:
                 values = handler(args)
             else:
                 values = READ_HANDLERS[op](server.tree, server.watches, self, args)
-            frame = pack_frame([xid, server.last_zxid, 0, *values])
+            reply = [xid, server.last_zxid, 0, *values]
         except ZabbyError as exc:
-            frame = pack_frame([xid, server.last_zxid, int(exc.code), str(exc)])
+            reply = [xid, server.last_zxid, int(exc.code), str(exc)]
         except (TypeError, ValueError) as exc:
-            frame = pack_frame([xid, server.last_zxid, int(Err.BADARGUMENTS), f"bad arguments: {exc}"])
+            reply = [xid, server.last_zxid, int(Err.BADARGUMENTS), f"bad arguments: {exc}"]
         self._finish(started, False)
-        return frame
+        return reply
 
     def _finish(self, started: float, write: bool) -> None:
         elapsed = time.perf_counter() - started
@@ -308,9 +315,9 @@ class Connection:
 
         def done(txn: Txn, result: Any) -> None:
             if txn.type == OpCode.ERROR:
-                slot.reply = pack_frame([xid, txn.zxid, txn.body[0], txn.body[1] if len(txn.body) > 1 else ""])
+                slot.reply = [xid, txn.zxid, txn.body[0], txn.body[1] if len(txn.body) > 1 else ""]
             else:
-                slot.reply = pack_frame([xid, txn.zxid, 0, *_write_values(op, result)])
+                slot.reply = [xid, txn.zxid, 0, *_write_values(op, result)]
             self.last_zxid = txn.zxid
             self._finish(started, True)
             self._flush_slots()
@@ -321,9 +328,9 @@ class Connection:
             else:
                 self.server.submit(op, tuple(args), self._caller, xid, done)
         except ZabbyError as exc:
-            slot.reply = pack_frame([xid, self.server.last_zxid, int(exc.code), str(exc)])
+            slot.reply = [xid, self.server.last_zxid, int(exc.code), str(exc)]
         except (TypeError, ValueError) as exc:
-            slot.reply = pack_frame([xid, self.server.last_zxid, int(Err.BADARGUMENTS), f"bad arguments: {exc}"])
+            slot.reply = [xid, self.server.last_zxid, int(Err.BADARGUMENTS), f"bad arguments: {exc}"]
         self._slots.append(slot)
         if slot.reply is not None:
             self._flush_slots()
@@ -337,14 +344,14 @@ class Connection:
             return
 
         def done() -> None:
-            slot.reply = pack_frame([xid, self.server.last_zxid, 0, path])
+            slot.reply = [xid, self.server.last_zxid, 0, path]
             self._finish(started, False)
             self._flush_slots()
 
         try:
             self.server.client_sync(self.session_id, xid, done)
         except ZabbyError as exc:
-            slot.reply = pack_frame([xid, self.server.last_zxid, int(exc.code), str(exc)])
+            slot.reply = [xid, self.server.last_zxid, int(exc.code), str(exc)]
         self._slots.append(slot)
         if slot.reply is not None:
             self._flush_slots()
@@ -356,14 +363,14 @@ class Connection:
             if head.write:
                 if head.reply is None:
                     return
-                self.send(head.reply)
+                self.reply(head.reply)
             else:
-                self.send(self._execute_read(head.xid, head.op, head.args, head.started))
+                self.reply(self._execute_read(head.xid, head.op, head.args, head.started))
             slots.popleft()
 
     # ----------------------------------------------------------------- session-level ops
     def send_event(self, event_type: int, path: str, zxid: int) -> None:
-        self.send(pack_frame([XID_NOTIFICATION, zxid, 0, int(event_type), int(KeeperState.SYNC_CONNECTED), path]))
+        self.reply([XID_NOTIFICATION, zxid, 0, int(event_type), int(KeeperState.SYNC_CONNECTED), path])
 
     def _auth(self, args: list[Any]) -> list[Any]:
         scheme, credential = args

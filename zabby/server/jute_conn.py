@@ -8,10 +8,11 @@ byte is 0x00).  A jute connection is handed to ``serve``, which runs the same Co
 * decoding: each jute request becomes the ``[xid, op, *args]`` list the msgpack path hands to
   ``Connection._handle`` (so ordered slots, reads, writes, sync, auth and setWatches are the
   msgpack path's own code), and the ConnectRequest goes through ``Connection._handshake``;
-* encoding: ``JuteCodec`` is the Connection's ``codec``: every frame the Connection sends (a
-  reply ``[xid, zxid, err, *values]``, a watch event, the handshake answer) is re-encoded as
-  jute, using the op (and, for multi, the sub-ops) remembered for that xid.  Replies leave a
-  session in request order, so the remembered ops are a FIFO.
+* encoding: ``JuteCodec`` is the Connection's ``codec``: every message the Connection sends (a
+  reply ``[xid, zxid, err, *values]``, a watch event, the handshake answer), given as the
+  msgpack protocol's values, is encoded as jute instead, using the op (and, for multi, the
+  sub-ops) remembered for that xid.  Replies leave a session in request order, so the
+  remembered ops are a FIFO.
 
 ZooKeeper's conventions kept here: exists on a missing node answers NONODE in the header;
 an expired or unknown session gets a ConnectResponse with timeout 0 and session id 0; a
@@ -34,7 +35,7 @@ from zabby.errors import Err, RemoteProtocolError
 from zabby.opcodes import OpCode
 from zabby.wire import jute
 from zabby.wire.framing import FrameDecoder
-from zabby.wire.messages import PROTOCOL_NAME, connect_request, pack, unpack
+from zabby.wire.messages import PROTOCOL_NAME, connect_request, pack
 
 if TYPE_CHECKING:
     from zabby.server.client_conn import Connection
@@ -189,7 +190,7 @@ def response_record(op: int, values: list[Any], sub_ops: tuple[int, ...]) -> jut
 
 
 class JuteCodec:
-    """Re-encodes the frames a Connection sends (msgpack-shaped) as jute frames."""
+    """Encodes what a Connection sends (the msgpack protocol's values) as jute frames."""
 
     def __init__(self, on_failure: Callable[[], None]) -> None:
         self.on_failure = on_failure
@@ -200,22 +201,22 @@ class JuteCodec:
         """Remember the op of a request handed to the Connection; its reply comes in order."""
         self.pending.append((xid, op, sub_ops))
 
-    def encode(self, frame: bytes) -> bytes:
-        """The jute frame for one msgpack frame of the Connection (b"": send nothing).
+    def encode(self, value: list[Any]) -> bytes:
+        """The jute frame for one message of the Connection, given as the msgpack protocol's
+        values (b"": send nothing).
 
         Runs inside the server's apply loop (write replies, watch events), so it never
         raises: a frame it cannot translate is logged and ends this connection only.
         """
         try:
-            return self._encode(frame)
+            return self._encode(value)
         except Exception:
             LOGGER.exception("cannot encode a reply as jute; closing the connection")
             self.failed = True
             self.on_failure()
             return b""
 
-    def _encode(self, frame: bytes) -> bytes:
-        value = unpack(frame[4:])
+    def _encode(self, value: list[Any]) -> bytes:
         if value[0] == PROTOCOL_NAME:
             return self._connect_response(value)
         xid, zxid, err = value[0], value[1], value[2]

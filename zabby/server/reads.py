@@ -64,7 +64,7 @@ def get_children(tree: DataTree, watches: WatchManager, who: Asker, args: list[A
     _require(node, acls.READ, who)
     if watch:
         watches.add_child(path, who)
-    return [sorted(node.children)]
+    return [node.listing()]
 
 
 def get_children2(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:

@@ -29,10 +29,21 @@ ZOOKEEPER_CONFIG = "/zookeeper/config"
 ZOOKEEPER_QUOTA = "/zookeeper/quota"
 
 
+class Listing(list[str]):
+    """A node's sorted child names, shared by every reply until the children change.  A wire
+    codec may keep its encoding of the list in ``encoded`` (the list never changes)."""
+
+    __slots__ = ("encoded",)
+
+    def __init__(self, names: Iterable[str]) -> None:
+        super().__init__(names)
+        self.encoded: bytes | None = None
+
+
 class Znode:
     __slots__ = (
         "data", "acl", "czxid", "mzxid", "pzxid", "ctime", "mtime",
-        "version", "cversion", "aversion", "ephemeral_owner", "children",
+        "version", "cversion", "aversion", "ephemeral_owner", "children", "_listing",
     )  # fmt: skip
 
     def __init__(self, data: bytes, acl: tuple[acls.ACL, ...], zxid: int, time_ms: int, owner: int) -> None:
@@ -43,6 +54,22 @@ class Znode:
         self.version = self.cversion = self.aversion = 0
         self.ephemeral_owner = owner
         self.children: set[str] = set()
+        self._listing: Listing | None = None
+
+    def add_child(self, name: str) -> None:
+        self.children.add(name)
+        self._listing = None
+
+    def remove_child(self, name: str) -> None:
+        self.children.discard(name)
+        self._listing = None
+
+    def listing(self) -> Listing:
+        """The children's names, sorted, kept until they change: getChildren of a big node is
+        a hot read, and sorting (and encoding) is most of its cost."""
+        if self._listing is None:
+            self._listing = Listing(sorted(self.children))
+        return self._listing
 
     def stat(self) -> Stat:
         """The Stat in jute field order: czxid mzxid ctime mtime version cversion aversion
@@ -77,7 +104,7 @@ class DataTree:
         self.nodes["/"] = Znode(b"", acls.OPEN_ACL_UNSAFE, 0, 0, 0)
         for path in (ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA):
             self.nodes[path] = Znode(b"", acls.OPEN_ACL_UNSAFE, 0, 0, 0)
-            self.nodes[parent_of(path)].children.add(basename(path))
+            self.nodes[parent_of(path)].add_child(basename(path))
         self.nodes[ZOOKEEPER_CONFIG].acl = acls.READ_ACL_UNSAFE
         self.data_size = sum(len(path) for path in self.nodes)  # every node counts, as in _load_node
 
@@ -142,7 +169,7 @@ class DataTree:
             raise InvariantError(f"create {path}: parent missing or node exists")
         node = Znode(data, tuple(tuple(entry) for entry in acl), txn.zxid, txn.time_ms, owner)
         self.nodes[path] = node
-        parent.children.add(basename(path))
+        parent.add_child(basename(path))
         parent.cversion = parent_cversion
         parent.pzxid = txn.zxid
         self.data_size += len(data) + len(path)
@@ -158,7 +185,7 @@ class DataTree:
         del self.nodes[path]
         parent_path = parent_of(path)
         parent = self.nodes[parent_path]
-        parent.children.discard(basename(path))
+        parent.remove_child(basename(path))
         parent.pzxid = zxid
         self.data_size -= len(node.data) + len(path)
         self._index_remove(path, node.ephemeral_owner)
@@ -250,7 +277,7 @@ class DataTree:
         node.version, node.cversion, node.aversion = version, cversion, aversion
         self.nodes[path] = node
         if path != "/":
-            self.nodes[parent_of(path)].children.add(basename(path))
+            self.nodes[parent_of(path)].add_child(basename(path))
         self.data_size += len(data) + len(path)
         self._index_add(path, owner)
 

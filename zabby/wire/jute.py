@@ -192,6 +192,8 @@ def _write_kind(writer: Writer, kind: Kind, value: Any) -> None:
         writer.buffer(value)
     elif kind == "z":
         writer.bool(value)
+    elif kind == STRINGS and value is not None and getattr(value, "encoded", None) is not None:
+        writer.out += value.encoded  # a tree Listing this codec encoded before
     elif kind == STRINGS and value is not None and None not in value:
         _write_strings(writer, value)  # getChildren's hot path: one join, not a call per name
     elif isinstance(kind, tuple):
@@ -201,10 +203,17 @@ def _write_kind(writer: Writer, kind: Kind, value: Any) -> None:
 
 
 def _write_strings(writer: Writer, items: list[str] | tuple[str, ...]) -> None:
-    encoded = [item.encode("utf-8") for item in items]
     pack = _INT.pack
-    writer.out += pack(len(encoded))
-    writer.out += b"".join(pack(len(raw)) + raw for raw in encoded)
+    parts = [pack(len(items))]
+    append = parts.append
+    for item in items:
+        raw = item.encode("utf-8")
+        append(pack(len(raw)))
+        append(raw)
+    encoded = b"".join(parts)
+    if hasattr(items, "encoded"):  # a tree Listing: it never changes, keep the encoding
+        items.encoded = encoded
+    writer.out += encoded
 
 
 class Record:
