@@ -17,19 +17,21 @@ image of the tree at one zxid), so the server keeps serving while they are writt
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import math
 import os
 import random
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import trio
 
 from zabby.config import ServerConfig
-from zabby.core.messages import Diff, Message, Proposal, Request, Snap, SnapChunk, Sync, Trunc
+from zabby.core.messages import Diff, Message, Proposal, Request, Snap, SnapChunk, Sync, Trunc, encode
 from zabby.core.peer import DurableState, Peer, PeerConfig
 from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
@@ -37,7 +39,7 @@ from zabby.errors import Err, ZabbyError
 from zabby.opcodes import OpCode, owner_ttl_ms
 from zabby.server.disk import DiskWorker
 from zabby.server.stats import ServerStats
-from zabby.server.transport import Transport
+from zabby.server.transport import ForkedStream, Transport
 from zabby.storage.datadir import DataDir
 from zabby.storage.epochs import read_epoch, write_epoch
 from zabby.storage.snapshot import write_snapshot
@@ -47,6 +49,7 @@ from zabby.tree.prep import Caller, Preparer, PrepLimits
 from zabby.tree.sessions import SessionTracker
 from zabby.tree.txns import Txn, decode_txn, encode_txn, zxid_epoch
 from zabby.tree.watches import WatchManager
+from zabby.wire.framing import encode_frame
 
 if TYPE_CHECKING:
     from zabby.server.client_conn import Connection
@@ -93,6 +96,32 @@ def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, history_count: 
         history=tuple(tail) if history_count else (),
         snapshot_zxid=datadir.newest_snapshot_zxid(),
     )
+
+
+def fork_child(work: Callable[[], object]) -> int:
+    """Fork; the child runs ``work`` on its copy-on-write image of this process (the tree as
+    of now, however the parent changes it) and exits without any of the parent's cleanup.
+    Returns the child's pid; its exit status is 0 when ``work`` returned."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            work()
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
+
+
+def write_snapshot_frames(pipe: BinaryIO, records: Iterable[tuple[Any, ...]]) -> None:
+    """The quorum frames of a snapshot stream: SnapChunk messages of SNAP_CHUNK_RECORDS records."""
+    chunk: list[Any] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) >= SNAP_CHUNK_RECORDS:
+            pipe.write(encode_frame(encode(SnapChunk(records=tuple(chunk), last=False))))
+            chunk = []
+    pipe.write(encode_frame(encode(SnapChunk(records=tuple(chunk), last=True))))
 
 
 class ZabbyServer:
@@ -369,7 +398,7 @@ class ZabbyServer:
         for sid, message in messages:
             if isinstance(message, Snap):
                 self.stats.snap_count += 1
-                await self._send_snapshot(sid, message)
+                self._send_snapshot(sid, message)
                 continue
             if isinstance(message, (Diff, Trunc)):
                 self.stats.diff_count += 1
@@ -382,24 +411,26 @@ class ZabbyServer:
         last, smallest, largest = self.last_proposal_bytes
         self.last_proposal_bytes = (size, min(smallest, size) if smallest else size, max(largest, size))
 
-    async def _send_snapshot(self, sid: int, snap: Snap) -> None:
-        """Stream the tree (exactly at snap.zxid) in chunks; the peer task waits, so nothing
-        changes the tree meanwhile, and at most a few MiB are queued at once."""
+    def _send_snapshot(self, sid: int, snap: Snap) -> None:
+        """Queue the tree exactly at snap.zxid: a forked child streams its image in chunks
+        while this server goes on (the tree is never held twice; the pipe is the buffer)."""
         assert self.transport is not None
         if self.tree.last_zxid != snap.zxid:
             LOGGER.error("snapshot for %d at 0x%x but the tree is at 0x%x", sid, snap.zxid, self.tree.last_zxid)
-        started = time.perf_counter()
         self.transport.send(sid, snap)
-        chunk: list[Any] = []
-        timeout_s = self.config.init_limit_ticks * self.config.tick_ms / 1000
-        for record in self.tree.records():
-            chunk.append(record)
-            if len(chunk) >= SNAP_CHUNK_RECORDS:
-                self.transport.send(sid, SnapChunk(records=tuple(chunk), last=False))
-                chunk = []
-                await self.transport.wait_drained(sid, timeout_s)
-        self.transport.send(sid, SnapChunk(records=tuple(chunk), last=True))
-        LOGGER.info("sent a snapshot at 0x%x to server %d in %.2f s", snap.zxid, sid, time.perf_counter() - started)
+        read_fd, write_fd = os.pipe()
+        with contextlib.suppress(OSError, AttributeError):  # a bigger pipe: fewer wake-ups (Linux)
+            fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+        records = self.tree.records
+
+        def stream_tree() -> None:
+            os.close(read_fd)
+            with os.fdopen(write_fd, "wb", buffering=1 << 20) as pipe:
+                write_snapshot_frames(pipe, records())
+
+        pid = fork_child(stream_tree)
+        os.close(write_fd)
+        self.transport.send_forked(sid, ForkedStream(pid, read_fd, f"a snapshot at 0x{snap.zxid:x} to server {sid}"))
 
     async def _receive_snapshot(self, sid: int, message: Snap | SnapChunk) -> None:
         if isinstance(message, Snap):
@@ -436,14 +467,8 @@ class ZabbyServer:
         started = time.perf_counter()
         try:
             self.log.roll()
-            pid = os.fork()
-            if pid == 0:  # the child: write and leave without running any parent cleanup
-                code = 1
-                try:
-                    write_snapshot(self.datadir.snap_dir, zxid, self.tree.records())
-                    code = 0
-                finally:
-                    os._exit(code)
+            snap_dir, records = self.datadir.snap_dir, self.tree.records
+            pid = fork_child(lambda: write_snapshot(snap_dir, zxid, records()))
             _, status = await trio.to_thread.run_sync(os.waitpid, pid, 0)
             if status != 0:
                 LOGGER.error("snapshot at 0x%x failed in child (status %d)", zxid, status)

@@ -7,11 +7,19 @@ notifications use the election port and may be lost (the core re-sends them); Za
 the quorum port, and a broken quorum stream in either direction is reported to the core as
 ``link_down(sid)``, after which the core resynchronises.  ``drop(sid)`` closes both
 directions so the other side notices too.  Send queues are bounded in bytes.
+
+A queue may also hold a ``ForkedStream``: the frames a forked child writes into a pipe (a
+snapshot of the tree as it was at the fork).  The sender relays them in their place in the
+queue, so what the core sent after the SNAP follows the snapshot on the wire while the
+server goes on working, and the pipe's capacity is the only buffer.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,10 +48,40 @@ def kind_of(message: Message) -> str:
 
 
 @dataclass
+class ForkedStream:
+    """Frames a forked child writes into the pipe ``fd`` until it exits."""
+
+    pid: int
+    fd: int
+    what: str  # for log lines
+
+    def abandon(self) -> None:
+        """Never relayed (the link went): stop the child and close the pipe."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(self.fd)
+        _reap_later(self.pid)
+
+
+def _reap_later(pid: int) -> None:
+    """Collect an exited (or killed) child without blocking the event loop."""
+    trio.lowlevel.spawn_system_task(trio.to_thread.run_sync, _wait_quietly, pid)
+
+
+def _wait_quietly(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:  # already collected
+        pass
+
+
+@dataclass
 class _Outgoing:
     sid: int
     kind: str
-    queue: deque[bytes] = field(default_factory=deque)
+    queue: deque[bytes | ForkedStream] = field(default_factory=deque)
     queued_bytes: int = 0
     wake: trio.Event = field(default_factory=trio.Event)
     generation: int = 0  # bumped by drop(): queued frames of an older stream are discarded
@@ -92,23 +130,25 @@ class Transport:
         out.queued_bytes += len(frame)
         out.wake.set()
 
+    def send_forked(self, sid: int, forked: ForkedStream) -> None:
+        """Queue a child's frames on the quorum link to ``sid``, behind what is queued now."""
+        out = self._outgoing.get((sid, QUORUM))
+        if sid not in self.peers or sid == self.sid or out is None:  # no link: nothing was sent before it
+            forked.abandon()
+            return
+        out.queue.append(forked)
+        out.wake.set()
+
     def queued_bytes(self, sid: int) -> int:
         out = self._outgoing.get((sid, QUORUM))
         return out.queued_bytes if out else 0
-
-    async def wait_drained(self, sid: int, timeout_s: float) -> None:
-        """Wait until the quorum queue to ``sid`` is empty (bounded; used while streaming a snapshot)."""
-        with trio.move_on_after(timeout_s):
-            while self.queued_bytes(sid) > 8 * 2**20:
-                await trio.sleep(0.005)
 
     def drop(self, sid: int) -> None:
         for kind in (QUORUM, ELECTION):
             out = self._outgoing.get((sid, kind))
             if out is not None and kind == QUORUM:
                 out.generation += 1
-                out.queue.clear()
-                out.queued_bytes = 0
+                _clear(out)
                 out.wake.set()
         stream = self._incoming.pop((sid, QUORUM), None)
         if stream is not None and self._nursery is not None:
@@ -137,8 +177,7 @@ class Transport:
             await self._pump(out, stream, generation)
 
     def _discard(self, out: _Outgoing) -> None:
-        out.queue.clear()
-        out.queued_bytes = 0
+        _clear(out)
         if out.kind == QUORUM:
             self.link_down(out.sid)
 
@@ -166,9 +205,17 @@ class Transport:
                     await out.wake.wait()
                     out.wake = trio.Event()
                     continue
-                chunk = []
-                while out.queue and len(chunk) < 256:
+                if isinstance(out.queue[0], ForkedStream):
+                    forked = out.queue.popleft()
+                    assert isinstance(forked, ForkedStream)
+                    failed = await self._relay(forked, stream)
+                    if failed:
+                        return failed
+                    continue
+                chunk: list[bytes] = []
+                while out.queue and len(chunk) < 256 and not isinstance(out.queue[0], ForkedStream):
                     frame = out.queue.popleft()
+                    assert isinstance(frame, bytes)
                     out.queued_bytes -= len(frame)
                     chunk.append(frame)
                 data = b"".join(chunk)
@@ -176,6 +223,28 @@ class Transport:
                 self.bytes_sent += len(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             return f"broke: {exc}"
+        return None
+
+    async def _relay(self, forked: ForkedStream, stream: trio.SocketStream) -> str | None:
+        """Copy the child's frames to ``stream`` until it exits; a reason if it failed (the
+        peer then got a partial stream, so the link must go)."""
+        started, sent = time.perf_counter(), 0
+        pipe = trio.lowlevel.FdStream(forked.fd)
+        try:
+            while data := await pipe.receive_some(1 << 20):
+                await stream.send_all(data)
+                sent += len(data)
+        except BaseException:
+            os.kill(forked.pid, signal.SIGKILL)
+            _reap_later(forked.pid)
+            raise
+        finally:
+            await pipe.aclose()
+        _, status = await trio.to_thread.run_sync(os.waitpid, forked.pid, 0)
+        self.bytes_sent += sent
+        if status != 0:
+            return f"the {forked.what} child failed (status {status})"
+        LOGGER.info("sent %s: %d bytes in %.2f s", forked.what, sent, time.perf_counter() - started)
         return None
 
     @staticmethod
@@ -244,3 +313,11 @@ class Transport:
                 return
             for frame in decoder.receive_data(data):
                 self.deliver(sid, decode(frame))
+
+
+def _clear(out: _Outgoing) -> None:
+    for item in out.queue:
+        if isinstance(item, ForkedStream):
+            item.abandon()
+    out.queue.clear()
+    out.queued_bytes = 0
