@@ -28,28 +28,71 @@ def _arity(func: Callable[..., Any]) -> int:
     return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
-class DataWatch:
-    """Calls ``func(data, stat)`` (or ``func(data, stat, event)``) now and on each change."""
+class _Watch:
+    """What both helpers share: the function, the stop rule, and the re-read after a new
+    session.  A subclass reads in ``_refresh(event)`` and hands the result to its function."""
 
-    def __init__(self, client: Any, path: str, func: Callable[..., Any] | None = None, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, client: Any, path: str, allow_session_lost: bool = True) -> None:
         self._client = client
         self._path = path
         self._func: Callable[..., Any] | None = None
+        self._allow_session_lost = allow_session_lost
         self._stopped = False
         self._lock = threading.RLock()
-        self._last: tuple[Any, Any] | None = None
         self._ever_lost = False
         self._client.add_listener(self._session_watcher)
-        if func is not None:
-            self(func)
 
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         self._func = func
-        self._include_event = _arity(func) >= 3
-        self._get_data(None)
+        self._adopt(func)
+        self._refresh(None)
         return func
 
-    def _get_data(self, event: WatchedEvent | None) -> None:
+    def _adopt(self, func: Callable[..., Any]) -> None:
+        """Look at the function before its first call (a hook)."""
+
+    def _refresh(self, event: WatchedEvent | None) -> None:
+        raise NotImplementedError
+
+    def _deliver(self, *args: Any) -> None:
+        """Call the function; returning False stops the watch for good."""
+        assert self._func is not None
+        if self._func(*args) is False:
+            self._stop()
+
+    def _stop(self) -> None:
+        self._stopped = True
+        self._func = None
+        self._client.remove_listener(self._session_watcher)
+
+    def _watcher(self, event: WatchedEvent) -> None:
+        if event.type != "NONE":
+            self._refresh(event)
+
+    def _session_watcher(self, state: KazooState) -> None:
+        if state == KazooState.LOST:
+            self._ever_lost = True
+            if not self._allow_session_lost:
+                self._stopped = True
+        elif state == KazooState.CONNECTED and self._ever_lost:
+            self._ever_lost = False
+            self._refresh(None)
+
+
+class DataWatch(_Watch):
+    """Calls ``func(data, stat)`` (or ``func(data, stat, event)``) now and on each change."""
+
+    def __init__(self, client: Any, path: str, func: Callable[..., Any] | None = None, *args: Any, **kwargs: Any) -> None:
+        super().__init__(client, path)
+        self._last: tuple[Any, Any] | None = None
+        self._include_event = False
+        if func is not None:
+            self(func)
+
+    def _adopt(self, func: Callable[..., Any]) -> None:
+        self._include_event = _arity(func) >= 3
+
+    def _refresh(self, event: WatchedEvent | None) -> None:
         with self._lock:
             if self._stopped or self._func is None:
                 return
@@ -60,7 +103,7 @@ class DataWatch:
                 return
             if event is None or self._last is None or (data, stat) != self._last or event.type == "NONE":
                 self._last = (data, stat)
-                self._call(data, stat, event)
+                self._deliver(*((data, stat, event) if self._include_event else (data, stat)))
 
     def _read(self) -> tuple[bytes | None, Any]:
         for _ in range(100):  # bounded: only loops while the node flickers
@@ -72,48 +115,17 @@ class DataWatch:
                     return None, None
         return None, None
 
-    def _call(self, data: Any, stat: Any, event: WatchedEvent | None) -> None:
-        assert self._func is not None
-        result = self._func(data, stat, event) if self._include_event else self._func(data, stat)
-        if result is False:
-            self._stopped = True
-            self._func = None
-            self._client.remove_listener(self._session_watcher)
 
-    def _watcher(self, event: WatchedEvent) -> None:
-        if event.type != "NONE":
-            self._get_data(event)
-
-    def _session_watcher(self, state: KazooState) -> None:
-        if state == KazooState.LOST:
-            self._ever_lost = True
-        elif state == KazooState.CONNECTED and self._ever_lost:
-            self._ever_lost = False
-            self._get_data(None)
-
-
-class ChildrenWatch:
+class ChildrenWatch(_Watch):
     """Calls ``func(children)`` (or ``func(children, event)`` with ``send_event``) on changes."""
 
     def __init__(self, client: Any, path: str, func: Callable[..., Any] | None = None, allow_session_lost: bool = True, send_event: bool = False) -> None:
-        self._client = client
-        self._path = path
-        self._func: Callable[..., Any] | None = None
+        super().__init__(client, path, allow_session_lost)
         self._send_event = send_event
-        self._allow_session_lost = allow_session_lost
-        self._stopped = False
-        self._lock = threading.RLock()
-        self._ever_lost = False
-        self._client.add_listener(self._session_watcher)
         if func is not None:
             self(func)
 
-    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        self._func = func
-        self._get_children(None)
-        return func
-
-    def _get_children(self, event: WatchedEvent | None) -> None:
+    def _refresh(self, event: WatchedEvent | None) -> None:
         with self._lock:
             if self._stopped or self._func is None:
                 return
@@ -122,21 +134,4 @@ class ChildrenWatch:
             except (NoNodeError, ConnectionClosedError):
                 self._stopped = True
                 return
-            result = self._func(children, event) if self._send_event else self._func(children)
-            if result is False:
-                self._stopped = True
-                self._func = None
-                self._client.remove_listener(self._session_watcher)
-
-    def _watcher(self, event: WatchedEvent) -> None:
-        if event.type != "NONE":
-            self._get_children(event)
-
-    def _session_watcher(self, state: KazooState) -> None:
-        if state == KazooState.LOST:
-            self._ever_lost = True
-            if not self._allow_session_lost:
-                self._stopped = True
-        elif state == KazooState.CONNECTED and self._ever_lost:
-            self._ever_lost = False
-            self._get_children(None)
+            self._deliver(*((children, event) if self._send_event else (children,)))
