@@ -84,16 +84,15 @@ def core_timing(config: ServerConfig) -> tuple[int, PeerConfig]:
 
 def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, history_count: int) -> DurableState:
     last_logged = max(log.last_zxid, tree.last_zxid)
-    tail: deque[Txn] = deque(maxlen=max(1, history_count))
-    for _, payload in log.read_from(0):  # purge keeps the log short: the snapshots' worth
-        tail.append(decode_txn(payload))
+    # purge keeps the log short (the snapshots' worth); only the window's txns are decoded
+    tail = deque((payload for _, payload in log.read_from(0)), maxlen=max(1, history_count))
     default_epoch = zxid_epoch(last_logged)
     return DurableState(
         accepted_epoch=read_epoch(datadir.accepted_epoch_path, default_epoch),
         current_epoch=read_epoch(datadir.current_epoch_path, default_epoch),
         last_logged=last_logged,
         applied=tree.last_zxid,
-        history=tuple(tail) if history_count else (),
+        history=tuple(decode_txn(payload) for payload in tail) if history_count else (),
         snapshot_zxid=datadir.newest_snapshot_zxid(),
     )
 
