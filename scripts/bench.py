@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 sys.path.insert(0, str(ROOT))
 
 import bench_report as report  # noqa: E402
-from bench_runner import DRIVERS, SHAPES, WORKLOADS, Context, Limits, Shape, build_java, run_clients, run_workload  # noqa: E402
+from bench_runner import DRIVERS, SHAPES, WORKLOADS, Context, Limits, Shape, build_java, py_spy, run_clients, run_workload  # noqa: E402
 from bench_systems import System, ensure_zookeeper, make_system  # noqa: E402
 
 QUICK_WORKLOADS = ["getData", "mix-90/10", "create-100B", "latency-read", "latency-write"]
@@ -232,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
             drivers.remove("java")
         else:
             java_build = built
+
+    if full and not args.no_profile and py_spy() is None:
+        parser.error("--full profiles the server with py-spy, which is not installed: "
+                     "pip install -e '.[bench]' (or pass --no-profile)")
 
     quiet_minutes = args.wait_quiet if args.wait_quiet is not None else (20.0 if full else 0.0)
     quiet, load_start = wait_quiet(quiet_minutes, args.quiet_load) if quiet_minutes > 0 else (report.loadavg() < args.quiet_load, report.loadavg())

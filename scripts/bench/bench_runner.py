@@ -87,6 +87,12 @@ class Limits:
 # -- the Java generator -------------------------------------------------------------------
 
 
+
+def py_spy() -> str | None:
+    """py-spy on PATH, or next to this interpreter (a virtualenv run without activating it)."""
+    beside = Path(sys.executable).with_name("py-spy")
+    return shutil.which("py-spy") or (str(beside) if beside.exists() else None)
+
 def java_classpath(build: Path) -> str:
     return ":".join([str(build), str(ZK_JAR), str(JAVA_DIR / "slf4j-nop.jar")])
 
@@ -215,7 +221,7 @@ def run_clients(ctx: Context, system: System, driver: str, cfgs: list[dict[str, 
             # thread holding the GIL only (where the Python CPU time goes)
             for extra, out in (([], profile), (["--gil"], profile.with_name(profile.stem + "-gil.txt"))):
                 spies.append(subprocess.Popen(
-                    ["py-spy", "record", "-p", str(pid), "-d", str(seconds), "-r", "200", "-f", "raw", "-o", str(out), "--nonblocking", *extra],
+                    [py_spy() or "py-spy", "record", "-p", str(pid), "-d", str(seconds), "-r", "200", "-f", "raw", "-o", str(out), "--nonblocking", *extra],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))  # fmt: skip
             time.sleep(0.7)
         cpu0 = system.cpu()
