@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
+from pathlib import Path
 
+from tests.procs import ROOT, wait_until
 from zabby.core.messages import SnapChunk, decode
 from zabby.server.node import SNAP_CHUNK_RECORDS, write_snapshot_frames
 from zabby.tree.datatree import DataTree
@@ -27,3 +31,32 @@ def test_an_empty_tree_is_one_last_chunk() -> None:
     write_snapshot_frames(pipe, iter(()))
     [chunk] = [decode(frame) for frame in FrameDecoder().receive_data(pipe.getvalue())]
     assert chunk == SnapChunk(records=(), last=True)
+
+
+def test_a_forked_child_dies_with_the_server(tmp_path: Path) -> None:
+    """A snapshot child must not outlive a killed server (it holds the server's listening
+    sockets, so a restart could not bind them)."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import sys, time\n"
+            "from zabby.server.node import fork_child\n"
+            "print(fork_child(lambda: time.sleep(60)), flush=True)\n"
+            "time.sleep(60)\n"
+        )],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        child = int(parent.stdout.readline())  # type: ignore[union-attr]
+        assert _alive(child)
+    finally:
+        parent.kill()
+        parent.wait(10)
+    wait_until(lambda: not _alive(child), 10.0, "the child to die with its parent")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")

@@ -18,11 +18,13 @@ image of the tree at one zxid), so the server keeps serving while they are writt
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import logging
 import math
 import os
 import random
+import signal
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -31,7 +33,17 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import trio
 
 from zabby.config import ServerConfig
-from zabby.core.messages import Diff, Message, Proposal, Request, Snap, SnapChunk, Sync, Trunc, encode
+from zabby.core.messages import (
+    Diff,
+    Message,
+    Proposal,
+    Request,
+    Snap,
+    SnapChunk,
+    Sync,
+    Trunc,
+    encode,
+)
 from zabby.core.peer import DurableState, Peer, PeerConfig
 from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
@@ -59,6 +71,7 @@ LOGGER = logging.getLogger("zabby.server")
 Done = Callable[[Txn, Any], None]
 CORE_TICK_MS_MAX = 50
 SNAP_CHUNK_RECORDS = 2000
+PR_SET_PDEATHSIG = 1  # prctl(2)
 FINALIZE_WAIT_MS = 200
 
 
@@ -105,11 +118,22 @@ def fork_child(work: Callable[[], object]) -> int:
     if pid == 0:
         code = 1
         try:
+            _die_with_parent()
             work()
             code = 0
         finally:
             os._exit(code)
     return pid
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this child if the server dies, so a killed server's child never
+    outlives it holding the server's inherited listening sockets (a restart could not bind)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the child ends with its work
+        pass
 
 
 def write_snapshot_frames(pipe: BinaryIO, records: Iterable[tuple[Any, ...]]) -> None:
