@@ -113,7 +113,8 @@ def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, history_count: 
 def fork_child(work: Callable[[], object]) -> int:
     """Fork; the child runs ``work`` on its copy-on-write image of this process (the tree as
     of now, however the parent changes it) and exits without any of the parent's cleanup.
-    Returns the child's pid; its exit status is 0 when ``work`` returned."""
+    Returns the child's pid; its exit status is 0 when ``work`` returned.  Call it from the
+    trio thread: the child is killed when the thread that forked it ends (prctl(2))."""
     pid = os.fork()
     if pid == 0:
         code = 1
