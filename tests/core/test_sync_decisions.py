@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from tests.core.scenario import Scenario, create_txn, creates
 from zabby.core.history import History
-from zabby.core.messages import Diff, Snap, Trunc
+from zabby.core.messages import AckEpoch, Diff, Snap, Trunc
 from zabby.core.sync import choose_sync
 from zabby.core.types import SyncMode
+from zabby.sim.disk import Disk, Snapshot
+from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn, make_zxid
 
 
@@ -176,6 +178,40 @@ def test_trunc_only_when_the_learner_is_ahead_of_everything() -> None:
     assert [t.zxid for t in c.messages(Trunc, dst=1)] == [z(1, 4)]
     assert c.node(1).disk.last_zxid == z(1, 4)
     assert c.node(1).tree.digest() == c.node(b).tree.digest()
+
+
+def test_trunc_below_a_dirty_snapshot_becomes_a_snap() -> None:
+    """ZOOKEEPER-1549: server 1 installed a SNAP holding an unestablished leader's tail
+    ((1, 5), (1, 6), never committed).  Epoch 2 is led without it; the TRUNC to (1, 4) it
+    gets would cut only the log (the sim disk refuses that outright), so it must ask for
+    a SNAP instead and end up with the leader's tree."""
+    c = Scenario(voters=3)
+    common = creates(1, 4)
+    ghosts = [create_txn(1, 5, "/ghost5", 5), create_txn(1, 6, "/ghost6", 6)]
+    dirty = Disk(accepted_epoch=1, current_epoch=1)
+    dirty.append([*common, *ghosts])
+    tree = DataTree()
+    for txn in (*common, *ghosts):
+        tree.apply(txn)
+    dirty.save_snapshot(Snapshot(z(1, 6), tuple(tree.records()), dirty.chain_at_end(), confirmed=False), 0, clear_log=True)
+    c.node(1).disk = dirty
+    for sid in (2, 3):
+        c.preload(sid, accepted_epoch=1, txns=common)
+    c.down(1)
+    c.restart(2)
+    c.restart(3)
+    b = _establish(c)
+    c.write(b, "/b0")
+    c.run_until(lambda: c.node(b).tree_zxid == z(2, 1))
+    c.node(1).restart_at = 0
+    c.restart(1)
+    c.run_until(c.converged)
+    assert [t.zxid for t in c.messages(Trunc, dst=1)] == [z(1, 4)]  # refused ...
+    assert any(m.snapshot_wanted for m in c.messages(AckEpoch, src=1))  # ... and a SNAP asked for
+    assert c.messages(Snap, dst=1)
+    a = c.node(1)
+    assert a.tree.get("/ghost5") is None and a.tree.get("/b0") is not None
+    assert a.tree.digest() == c.node(b).tree.digest()
 
 
 def test_snap_when_the_learner_is_below_the_window() -> None:
