@@ -60,11 +60,17 @@ def save_state(state: dict[str, dict[str, int]]) -> None:
 
 
 def alive(pid: int) -> bool:
+    """Running, not a zombie: a server started by an earlier `start` is not our child, so
+    once killed it may linger unreaped (where PID 1 does not reap), which kill(pid, 0) misses."""
     try:
         os.kill(pid, 0)
     except OSError:
         return False
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc: trust kill(pid, 0)
+    return state not in ("Z", "X")
 
 
 def launch(sid: int, size: int) -> int:
