@@ -115,11 +115,12 @@ def fork_child(work: Callable[[], object]) -> int:
     of now, however the parent changes it) and exits without any of the parent's cleanup.
     Returns the child's pid; its exit status is 0 when ``work`` returned.  Call it from the
     trio thread: the child is killed when the thread that forked it ends (prctl(2))."""
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
-            _die_with_parent()
+            _die_with_parent(parent)
             work()
             code = 0
         finally:
@@ -127,14 +128,16 @@ def fork_child(work: Callable[[], object]) -> int:
     return pid
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     """Linux: SIGKILL this child if the server dies, so a killed server's child never
     outlives it holding the server's inherited listening sockets (a restart could not bind)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):  # not Linux: the child ends with its work
-        pass
+        return
+    if os.getppid() != parent:  # the server died before the prctl took effect
+        os._exit(1)
 
 
 def write_snapshot_frames(pipe: BinaryIO, records: Iterable[tuple[Any, ...]]) -> None:
