@@ -11,6 +11,7 @@ from tests.client.conftest import wait_until
 from tests.procs import ServerProcess
 from zabby import AsyncResult, KazooRetry, KazooState, KazooTimeoutError, SyncClient
 from zabby.errors import (
+    AuthFailedError,
     ConnectionClosedError,
     ConnectionLoss,
     NodeExistsError,
@@ -151,3 +152,17 @@ def test_kazoo_retry(client: SyncClient) -> None:
         retry(always)
     with pytest.raises(NoNodeError):
         retry(client.get, "/missing")
+
+
+def test_a_failed_add_auth_raises_and_the_session_goes_on(client: SyncClient) -> None:
+    """ZooKeeper answers AUTHFAILED and closes the connection; the client reconnects to the
+    same session, without the refused credential."""
+    session = client.client_id
+    states: list[KazooState] = []
+    client.add_listener(states.append)
+    with pytest.raises(AuthFailedError):
+        client.add_auth("nosuch", "whatever")
+    client.retry(client.create, "/after-failed-auth", b"")
+    assert client.client_id == session
+    wait_until(lambda: states[-2:] == [KazooState.SUSPENDED, KazooState.CONNECTED], 10, "the reconnect")
+    assert ("nosuch", b"whatever") not in client._client._auth_data

@@ -587,7 +587,11 @@ class Client:
         return await self._call(OpCode.SYNC, [self._spath(path)], p.decode_path)
 
     async def add_auth(self, scheme: str, credential: Any) -> bool:
-        """Authenticate this session; the credential is re-sent after every reconnect."""
+        """Authenticate this session; the credential is re-sent after every reconnect.
+
+        A refused credential raises AuthFailedError.  The server then closes the connection,
+        as ZooKeeper does, and this client reconnects to the same session without it (kazoo
+        closes the whole client instead)."""
         cred = _cred_bytes(credential)
         conn = await self._connection()
         request = self._proto.auth_request(scheme, cred)

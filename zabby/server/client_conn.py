@@ -76,6 +76,7 @@ class Connection:
         self._out_bytes = 0
         self._wake = trio.Event()
         self._closing = False
+        self._close_after_reply = False  # the next reply is the last (a failed auth)
         self._session_ready = trio.Event()
         self.codec: jute_conn.JuteCodec | None = None  # set when the connection speaks jute
         self._handlers: dict[int, Callable[[list[Any]], list[Any]]] = {
@@ -120,10 +121,10 @@ class Connection:
         jute codec's bookkeeping of the ops awaiting replies relies on."""
         if self.codec is None:
             self.send(pack_frame(values))
-            return
-        frame = self.codec.encode(values)
-        if frame:
+        elif frame := self.codec.encode(values):
             self.send(frame)
+        if self._close_after_reply:
+            self.close_after_flush()
 
     def send(self, frame: bytes) -> None:
         if self._closing and not self._out:
@@ -380,6 +381,7 @@ class Connection:
             auth_id = acls.authenticate(scheme, credential)
         except ZabbyError:
             self.server.stats.auth_failed_count += 1
+            self._close_after_reply = True  # ZooKeeper answers AUTHFAILED, then closes
             raise
         if auth_id not in self.auth_ids:
             self.auth_ids.append(auth_id)
