@@ -51,6 +51,8 @@ def drain(peer: Peer) -> Ready:
         merged.drop_links += rd.drop_links
         if rd.truncate_to is not None:
             merged.truncate_to = rd.truncate_to
+        if rd.current_epoch is not None:
+            merged.current_epoch = rd.current_epoch
         peer.advance(rd)
     return merged
 
@@ -378,3 +380,23 @@ def test_a_learner_that_wants_a_snapshot_gets_one_even_inside_the_window() -> No
     peer.step(1, AckEpoch(current_epoch=1, last_zxid=z(1, 1), snapshot_wanted=True))
     rd = drain(peer)
     assert [m.zxid for m in sent(rd, Snap, to=1)] == [z(1, 3)] and not sent(rd, Diff, to=1)
+
+
+def test_the_leader_takes_the_new_epoch_only_once_a_quorum_acked_it() -> None:
+    """Sim seeds 5457 and 6199: a leader that persisted the new current epoch on FOLLOWERINFO
+    alone, then met a follower ahead of it, would win the next election on that epoch with
+    its stale log and truncate committed txns (ZooKeeper waits for the ACKEPOCHs)."""
+    peer = Peer(PeerConfig(sid=3, voters=VOTERS, finalize_wait_ticks=1), DurableState(1, 1, z(1, 4), z(1, 4), (txn(1, 4),)))
+    drain(peer)
+    peer.step(1, Notification(leader=3, zxid=z(1, 4), peer_epoch=1, election_epoch=peer.logical_clock, state="looking"))
+    for _ in range(3):
+        peer.tick()
+    peer.step(1, FollowerInfo(accepted_epoch=1, last_zxid=0))
+    assert peer.current_epoch == 1 and drain(peer).current_epoch is None  # epoch 2 picked, not taken
+    peer.step(1, AckEpoch(current_epoch=1, last_zxid=z(1, 5)))  # ahead: step down
+    assert peer.state == ServerState.LOOKING and peer.current_epoch == 1
+
+    peer = _leader(DurableState(1, 1, z(1, 4), z(1, 4), (txn(1, 4),)))
+    drain(peer)
+    peer.step(1, AckEpoch(current_epoch=1, last_zxid=z(1, 4)))
+    assert peer.current_epoch == 2 and drain(peer).current_epoch == 2

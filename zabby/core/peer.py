@@ -447,12 +447,21 @@ class Peer:
         self._ready.accepted_epoch = leader.epoch
         for sid in leader.learners:
             self._send(sid, LeaderInfo(epoch=leader.epoch))
-        self._leader_sync_self()
+        self._leader_maybe_sync_self()
 
-    def _leader_sync_self(self) -> None:
-        """The leader's own NEWLEADER: its current epoch is the new one once persisted."""
+    def _leader_maybe_sync_self(self) -> None:
+        """The leader's own NEWLEADER, once a quorum acked the new epoch and none of them was
+        ahead of it (ZooKeeper's waitForEpochAck): its current epoch is the new one once
+        persisted.  Taking the new current epoch any earlier would let a leader that turns
+        out to be behind win the next election on that epoch alone, and truncate committed
+        txns from the others (sim seed 6199)."""
         leader = self.leader
         assert leader is not None
+        if not leader.epoch or self.sid in leader.newleader_acks:
+            return
+        acked = {self.sid} | {sid for sid, i in leader.learners.items() if i.acked_epoch and not i.observer}
+        if not self.quorum.has_quorum(acked):
+            return
         self.current_epoch = leader.epoch
         self._ready.current_epoch = leader.epoch
         leader.newleader_acks.add(self.sid)
@@ -470,6 +479,7 @@ class Peer:
             self._drop_learner(sender, "second ACKEPOCH")  # a broken stream (sim seed 114)
             return
         info.acked_epoch = True
+        self._leader_maybe_sync_self()
         plan = choose_sync(ack.last_zxid, self.last_logged, self.history, force_snap=ack.snapshot_wanted)
         base = ack.last_zxid
         if plan.mode == SyncMode.SNAP:
