@@ -32,6 +32,10 @@ REGRESSIONS = {
     138: "SNAP left a gap beyond the leader's window (test_snap_carries_every_pending_txn_even_beyond_the_window)",
     463: "a reordered stream dropped the snapshot, the learner acked NEWLEADER over its old log "
     "(test_snap_never_installed_goes_looking_instead_of_acking_newleader)",
+    5457: "a leader took the new current epoch before a quorum acked it, lost to a follower ahead of it, "
+    "then won the next election on that epoch with a stale log (test_the_leader_takes_the_new_epoch_only_...)",
+    6199: "the same: the stale leader truncated committed txns from the others",
+    5862: "the sim shell installed a chunk of an earlier sync's SNAP (shell rule, as zabby.server.node)",
 }
 
 
