@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -144,11 +143,3 @@ class LocalEnsemble:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
