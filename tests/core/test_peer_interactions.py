@@ -129,12 +129,7 @@ def test_second_leaderinfo_goes_looking() -> None:
 
 
 def test_second_sync_mode_message_goes_looking() -> None:
-    peer = Peer(PeerConfig(sid=2, voters=VOTERS), DurableState())
-    drain(peer)
-    vote = {"leader": 1, "zxid": 0, "peer_epoch": 1, "election_epoch": peer.logical_clock}
-    peer.step(1, Notification(**vote, state="leading"))
-    peer.step(3, Notification(**vote, state="following"))
-    peer.step(1, LeaderInfo(epoch=1))
+    peer = _syncing_learner(DurableState())
     peer.step(1, Diff(zxid=0))
     peer.step(1, Snap(zxid=0))
     assert peer.state == ServerState.LOOKING
@@ -217,13 +212,8 @@ def test_proposal_before_the_sync_mode_goes_looking() -> None:
 
 
 def test_newleader_without_a_sync_mode_goes_looking() -> None:
-    peer = Peer(PeerConfig(sid=2, voters=VOTERS), DurableState())
-    drain(peer)
-    vote = {"leader": 1, "zxid": 0, "peer_epoch": 1, "election_epoch": peer.logical_clock}
-    peer.step(1, Notification(**vote, state="leading"))
-    peer.step(3, Notification(**vote, state="following"))
-    peer.step(1, LeaderInfo(epoch=1))
-    peer.step(1, NewLeader(zxid=z(1, 0)))
+    peer = _syncing_learner(DurableState())
+    peer.step(1, NewLeader(zxid=z(3, 0)))
     assert peer.state == ServerState.LOOKING and not sent(drain(peer), Ack)
 
 
@@ -257,8 +247,8 @@ def test_trunc_to_the_snapshot_or_above_cuts_the_log() -> None:
 
 
 # --------------------------------------------------------------------- the leader's side
-def _leader(durable: DurableState, *, commit_log_count: int = 500) -> Peer:
-    """Server 3, elected by 1's vote, in discovery with learner 1."""
+def _elected(durable: DurableState, *, commit_log_count: int = 500) -> Peer:
+    """Server 3, elected by 1's vote, in discovery with no learner yet."""
     peer = Peer(PeerConfig(sid=3, voters=VOTERS, finalize_wait_ticks=1, commit_log_count=commit_log_count), durable)
     drain(peer)
     peer.step(1, Notification(leader=3, zxid=durable.last_logged, peer_epoch=durable.current_epoch,
@@ -266,6 +256,12 @@ def _leader(durable: DurableState, *, commit_log_count: int = 500) -> Peer:
     for _ in range(3):
         peer.tick()
     assert peer.state == ServerState.LEADING
+    return peer
+
+
+def _leader(durable: DurableState, *, commit_log_count: int = 500) -> Peer:
+    """Server 3, elected by 1's vote, in discovery with learner 1."""
+    peer = _elected(durable, commit_log_count=commit_log_count)
     peer.step(1, FollowerInfo(accepted_epoch=durable.accepted_epoch, last_zxid=0))
     assert sent(drain(peer), LeaderInfo, to=1)
     return peer
@@ -386,11 +382,7 @@ def test_the_leader_takes_the_new_epoch_only_once_a_quorum_acked_it() -> None:
     """Sim seeds 5457 and 6199: a leader that persisted the new current epoch on FOLLOWERINFO
     alone, then met a follower ahead of it, would win the next election on that epoch with
     its stale log and truncate committed txns (ZooKeeper waits for the ACKEPOCHs)."""
-    peer = Peer(PeerConfig(sid=3, voters=VOTERS, finalize_wait_ticks=1), DurableState(1, 1, z(1, 4), z(1, 4), (txn(1, 4),)))
-    drain(peer)
-    peer.step(1, Notification(leader=3, zxid=z(1, 4), peer_epoch=1, election_epoch=peer.logical_clock, state="looking"))
-    for _ in range(3):
-        peer.tick()
+    peer = _elected(DurableState(1, 1, z(1, 4), z(1, 4), (txn(1, 4),)))
     peer.step(1, FollowerInfo(accepted_epoch=1, last_zxid=0))
     assert peer.current_epoch == 1 and drain(peer).current_epoch is None  # epoch 2 picked, not taken
     peer.step(1, AckEpoch(current_epoch=1, last_zxid=z(1, 5)))  # ahead: step down

@@ -107,6 +107,16 @@ def _establish(c: Scenario) -> int:
     return int(leader.sid)
 
 
+def _lead_without_1(c: Scenario, common: list[Txn]) -> int:
+    """Servers 2 and 3, holding ``common``, elect a leader of epoch 2 while server 1 is down."""
+    for sid in (2, 3):
+        c.preload(sid, accepted_epoch=1, txns=common)
+    c.down(1)
+    c.restart(2)
+    c.restart(3)
+    return _establish(c)
+
+
 def test_diff_brings_a_restarted_follower_up_to_date() -> None:
     c = Scenario(voters=3)
     leader = _establish(c)
@@ -142,12 +152,7 @@ def test_truncA_trunc_then_diff_and_tree_reloaded() -> None:
     common = creates(1, 4)
     trunc_a = create_txn(1, 5, "/truncA", 5)
     c.preload(1, accepted_epoch=1, txns=[*common, trunc_a])  # a: logged truncA, never proposed it
-    for sid in (2, 3):
-        c.preload(sid, accepted_epoch=1, txns=common)
-    c.down(1)
-    c.restart(2)
-    c.restart(3)
-    b = _establish(c)  # b leads epoch 2 ...
+    b = _lead_without_1(c, common)  # b leads epoch 2 ...
     for i in range(3):
         c.write(b, f"/b{i}")  # ... and commits more
     c.run_until(lambda: c.node(b).tree_zxid == make_zxid(2, 3))
@@ -167,12 +172,7 @@ def test_trunc_only_when_the_learner_is_ahead_of_everything() -> None:
     c = Scenario(voters=3)
     common = creates(1, 4)
     c.preload(1, accepted_epoch=1, txns=[*common, create_txn(1, 5, "/truncA", 5)])
-    for sid in (2, 3):
-        c.preload(sid, accepted_epoch=1, txns=common)
-    c.down(1)
-    c.restart(2)
-    c.restart(3)
-    b = _establish(c)  # epoch 2, no new txn: the leader's log ends at (1, 4)
+    b = _lead_without_1(c, common)  # epoch 2, no new txn: the leader's log ends at (1, 4)
     c.restart(1)
     c.run_until(c.converged)
     assert [t.zxid for t in c.messages(Trunc, dst=1)] == [z(1, 4)]
@@ -195,12 +195,7 @@ def test_trunc_below_a_dirty_snapshot_becomes_a_snap() -> None:
         tree.apply(txn)
     dirty.save_snapshot(Snapshot(z(1, 6), tuple(tree.records()), dirty.chain_at_end(), confirmed=False), 0, clear_log=True)
     c.node(1).disk = dirty
-    for sid in (2, 3):
-        c.preload(sid, accepted_epoch=1, txns=common)
-    c.down(1)
-    c.restart(2)
-    c.restart(3)
-    b = _establish(c)
+    b = _lead_without_1(c, common)
     c.write(b, "/b0")
     c.run_until(lambda: c.node(b).tree_zxid == z(2, 1))
     c.node(1).restart_at = 0
