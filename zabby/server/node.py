@@ -325,10 +325,10 @@ class ZabbyServer:
 
     async def _process(self, ready: Ready, nursery: trio.Nursery) -> None:
         if ready.early_messages:
-            await self._send(ready.early_messages)
+            self._send(ready.early_messages)
         await self._persist(ready)
         self._apply(ready.committed)
-        await self._send(ready.messages)
+        self._send(ready.messages)
         for sid in ready.drop_links:
             if self.transport is not None:
                 self.transport.drop(sid)
@@ -419,7 +419,7 @@ class ZabbyServer:
             self.stats.ttl_node_deleted_count += 1
 
     # ----------------------------------------------------------------- links and snapshots
-    async def _send(self, messages: list[tuple[int, Message]]) -> None:
+    def _send(self, messages: list[tuple[int, Message]]) -> None:
         if self.transport is None:
             return
         for sid, message in messages:
