@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import socket
+import struct
+import time
 
 from tests.procs import ServerProcess
-from tests.server.wire import raw_session
+from tests.server.wire import OPEN_ACL, raw_session
 from zabby.errors import Err
 from zabby.wire.messages import pack_frame
 
@@ -92,3 +94,42 @@ def test_replies_before_a_malformed_frame_are_delivered(zabby_server: ServerProc
         reply = session.receive()
         assert reply[0] == 1 and reply[2] == 0
         assert session.receive()[2] == Err.MARSHALLINGERROR
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close with a TCP reset (SO_LINGER 0): the server's next write to it breaks (EPIPE)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def test_a_client_that_resets_while_the_server_writes_ends_only_its_connection(zabby_server: ServerProcess) -> None:
+    """The server writes many large replies to a client that reads none and then resets: the
+    write breaks (EPIPE).  That used to leave ``Connection.run`` as an ExceptionGroup, which
+    its ``except BrokenResourceError`` never matched, and kill the whole server."""
+    writer = raw_session(zabby_server.port)
+    assert writer.call(1, "/big", b"x" * 900_000, OPEN_ACL, 0, None)[2] == 0
+    bystander = raw_session(zabby_server.port)
+    for _ in range(3):
+        greedy = raw_session(zabby_server.port)
+        greedy.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        for _ in range(40):
+            greedy.send(4, "/big", False)  # getData: 40 x 900 kB of replies nobody reads
+        time.sleep(0.3)  # the server is blocked writing to the full socket
+        _reset(greedy.sock)
+    time.sleep(0.5)
+    assert zabby_server.proc is not None and zabby_server.proc.poll() is None, zabby_server.log_tail()
+    assert zabby_server.four_letter("ruok") == "imok"
+    assert bystander.call(3, "/big", False)[2] == 0
+    assert "Traceback" not in zabby_server.log_path.read_text()
+
+
+def test_an_admin_client_that_resets_mid_request_leaves_the_server_up(zabby_server: ServerProcess) -> None:
+    for _ in range(3):
+        sock = socket.create_connection(("127.0.0.1", zabby_server.admin_port), timeout=5)
+        sock.sendall(b"GET /commands/mntr HTTP/1.1\r\n")  # no end of headers: the server is reading
+        time.sleep(0.1)
+        _reset(sock)
+    time.sleep(0.3)
+    assert zabby_server.proc is not None and zabby_server.proc.poll() is None, zabby_server.log_tail()
+    assert zabby_server.four_letter("ruok") == "imok"
+    assert "Traceback" not in zabby_server.log_path.read_text()

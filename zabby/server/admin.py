@@ -18,6 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from zabby.server import fourletter
+from zabby.server.guard import contained
 
 if TYPE_CHECKING:
     from zabby.server.node import ZabbyServer
@@ -77,10 +78,7 @@ async def _handle(server: ZabbyServer, stream: trio.SocketStream) -> None:
         else:
             status, ctype, body = render(server, parts[1].decode("latin-1"))
         head = f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        try:
-            await stream.send_all(head.encode() + (body if parts[:1] != [b"HEAD"] else b""))
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+        await stream.send_all(head.encode() + (body if parts[:1] != [b"HEAD"] else b""))
 
 
 async def serve_admin(server: ZabbyServer, *, task_status: trio.TaskStatus[int | None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -95,4 +93,4 @@ async def serve_admin(server: ZabbyServer, *, task_status: trio.TaskStatus[int |
     port = listeners[0].socket.getsockname()[1]
     LOGGER.info("admin server on http://%s:%d%s", config.admin_address, port, config.admin_command_url)
     task_status.started(port)
-    await trio.serve_listeners(lambda stream: _handle(server, stream), listeners)
+    await trio.serve_listeners(lambda stream: contained("an admin request", LOGGER, _handle, server, stream), listeners)

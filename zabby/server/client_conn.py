@@ -22,6 +22,7 @@ import trio
 from zabby.errors import Err, RemoteProtocolError, ZabbyError
 from zabby.opcodes import WRITE_OPS, KeeperState, OpCode
 from zabby.server import fourletter, jute_conn
+from zabby.server.guard import NETWORK_ERRORS
 from zabby.server.node import ZabbyServer
 from zabby.server.reads import READ_HANDLERS, missed_events
 from zabby.server.stats import LatencyStat
@@ -87,13 +88,14 @@ class Connection:
 
     # ----------------------------------------------------------------- lifecycle
     async def run(self) -> None:
+        """Serve this connection until either side closes it.  A broken socket ends the
+        writer quietly; what the reader raises leaves through ``guard.contained`` (the
+        caller), so nothing on one connection reaches the server's nurseries."""
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._writer, nursery.cancel_scope)
                 await self._reader()
                 self.close_after_flush()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
-            pass
         finally:
             self.server.detach(self)
             with trio.CancelScope(shield=True):
@@ -107,7 +109,7 @@ class Connection:
                 await self.stream.send_eof()
                 while await self.stream.receive_some(RECEIVE_BYTES_MAX):
                     pass
-            except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError, OSError):
+            except NETWORK_ERRORS:
                 pass
         await self.stream.aclose()
 
@@ -139,18 +141,24 @@ class Connection:
         self._wake.set()
 
     async def _writer(self, cancel_scope: trio.CancelScope) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake = trio.Event()
-            if self._out:
-                data = b"".join(self._out)
-                self._out.clear()
-                self._out_bytes = 0
-                self.server.stats.packets_sent += 1
-                await self.stream.send_all(data)
-            if self._closing and not self._out:  # what queued during send_all goes out first
-                cancel_scope.cancel()
-                return
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake = trio.Event()
+                if self._out:
+                    data = b"".join(self._out)
+                    self._out.clear()
+                    self._out_bytes = 0
+                    self.server.stats.packets_sent += 1
+                    await self.stream.send_all(data)
+                if self._closing and not self._out:  # what queued during send_all goes out first
+                    return
+        except NETWORK_ERRORS as exc:  # the client went away while we wrote to it
+            LOGGER.debug("connection %s:%d broke: %r", *self.address, exc)
+            self._closing = True
+            self._out.clear()
+        finally:
+            cancel_scope.cancel()  # the reader ends with the writer
 
     # ----------------------------------------------------------------- reading
     async def _reader(self) -> None:

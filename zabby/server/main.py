@@ -15,10 +15,12 @@ import trio
 from zabby import config as zoo_config
 from zabby.server.admin import serve_admin
 from zabby.server.client_conn import Connection
+from zabby.server.guard import contained
 from zabby.server.node import ZabbyServer
 from zabby.storage.datadir import DataDir
 
 LOGGER = logging.getLogger("zabby.server")
+CONN_LOGGER = logging.getLogger("zabby.server.conn")
 
 
 def open_server(config: zoo_config.ServerConfig) -> ZabbyServer:
@@ -51,7 +53,7 @@ async def serve_clients(server: ZabbyServer, *, task_status: trio.TaskStatus[int
         conn = Connection(server, stream, address)
         server.connections.add(conn)
         try:
-            await conn.run()
+            await contained(f"client connection {address[0]}:{address[1]}", CONN_LOGGER, conn.run)
         finally:
             per_ip[address[0]] -= 1
 

@@ -23,6 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import msgpack
 import trio
@@ -30,6 +31,7 @@ import trio
 from zabby.config import PeerAddress
 from zabby.core.messages import Message, Notification, decode, encode
 from zabby.errors import RemoteProtocolError
+from zabby.server.guard import contained
 from zabby.wire.framing import FrameDecoder, encode_frame
 
 LOGGER = logging.getLogger("zabby.server.transport")
@@ -73,7 +75,7 @@ def _reap_later(pid: int) -> None:
 def _wait_quietly(pid: int) -> None:
     try:
         os.waitpid(pid, 0)
-    except ChildProcessError:  # already collected
+    except OSError:  # already collected
         pass
 
 
@@ -104,7 +106,8 @@ class Transport:
             self._nursery = nursery
             for kind, port in ((QUORUM, me.quorum_port), (ELECTION, me.election_port)):
                 listeners = await trio.open_tcp_listeners(port, host=me.host)
-                nursery.start_soon(trio.serve_listeners, self._incoming_handler(kind), listeners)
+                handler = self._incoming_handler(kind)
+                nursery.start_soon(trio.serve_listeners, partial(contained, f"a link from a peer ({kind})", LOGGER, handler), listeners)
             task_status.started()
 
     # ----------------------------------------------------------------- sending
@@ -174,7 +177,7 @@ class Transport:
                 await trio.sleep(backoff_s)
                 backoff_s = min(backoff_s * 2, 1.0)
                 continue
-            await self._pump(out, stream, generation)
+            await contained(f"the link to server {out.sid} ({out.kind})", LOGGER, self._pump, out, stream, generation)
 
     def _discard(self, out: _Outgoing) -> None:
         _clear(out)
@@ -183,16 +186,17 @@ class Transport:
 
     async def _pump(self, out: _Outgoing, stream: trio.SocketStream, generation: int) -> None:
         broke: str | None = None  # stays None when the watcher cancels the send
-        async with stream, trio.open_nursery() as nursery:
-            # the peer never writes on this stream: EOF means it closed (it died or dropped
-            # us), and we notice now rather than lose the next message into a dead socket
-            nursery.start_soon(self._watch_close, stream, nursery.cancel_scope)
-            broke = await self._send_frames(out, stream, generation)
-            nursery.cancel_scope.cancel()
-        if out.generation != generation:
-            return  # dropped on purpose
-        LOGGER.info("link to server %d (%s) %s", out.sid, out.kind, broke or "closed by the peer")
-        self._discard(out)
+        try:
+            async with stream, trio.open_nursery() as nursery:
+                # the peer never writes on this stream: EOF means it closed (it died or dropped
+                # us), and we notice now rather than lose the next message into a dead socket
+                nursery.start_soon(self._watch_close, stream, nursery.cancel_scope)
+                broke = await self._send_frames(out, stream, generation)
+                nursery.cancel_scope.cancel()
+        finally:  # however the link ended, unless it was dropped on purpose, the core hears of it
+            if out.generation == generation:
+                LOGGER.info("link to server %d (%s) %s", out.sid, out.kind, broke or "closed by the peer")
+                self._discard(out)
 
     async def _send_frames(self, out: _Outgoing, stream: trio.SocketStream, generation: int) -> str | None:
         """Send queued frames until the link is dropped; the reason if it broke instead."""
