@@ -131,7 +131,7 @@ def test_diff_brings_a_restarted_follower_up_to_date() -> None:
     c.run_until(c.converged)
     diffs = c.messages(Diff, dst=follower)
     assert diffs and not c.messages(Snap, dst=follower) and not c.messages(Trunc, dst=follower)
-    assert c.node(follower).tree.digest() == c.node(leader).tree.digest()
+    assert c.node(follower).tree.content_hash() == c.node(leader).tree.content_hash()
 
 
 def test_empty_diff_for_a_follower_already_in_sync() -> None:
@@ -165,7 +165,7 @@ def test_truncA_trunc_then_diff_and_tree_reloaded() -> None:
     a = c.node(1)
     assert a.tree.get("/truncA") is None and a.tree.get("/b2") is not None
     assert [t.zxid for t, _ in a.disk.log] == [t.zxid for t in common] + [z(2, 1), z(2, 2), z(2, 3)]
-    assert a.tree.digest() == c.node(b).tree.digest()
+    assert a.tree.content_hash() == c.node(b).tree.content_hash()
 
 
 def test_trunc_only_when_the_learner_is_ahead_of_everything() -> None:
@@ -177,7 +177,7 @@ def test_trunc_only_when_the_learner_is_ahead_of_everything() -> None:
     c.run_until(c.converged)
     assert [t.zxid for t in c.messages(Trunc, dst=1)] == [z(1, 4)]
     assert c.node(1).disk.last_zxid == z(1, 4)
-    assert c.node(1).tree.digest() == c.node(b).tree.digest()
+    assert c.node(1).tree.content_hash() == c.node(b).tree.content_hash()
 
 
 def test_trunc_below_a_dirty_snapshot_becomes_a_snap() -> None:
@@ -206,7 +206,7 @@ def test_trunc_below_a_dirty_snapshot_becomes_a_snap() -> None:
     assert c.messages(Snap, dst=1)
     a = c.node(1)
     assert a.tree.get("/ghost5") is None and a.tree.get("/b0") is not None
-    assert a.tree.digest() == c.node(b).tree.digest()
+    assert a.tree.content_hash() == c.node(b).tree.content_hash()
 
 
 def test_snap_when_the_learner_is_below_the_window() -> None:
@@ -220,7 +220,7 @@ def test_snap_when_the_learner_is_below_the_window() -> None:
     c.restart(follower)
     c.run_until(c.converged)
     assert c.messages(Snap, dst=follower) and c.cluster.stats["snaps"] == 1
-    assert c.node(follower).tree.digest() == c.node(leader).tree.digest()
+    assert c.node(follower).tree.content_hash() == c.node(leader).tree.content_hash()
     assert c.node(follower).disk.snapshot.zxid == c.node(leader).tree_zxid
 
 
@@ -237,5 +237,5 @@ def test_snap_of_a_leader_with_more_pending_txns_than_its_window() -> None:
         c.restart(sid)
     c.down(2)
     c.run_until(c.converged)
-    assert c.node(1).tree.digest() == c.node(3).tree.digest()
+    assert c.node(1).tree.content_hash() == c.node(3).tree.content_hash()
     assert c.node(1).tree_zxid == z(1, 6)

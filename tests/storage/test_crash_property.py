@@ -86,7 +86,7 @@ def test_recovery_after_a_cut_is_exactly_a_prefix(
         tree, log = data_dir.recover(segment_bytes_max=segment_bytes_max)
         assert list(log.read_from(0)) == as_records(txns[:survivors])
         assert log.last_zxid == (txns[survivors - 1].zxid if survivors else 0)
-        assert tree.digest() == tree_of(txns[: max(survivors, snapshot_count)]).digest()
+        assert tree.content_hash() == tree_of(txns[: max(survivors, snapshot_count)]).content_hash()
         data_dir.close()
         with TxnLog(data_dir.log_dir, segment_bytes_max=segment_bytes_max) as reopened:  # the cut is durable
             assert list(reopened.read_from(0)) == as_records(txns[:survivors])

@@ -41,7 +41,7 @@ def recover_digest(tmp_path: Path, **kwargs: object) -> str:
     tree, log = data_dir.recover()
     assert log.last_zxid == tree.last_zxid
     data_dir.close()
-    return tree.digest()
+    return tree.content_hash()
 
 
 def damage(path: Path) -> None:
@@ -53,20 +53,20 @@ def damage(path: Path) -> None:
 def test_a_fresh_directory_recovers_an_empty_tree(tmp_path: Path) -> None:
     data_dir = DataDir(tmp_path / "data")
     tree, log = data_dir.recover()
-    assert tree.digest() == DataTree().digest() and log.last_zxid == 0
+    assert tree.content_hash() == DataTree().content_hash() and log.last_zxid == 0
     assert (tmp_path / "data" / "version-2").is_dir()
     data_dir.close()
 
 
 def test_recovery_from_the_log_alone(tmp_path: Path) -> None:
     txns, _ = build_history(tmp_path, snapshot_rounds=0)
-    assert recover_digest(tmp_path) == tree_of(txns).digest()
+    assert recover_digest(tmp_path) == tree_of(txns).content_hash()
 
 
 def test_recovery_from_snapshot_plus_log(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     txns, snapshots = build_history(tmp_path, snapshot_rounds=2)
     with caplog.at_level(logging.INFO, logger="zabby.storage"):
-        assert recover_digest(tmp_path) == tree_of(txns).digest()
+        assert recover_digest(tmp_path) == tree_of(txns).content_hash()
     assert f"snapshot at zxid 0x{txns[99].zxid:x}, 30 txns replayed" in caplog.text
 
 
@@ -75,7 +75,7 @@ def test_a_damaged_snapshot_falls_back_to_the_previous_one(tmp_path: Path, caplo
     damage(snapshots[-1])
     snapshots[-2].write_bytes(snapshots[-2].read_bytes()[:-100])
     with caplog.at_level(logging.INFO, logger="zabby.storage"):
-        assert recover_digest(tmp_path) == tree_of(txns).digest()
+        assert recover_digest(tmp_path) == tree_of(txns).content_hash()
     assert f"skipping damaged snapshot {snapshots[-1]}: " in caplog.text and "CRC mismatch" in caplog.text
     assert f"skipping damaged snapshot {snapshots[-2]}: " in caplog.text
     assert f"snapshot at zxid 0x{txns[49].zxid:x}, 130 txns replayed" in caplog.text
@@ -85,7 +85,7 @@ def test_all_snapshots_damaged_with_the_full_log_replays_everything(tmp_path: Pa
     txns, snapshots = build_history(tmp_path, snapshot_rounds=2)
     for path in snapshots:
         damage(path)
-    assert recover_digest(tmp_path) == tree_of(txns).digest()
+    assert recover_digest(tmp_path) == tree_of(txns).content_hash()
 
 
 def test_all_snapshots_damaged_and_the_log_purged_refuses(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_purge_keeps_three_snapshots_and_the_logs_they_need(tmp_path: Path) -> N
     assert [path for _, path in list_snapshots(data_dir.snap_dir)] == snapshots[:1:-1]
     assert data_dir.log_dir_bytes() < log_bytes_before
     assert data_dir.purge() == []  # idempotent
-    expected = tree_of(txns).digest()
+    expected = tree_of(txns).content_hash()
     assert recover_digest(tmp_path) == expected
     damage(snapshots[-1])
     damage(snapshots[-2])
@@ -126,7 +126,7 @@ def test_purge_with_the_log_open_and_appends_afterwards(tmp_path: Path) -> None:
     commit(data_dir, tree, maker.some(20))
     data_dir.close()
     assert len(list_snapshots(data_dir.snap_dir)) == 3
-    assert recover_digest(tmp_path) == tree.digest()
+    assert recover_digest(tmp_path) == tree.content_hash()
 
 
 def test_a_snapshot_past_the_log_end_clears_the_log(tmp_path: Path) -> None:
@@ -143,7 +143,7 @@ def test_a_snapshot_past_the_log_end_clears_the_log(tmp_path: Path) -> None:
     follow_up = leader_maker.some(10)
     log.append(as_records(follow_up))
     data_dir.close()
-    expected = tree_of(leader_txns + follow_up).digest()
+    expected = tree_of(leader_txns + follow_up).content_hash()
     assert recover_digest(tmp_path) == expected
     damage(list_snapshots(data_dir.snap_dir)[0][1])
     with pytest.raises(RecoveryError, match="txns in between are missing"):

@@ -27,7 +27,7 @@ def test_round_trip_keeps_the_digest(tmp_path: Path) -> None:
     zxid, records = read_snapshot(path)
     loaded = DataTree.from_records(records)
     assert zxid == tree.last_zxid == loaded.last_zxid
-    assert loaded.digest() == tree.digest()
+    assert loaded.content_hash() == tree.content_hash()
     assert loaded.data_size == tree.data_size and loaded.node_count() == tree.node_count()
     assert list(tmp_path.iterdir()) == [path]  # no .tmp left behind
 
@@ -36,7 +36,7 @@ def test_large_snapshot_streams_in_chunks(tmp_path: Path) -> None:
     tree = tree_of(TxnMaker().some(600, data_bytes=4000))  # ~2 MiB: more than one chunk
     path = write_snapshot(tmp_path, tree.last_zxid, tree.records())
     assert path.stat().st_size > 2**20
-    assert load(path).digest() == tree.digest()
+    assert load(path).content_hash() == tree.content_hash()
 
 
 def damaged_copies(intact: bytes) -> dict[str, bytes]:

@@ -415,16 +415,18 @@ class TreeMachine(RuleBasedStateMachine):
         assert tree.ephemerals == ephemerals
         assert tree.containers == {p for p, n in tree.nodes.items() if n.ephemeral_owner == CONTAINER_OWNER}
         assert tree.data_size == sum(len(p) + len(n.data) for p, n in tree.nodes.items())
+        assert tree.digest == tree.compute_digest()  # kept incrementally: must follow every change
 
     @invariant()
     def snapshot_round_trips(self) -> None:
         if not hasattr(self, "h"):
             return
         restored = DataTree.from_records(self.h.tree.records())
-        assert restored.digest() == self.h.tree.digest()
+        assert restored.content_hash() == self.h.tree.content_hash()
         assert restored.data_size == self.h.tree.data_size
         assert restored.ephemerals == self.h.tree.ephemerals
         assert restored.last_zxid == self.h.tree.last_zxid
+        assert restored.digest == self.h.tree.digest  # the same content, the same digest
 
 
 TreeMachine.TestCase.settings = settings(

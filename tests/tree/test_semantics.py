@@ -496,7 +496,7 @@ def test_multi_success(h: Harness) -> None:
 )
 def test_multi_failure_codes(h: Harness, ops: list, codes: list[Err]) -> None:
     h.create("/m")
-    digest = h.tree.digest()
+    digest = h.tree.content_hash()
     zxid = h.zxid
     txn = h.prepare(OpCode.MULTI, (ops,))
     assert txn.zxid == zxid + 1  # a failed multi is still a txn
@@ -506,7 +506,7 @@ def test_multi_failure_codes(h: Harness, ops: list, codes: list[Err]) -> None:
     result, events = h.apply(txn)
     assert result == [(OpCode.ERROR, code, None) for code in codes]
     assert events == []
-    assert h.tree.digest() == digest
+    assert h.tree.content_hash() == digest
     assert h.tree.last_zxid == txn.zxid
     # the ops of the failed multi were not applied, and a retry of a valid one still works
     assert h.tree.get("/n1") is None
@@ -607,9 +607,9 @@ def test_close_session_skips_pending_deletes(h: Harness) -> None:
 
 def test_close_unknown_session_is_harmless(h: Harness) -> None:
     h.create("/a")
-    digest = h.tree.digest()
+    digest = h.tree.content_hash()
     assert h.close_session(0x999) == []
-    assert h.tree.digest() == digest
+    assert h.tree.content_hash() == digest
 
 
 # ------------------------------------------------------------------ apply guards, txns, snapshots
@@ -663,7 +663,7 @@ def test_snapshot_round_trip(h: Harness, through_msgpack: bool) -> None:
         raw = [msgpack.packb(r, use_bin_type=True) for r in records]
         records = [msgpack.unpackb(r, raw=False) for r in raw]
     restored = _restore(records)
-    assert restored.digest() == h.tree.digest()
+    assert restored.content_hash() == h.tree.content_hash()
     assert restored.last_zxid == h.tree.last_zxid
     assert restored.sessions == h.tree.sessions
     assert restored.ephemerals == h.tree.ephemerals == {0x11: {"/e"}}
@@ -684,19 +684,19 @@ def test_snapshot_round_trip(h: Harness, through_msgpack: bool) -> None:
         hh.close_session(0x11)
         hh.create("/a/b/", mode=CreateMode.PERSISTENT_SEQUENTIAL, caller=hh.caller(1, BOB_IDS))
     assert h.tree.get("/a/b").children == {"0000000000", "0000000001"}
-    assert h2.tree.digest() == h.tree.digest()
+    assert h2.tree.content_hash() == h.tree.content_hash()
 
 
 def test_digest_sees_every_change(h: Harness) -> None:
-    seen = {h.tree.digest()}
+    seen = {h.tree.content_hash()}
     h.create("/a")
-    seen.add(h.tree.digest())
+    seen.add(h.tree.content_hash())
     h.set_data("/a", b"x")
-    seen.add(h.tree.digest())
+    seen.add(h.tree.content_hash())
     h.set_acl("/a", acls.READ_ACL_UNSAFE)
-    seen.add(h.tree.digest())
+    seen.add(h.tree.content_hash())
     h.open_session(5)
-    seen.add(h.tree.digest())
+    seen.add(h.tree.content_hash())
     assert len(seen) == 5
 
 

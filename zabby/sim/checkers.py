@@ -7,7 +7,7 @@
 * no committed txn is ever truncated from a log;
 * trees agree: every apply extends a per-server rolling hash of the applied sequence, and
   the first server to reach zxid Z fixes the hash at Z that every other must match
-  (``chain``: zxid → (hash, previous zxid)); full ``DataTree.digest()`` at the end;
+  (``chain``: zxid → (hash, previous zxid)); full ``DataTree.content_hash()`` at the end;
 * no server applies out of order (zxids strictly grow on each tree);
 * acknowledged writes are never lost: at the end, each one is on the final chain;
 * a sync answered on a server finds every write acknowledged before the sync began.

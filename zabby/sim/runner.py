@@ -170,13 +170,13 @@ class Simulation:
 
     def _final_checks(self) -> None:
         nodes = [self.cluster.nodes[sid] for sid in sorted(self.cluster.nodes)]
-        digests = {n.sid: n.tree.digest() for n in nodes}
+        digests = {n.sid: n.tree.content_hash() for n in nodes}
         if len(set(digests.values())) != 1:
             raise Violation(f"trees differ at 0x{nodes[0].tree_zxid:x}: {digests}")
         self.checker.check_acked_present(nodes[0].tree_zxid)
         for node in nodes:
             recovered = _recover(node)
-            if recovered.digest() != digests[node.sid]:
+            if recovered.content_hash() != digests[node.sid]:
                 raise Violation(f"server {node.sid}: its disk recovers a different tree than it holds")
 
     def describe(self) -> str:

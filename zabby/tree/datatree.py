@@ -7,11 +7,23 @@ fails, because applying a txn that does not fit is a bug that must not pass sile
 
 ``apply`` returns the op's result and the watch triggers ``(EventType, path)`` in the order
 ZooKeeper fires them; delivering them is the watch manager's job.
+
+The tree digest (ZooKeeper 3.6+'s ``digest.enabled``): a 64-bit sum over every znode of a
+CRC of its path and Stat fields plus a CRC of its path and data, and over every session of
+a CRC of its id and timeout.  A sum changes incrementally (subtract a node's old parts, add
+its new ones), so each apply costs a few CRCs, and two trees with the same content have the
+same digest whatever history built them.  Derived fields (numChildren, dataLength) are left
+out, as in ZooKeeper.  ``digest_log`` keeps the digest after each of the last
+``DIGEST_LOG_LENGTH`` txns, so a learner can compare with the leader's digest at a zxid it
+has already passed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import struct
+import zlib
+from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -27,6 +39,29 @@ Event = tuple[int, str]
 ZOOKEEPER = "/zookeeper"
 ZOOKEEPER_CONFIG = "/zookeeper/config"
 ZOOKEEPER_QUOTA = "/zookeeper/quota"
+
+DIGEST_MASK = (1 << 64) - 1
+DIGEST_LOG_LENGTH = 1024
+_STAT_DIGEST = struct.Struct(">9Q")  # czxid mzxid pzxid ctime mtime version cversion aversion owner
+_SESSION_DIGEST = struct.Struct(">qq")
+_crc32 = zlib.crc32
+
+
+def _meta_digest(path: str, node: Znode) -> int:
+    """The CRC of a znode's path and the Stat fields a txn sets (derived ones left out)."""
+    m = DIGEST_MASK  # any int fits (a test may set odd times); all servers mask alike
+    stat = _STAT_DIGEST.pack(node.czxid & m, node.mzxid & m, node.pzxid & m, node.ctime & m, node.mtime & m,
+                             node.version & m, node.cversion & m, node.aversion & m, node.ephemeral_owner & m)  # fmt: skip
+    return _crc32(stat, _crc32(path.encode()))
+
+
+def _data_digest(path: str, data: bytes) -> int:
+    """Kept apart from the Stat's CRC, so a parent's child change never re-reads its data."""
+    return _crc32(data, _crc32(path.encode(), 0x5A))
+
+
+def _session_digest(session_id: int, timeout_ms: int) -> int:
+    return _crc32(_SESSION_DIGEST.pack(session_id & DIGEST_MASK, timeout_ms))
 
 
 class Listing(list[str]):
@@ -98,6 +133,8 @@ class DataTree:
         self.sessions: dict[int, tuple[int, bytes]] = {}
         self.last_zxid = 0
         self.data_size = 0
+        self.digest = 0
+        self.digest_log: deque[tuple[int, int]] = deque(maxlen=DIGEST_LOG_LENGTH)
         self._add_system_nodes()
 
     def _add_system_nodes(self) -> None:
@@ -107,6 +144,7 @@ class DataTree:
             self.nodes[parent_of(path)].add_child(basename(path))
         self.nodes[ZOOKEEPER_CONFIG].acl = acls.READ_ACL_UNSAFE
         self.data_size = sum(len(path) for path in self.nodes)  # every node counts, as in _load_node
+        self.digest = sum(_meta_digest(path, node) + _data_digest(path, node.data) for path, node in self.nodes.items())
 
     # ----------------------------------------------------------------- reads
     def get(self, path: str) -> Znode | None:
@@ -137,7 +175,18 @@ class DataTree:
         events: list[Event] = []
         result = self._apply_body(txn, txn.type, txn.body, events)
         self.last_zxid = max(self.last_zxid, txn.zxid)
+        self.digest &= DIGEST_MASK
+        self.digest_log.append((self.last_zxid, self.digest))
         return result, events
+
+    def digest_at(self, zxid: int) -> int | None:
+        """The digest right after txn ``zxid`` was applied, if it is still in ``digest_log``."""
+        for logged_zxid, digest in reversed(self.digest_log):
+            if logged_zxid == zxid:
+                return digest
+            if logged_zxid < zxid:
+                return None
+        return None
 
     def _apply_body(self, txn: Txn, txn_type: int, body: tuple[Any, ...], events: list[Event]) -> Any:
         if txn_type in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
@@ -153,7 +202,9 @@ class DataTree:
         if txn_type == OpCode.MULTI:
             return self._multi(txn, body[0], events)
         if txn_type == OpCode.CREATE_SESSION:
+            self._forget_session(txn.session_id)
             self.sessions[txn.session_id] = (body[0], body[1])
+            self.digest += _session_digest(txn.session_id, body[0])
             return txn.session_id
         if txn_type == OpCode.CLOSE_SESSION:
             return self._close_session(txn, body[0], events)
@@ -169,9 +220,11 @@ class DataTree:
             raise InvariantError(f"create {path}: parent missing or node exists")
         node = Znode(data, tuple(tuple(entry) for entry in acl), txn.zxid, txn.time_ms, owner)
         self.nodes[path] = node
+        self.digest -= _meta_digest(parent_path, parent)
         parent.add_child(basename(path))
         parent.cversion = parent_cversion
         parent.pzxid = txn.zxid
+        self.digest += _meta_digest(parent_path, parent) + _meta_digest(path, node) + _data_digest(path, data)
         self.data_size += len(data) + len(path)
         self._index_add(path, owner)
         events.append((EventType.NODE_CREATED, path))
@@ -185,8 +238,10 @@ class DataTree:
         del self.nodes[path]
         parent_path = parent_of(path)
         parent = self.nodes[parent_path]
+        self.digest -= _meta_digest(path, node) + _data_digest(path, node.data) + _meta_digest(parent_path, parent)
         parent.remove_child(basename(path))
         parent.pzxid = zxid
+        self.digest += _meta_digest(parent_path, parent)
         self.data_size -= len(node.data) + len(path)
         self._index_remove(path, node.ephemeral_owner)
         events.append((EventType.NODE_DELETED, path))
@@ -198,10 +253,12 @@ class DataTree:
         if node is None:
             raise InvariantError(f"setData {path}: no node")
         self.data_size += len(data) - len(node.data)
+        self.digest -= _meta_digest(path, node) + _data_digest(path, node.data)
         node.data = data
         node.version = version
         node.mzxid = txn.zxid
         node.mtime = txn.time_ms
+        self.digest += _meta_digest(path, node) + _data_digest(path, data)
         events.append((EventType.NODE_DATA_CHANGED, path))
         return node.stat()
 
@@ -210,8 +267,10 @@ class DataTree:
         node = self.nodes.get(path)
         if node is None:
             raise InvariantError(f"setACL {path}: no node")
+        self.digest -= _meta_digest(path, node)
         node.acl = tuple(tuple(entry) for entry in acl)
         node.aversion = aversion
+        self.digest += _meta_digest(path, node)
         return node.stat()
 
     def _multi(self, txn: Txn, ops: tuple[Any, ...], events: list[Event]) -> list[tuple[int, int, Any]]:
@@ -229,8 +288,13 @@ class DataTree:
             node = self.nodes.get(path)
             if node is not None and node.ephemeral_owner == txn.session_id and not node.children:
                 self._delete(txn.zxid, path, events)
-        self.sessions.pop(txn.session_id, None)
+        self._forget_session(txn.session_id)
         self.ephemerals.pop(txn.session_id, None)
+
+    def _forget_session(self, session_id: int) -> None:
+        entry = self.sessions.pop(session_id, None)
+        if entry is not None:
+            self.digest -= _session_digest(session_id, entry[0])
 
     def _index_add(self, path: str, owner: int) -> None:
         if is_session_owner(owner):
@@ -279,10 +343,22 @@ class DataTree:
         if path != "/":
             self.nodes[parent_of(path)].add_child(basename(path))
         self.data_size += len(data) + len(path)
+        self.digest += _meta_digest(path, node) + _data_digest(path, data)
         self._index_add(path, owner)
 
-    def digest(self) -> str:
-        """A digest of the whole tree (paths, data, stats, ACLs, sessions), order-independent."""
+    def add_session(self, session_id: int, timeout_ms: int, password: bytes) -> None:
+        """A session read from a snapshot."""
+        self.sessions[session_id] = (timeout_ms, password)
+        self.digest += _session_digest(session_id, timeout_ms)
+
+    def compute_digest(self) -> int:
+        """The digest computed from scratch (``digest`` is kept incrementally; tests compare)."""
+        total = sum(_meta_digest(path, node) + _data_digest(path, node.data) for path, node in self.nodes.items())
+        total += sum(_session_digest(session_id, timeout_ms) for session_id, (timeout_ms, _) in self.sessions.items())
+        return total & DIGEST_MASK
+
+    def content_hash(self) -> str:
+        """A strong hash of the whole tree (paths, data, stats, ACLs, sessions), order-independent."""
         h = hashlib.blake2b(digest_size=16)
         for path in sorted(self.nodes):
             node = self.nodes[path]
@@ -299,6 +375,7 @@ class TreeBuilder:
         self.tree = DataTree()
         self.tree.nodes.clear()
         self.tree.data_size = 0
+        self.tree.digest = 0
         self._sessions_left = -1
         self._nodes_left = -1
 
@@ -309,7 +386,7 @@ class TreeBuilder:
                 _, tree.last_zxid, self._sessions_left, self._nodes_left = record
             elif self._sessions_left > 0:
                 _, session_id, timeout_ms, password = record
-                tree.sessions[session_id] = (timeout_ms, password)
+                tree.add_session(session_id, timeout_ms, password)
                 self._sessions_left -= 1
             elif self._nodes_left > 0:
                 tree._load_node(record)
@@ -320,4 +397,7 @@ class TreeBuilder:
     def finish(self) -> DataTree:
         if self._nodes_left != 0 or self._sessions_left > 0 or "/" not in self.tree.nodes:
             raise InvariantError("snapshot stream ended early")
-        return self.tree
+        tree = self.tree
+        tree.digest &= DIGEST_MASK
+        tree.digest_log.append((tree.last_zxid, tree.digest))
+        return tree
