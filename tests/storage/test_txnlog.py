@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from zabby.errors import InvariantError
+from zabby.storage.files import DiskFull
 from zabby.storage import txnlog as txnlog_module
 from zabby.storage.txnlog import CorruptLogError, TxnLog, list_segments, segment_name
 
@@ -88,12 +89,12 @@ def test_failed_write_is_cut_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     log = open_log(tmp_path)
     log.append(records(1, 3))
 
-    def half_then_fail(fd: int, data: bytes) -> None:
+    def half_then_fail(fd: int, data: bytes, what: str) -> None:
         os.write(fd, data[: len(data) // 2])
-        raise OSError(28, "No space left on device")
+        raise DiskFull(f"write to {what}: [Errno 28] No space left on device")
 
     monkeypatch.setattr(txnlog_module, "write_all", half_then_fail)
-    with pytest.raises(OSError):
+    with pytest.raises(DiskFull):
         log.append(records(4, 3))
     monkeypatch.undo()
     assert log.last_zxid == 3
@@ -107,11 +108,11 @@ def test_failed_write_into_a_new_segment_removes_it(tmp_path: Path, monkeypatch:
     log.append(records(1, 3))
     log.roll()
 
-    def fail(fd: int, data: bytes) -> None:
-        raise OSError(28, "No space left on device")
+    def fail(fd: int, data: bytes, what: str) -> None:
+        raise DiskFull(f"write to {what}: [Errno 28] No space left on device")
 
     monkeypatch.setattr(txnlog_module, "write_all", fail)
-    with pytest.raises(OSError):
+    with pytest.raises(DiskFull):
         log.append(records(4, 3))
     monkeypatch.undo()
     assert log.segments() == [tmp_path / segment_name(1)]

@@ -58,9 +58,11 @@ class DataDir:
         data_dir: ZooKeeper's ``dataDir``.
         data_log_dir: ZooKeeper's ``dataLogDir``; the log goes to ``data_dir`` if None.
         snap_retain_count: snapshots kept by ``purge`` (at least 3, as ZooKeeper).
+        log_reserve_bytes: space the txn log keeps allocated ahead (``TxnLog.reserve_bytes``).
     """
 
-    def __init__(self, data_dir: Path, data_log_dir: Path | None = None, *, snap_retain_count: int = 3) -> None:
+    def __init__(self, data_dir: Path, data_log_dir: Path | None = None, *, snap_retain_count: int = 3,
+                 log_reserve_bytes: int = 0) -> None:  # fmt: skip
         if snap_retain_count < SNAP_RETAIN_COUNT_MIN:
             logger.warning("snap_retain_count %d raised to the minimum, %d", snap_retain_count, SNAP_RETAIN_COUNT_MIN)
             snap_retain_count = SNAP_RETAIN_COUNT_MIN
@@ -68,6 +70,7 @@ class DataDir:
         self.snap_dir = self.data_dir / VERSION_DIR
         self.log_dir = Path(data_log_dir if data_log_dir is not None else data_dir) / VERSION_DIR
         self.snap_retain_count = snap_retain_count
+        self.log_reserve_bytes = log_reserve_bytes
         self.accepted_epoch_path = self.snap_dir / ACCEPTED_EPOCH
         self.current_epoch_path = self.snap_dir / CURRENT_EPOCH
         self.log: TxnLog | None = None
@@ -88,7 +91,8 @@ class DataDir:
         """
         started = time.monotonic()
         tree, snapshot_zxid, snapshot_count = self._load_newest_snapshot()
-        log = TxnLog(self.log_dir) if segment_bytes_max is None else TxnLog(self.log_dir, segment_bytes_max=segment_bytes_max)
+        sizes = {} if segment_bytes_max is None else {"segment_bytes_max": segment_bytes_max}
+        log = TxnLog(self.log_dir, reserve_bytes=self.log_reserve_bytes, **sizes)
         log.open()
         try:
             self._check_coverage(log, snapshot_zxid, snapshot_count)

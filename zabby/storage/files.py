@@ -1,42 +1,91 @@
-"""Small durable-file helpers shared by the storage modules.
+"""Small durable-file helpers shared by the storage modules, and the disk's failure policy.
 
 A file is durable once its bytes are fsynced *and* the directory entry that names it is
 fsynced; ``write_atomically`` does both, through a ``.tmp`` sibling and ``os.replace``, so a
 reader sees either the old content or the new one, never a mix.
+
+Failure policy (what the server does with these errors is in ``zabby.server``):
+
+- ``DiskFailure``: an fsync failed (whatever its errno: after a failed fsync the kernel may
+  have dropped the dirty pages, so retrying it proves nothing, as PostgreSQL learned), or a
+  write failed for any reason but a full disk.  The server stops (fail-stop).
+- ``DiskFull``: a write or a file creation found no space (ENOSPC, EDQUOT).  Nothing was
+  written; the server refuses writes until space is freed and goes on.
+
+Every write and fsync passes ``faults.inject`` first, so tests can make them fail or slow.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
+from zabby.storage.faults import inject
+
 TMP_SUFFIX = ".tmp"
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class DiskFailure(Exception):
+    """The disk failed (an fsync, or a write for another reason than space): fail-stop."""
+
+
+class DiskFull(Exception):
+    """No space for a write; nothing was written."""
+
+
+def disk_error(exc: OSError, what: str) -> DiskFull | DiskFailure:
+    """The policy's name for an ``OSError`` from a write or a file creation."""
+    if exc.errno in NO_SPACE_ERRNOS:
+        return DiskFull(f"{what}: {exc}")
+    return DiskFailure(f"{what}: {exc}")
+
+
+def fsync(fd: int, what: str, *, data_only: bool = False) -> None:
+    """fsync (or fdatasync) ``fd``; any failure is a ``DiskFailure``."""
+    try:
+        inject("fsync")
+        (os.fdatasync if data_only else os.fsync)(fd)
+    except OSError as exc:
+        raise DiskFailure(f"fsync of {what} failed: {exc}") from exc
 
 
 def fsync_dir(directory: Path) -> None:
     """Make the directory's entries (created, renamed, removed files) durable."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        fsync(fd, f"directory {directory}")
     finally:
         os.close(fd)
 
 
-def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    """``os.write`` until every byte is written (a regular file may take a short write)."""
+def write_all(fd: int, data: bytes | bytearray | memoryview, what: str = "a file") -> None:
+    """``os.write`` until every byte is written (a regular file may take a short write).
+
+    Raises:
+        DiskFull, DiskFailure: see the module's policy; some bytes may have been written.
+    """
     view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+    try:
+        inject("write")
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+    except OSError as exc:
+        raise disk_error(exc, f"write to {what}") from exc
 
 
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: write ``path.tmp``, fsync, rename, fsync the directory."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        write_all(fd, data)
-        os.fsync(fd)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise disk_error(exc, f"create {tmp}") from exc
+    try:
+        write_all(fd, data, str(tmp))
+        fsync(fd, str(tmp))
     finally:
         os.close(fd)
     os.replace(tmp, path)

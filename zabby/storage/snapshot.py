@@ -28,7 +28,7 @@ from typing import Any
 
 import msgpack
 
-from zabby.storage.files import TMP_SUFFIX, fsync_dir, write_all
+from zabby.storage.files import TMP_SUFFIX, disk_error, fsync, fsync_dir, write_all
 
 MAGIC = b"ZBSN"
 TRAILER_MARKER = b"ZBSE"
@@ -54,14 +54,18 @@ def write_snapshot(snap_dir: Path, zxid: int, records: Iterable[tuple[Any, ...]]
     """Stream ``records`` into ``snap_dir/snapshot.<zxid>`` durably; return its path.
 
     Raises:
-        OSError, TypeError (a record msgpack cannot pack): the ``.tmp`` file is removed.
+        DiskFull, DiskFailure (``zabby.storage.files``), TypeError (a record msgpack cannot
+        pack): the ``.tmp`` file is removed.
     """
     path = Path(snap_dir) / snapshot_name(zxid)
     tmp = path.with_name(path.name + TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise disk_error(exc, f"create {tmp}") from exc
     try:
         _write_body(fd, zxid, records)
-        os.fsync(fd)
+        fsync(fd, str(tmp))
     except BaseException:
         os.close(fd)
         tmp.unlink()

@@ -14,8 +14,13 @@ Theory of operation:
 - Zxids grow strictly, across records and across segments; a segment's name is the zxid of its
   first record, so segment ``i`` holds exactly the zxids in ``[name_i, name_{i+1})``.
 - ``append`` builds one buffer per batch and issues ONE ``os.write`` (group commit); ``sync``
-  makes it durable with ``fdatasync``.  Nothing is preallocated: the end of the file is the end
-  of the log, and a torn write can only damage the tail.
+  makes it durable with ``fdatasync``.  The end of the file is the end of the log, so a torn
+  write can only damage the tail.
+- Space ahead of the end is *reserved* (ZooKeeper's ``preAllocSize``): ``fallocate`` with
+  ``FALLOC_FL_KEEP_SIZE`` allocates ``reserve_bytes`` past the end without changing the file's
+  size, topped up after each sync.  Appends write into reserved blocks, so a full disk shows
+  up as a failed top-up (``space_low``, and the server refuses writes) long before a write
+  could fail half-way.  A filesystem without ``fallocate`` just goes without.
 - A new segment is created by the first ``append`` after a roll (its header goes out in the same
   write as the batch, so a segment never exists without records except after a crash).  Before
   the old segment is left, it is fdatasynced, so every segment but the last is fully durable.
@@ -30,6 +35,8 @@ Theory of operation:
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import logging
 import os
 import re
@@ -40,7 +47,8 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from zabby.errors import InvariantError
-from zabby.storage.files import fsync_dir, write_all
+from zabby.storage.faults import inject
+from zabby.storage.files import NO_SPACE_ERRNOS, DiskFailure, DiskFull, disk_error, fsync, fsync_dir, write_all
 
 logger = logging.getLogger("zabby.storage")
 
@@ -55,6 +63,16 @@ _LENGTH_CRC = struct.Struct(">II")
 _ZXID = struct.Struct(">Q")
 _RECORD_HEADER = struct.Struct(">IIQ")
 _SEGMENT_NAME = re.compile(r"log\.([0-9a-f]{16})")
+FALLOC_FL_KEEP_SIZE = 1
+_UNSUPPORTED_ERRNOS = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
+
+
+def _fallocate_keep_size(fd: int, offset: int, length: int) -> None:
+    """Allocate blocks for ``[offset, offset+length)`` without changing the file's size."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.fallocate(fd, FALLOC_FL_KEEP_SIZE, ctypes.c_long(offset), ctypes.c_long(length)) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
 
 
 class CorruptLogError(Exception):
@@ -149,15 +167,19 @@ class TxnLog:
         log_dir: the directory of the segment files (created if missing).
         segment_bytes_max: a batch that finds the current segment at least this large starts
             a new segment first.
+        reserve_bytes: space kept allocated past the end of the current segment (0: none).
 
     Call ``open()`` before anything else, and ``close()`` at the end.
     """
 
-    def __init__(self, log_dir: Path, *, segment_bytes_max: int = SEGMENT_BYTES_MAX_DEFAULT) -> None:
+    def __init__(self, log_dir: Path, *, segment_bytes_max: int = SEGMENT_BYTES_MAX_DEFAULT, reserve_bytes: int = 0) -> None:
         if segment_bytes_max <= _FILE_HEADER.size:
             raise ValueError(f"segment_bytes_max must exceed {_FILE_HEADER.size}, got {segment_bytes_max}")
         self.log_dir = Path(log_dir)
         self.segment_bytes_max = segment_bytes_max
+        self.reserve_bytes = reserve_bytes
+        self.space_low = False  # the last reservation failed for want of space
+        self._reserved_end = 0  # the current segment's blocks are allocated up to here
         self.last_zxid = 0
         self._segments: list[tuple[int, Path]] = []
         self._fd: int | None = None
@@ -212,7 +234,7 @@ class TxnLog:
         os.truncate(path, scan.good_bytes)
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            os.fsync(fd)
+            fsync(fd, str(path))
         finally:
             os.close(fd)
 
@@ -224,6 +246,8 @@ class TxnLog:
     def _open_for_append(self, path: Path) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         self._segment_bytes = os.fstat(self._fd).st_size
+        self._reserved_end = 0
+        self._reserve()
 
     def close(self) -> None:
         """Sync what was appended and release the file."""
@@ -262,36 +286,123 @@ class TxnLog:
             zxid_bytes = pack_zxid(zxid)
             parts += (pack_length_crc(len(payload), crc32(payload, crc32(zxid_bytes))), zxid_bytes, payload)
             last_zxid = zxid
+        data = b"".join(parts)
         if rolling:
-            self._start_segment(records[0][0])
-        self._write(b"".join(parts))
+            self._start_segment(records[0][0], len(data))
+        self._write(data)
         self.last_zxid = last_zxid
 
     def _write(self, data: bytes) -> None:
         assert self._fd is not None
+        if self._segment_bytes + len(data) > self._reserved_end:
+            self._reserve(len(data))
         try:
-            write_all(self._fd, data)
-        except OSError:
-            os.ftruncate(self._fd, self._segment_bytes)
-            if self._segment_bytes == 0:
-                self._drop_current_segment()
+            write_all(self._fd, data, str(self._segments[-1][1]))
+        except DiskFull:
+            self._cut_back()
             raise
         self._segment_bytes += len(data)
         self._file_unsynced = True
 
-    def _start_segment(self, first_zxid: int) -> None:
-        """Leave the current segment durable and create the next one (empty until written)."""
+    def _cut_back(self) -> None:
+        """Undo a failed write: nothing of it stays in the log."""
+        assert self._fd is not None
+        try:
+            os.ftruncate(self._fd, self._segment_bytes)
+        except OSError as exc:
+            raise DiskFailure(f"cannot cut back a failed write to the txn log: {exc}") from exc
+        if self._segment_bytes == 0:
+            self._drop_current_segment()
+
+    def _start_segment(self, first_zxid: int, first_write_bytes: int) -> None:
+        """Leave the current segment durable and create the next one (empty until written).
+
+        When the new segment cannot get its reservation while the current one still has
+        room, the roll is put off (segments are a convenience of purging; the log is not)."""
+        path = self.log_dir / segment_name(first_zxid)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise disk_error(exc, f"create {path}") from exc
+        if not self._reserve_new(fd, first_write_bytes) and self._fd is not None and not self._segment_full():
+            os.close(fd)
+            path.unlink()
+            self._roll_requested = False  # until the next snapshot asks again
+            return
         if self._fd is not None:
             if self._file_unsynced:
-                os.fdatasync(self._fd)
+                fsync(self._fd, f"txn log segment {self._segments[-1][1]}", data_only=True)
                 self._file_unsynced = False
+            self._release_reservation()
             os.close(self._fd)
-        path = self.log_dir / segment_name(first_zxid)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        self._fd = fd
         self._segments.append((first_zxid, path))
         self._segment_bytes = 0
+        self._reserved_end = first_write_bytes + self.reserve_bytes if self.reserve_bytes else 0
         self._roll_requested = False
         self._dir_unsynced = True
+
+    def _segment_full(self) -> bool:
+        return self._segment_bytes >= self.segment_bytes_max
+
+    # ----------------------------------------------------------------- space
+    def _reserve(self, needed_bytes: int = 0) -> None:
+        """Top the reservation up to ``reserve_bytes`` past what is written (plus ``needed``)
+        once less than half of it is left; a failure for want of space sets ``space_low``."""
+        if not self.reserve_bytes or self._fd is None:
+            return
+        if self._reserved_end - self._segment_bytes - needed_bytes >= self.reserve_bytes // 2:
+            return
+        if self._allocate(self._fd, self._segment_bytes, needed_bytes + self.reserve_bytes):
+            self._reserved_end = self._segment_bytes + needed_bytes + self.reserve_bytes
+
+    def _reserve_new(self, fd: int, first_write_bytes: int) -> bool:
+        return not self.reserve_bytes or self._allocate(fd, 0, first_write_bytes + self.reserve_bytes)
+
+    def _allocate(self, fd: int, offset: int, length: int) -> bool:
+        """fallocate; False (and ``space_low``) if the disk has no room."""
+        try:
+            inject("allocate")
+            _fallocate_keep_size(fd, offset, length)
+        except OSError as exc:
+            if exc.errno in NO_SPACE_ERRNOS:
+                if not self.space_low:
+                    logger.error("txn log %s: no space to reserve %d bytes (%s): writes are refused until space is freed",
+                                 self.log_dir, length, exc.strerror)  # fmt: skip
+                self.space_low = True
+                return False
+            if exc.errno in _UNSUPPORTED_ERRNOS:
+                logger.info("txn log %s: this filesystem cannot reserve space (%s); going without", self.log_dir, exc.strerror)
+                self.reserve_bytes = 0
+                return True
+            raise DiskFailure(f"reserving space for the txn log in {self.log_dir} failed: {exc}") from exc
+        if self.space_low:
+            logger.info("txn log %s: space reserved again; writes resume", self.log_dir)
+            self.space_low = False
+        return True
+
+    def _release_reservation(self) -> None:
+        """Give back what a finished segment reserved past its end (truncating to its size)."""
+        if self.reserve_bytes and self._fd is not None:
+            try:
+                os.ftruncate(self._fd, self._segment_bytes)
+            except OSError as exc:
+                logger.warning("txn log: cannot release a finished segment's reserved space: %s", exc)
+
+    def retry_reserve(self) -> bool:
+        """After ``space_low``: try to reserve again; True once writes can go on."""
+        if self._fd is not None:
+            self._reserved_end = 0
+            self._reserve()
+        elif self.reserve_bytes:
+            probe = self.log_dir / ".space-probe"
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            try:
+                self._allocate(fd, 0, self.reserve_bytes)
+            finally:
+                os.close(fd)
+                probe.unlink()
+        return not self.space_low
 
     def _drop_current_segment(self) -> None:
         assert self._fd is not None
@@ -304,11 +415,12 @@ class TxnLog:
         """Make every appended record durable: ``fdatasync`` the segment, and fsync the
         directory if a segment was created or removed since the last sync."""
         if self._fd is not None and self._file_unsynced:
-            os.fdatasync(self._fd)
+            fsync(self._fd, f"txn log segment {self._segments[-1][1]}", data_only=True)
             self._file_unsynced = False
         if self._dir_unsynced:
             fsync_dir(self.log_dir)
             self._dir_unsynced = False
+        self._reserve()
 
     def roll(self) -> None:
         """Make the next ``append`` start a new segment (called when a snapshot is taken)."""
@@ -389,7 +501,7 @@ class TxnLog:
         os.truncate(path, good_bytes)
         self._open_for_append(path)
         assert self._fd is not None
-        os.fsync(self._fd)
+        fsync(self._fd, str(path))
         self.last_zxid = last_zxid
 
     def purge_before(self, zxid: int) -> list[Path]:
