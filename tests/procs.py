@@ -6,6 +6,7 @@ below the kernel's ephemeral range (see ``free_port``).
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import socket
@@ -93,6 +94,7 @@ class ServerProcess:
         self.config_path = workdir / "zoo.cfg"
         self.config_path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         self.proc: subprocess.Popen[bytes] | None = None
+        self.environment: dict[str, str] = {}  # added to the server's environment at launch
 
     @property
     def hosts(self) -> str:
@@ -110,7 +112,7 @@ class ServerProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "zabby.server.main", str(self.config_path)],
-            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, **self.environment},
         )  # fmt: skip
         log.close()
 

@@ -64,6 +64,8 @@ class ServerConfig:
     force_sync: bool = True
     leader_serves: bool = True
     observer_sync_enabled: bool = True
+    log_reserve_bytes: int = 64 * 2**20  # preAllocSize (KB): log space kept allocated ahead
+    digest_enabled: bool = True  # digest.enabled: learners check their tree against the leader's
     peers: tuple[PeerAddress, ...] = ()
     server_id: int = 0
     extra: dict[str, str] = field(default_factory=dict)
@@ -185,6 +187,8 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         force_sync=_bool(raw, "forceSync", True),
         leader_serves=_bool(raw, "leaderServes", True),
         observer_sync_enabled=_bool(raw, "syncEnabled", True),
+        log_reserve_bytes=_int(raw, "preAllocSize", 65536) * 1024,
+        digest_enabled=_bool(raw, "digest.enabled", True),
         peers=peers,
     )
     election_alg = raw.pop("electionAlg", "3")

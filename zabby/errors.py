@@ -178,6 +178,11 @@ class InvariantError(AssertionError):
     """An internal invariant was broken: a bug in zabby, never the peer's fault."""
 
 
+class Inconsistency(Exception):
+    """What the leader sent does not fit this server's tree (a snapshot at another zxid than
+    declared, a digest that differs): the server never serves that tree, it resyncs by SNAP."""
+
+
 def error_for_code(code: int) -> type[ZookeeperError]:
     """The exception class for a wire error code (unknown codes map to ``ZookeeperError``)."""
     return _BY_CODE.get(int(code), ZookeeperError)

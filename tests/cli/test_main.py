@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -82,12 +83,13 @@ def test_servers_status_table(zabby_server: ServerProcess) -> None:
     assert time.monotonic() - started < 10
     assert result.returncode == 1  # one server is down
     header, up, down = result.stdout.splitlines()
-    assert header.split() == ["HOST", "MODE", "ZXID", "CONNECTIONS", "OUTSTANDING", "LATENCY", "min/avg/max", "NODES"]
+    assert header.split() == ["HOST", "MODE", "ZXID", "DIGEST", "CONNECTIONS", "OUTSTANDING", "LATENCY", "min/avg/max", "NODES"]
     cells = up.split()
     assert cells[0] == zabby_server.hosts and cells[1] == "standalone"
-    assert cells[2].startswith("0x") and cells[3].isdigit() and cells[4].isdigit()
-    assert cells[5].count("/") == 2 and cells[6].isdigit()
-    assert down.split() == [dead, "unreachable", "-", "-", "-", "-", "-"]
+    assert cells[2].startswith("0x") and re.fullmatch(r"0x[0-9a-f]{16}", cells[3])
+    assert cells[4].isdigit() and cells[5].isdigit()
+    assert cells[6].count("/") == 2 and cells[7].isdigit()
+    assert down.split() == [dead, "unreachable", "-", "-", "-", "-", "-", "-"]
     # columns line up
     assert up.index("standalone") == header.index("MODE") == down.index("unreachable")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from zabby.client.connection import parse_hosts
 
-COLUMNS = ("HOST", "MODE", "ZXID", "CONNECTIONS", "OUTSTANDING", "LATENCY min/avg/max", "NODES")
+COLUMNS = ("HOST", "MODE", "ZXID", "DIGEST", "CONNECTIONS", "OUTSTANDING", "LATENCY min/avg/max", "NODES")
 _MAX_REPLY_BYTES = 4 * 1024 * 1024
 
 
@@ -24,6 +24,7 @@ class ServerStatus:
     reachable: bool = False
     mode: str = ""
     zxid: str = ""
+    digest: str = ""  # the tree digest at ``zxid`` (both from one mntr answer)
     connections: str = ""
     outstanding: str = ""
     latency: str = ""
@@ -37,8 +38,9 @@ class ServerStatus:
 
     def row(self) -> tuple[str, ...]:
         if not self.reachable:
-            return (self.address, "unreachable", "-", "-", "-", "-", "-")
-        return (self.address, self.mode or "-", self.zxid or "-", self.connections or "-", self.outstanding or "-", self.latency or "-", self.nodes or "-")
+            return (self.address, "unreachable", "-", "-", "-", "-", "-", "-")
+        return (self.address, self.mode or "-", self.zxid or "-", self.digest or "-", self.connections or "-",
+                self.outstanding or "-", self.latency or "-", self.nodes or "-")  # fmt: skip
 
 
 def four_letter(host: str, port: int, word: str, timeout_s: float) -> str:
@@ -106,6 +108,8 @@ def query(host: str, port: int, timeout_s: float = 2.0) -> ServerStatus:
     else:
         status.mode = fields.get("Mode") or mntr.get("zk_server_state", "")
     status.zxid = fields.get("Zxid") or mntr.get("zk_last_zxid", "")
+    if "zk_digest" in mntr:  # show the zxid the digest belongs to: srvr may have answered at another
+        status.zxid, status.digest = mntr.get("zk_last_zxid", status.zxid), mntr["zk_digest"]
     status.connections = fields.get("Connections") or mntr.get("zk_num_alive_connections", "")
     status.outstanding = fields.get("Outstanding") or mntr.get("zk_outstanding_requests", "")
     status.nodes = fields.get("Node count") or mntr.get("zk_znode_count", "")

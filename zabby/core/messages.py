@@ -153,15 +153,26 @@ class SnapChunk:
     last: bool
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TreeDigest:
+    """Leader → learner: the leader's tree digest right after it applied ``zxid`` (shell level,
+    like SnapChunk; ZooKeeper attaches a digest to its txns).  A learner that computes another
+    digest at that zxid resyncs by SNAP."""
+
+    TYPE: ClassVar[int] = 102
+    zxid: int
+    digest: int
+
+
 Message = (
     Notification | Request | Proposal | Ack | Commit | Ping | Sync | Inform | NewLeader
-    | FollowerInfo | UpToDate | Diff | Trunc | Snap | LeaderInfo | AckEpoch | SnapChunk
+    | FollowerInfo | UpToDate | Diff | Trunc | Snap | LeaderInfo | AckEpoch | SnapChunk | TreeDigest
 )  # fmt: skip
 
 _TYPES: dict[int, type[Any]] = {
     cls.TYPE: cls
     for cls in (Notification, Request, Proposal, Ack, Commit, Ping, Sync, Inform, NewLeader,
-                FollowerInfo, UpToDate, Diff, Trunc, Snap, LeaderInfo, AckEpoch, SnapChunk)  # fmt: skip
+                FollowerInfo, UpToDate, Diff, Trunc, Snap, LeaderInfo, AckEpoch, SnapChunk, TreeDigest)  # fmt: skip
 }
 _FIELDS = {type_: tuple(f.name for f in dataclasses.fields(cls)) for type_, cls in _TYPES.items()}
 

@@ -61,6 +61,29 @@ class DurableState:
     applied: int = 0
     history: tuple[Txn, ...] = ()  # the log's tail, for DIFF syncs (newest commit_log_count)
     snapshot_zxid: int = 0  # the newest snapshot on disk: a TRUNC below it cannot just cut the log
+    snapshot_wanted: bool = False  # the shell doubts its tree: the next sync must be a SNAP
+
+
+@dataclass(frozen=True, slots=True)
+class LearnerStatus:
+    sid: int
+    observer: bool
+    in_stream: bool  # ACKEPOCH received: the leader's packets to it are in order from here
+    synced: bool  # NEWLEADER acked
+    uptodate: bool
+    acked_zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class PeerStatus:
+    """A frozen view of the core for the shell, the four-letter words and tests."""
+
+    soft_state: SoftState
+    accepted_epoch: int
+    current_epoch: int
+    last_logged: int
+    applied: int
+    learners: tuple[LearnerStatus, ...] = ()
 
 
 @dataclass(slots=True)
@@ -118,7 +141,7 @@ class Peer:
         # leader truncates (ZooKeeper's ZOOKEEPER-1549).  Cutting the log cannot undo them, so a
         # TRUNC below the newest snapshot is refused and the next sync asks for a SNAP instead.
         self.snapshot_zxid = durable.snapshot_zxid
-        self.snapshot_wanted = False
+        self.snapshot_wanted = durable.snapshot_wanted
         self.history = History(config.commit_log_count)
         self.history.extend(durable.history)
         self.pending: deque[Txn] = deque(t for t in durable.history if t.zxid > durable.applied)
@@ -241,6 +264,21 @@ class Peer:
         if ready.append and self.state == ServerState.LEADING and self.leader is not None:
             self.leader.self_acked = max(self.leader.self_acked, ready.append[-1].zxid)
             self._leader_maybe_commit()
+
+    def status(self) -> PeerStatus:
+        learners = ()
+        if self.state == ServerState.LEADING and self.leader is not None:
+            learners = tuple(
+                LearnerStatus(sid, info.observer, info.acked_epoch, info.synced, info.uptodate, info.acked)
+                for sid, info in sorted(self.leader.learners.items())
+            )  # fmt: skip
+        return PeerStatus(self.soft_state(), self.accepted_epoch, self.current_epoch, self.last_logged, self.applied, learners)
+
+    def streaming_learners(self) -> list[int]:
+        """Leader: the learners whose stream is in order (ACKEPOCH seen), cheaply."""
+        if self.state != ServerState.LEADING or self.leader is None:
+            return []
+        return [sid for sid, info in self.leader.learners.items() if info.acked_epoch]
 
     def soft_state(self) -> SoftState:
         serving = False

@@ -8,13 +8,27 @@ what the txn log needs (it is not thread-safe).
 
 from __future__ import annotations
 
+import logging
+import os
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import outcome
 import trio
+
+LOGGER = logging.getLogger("zabby.server")
+EXIT_DISK_FAILURE = 74  # EX_IOERR (sysexits.h): the only way a zabby server stops by itself
+
+
+def fail_stop(reason: str) -> NoReturn:
+    """The disk failed: stop at once, with one log line and exit code 74.  No retry, no
+    cleanup that could write: what was acknowledged is on the other servers' disks, and a
+    supervisor (or an operator) restarts this one once its disk is sound."""
+    LOGGER.critical("disk failure, stopping this server (exit %d): %s", EXIT_DISK_FAILURE, reason)
+    logging.shutdown()
+    os._exit(EXIT_DISK_FAILURE)
 
 
 class DiskWorker:

@@ -56,6 +56,9 @@ def mntr_data(server: ZabbyServer) -> dict[str, Any]:
         "max_file_descriptor_count": max_fds,
         "uptime": int((time.time() - stats.started_s) * 1000),
         "last_zxid": _hex(tree.last_zxid),
+        "digest": f"0x{tree.digest:016x}",  # the tree digest at last_zxid
+        "digest_mismatches_count": stats.digest_mismatches,
+        "core_restarts_count": stats.repairs,
         "global_sessions": len(server.sessions),
         "local_sessions": 0,
         "quorum_size": server.peer.quorum.size,
@@ -324,6 +327,7 @@ DATA: dict[str, Callable[["ZabbyServer"], dict[str, Any]]] = {
     "crst": _crst,
     "srst": _srst,
     "dirs": dirs_data,
+    "hash": lambda s: {"digests": [{"zxid": z, "digest": d} for z, d in reversed(s.tree.digest_log)]},
 }
 
 

@@ -26,7 +26,8 @@ CONN_LOGGER = logging.getLogger("zabby.server.conn")
 def open_server(config: zoo_config.ServerConfig) -> ZabbyServer:
     """Recover the newest valid snapshot plus the log after it; return a ready server."""
     started = time.perf_counter()
-    datadir = DataDir(config.data_dir, config.data_log_dir, snap_retain_count=config.snap_retain_count)
+    datadir = DataDir(config.data_dir, config.data_log_dir, snap_retain_count=config.snap_retain_count,
+                      log_reserve_bytes=config.log_reserve_bytes)  # fmt: skip
     tree, log = datadir.recover()
     server = ZabbyServer(config, datadir, tree, log)
     server.stats.startup_load_ms = (time.perf_counter() - started) * 1000

@@ -13,6 +13,12 @@ A standalone server is an ensemble of one voter: the same path, with a quorum of
 A failed write is an ERROR txn, as in ZooKeeper, so every reply (forwarded or not) comes back
 through the log in session order.  Snapshots are written by a forked child (a copy-on-write
 image of the tree at one zxid), so the server keeps serving while they are written.
+
+Faults: nothing a client, a peer or a race does ends the process.  When running the core
+fails (a txn that does not fit the tree, a snapshot at another zxid than declared, a digest
+that differs from the leader's, a bug), the server restarts its core in place: it stops
+serving, reloads the tree from disk and rejoins as LOOKING, asking for a SNAP.  Only a failed
+disk stops it (``disk.fail_stop``); a full disk refuses writes until space is freed.
 """
 
 from __future__ import annotations
@@ -41,21 +47,24 @@ from zabby.core.messages import (
     Snap,
     SnapChunk,
     Sync,
+    TreeDigest,
     Trunc,
     encode,
 )
 from zabby.core.peer import DurableState, Peer, PeerConfig
 from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
-from zabby.errors import Err, ZabbyError
+from zabby.errors import Err, Inconsistency, InvariantError, ZabbyError
 from zabby.opcodes import OpCode, owner_ttl_ms
-from zabby.server.disk import DiskWorker
+from zabby.server.disk import DiskWorker, fail_stop
+from zabby.server.guard import contained, only
 from zabby.server.stats import ServerStats
 from zabby.server.transport import ForkedStream, Transport
-from zabby.storage.datadir import DataDir
+from zabby.storage.datadir import DataDir, RecoveryError
 from zabby.storage.epochs import read_epoch, write_epoch
+from zabby.storage.files import DiskFailure, DiskFull
 from zabby.storage.snapshot import write_snapshot
-from zabby.storage.txnlog import TxnLog
+from zabby.storage.txnlog import CorruptLogError, TxnLog
 from zabby.tree.datatree import DataTree, TreeBuilder
 from zabby.tree.prep import Caller, Preparer, PrepLimits
 from zabby.tree.sessions import SessionTracker
@@ -73,6 +82,9 @@ CORE_TICK_MS_MAX = 50
 SNAP_CHUNK_RECORDS = 2000
 PR_SET_PDEATHSIG = 1  # prctl(2)
 FINALIZE_WAIT_MS = 200
+REPAIR_PAUSE_S = 1.0  # a core restarted again this soon waits first: no busy loop on a bad disk
+EXPECTED_DIGESTS_MAX = 256
+SESSION_OPS = frozenset({OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION})
 
 
 def core_timing(config: ServerConfig) -> tuple[int, PeerConfig]:
@@ -95,7 +107,7 @@ def core_timing(config: ServerConfig) -> tuple[int, PeerConfig]:
     )
 
 
-def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, history_count: int) -> DurableState:
+def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, history_count: int, *, snapshot_wanted: bool = False) -> DurableState:
     last_logged = max(log.last_zxid, tree.last_zxid)
     # purge keeps the log short (the snapshots' worth); only the window's txns are decoded
     tail = deque((payload for _, payload in log.read_from(0)), maxlen=max(1, history_count))
@@ -107,6 +119,7 @@ def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, history_count: 
         applied=tree.last_zxid,
         history=tuple(decode_txn(payload) for payload in tail) if history_count else (),
         snapshot_zxid=datadir.newest_snapshot_zxid(),
+        snapshot_wanted=snapshot_wanted,
     )
 
 
@@ -189,6 +202,9 @@ class ZabbyServer:
         self._snapshot_running = False
         self._next_session_id = ((config.server_id % 128) << 56) | ((((self.now_ms() << 24) & (2**64 - 1)) >> 8) & ((1 << 56) - 1))
         self.last_proposal_bytes = (0, 0, 0)  # last, min, max
+        self._expected_digests: deque[tuple[int, int]] = deque(maxlen=EXPECTED_DIGESTS_MAX)  # from the leader
+        self._digest_sent_tick = -1
+        self._repaired_at = -REPAIR_PAUSE_S
 
     # ----------------------------------------------------------------- clocks and state
     @staticmethod
@@ -243,6 +259,8 @@ class ZabbyServer:
         """A client write: prepared here on the leader, forwarded by a learner."""
         if not self.serving:
             raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
+        if self.log.space_low and op not in SESSION_OPS and not self.is_leader:
+            raise self._disk_full_error()
         self.waiting[(caller.session_id, cxid)] = done
         self.outstanding += 1
         if self.outstanding >= self.config.outstanding_requests_max:
@@ -258,6 +276,8 @@ class ZabbyServer:
         zxid = self._next_zxid()
         now = self.now_ms()
         try:
+            if self.log.space_low and op not in SESSION_OPS:
+                raise self._disk_full_error()  # an ERROR txn is tiny: the reserve holds many
             if op == OpCode.CLOSE_SESSION:
                 txn_type, body = self.preparer.close_session(caller.session_id, zxid)
             elif op == OpCode.CREATE_SESSION:
@@ -270,6 +290,10 @@ class ZabbyServer:
             txn_type, body = OpCode.ERROR, (int(Err.BADARGUMENTS), f"bad arguments: {exc}")
         self._proposals.append(Txn(zxid, caller.session_id, cxid, now, txn_type, body))
         self._wake.set()
+
+    def _disk_full_error(self) -> ZabbyError:
+        return ZabbyError(Err.SYSTEMERROR, f"server {self.config.server_id}: the disk holding {self.datadir.log_dir} is "
+                          "full; writes are refused until space is freed (reads and sessions go on)")  # fmt: skip
 
     def create_session(self, timeout_ms: int, done: Done) -> None:
         session_id = self._next_session_id
@@ -296,6 +320,15 @@ class ZabbyServer:
 
     # ----------------------------------------------------------------- the peer task
     async def run_peer(self, nursery: trio.Nursery) -> None:
+        """The peer task.  A failure of the core or the tree is repaired in place (see the
+        module's docstring); a failed disk stops the server."""
+        while True:
+            try:
+                await self._drive_core(nursery)
+            except Exception as exc:  # also the ExceptionGroups of nurseries below
+                await self._repair(exc)
+
+    async def _drive_core(self, nursery: trio.Nursery) -> None:
         while True:
             await self._feed()
             if self._proposals and self.is_leader and self.serving:
@@ -314,6 +347,10 @@ class ZabbyServer:
         for kind, a, b in inputs:
             if kind == _TICK:
                 self.peer.tick()
+            elif kind == _SPACE_CHECK:
+                await self.disk.run(self.log.retry_reserve)
+            elif isinstance(b, TreeDigest):
+                self._expect_digest(a, b)
             elif kind == _LINK_DOWN:
                 if self._snap_in.pop(a, None) is not None:
                     await self._reload_tree("the snapshot stream broke")
@@ -325,10 +362,12 @@ class ZabbyServer:
 
     async def _process(self, ready: Ready, nursery: trio.Nursery) -> None:
         if ready.early_messages:
-            self._send(ready.early_messages)
+            self._send(ready.early_messages, {})
         await self._persist(ready)
-        self._apply(ready.committed)
-        self._send(ready.messages)
+        frozen = self._apply_and_freeze(ready)
+        self._send(ready.messages, frozen)
+        if ready.committed:
+            self._after_commits()
         for sid in ready.drop_links:
             if self.transport is not None:
                 self.transport.drop(sid)
@@ -345,7 +384,7 @@ class ZabbyServer:
         if ready.soft_state != self.soft:
             self._change_state(ready.soft_state)
         if self._txns_since_snapshot >= self._snapshot_due and not self._snapshot_running:
-            nursery.start_soon(self._snapshot)
+            nursery.start_soon(contained, "the snapshot task", LOGGER, self._snapshot)
 
     async def _persist(self, ready: Ready) -> None:
         if ready.accepted_epoch is not None:
@@ -405,6 +444,30 @@ class ZabbyServer:
             if self.outstanding < self.config.outstanding_requests_max:
                 self._unthrottled.set()
 
+    def _apply_and_freeze(self, ready: Ready) -> dict[tuple[int, int], list[ForkedStream]]:
+        """Apply the committed txns; for each SNAP in ``ready.messages``, fork a stream of the
+        tree exactly when it is at the SNAP's zxid.  The core declared the SNAP at its applied
+        point of that moment, and later commits of the same Ready move the tree past it: a
+        snapshot taken after all of them would hold txns the learner is then sent again."""
+        points: dict[int, list[int]] = {}
+        for sid, message in ready.messages:
+            if isinstance(message, Snap):
+                points.setdefault(message.zxid, []).append(sid)
+        if not points:
+            self._apply(ready.committed)
+            return {}
+        frozen: dict[tuple[int, int], list[ForkedStream]] = {}
+        for txn in ready.committed:
+            self._freeze(points, frozen)
+            self._apply([txn])
+        self._freeze(points, frozen)
+        return frozen
+
+    def _freeze(self, points: dict[int, list[int]], frozen: dict[tuple[int, int], list[ForkedStream]]) -> None:
+        zxid = self.tree.last_zxid
+        for sid in points.pop(zxid, ()):
+            frozen.setdefault((sid, zxid), []).append(self._fork_snapshot(sid, zxid))
+
     def _after_apply(self, txn: Txn) -> None:
         if txn.type == OpCode.CREATE_SESSION:
             if self.is_leader:
@@ -418,33 +481,132 @@ class ZabbyServer:
         elif txn.type == OpCode.DELETE_CONTAINER:
             self.stats.ttl_node_deleted_count += 1
 
+    # ----------------------------------------------------------------- digests
+    def _after_commits(self) -> None:
+        if not self.config.digest_enabled:
+            return
+        if self.is_leader:
+            self._send_digest()
+        else:
+            self._check_digests()
+
+    def _send_digest(self) -> None:
+        """At most once per core tick: the learners compare at their own pace."""
+        if self.transport is None or self._digest_sent_tick == self.peer.now:
+            return
+        self._digest_sent_tick = self.peer.now
+        message = TreeDigest(zxid=self.tree.last_zxid, digest=self.tree.digest)
+        for sid in self.peer.streaming_learners():
+            self.transport.send(sid, message)
+
+    def _expect_digest(self, sid: int, message: TreeDigest) -> None:
+        if self.soft.leader != sid or self.is_leader:
+            return  # from a leader we no longer follow
+        self._expected_digests.append((message.zxid, message.digest))
+        self._check_digests()
+
+    def _check_digests(self) -> None:
+        """Compare the leader's digests with ours at every zxid the tree has reached.
+
+        Raises:
+            Inconsistency: they differ; the peer task resyncs this server by SNAP.
+        """
+        expected, tree = self._expected_digests, self.tree
+        while expected and expected[0][0] <= tree.last_zxid:
+            zxid, digest = expected.popleft()
+            mine = tree.digest_at(zxid)
+            if mine is not None and mine != digest:
+                self.stats.digest_mismatches += 1
+                raise Inconsistency(f"the tree digest at 0x{zxid:x} is 0x{mine:016x} here but 0x{digest:016x} "
+                                    f"on the leader (server {self.soft.leader})")  # fmt: skip
+
+    # ----------------------------------------------------------------- repair
+    async def _repair(self, exc: Exception) -> None:
+        """Restart the core in place from disk (see the module's docstring)."""
+        failure = _first(exc, DiskFailure)
+        if failure is not None:
+            fail_stop(str(failure))
+        full = only(exc, (DiskFull,))
+        if only(exc, (Inconsistency, InvariantError, DiskFull)):
+            LOGGER.error("%s; restarting the core from disk%s", _describe(exc), "" if full else " and resyncing by SNAP")
+        else:
+            LOGGER.error("running the core failed; restarting it from disk and resyncing by SNAP", exc_info=exc)
+        self.stats.repairs += 1
+        since = time.monotonic() - self._repaired_at
+        if since < REPAIR_PAUSE_S:
+            await trio.sleep(REPAIR_PAUSE_S - since)
+        self._repaired_at = time.monotonic()
+        await self._restart_core(snapshot_wanted=not full)
+
+    async def _restart_core(self, *, snapshot_wanted: bool) -> None:
+        """As a process restart would: stop serving, drop every link, reload the tree and the
+        core's durable state from disk.  A disk that cannot be read back stops the server."""
+        self._stop_serving()
+        self._inputs.clear()
+        self._snap_in.clear()
+        self._expected_digests.clear()
+        if self.transport is not None:
+            for sid in list(self.transport.peers):
+                self.transport.drop(sid)
+        try:
+            self.log.close()
+            tree, self.log = await self.disk.run(self.datadir.recover)
+        except (DiskFailure, RecoveryError, CorruptLogError, OSError) as exc:
+            fail_stop(f"cannot reload the data dir after a failure: {exc}")
+        self._replace_tree(tree)
+        _, peer_config = core_timing(self.config)
+        durable = durable_state(self.datadir, tree, self.log, self.config.commit_log_count, snapshot_wanted=snapshot_wanted)
+        self.peer = Peer(peer_config, durable)
+        self.soft = self.peer.soft_state()
+        LOGGER.info("core restarted from disk at 0x%x; looking for the leader", tree.last_zxid)
+
     # ----------------------------------------------------------------- links and snapshots
-    def _send(self, messages: list[tuple[int, Message]]) -> None:
+    def _send(self, messages: list[tuple[int, Message]], frozen: dict[tuple[int, int], list[ForkedStream]]) -> None:
         if self.transport is None:
             return
+        dropped: set[int] = set()
         for sid, message in messages:
+            if sid in dropped:
+                continue
             if isinstance(message, Snap):
+                streams = frozen.get((sid, message.zxid))
+                if not streams:
+                    self._snapshot_missed(sid, message.zxid)
+                    dropped.add(sid)
+                    continue
                 self.stats.snap_count += 1
-                self._send_snapshot(sid, message)
+                self.transport.send(sid, message)
+                self.transport.send_forked(sid, streams.pop(0))
                 continue
             if isinstance(message, (Diff, Trunc)):
                 self.stats.diff_count += 1
             elif isinstance(message, Proposal):
                 self._note_proposal_size(message)
             self.transport.send(sid, message)
+        for streams in frozen.values():
+            for stream in streams:  # none is left unless a Snap was sent twice: never leak a child
+                stream.abandon()
+
+    def _snapshot_missed(self, sid: int, zxid: int) -> None:
+        """A SNAP whose zxid the tree never was at while this Ready applied: the learner
+        would get a snapshot at another zxid than declared.  Drop it; it resyncs."""
+        assert self.transport is not None
+        LOGGER.error("a SNAP to server %d declares 0x%x, but the tree never was there (now at 0x%x): dropping "
+                     "that learner so that it resyncs", sid, zxid, self.tree.last_zxid)  # fmt: skip
+        self.transport.drop(sid)
+        self._push(_LINK_DOWN, sid)
 
     def _note_proposal_size(self, proposal: Proposal) -> None:
         size = sum(len(txn.body[1]) if txn.type in (OpCode.CREATE, OpCode.SET_DATA) else 0 for txn in proposal.txns)
         last, smallest, largest = self.last_proposal_bytes
         self.last_proposal_bytes = (size, min(smallest, size) if smallest else size, max(largest, size))
 
-    def _send_snapshot(self, sid: int, snap: Snap) -> None:
-        """Queue the tree exactly at snap.zxid: a forked child streams its image in chunks
-        while this server goes on (the tree is never held twice; the pipe is the buffer)."""
-        assert self.transport is not None
-        if self.tree.last_zxid != snap.zxid:
-            LOGGER.error("snapshot for %d at 0x%x but the tree is at 0x%x", sid, snap.zxid, self.tree.last_zxid)
-        self.transport.send(sid, snap)
+    def _fork_snapshot(self, sid: int, zxid: int) -> ForkedStream:
+        """The tree as it is now, which must be at ``zxid``: a forked child streams its image
+        in chunks while this server goes on (the tree is never held twice; the pipe is the
+        buffer)."""
+        if self.tree.last_zxid != zxid:
+            raise InvariantError(f"a snapshot for server {sid} at 0x{zxid:x} of a tree at 0x{self.tree.last_zxid:x}")
         read_fd, write_fd = os.pipe()
         with contextlib.suppress(OSError, AttributeError):  # a bigger pipe: fewer wake-ups (Linux)
             fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
@@ -457,7 +619,7 @@ class ZabbyServer:
 
         pid = fork_child(stream_tree)
         os.close(write_fd)
-        self.transport.send_forked(sid, ForkedStream(pid, read_fd, f"a snapshot at 0x{snap.zxid:x} to server {sid}"))
+        return ForkedStream(pid, read_fd, f"a snapshot at 0x{zxid:x} to server {sid}")
 
     async def _receive_snapshot(self, sid: int, message: Snap | SnapChunk) -> None:
         if isinstance(message, Snap):
@@ -480,10 +642,13 @@ class ZabbyServer:
             await self._reload_tree("a snapshot arrived for a sync that was given up")
             return
         tree = builder.finish()
+        if tree.last_zxid != snap.zxid:
+            raise Inconsistency(f"the snapshot from server {sid} declares 0x{snap.zxid:x} but holds a tree at 0x{tree.last_zxid:x}")
         await self.disk.run(self.datadir.install_snapshot, tree.records(), snap.zxid)
         self._replace_tree(tree)
         self.peer.snapshot_installed(snap.zxid)
         LOGGER.info("installed a snapshot at 0x%x from server %d (%d znodes)", snap.zxid, sid, tree.node_count())
+        self._check_digests()
 
     async def _snapshot(self) -> None:
         """Fork: the child writes the tree as of this instant; the parent keeps serving."""
@@ -507,16 +672,20 @@ class ZabbyServer:
                 removed = await self.disk.run(self.datadir.purge)
                 if removed:
                     LOGGER.info("purged %d old snapshot/log files", len(removed))
+        except DiskFailure as exc:
+            fail_stop(str(exc))
         finally:
             self._snapshot_running = False
 
     # ----------------------------------------------------------------- roles
     def _change_state(self, soft: SoftState) -> None:
-        was_serving, self.soft = self.soft.serving, soft
+        old, self.soft = self.soft, soft
         LOGGER.info("state %s, phase %s, leader %s, epoch %d%s", soft.state.value, soft.phase.value,
                     soft.leader, soft.epoch, ", serving" if soft.serving else "")  # fmt: skip
-        if was_serving and not soft.serving:
+        if old.serving and not soft.serving:
             self._stop_serving()
+        if soft.leader != old.leader or soft.epoch != old.epoch:
+            self._expected_digests.clear()  # digests of another leader's stream
         if soft.serving and soft.state == ServerState.LEADING:
             now = self.monotonic_ms()
             self.sessions = SessionTracker(self.config.tick_ms)
@@ -540,11 +709,14 @@ class ZabbyServer:
         """Tick the core; on the leader, expire sessions and reap containers and TTL nodes."""
         ticks_per_check = max(1, self.config.tick_ms // self.core_tick_ms)
         container_every = max(1, self.config.container_check_interval_ms // self.core_tick_ms)
+        ticks_per_second = max(1, 1000 // self.core_tick_ms)
         count = 0
         while True:
             await trio.sleep(self.core_tick_ms / 1000)
             count += 1
             self._push(_TICK)
+            if self.log.space_low and count % ticks_per_second == 0:
+                self._push(_SPACE_CHECK)
             if not (self.is_leader and self.serving):
                 continue
             if count % ticks_per_check == 0:
@@ -601,12 +773,11 @@ class ZabbyServer:
         return entry[0]
 
     def learner_counts(self) -> dict[str, int]:
-        leader = self.peer.leader
-        if leader is None or not self.is_leader:
+        if not self.is_leader:
             return {}
-        learners = leader.learners.values()
+        learners = self.peer.status().learners
         return {
-            "learners": len(leader.learners),
+            "learners": len(learners),
             "followers": sum(1 for i in learners if not i.observer),
             "synced_followers": sum(1 for i in learners if not i.observer and i.uptodate),
             "synced_observers": sum(1 for i in learners if i.observer and i.uptodate),
@@ -614,4 +785,21 @@ class ZabbyServer:
         }
 
 
-_TICK, _MESSAGE, _LINK_DOWN = 0, 1, 2
+def _first(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first leaf of ``exc`` (a group or not) that is a ``kind``."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _first(inner, kind)
+            if found is not None:
+                return found
+        return None
+    return exc if isinstance(exc, kind) else None
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(inner) for inner in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"
+
+
+_TICK, _MESSAGE, _LINK_DOWN, _SPACE_CHECK = 0, 1, 2, 3

@@ -55,6 +55,8 @@ class ServerStats:
     last_client_response_size: int = 0
     startup_txns_loaded: int = 0
     startup_load_ms: float = 0.0
+    digest_mismatches: int = 0  # the leader's tree digest differed from ours (then: resync by SNAP)
+    repairs: int = 0  # times the core was restarted in place after a failure
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
     def __post_init__(self) -> None:
