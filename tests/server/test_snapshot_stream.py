@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.procs import ROOT, wait_until
 from zabby.core.messages import SnapChunk, decode
-from zabby.server.node import SNAP_CHUNK_RECORDS, write_snapshot_frames
+from zabby.server.forks import SNAP_CHUNK_RECORDS, write_snapshot_frames
 from zabby.tree.datatree import DataTree
 from zabby.wire.framing import FrameDecoder
 
@@ -39,7 +39,7 @@ def test_a_forked_child_dies_with_the_server(tmp_path: Path) -> None:
     parent = subprocess.Popen(
         [sys.executable, "-c", (
             "import sys, time\n"
-            "from zabby.server.node import fork_child\n"
+            "from zabby.server.forks import fork_child\n"
             "print(fork_child(lambda: time.sleep(60)), flush=True)\n"
             "time.sleep(60)\n"
         )],

@@ -21,11 +21,14 @@ from zabby.sim.runner import Result, run
 CI_SEEDS = range(1, 1001)
 SOAK_SEEDS = range(1, 10_001)
 
-# Seeds that once failed and led to a fix in zabby/core.  Only 463 still reaches its bug
-# with today's simulator (checked by reverting the fix); 47, 114 and 138 were found by
-# earlier versions of the swarm and network, so the hand-built test named beside each is the
-# real guard, and the seed stays as a cheap smoke test.
+# Seeds that once failed and led to a fix.  A seed replays its bug only with the simulator
+# it was found with: 41 was found once the simulator drove the server's own engine (checked
+# by reverting the fix); the others were found by earlier simulators, so the hand-built test
+# named beside each is the real guard, and the seed stays as a cheap smoke test.
 REGRESSIONS = {
+    41: "a learner wrote the new current epoch before the fsync of the DIFF it logged in the same Ready, "
+    "crashed, lost the DIFF, led on that epoch and truncated committed txns (ZOOKEEPER-4643; "
+    "tests/server/test_driver.py checks the order of the server's writes)",
     47: "late NEWLEADER ack got no COMMIT (test_a_learner_synced_after_establishment_gets_...)",
     114: "stale FOLLOWERINFO → second sync on the next connection (test_second_leaderinfo_goes_looking, "
     "test_second_ackepoch_drops_the_learner, test_second_sync_mode_message_goes_looking)",

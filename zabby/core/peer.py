@@ -274,6 +274,11 @@ class Peer:
             )  # fmt: skip
         return PeerStatus(self.soft_state(), self.accepted_epoch, self.current_epoch, self.last_logged, self.applied, learners)
 
+    @property
+    def established_leader(self) -> bool:
+        """Leading, with a quorum synced: may propose (``next_zxid``, ``propose``)."""
+        return self.state == ServerState.LEADING and self.leader is not None and self.leader.established
+
     def streaming_learners(self) -> list[int]:
         """Leader: the learners whose stream is in order (ACKEPOCH seen), cheaply."""
         if self.state != ServerState.LEADING or self.leader is None:

@@ -2,14 +2,20 @@
 
 0. send ``early_messages`` (the leader's PROPOSAL, COMMIT, INFORM and PING: they promise
    nothing about the sender's disk, so the leader's fsync runs in parallel with its followers');
-1. persist ``accepted_epoch`` / ``current_epoch`` (atomically, fsynced) when not None;
+1. persist ``accepted_epoch`` (atomically, fsynced) when not None;
 2. ``truncate_to``: cut the log after that zxid (and reload the tree to it if the tree is ahead);
 3. append ``append`` to the log, fsync if ``must_sync``;
-4. apply ``committed`` to the tree in order (and answer the clients waiting for them);
-5. send ``messages`` in order; a ``Snap`` message is followed by the tree's records, read
-   right then (after step 4 the tree is exactly at the Snap's zxid);
-6. close the links in ``drop_links``; act on ``requests``, ``touched_sessions``, ``sync_replies``;
-7. call ``peer.advance(ready)``.
+4. persist ``current_epoch`` when not None: only now, once the log holds what this Ready
+   appended.  A learner takes the new epoch at NEWLEADER, often in the same Ready as the
+   DIFF it logged just before; with the epoch on disk and the DIFF lost to a crash, it could
+   win the next election on that epoch with a log missing committed txns, and truncate them
+   from the others (ZooKeeper's ZOOKEEPER-4643; the simulator's seed 41);
+5. apply ``committed`` to the tree in order (and answer the clients waiting for them); a
+   ``Snap`` among the messages carries an image of the tree taken during this step, exactly
+   when the tree is at the Snap's zxid;
+6. send ``messages`` in order, each ``Snap`` followed by its image;
+7. close the links in ``drop_links``; act on ``requests``, ``touched_sessions``, ``sync_replies``;
+8. call ``peer.advance(ready)``.
 
 ACKs are among the messages, so they leave only after what they acknowledge is on disk.
 """
@@ -17,14 +23,17 @@ ACKs are among the messages, so they leave only after what they acknowledge is o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from zabby.core.messages import Message, Request, Sync
 from zabby.core.types import ServerState, ZabPhase
 from zabby.tree.txns import Txn
 
 
-@dataclass(frozen=True, slots=True)
-class SoftState:
+class SoftState(NamedTuple):
+    """What the shell sees of the core's role; a tuple because it is built and compared after
+    every input (cheaper than a frozen dataclass, and as immutable)."""
+
     state: ServerState
     phase: ZabPhase
     leader: int | None

@@ -45,6 +45,7 @@ class SimOptions:
     clock_jump_probability: float = 0.0  # one node gets a burst of ticks at once
     clock_jump_ticks_max: int = 60
     clock_stall_probability: float = 0.0  # one node's ticks stop for a while (a GC pause)
+    batch_probability: float = 0.5  # per delivery round: queue every due message, then work
     # disk
     snapshot_every_txns: int = 25
     log_keep_count: int = 30  # log entries kept at or below the snapshot (a restart's DIFF window)
@@ -107,6 +108,7 @@ def swarm(rng: random.Random, seed: int) -> SimOptions:
         clock_jump_probability=_maybe(rng, 0.4, 0.01),
         clock_jump_ticks_max=rng.randint(5, 3 * sync_limit),
         clock_stall_probability=_maybe(rng, 0.3, 0.01),
+        batch_probability=rng.choice((0.0, 0.5, 0.9, 1.0)),
         snapshot_every_txns=rng.choice((3, 10, 40, 1000)),
         log_keep_count=rng.choice((0, 5, 50)),
         client_count=rng.randint(1, 5),

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from zabby.core.types import ServerState
 from zabby.sim.checkers import Checker, Violation
-from zabby.sim.cluster import Cluster, Node
+from zabby.sim.cluster import TICK_MS, Cluster, Node
 from zabby.sim.options import SimOptions, swarm
 from zabby.sim.workload import Workload
 from zabby.tree.datatree import DataTree
@@ -72,12 +72,25 @@ class Simulation:
         self._deliver()
 
     def _deliver(self) -> None:
+        """Deliver what is due.  In a batched round every event is queued into its engine
+        first and each engine then works through all of them at once, as the server's peer
+        task does with what arrived while it was busy; otherwise each event is worked
+        through as it arrives."""
         cluster = self.cluster
+        batched = self.fault_rng.random() < self.options.batch_probability
+        busy: dict[int, Node] = {}
         for _ in range(EVENTS_PER_TICK_MAX):
             event = cluster.network.pop_due(cluster.now)
             if event is None:
+                for sid in sorted(busy):
+                    cluster.drain(busy[sid])
                 return
-            cluster.deliver(event)
+            node = cluster.deliver(event)
+            if node is not None:
+                if batched:
+                    busy[node.sid] = node
+                else:
+                    cluster.drain(node)
         raise Violation("the network does not settle within one tick")
 
     def _restart_due(self) -> None:
@@ -85,6 +98,9 @@ class Simulation:
             node = self.cluster.nodes[sid]
             if not node.alive and node.restart_at <= self.cluster.now:
                 self.cluster.restart(node)
+            elif node.alive and node.paused_until and node.paused_until <= self.cluster.now:
+                node.paused_until = 0
+                self.cluster.drain(node)
 
     def _inject_faults(self) -> None:
         options, rng, cluster = self.options, self.fault_rng, self.cluster
@@ -100,6 +116,7 @@ class Simulation:
             node = cluster.nodes[rng.choice(sids)]
             burst = rng.randint(1, options.clock_jump_ticks_max)
             cluster.log(f"server {node.sid}: clock jumps {burst} ticks")
+            node.clock.offset_ms += burst * TICK_MS
             for _ in range(burst):
                 cluster.tick(node)
         if options.clock_stall_probability and rng.random() < options.clock_stall_probability:

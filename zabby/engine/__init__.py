@@ -1,0 +1,21 @@
+"""The engine: one server's decisions, driven by the trio server and by the simulator."""
+
+from zabby.engine.effects import (
+    CheckSpace as CheckSpace,
+    ClientSink as ClientSink,
+    Clock as Clock,
+    CloseClients as CloseClients,
+    DropLinks as DropLinks,
+    Effect as Effect,
+    FailStop as FailStop,
+    Freezer as Freezer,
+    Install as Install,
+    Pause as Pause,
+    Persist as Persist,
+    Purge as Purge,
+    Recovered as Recovered,
+    Reload as Reload,
+    Send as Send,
+    WriteSnapshot as WriteSnapshot,
+)
+from zabby.engine.engine import Engine as Engine, core_timing as core_timing

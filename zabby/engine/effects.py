@@ -1,0 +1,150 @@
+"""What the engine asks of its driver (effects), and the ports it calls synchronously.
+
+The engine decides; a driver carries out.  ``Engine.next_effect`` hands out one effect at a
+time and the driver answers with its result (or the error it raised) on the next call, so
+the order of every step — send early, persist, apply, send, drop links — is written once,
+in the engine, for the trio server and for the simulator alike.
+
+Effects that answer with a value: ``Reload`` (a ``Recovered``), and ``Persist`` and
+``CheckSpace`` (True if the disk is short of space afterwards).  The others answer None.  An effect the driver could not
+carry out is answered with the exception it raised; the engine then repairs itself
+(``zabby.engine.engine``), or asks to stop (``FailStop``) if the disk failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from zabby.core.messages import Message
+from zabby.core.peer import DurableState
+from zabby.tree.datatree import DataTree
+from zabby.tree.txns import Txn
+
+Frozen = Any  # a tree image taken at one zxid: a forked child (server) or a tuple of records (sim)
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send ``messages`` in order.  A ``Snap`` to ``sid`` at ``zxid`` is followed on that link
+    by ``images[(sid, zxid)]``, the tree exactly at that zxid (the engine guarantees one)."""
+
+    messages: list[tuple[int, Message]]
+    images: dict[tuple[int, int], Frozen] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Persist:
+    """Durably store, in this order: the accepted epoch (when not None), a log cut after
+    ``truncate_to`` (when not None), ``append``, an fsync of the log if ``sync``, and last
+    the current epoch (when not None: see ``zabby.core.ready``).  Answer whether the disk is
+    short of space (the log could not reserve more)."""
+
+    accepted_epoch: int | None
+    current_epoch: int | None
+    truncate_to: int | None
+    append: list[Txn]
+    sync: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """What a restart would find on disk: the tree (newest snapshot plus the whole log) and
+    the core's durable state."""
+
+    tree: DataTree
+    durable: DurableState
+
+
+@dataclass(frozen=True, slots=True)
+class Reload:
+    """Close the log and recover from disk; answer with a ``Recovered``."""
+
+    why: str
+    snapshot_wanted: bool = False  # carried into the answer's DurableState
+
+
+@dataclass(frozen=True, slots=True)
+class Install:
+    """Make the leader's snapshot at ``zxid`` this server's whole history (Zab SNAP)."""
+
+    tree: DataTree
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class DropLinks:
+    sids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CloseClients:
+    """This server stopped serving: close every client connection (they see ConnectionLoss)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WriteSnapshot:
+    """Write ``image`` (the tree at ``zxid``) to disk in the background; then call
+    ``Engine.snapshot_written`` with the outcome.  Start a new log segment first."""
+
+    image: Frozen
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Purge:
+    """Remove the snapshots and log segments older than the retained ones."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSpace:
+    """Try again to reserve log space; answer True if the disk is still short of it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Do nothing until the monotonic clock reaches ``until_ms`` (a repair that follows
+    another one too soon: no busy loop on a bad disk)."""
+
+    until_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class FailStop:
+    """The disk failed: stop this server now (exit code 74 for a process)."""
+
+    reason: str
+
+
+Effect = Send | Persist | Reload | Install | DropLinks | CloseClients | WriteSnapshot | Purge | CheckSpace | Pause | FailStop
+
+
+class Clock(Protocol):
+    def wall_ms(self) -> int: ...
+
+    def monotonic_ms(self) -> int: ...
+
+
+class Freezer(Protocol):
+    """Takes a tree image *now*, while the tree is at the zxid the image is for."""
+
+    def image_for_peer(self, tree: DataTree, sid: int) -> Frozen: ...
+
+    def image_for_disk(self, tree: DataTree) -> Frozen: ...
+
+    def discard(self, image: Frozen) -> None: ...
+
+
+class ClientSink(Protocol):
+    """What the engine knows of a client: where its watch events go, and how to end it."""
+
+    session_id: int
+
+    def send_event(self, event_type: int, path: str, zxid: int) -> None: ...
+
+    def close_after_flush(self) -> None: ...
+
+
+Done = Callable[[Txn, Any], None]
+SyncDone = Callable[[], None]

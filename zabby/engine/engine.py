@@ -1,0 +1,713 @@
+"""The engine: everything one server decides, run by a driver that only does I/O.
+
+Theory of operation::
+
+    driver inputs:  tick() · receive(sid, message) · link_down(sid) · snapshot_written(zxid, ok)
+    client inputs:  submit · create_session · close_session · client_sync · touch · attach/detach
+                                       │
+               Engine: core.Peer + DataTree + Preparer + sessions + watches (synchronous)
+                                       │
+    effects out:    next_effect(result) → Send · Persist · Reload · Install · DropLinks ·
+                    CloseClients · WriteSnapshot · Purge · CheckSpace · Pause · FailStop
+
+The trio server (``zabby.server.node``) and the simulator (``zabby.sim.cluster``) are two
+drivers of this one engine; nothing that decides lives in a driver.  Work runs as a
+generator per unit (feeding queued inputs, one core Ready, a repair): it yields an effect,
+the driver carries it out and hands back the result, and the generator goes on.  So the
+Ready contract (``zabby.core.ready``) — send early, persist, apply, send, drop links, then
+``advance`` — is written here once.  Driver inputs that arrive while a unit of work waits
+for its effect are queued, and fed when it is done.  Client calls act at once: a write is
+prepared on the leader (or forwarded by a learner) while the previous Ready is on disk, as
+ZooKeeper's pipeline does.
+
+Faults: when a unit of work fails (a txn that does not fit the tree, a snapshot at another
+zxid than declared, a digest that differs from the leader's, a bug, a full disk), the engine
+repairs itself in place: it stops serving, drops its links, reloads the tree and its durable
+state from disk, and starts a new core that looks for the leader and asks it for a SNAP.
+A failed disk is the one thing it does not repair: ``FailStop``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections import deque
+from collections.abc import Callable, Generator
+from typing import Any
+
+from zabby.config import ServerConfig
+from zabby.core.messages import Diff, Message, Proposal, Request, Snap, SnapChunk, Sync, TreeDigest, Trunc
+from zabby.core.peer import Peer, PeerConfig
+from zabby.core.ready import Ready, SoftState
+from zabby.core.types import ServerState
+from zabby.engine.digests import DigestCheck
+from zabby.engine.effects import (
+    CheckSpace, ClientSink, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
+    Install, Pause, Persist, Purge, Recovered, Reload, Send, SyncDone, WriteSnapshot,
+)  # fmt: skip
+from zabby.errors import Err, Inconsistency, InvariantError, ZabbyError
+from zabby.opcodes import OpCode, owner_ttl_ms
+from zabby.server.stats import ServerStats
+from zabby.storage.files import DiskFailure, DiskFull
+from zabby.tree.datatree import DataTree, TreeBuilder
+from zabby.tree.prep import Caller, Preparer, PrepLimits
+from zabby.tree.sessions import SessionTracker
+from zabby.tree.txns import Txn
+from zabby.tree.watches import WatchManager
+
+LOGGER = logging.getLogger("zabby.server")
+
+CORE_TICK_MS_MAX = 50
+FINALIZE_WAIT_MS = 200
+REPAIR_PAUSE_MS = 1000  # a repair this soon after the last one waits first
+SESSION_OPS = frozenset({OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION})
+Work = Generator[Effect, Any, None]
+
+
+def core_timing(config: ServerConfig) -> tuple[int, PeerConfig]:
+    """The core's tick (ms) and its limits in ticks, from zoo.cfg's tickTime-based limits."""
+    core_tick_ms = min(CORE_TICK_MS_MAX, config.tick_ms)
+    per_tick = max(1, config.tick_ms // core_tick_ms)
+    voters = frozenset(p.sid for p in config.peers if not p.observer) or frozenset({config.server_id})
+    observers = frozenset(p.sid for p in config.peers if p.observer)
+    return core_tick_ms, PeerConfig(
+        sid=config.server_id,
+        voters=voters,
+        observers=observers,
+        init_limit_ticks=config.init_limit_ticks * per_tick,
+        sync_limit_ticks=config.sync_limit_ticks * per_tick,
+        ping_interval_ticks=max(1, per_tick // 2),
+        finalize_wait_ticks=math.ceil(FINALIZE_WAIT_MS / core_tick_ms),
+        notify_interval_ticks_min=math.ceil(FINALIZE_WAIT_MS / core_tick_ms),
+        notify_interval_ticks_max=math.ceil(2000 / core_tick_ms),
+        commit_log_count=config.commit_log_count,
+    )
+
+
+class Engine:
+    """One server's decisions.  Not thread-safe: the driver and the client sessions call it
+    from one thread (the trio thread, or the simulator's loop).
+
+    Args:
+        config: the server's zoo.cfg settings.
+        peer_config: the core's identity, quorum and limits in core ticks.
+        core_tick_ms: how long one ``tick()`` stands for.
+        recovered: the tree and durable state read from disk at start-up.
+        clock, freezer, rng: the ports (wall and monotonic time; tree images; randomness
+            for snapshot spacing and session passwords).
+        wake: called when a client call left work for ``next_effect``.
+        on_applied: called with each committed txn the tree applies (the simulator's checks).
+    """
+
+    def __init__(self, config: ServerConfig, peer_config: PeerConfig, core_tick_ms: int, recovered: Recovered, *,
+                 clock: Clock, freezer: Freezer, rng: random.Random, wake: Callable[[], None] = lambda: None,
+                 on_applied: Callable[[Txn, Any], None] | None = None, stats: ServerStats | None = None) -> None:  # fmt: skip
+        self.config = config
+        self.peer_config = peer_config
+        self.core_tick_ms = core_tick_ms
+        self.clock = clock
+        self.freezer = freezer
+        self.rng = rng
+        self.wake = wake
+        self.on_applied = on_applied
+        self.stats = stats if stats is not None else ServerStats()
+        self.standalone = not config.peers
+        self.tree = recovered.tree
+        self.preparer = Preparer(self.tree, PrepLimits(config.jute_buffer_bytes_max, config.ttl_enabled))
+        self.peer = Peer(peer_config, recovered.durable)
+        self.soft: SoftState = self.peer.soft_state()
+        self.watches = WatchManager()
+        self.sessions = SessionTracker(config.tick_ms)
+        self.session_sinks: dict[int, ClientSink] = {}
+        self.closing_sessions: set[int] = set()
+        self.waiting: dict[tuple[int, int], Done] = {}
+        self.sync_waiting: dict[tuple[int, int], SyncDone] = {}
+        self.outstanding = 0
+        self.space_low = False
+        self.last_proposal_bytes = (0, 0, 0)  # last, min, max
+        self.digests = DigestCheck(self.stats)
+        self._inputs: deque[tuple[int, Any, Any]] = deque()
+        self._proposals: list[Txn] = []
+        self._snap_in: dict[int, tuple[Snap, TreeBuilder]] = {}
+        self._work: Work | None = None
+        self._ticks = 0
+        self._digest_sent_tick = -1
+        self._repaired_at_ms: int | None = None
+        self.last_failure: BaseException | None = None  # what the last repair was for
+        self._tree_committed = False  # every txn in the tree is known to be committed
+        self._txns_since_snapshot = 0
+        self._snapshot_due = self._snapshot_threshold()
+        self._snapshot_running = False
+        self._next_session_id = _first_session_id(config.server_id, clock.wall_ms())
+
+    # ----------------------------------------------------------------- state
+    @property
+    def last_zxid(self) -> int:
+        return self.tree.last_zxid
+
+    @property
+    def serving(self) -> bool:
+        return self.soft.serving
+
+    @property
+    def is_leader(self) -> bool:
+        return self.soft.state == ServerState.LEADING
+
+    @property
+    def state(self) -> str:
+        """The mode as ZooKeeper's ``srvr`` names it."""
+        if not self.soft.serving:
+            return "looking" if self.soft.state == ServerState.LOOKING else "syncing"
+        if self.standalone:
+            return "standalone"
+        return {ServerState.LEADING: "leader", ServerState.FOLLOWING: "follower", ServerState.OBSERVING: "observer"}[self.soft.state]
+
+    @property
+    def receiving_snapshot(self) -> bool:
+        """A SNAP arrived and its chunks are still coming: the tree is empty meanwhile."""
+        return bool(self._snap_in)
+
+    @property
+    def throttled(self) -> bool:
+        return self.outstanding >= self.config.outstanding_requests_max
+
+    def _snapshot_threshold(self) -> int:
+        # ZooKeeper randomizes so that the servers of an ensemble do not all snapshot at once
+        count = self.config.snap_count
+        return self.rng.randint(count // 2 + 1, count)
+
+    # ----------------------------------------------------------------- driver inputs
+    def tick(self) -> None:
+        self._inputs.append((_TICK, None, None))
+
+    def receive(self, sid: int, message: Message) -> None:
+        self._inputs.append((_MESSAGE, sid, message))
+
+    def link_down(self, sid: int) -> None:
+        self._inputs.append((_LINK_DOWN, sid, None))
+
+    def snapshot_written(self, zxid: int, ok: bool, elapsed_ms: float) -> None:
+        self._inputs.append((_SNAPSHOT_WRITTEN, (zxid, ok, elapsed_ms), None))
+
+    def has_work(self) -> bool:
+        return bool(self._work is not None or self._inputs or self.peer.has_ready()
+                    or (self._proposals and self.is_leader and self.serving))  # fmt: skip
+
+    # ----------------------------------------------------------------- the work loop
+    def next_effect(self, result: Any = None, error: BaseException | None = None) -> Effect | None:
+        """The next effect for the driver to carry out, given the result of the last one (or
+        the exception carrying it out raised); None when there is nothing to do."""
+        while True:
+            if self._work is None:
+                self._work = self._next_work()
+                if self._work is None:
+                    return None
+                result, error = None, None
+            try:
+                return self._work.throw(error) if error is not None else self._work.send(result)
+            except StopIteration:
+                self._work = None
+            except Exception as exc:  # the unit of work failed: repair in place
+                self._work = self._repair(exc)
+            result, error = None, None
+
+    def _next_work(self) -> Work | None:
+        if self._inputs:
+            return self._feed()
+        if self._proposals and self.is_leader and self.serving:
+            batch, self._proposals = self._proposals, []
+            self.peer.propose(batch)
+        if self.peer.has_ready():
+            return self._process(self.peer.ready())
+        return None
+
+    def _feed(self) -> Work:
+        while self._inputs:
+            kind, a, b = self._inputs.popleft()
+            if kind == _TICK:
+                yield from self._tick()
+            elif kind == _LINK_DOWN:
+                self.peer.link_down(a)
+            elif kind == _SNAPSHOT_WRITTEN:
+                yield from self._snapshot_written(*a)
+            elif isinstance(b, TreeDigest):
+                if b.zxid and self.soft.leader == a and not self.is_leader:
+                    self.digests.expect(b.zxid, b.digest, a, self.tree)
+            elif isinstance(b, (Snap, SnapChunk)):
+                yield from self._receive_snapshot(a, b)
+            else:
+                self.peer.step(a, b)
+            if self._snap_in:
+                yield from self._abandon_snapshot()
+
+    def _tick(self) -> Work:
+        self._ticks += 1
+        self.peer.tick()
+        if self.space_low and self._ticks % max(1, 1000 // self.core_tick_ms) == 0:
+            self.space_low = yield CheckSpace()
+        if not self.peer.established_leader:  # the core's state now: this feed may have changed it
+            return
+        if self._ticks % max(1, self.config.tick_ms // self.core_tick_ms) == 0:
+            for session_id in self.sessions.expired(self.clock.monotonic_ms()):
+                self._expire(session_id)
+        if self._ticks % max(1, self.config.container_check_interval_ms // self.core_tick_ms) == 0:
+            self.reap_containers()
+
+    # ----------------------------------------------------------------- one Ready
+    def _process(self, ready: Ready) -> Work:
+        if ready.early_messages:
+            yield Send(ready.early_messages)
+        yield from self._persist(ready)
+        images = self._apply_and_freeze(ready)
+        messages, unsent = self._with_images(ready.messages, images)
+        if messages:
+            yield Send(messages, images)
+        if ready.committed and self.config.digest_enabled:
+            yield from self._digests_after_commits()
+        if ready.drop_links or unsent:
+            yield DropLinks(tuple(ready.drop_links) + unsent)
+        self._act_on(ready)
+        if ready.soft_state != self.soft:
+            yield from self._change_state(ready.soft_state)
+        yield from self._maybe_snapshot()
+        self.peer.advance(ready)
+
+    def _persist(self, ready: Ready) -> Work:
+        sync = ready.must_sync and self._sync_enabled()
+        if (ready.accepted_epoch is None and ready.current_epoch is None and ready.truncate_to is None
+                and not ready.append and not sync):  # fmt: skip
+            return
+        if ready.truncate_to is not None and self.tree.last_zxid > ready.truncate_to:
+            # the tree holds txns the cut takes out: reload it from the cut log, before the
+            # txns this Ready appends after the cut are in the log too
+            LOGGER.info("truncating the log after 0x%x", ready.truncate_to)
+            self.space_low = yield Persist(ready.accepted_epoch, None, ready.truncate_to, [], False)
+            yield from self._reload(f"the tree is ahead of the log (0x{self.tree.last_zxid:x})")
+            if ready.append or sync or ready.current_epoch is not None:
+                self.space_low = yield Persist(None, ready.current_epoch, None, ready.append, sync)
+            return
+        if ready.truncate_to is not None:
+            LOGGER.info("truncating the log after 0x%x", ready.truncate_to)
+        self.space_low = yield Persist(ready.accepted_epoch, ready.current_epoch, ready.truncate_to, ready.append, sync)
+
+    def _sync_enabled(self) -> bool:
+        if self.soft.state == ServerState.OBSERVING:
+            return self.config.force_sync and self.config.observer_sync_enabled
+        return self.config.force_sync
+
+    def _reload(self, why: str) -> Work:
+        """The tree from disk (snapshot plus the whole log), as after a restart."""
+        LOGGER.info("%s: reloading the tree from disk", why)
+        recovered: Recovered = yield Reload(why)
+        self._replace_tree(recovered.tree)
+        self._tree_committed = False
+
+    def _replace_tree(self, tree: DataTree) -> None:
+        self.tree = tree
+        self.preparer = Preparer(tree, self.preparer.limits)
+
+    def _act_on(self, ready: Ready) -> None:
+        """Step 6 of the Ready: forwarded writes, touched sessions, sync answers."""
+        for _, request in ready.requests:
+            caller = Caller(request.session_id, [tuple(a) for a in request.auth_ids], request.superuser)  # type: ignore[misc]
+            self._prepare(request.op, request.args, caller, request.cxid)
+        if ready.touched_sessions:
+            now = self.clock.monotonic_ms()
+            for session_id in ready.touched_sessions:
+                self.sessions.touch(session_id, now)
+        for sync in ready.sync_replies:
+            done = self.sync_waiting.pop((sync.session_id, sync.cxid), None)
+            if done is not None:
+                done()
+
+    # ----------------------------------------------------------------- apply
+    def _apply(self, txns: list[Txn]) -> None:
+        tree, watches, leader, on_applied = self.tree, self.watches, self.is_leader, self.on_applied
+        for txn in txns:
+            result, events = tree.apply(txn)
+            if on_applied is not None:
+                on_applied(txn, result)
+            if leader:
+                self.preparer.applied(txn.zxid)
+            if events and (watches.data or watches.child or watches.persistent or watches.recursive):
+                for sink, event_type, path in watches.trigger(events):
+                    sink.send_event(event_type, path, txn.zxid)  # type: ignore[attr-defined]
+            done = self.waiting.pop((txn.session_id, txn.cxid), None)
+            if done is not None:
+                self.outstanding -= 1
+                done(txn, result)
+            if txn.type in _SESSION_AND_REAP_TXNS:
+                self._after_apply(txn)
+        if txns:
+            self._tree_committed = True
+            self.stats.commit_count += len(txns)
+            self._txns_since_snapshot += len(txns)
+
+    def _apply_and_freeze(self, ready: Ready) -> dict[tuple[int, int], Frozen]:
+        """Apply the committed txns; for each SNAP in ``ready.messages``, take an image of the
+        tree exactly when it is at the SNAP's zxid.  The core declared the SNAP at its applied
+        point of that moment, and later commits of the same Ready move the tree past it: an
+        image taken after all of them would hold txns the learner is then sent again."""
+        points: dict[int, list[int]] = {}
+        for sid, message in ready.messages:
+            if isinstance(message, Snap):
+                points.setdefault(message.zxid, []).append(sid)
+        if not points:
+            self._apply(ready.committed)
+            return {}
+        images: dict[tuple[int, int], Frozen] = {}
+        for txn in ready.committed:
+            self._freeze(points, images)
+            self._apply([txn])
+        self._freeze(points, images)
+        return images
+
+    def _freeze(self, points: dict[int, list[int]], images: dict[tuple[int, int], Frozen]) -> None:
+        zxid = self.tree.last_zxid
+        for sid in points.pop(zxid, ()):
+            if (sid, zxid) in images:
+                self.freezer.discard(images[(sid, zxid)])  # two SNAPs to one learner: the last counts
+            images[(sid, zxid)] = self.freezer.image_for_peer(self.tree, sid)
+
+    def _with_images(self, messages: list[tuple[int, Message]], images: dict[tuple[int, int], Frozen]) -> tuple[list[tuple[int, Message]], tuple[int, ...]]:
+        """The messages to send, and the learners to drop instead.  Every SNAP leaves with its
+        image or not at all: a SNAP whose zxid the tree never was at in this Ready would carry
+        a tree at another zxid than it declares, so that learner gets nothing more in this
+        Ready and is dropped (it resyncs)."""
+        missing = {sid for sid, m in messages if isinstance(m, Snap) and (sid, m.zxid) not in images}
+        for sid in sorted(missing):
+            LOGGER.error("a SNAP to server %d declares a zxid the tree never was at (now 0x%x): dropping that "
+                         "learner so that it resyncs", sid, self.tree.last_zxid)  # fmt: skip
+            self.link_down(sid)
+        out = []
+        for sid, message in messages:
+            if sid in missing:
+                continue
+            if isinstance(message, Snap):
+                self.stats.snap_count += 1
+            elif isinstance(message, (Diff, Trunc)):
+                self.stats.diff_count += 1
+            elif isinstance(message, Proposal):
+                self._note_proposal_size(message)
+            out.append((sid, message))
+        return out, tuple(sorted(missing))
+
+    def _note_proposal_size(self, proposal: Proposal) -> None:
+        size = sum(len(txn.body[1]) if txn.type in (OpCode.CREATE, OpCode.SET_DATA) else 0 for txn in proposal.txns)
+        last, smallest, largest = self.last_proposal_bytes
+        self.last_proposal_bytes = (size, min(smallest, size) if smallest else size, max(largest, size))
+
+    def _after_apply(self, txn: Txn) -> None:
+        if txn.type == OpCode.CREATE_SESSION:
+            if self.is_leader:
+                self.sessions.add(txn.session_id, txn.body[0], self.clock.monotonic_ms())
+        elif txn.type == OpCode.CLOSE_SESSION:
+            self.sessions.remove(txn.session_id)
+            self.closing_sessions.discard(txn.session_id)
+            sink = self.session_sinks.pop(txn.session_id, None)
+            if sink is not None:
+                sink.close_after_flush()
+        elif txn.type == OpCode.DELETE_CONTAINER:
+            self.stats.ttl_node_deleted_count += 1
+
+    # ----------------------------------------------------------------- digests
+    def _digests_after_commits(self) -> Work:
+        if not self.is_leader:
+            self.digests.check(self.tree, self.soft.leader)
+            return
+        if self.standalone or self._digest_sent_tick == self._ticks:
+            return  # at most once per core tick: the learners compare at their own pace
+        self._digest_sent_tick = self._ticks
+        message = TreeDigest(zxid=self.tree.last_zxid, digest=self.tree.digest)
+        learners = self.peer.streaming_learners()
+        if learners:
+            yield Send([(sid, message) for sid in learners])
+
+    # ----------------------------------------------------------------- SNAP on a learner
+    def _receive_snapshot(self, sid: int, message: Snap | SnapChunk) -> Work:
+        if isinstance(message, Snap):
+            # The old tree goes now, so the whole tree is never held twice; this server is
+            # not serving while it syncs, and a broken stream reloads the tree from disk.
+            self._replace_tree(DataTree())
+            self._tree_committed = False
+            self._snap_in[sid] = (message, TreeBuilder())
+            self.peer.step(sid, message)
+            return
+        entry = self._snap_in.get(sid)
+        if entry is None:
+            return
+        snap, builder = entry
+        self.peer.heard_from(sid)
+        try:
+            builder.add(message.records)
+            tree = builder.finish() if message.last else None
+        except (InvariantError, ValueError, TypeError, KeyError) as exc:
+            yield from self._broken_snapshot(sid, f"its records do not make a tree ({_describe(exc)})")
+            return
+        if tree is None:
+            return
+        del self._snap_in[sid]
+        if tree.last_zxid != snap.zxid:
+            yield from self._broken_snapshot(sid, f"it declares 0x{snap.zxid:x} but holds a tree at 0x{tree.last_zxid:x}")
+            return
+        yield Install(tree, snap.zxid)
+        self._replace_tree(tree)
+        self.peer.snapshot_installed(snap.zxid)
+        LOGGER.info("installed a snapshot at 0x%x from server %d (%d znodes)", snap.zxid, sid, tree.node_count())
+        self.digests.check(self.tree, self.soft.leader)
+
+    def _broken_snapshot(self, sid: int, what: str) -> Work:
+        """A SNAP stream that cannot be installed: never serve it.  Drop that leader and look
+        again, from the tree and core state on disk (the old tree went at the SNAP)."""
+        LOGGER.error("the snapshot from server %d is refused: %s; dropping that leader to resync", sid, what)
+        yield from self._restart_core(snapshot_wanted=True, why="a snapshot stream was refused")
+
+    def _abandon_snapshot(self) -> Work:
+        """The sync a SNAP was for is over (the link broke, the core gave up on the leader)
+        before its tree was installed: the tree is empty since the SNAP, and the core's idea
+        of what it applied no longer matches any tree, so both come back from disk."""
+        if any(self.peer.expects_snapshot(sid, snap.zxid) for sid, (snap, _) in self._snap_in.items()):
+            return
+        LOGGER.info("a SNAP from server %s was abandoned before its tree arrived", ", ".join(map(str, self._snap_in)))
+        yield from self._restart_core(snapshot_wanted=False, why="a SNAP was abandoned")
+
+    # ----------------------------------------------------------------- snapshots to disk
+    def _maybe_snapshot(self) -> Work:
+        if self._snapshot_running or not self._tree_committed or self._txns_since_snapshot < self._snapshot_due:
+            return
+        self._snapshot_running = True
+        self._txns_since_snapshot = 0
+        self._snapshot_due = self._snapshot_threshold()
+        yield WriteSnapshot(self.freezer.image_for_disk(self.tree), self.tree.last_zxid)
+
+    def _snapshot_written(self, zxid: int, ok: bool, elapsed_ms: float) -> Work:
+        self._snapshot_running = False
+        if not ok:
+            LOGGER.error("the snapshot at 0x%x failed; the next one is due in %d txns", zxid, self._snapshot_due)
+            return
+        self.stats.snapshots_taken += 1
+        self.stats.snapshot.add(elapsed_ms)
+        LOGGER.info("snapshot at zxid 0x%x written in %.0f ms", zxid, elapsed_ms)
+        if self.config.purge_interval_hours > 0:
+            yield Purge()
+
+    # ----------------------------------------------------------------- roles
+    def _change_state(self, soft: SoftState) -> Work:
+        old, self.soft = self.soft, soft
+        LOGGER.info("state %s, phase %s, leader %s, epoch %d%s", soft.state.value, soft.phase.value,
+                    soft.leader, soft.epoch, ", serving" if soft.serving else "")  # fmt: skip
+        if soft.leader != old.leader or soft.epoch != old.epoch:
+            self.digests.clear()  # digests of another leader's stream
+        if old.serving and not soft.serving:
+            yield from self._stop_serving()
+        if soft.serving and soft.state == ServerState.LEADING:
+            now = self.clock.monotonic_ms()
+            self.sessions = SessionTracker(self.config.tick_ms)
+            for session_id, (timeout_ms, _) in self.tree.sessions.items():
+                self.sessions.add(session_id, timeout_ms, now)
+
+    def _stop_serving(self) -> Work:
+        """Clients of a server that stops serving are told (ConnectionLoss), not served."""
+        self._proposals.clear()
+        self.preparer.reset()
+        self.waiting.clear()
+        self.sync_waiting.clear()
+        self.outstanding = 0
+        self.sessions = SessionTracker(self.config.tick_ms)
+        yield CloseClients()
+
+    # ----------------------------------------------------------------- repair
+    def _repair(self, exc: Exception) -> Work:
+        """Restart the core in place from disk (see the module's docstring)."""
+        failure = _first(exc, DiskFailure)
+        if failure is not None:
+            yield FailStop(str(failure))
+            return
+        full = _only(exc, (DiskFull,))
+        if _only(exc, (Inconsistency, InvariantError, DiskFull)):
+            LOGGER.error("%s; restarting the core from disk%s", _describe(exc), "" if full else " and resyncing by SNAP")
+        else:
+            LOGGER.error("running the core failed; restarting it from disk and resyncing by SNAP", exc_info=exc)
+        self.stats.repairs += 1
+        self.last_failure = exc
+        now = self.clock.monotonic_ms()
+        if self._repaired_at_ms is not None and now - self._repaired_at_ms < REPAIR_PAUSE_MS:
+            yield Pause(self._repaired_at_ms + REPAIR_PAUSE_MS)
+        self._repaired_at_ms = self.clock.monotonic_ms()
+        yield from self._restart_core(snapshot_wanted=not full)
+
+    def _restart_core(self, *, snapshot_wanted: bool, why: str = "restarting the core") -> Work:
+        """As a process restart would: stop serving, drop every link, reload the tree and the
+        core's durable state from disk, and look for the leader."""
+        yield from self._stop_serving()
+        self._inputs.clear()
+        self._snap_in.clear()
+        self.digests.clear()
+        peers = tuple(sorted(self.peer_config.peers))
+        if peers:
+            yield DropLinks(peers)
+        recovered: Recovered = yield Reload(why, snapshot_wanted=snapshot_wanted)
+        self._replace_tree(recovered.tree)
+        self._tree_committed = False
+        self.peer = Peer(self.peer_config, recovered.durable)
+        self.soft = self.peer.soft_state()
+        LOGGER.info("core restarted from disk at 0x%x; looking for the leader", self.tree.last_zxid)
+
+    # ----------------------------------------------------------------- client writes
+    def _next_zxid(self) -> int:
+        return self._proposals[-1].zxid + 1 if self._proposals else self.peer.next_zxid
+
+    def submit(self, op: int, args: tuple[Any, ...], caller: Caller, cxid: int, done: Done) -> None:
+        """A client write: prepared here on the leader, forwarded by a learner.
+
+        Raises:
+            ZabbyError: CONNECTIONLOSS when not serving; SYSTEMERROR when a learner's disk
+                is full (a leader answers that with an ERROR txn, in the session's order).
+        """
+        if not self.serving:
+            raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
+        if self.space_low and op not in SESSION_OPS and not self.is_leader:
+            raise self._disk_full_error()
+        self.waiting[(caller.session_id, cxid)] = done
+        self.outstanding += 1
+        if self.is_leader:
+            self._prepare(op, args, caller, cxid)
+        else:
+            self.peer.forward(Request(session_id=caller.session_id, cxid=cxid, op=op, args=tuple(args),
+                                      auth_ids=tuple(caller.auth_ids), superuser=caller.superuser))  # fmt: skip
+        self.wake()
+
+    def _prepare(self, op: int, args: tuple[Any, ...], caller: Caller, cxid: int) -> None:
+        zxid = self._next_zxid()
+        now = self.clock.wall_ms()
+        try:
+            if self.space_low and op not in SESSION_OPS:
+                raise self._disk_full_error()  # an ERROR txn is tiny: the reserve holds many
+            if op == OpCode.CLOSE_SESSION:
+                txn_type, body = self.preparer.close_session(caller.session_id, zxid)
+            elif op == OpCode.CREATE_SESSION:
+                txn_type, body = OpCode.CREATE_SESSION, (int(args[0]), bytes(args[1]))
+            else:
+                txn_type, body = self.preparer.prepare(op, args, caller, zxid, now)
+        except ZabbyError as exc:
+            txn_type, body = OpCode.ERROR, (int(exc.code), str(exc))
+        except (TypeError, ValueError) as exc:
+            txn_type, body = OpCode.ERROR, (int(Err.BADARGUMENTS), f"bad arguments: {exc}")
+        self._proposals.append(Txn(zxid, caller.session_id, cxid, now, txn_type, body))
+
+    def _disk_full_error(self) -> ZabbyError:
+        return ZabbyError(Err.SYSTEMERROR, f"server {self.config.server_id}: the disk holding {self.config.data_log_dir} is "
+                          "full; writes are refused until space is freed (reads and sessions go on)")  # fmt: skip
+
+    def create_session(self, timeout_ms: int, done: Done) -> None:
+        session_id = self._next_session_id
+        while session_id in self.tree.sessions:
+            session_id += 1
+        self._next_session_id = session_id + 1
+        self.submit(OpCode.CREATE_SESSION, (timeout_ms, self.rng.randbytes(16)), Caller(session_id, []), 0, done)
+
+    def close_session(self, session_id: int, cxid: int, done: Done) -> None:
+        self.submit(OpCode.CLOSE_SESSION, (), Caller(session_id, []), cxid, done)
+
+    def client_sync(self, session_id: int, cxid: int, done: SyncDone) -> None:
+        if not self.serving:
+            raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
+        self.sync_waiting[(session_id, cxid)] = done
+        self.peer.client_sync(Sync(session_id=session_id, cxid=cxid))
+        self.wake()
+
+    def negotiate_timeout(self, requested_ms: int) -> int:
+        return max(self.config.session_timeout_ms_min, min(requested_ms, self.config.session_timeout_ms_max))
+
+    # ----------------------------------------------------------------- sessions
+    def _expire(self, session_id: int) -> None:
+        self.sessions.remove(session_id)
+        if session_id in self.tree.sessions and session_id not in self.closing_sessions:
+            LOGGER.info("session 0x%x expired", session_id)
+            self.closing_sessions.add(session_id)
+            self._prepare(OpCode.CLOSE_SESSION, (), Caller(session_id, []), 0)
+
+    def reap_containers(self) -> None:
+        """Leader: delete empty containers (once they had children) and expired TTL nodes."""
+        now_ms = self.clock.wall_ms()
+        tree = self.tree
+        candidates = [p for p in sorted(tree.containers) if not tree.nodes[p].children and tree.nodes[p].cversion > 0]
+        for path in sorted(tree.ttl_nodes):
+            node = tree.nodes[path]
+            ttl_ms = owner_ttl_ms(node.ephemeral_owner)
+            if not node.children and ttl_ms is not None and now_ms - node.mtime > ttl_ms:
+                candidates.append(path)
+        system = Caller(0, [], superuser=True)
+        for path in candidates:
+            if self.preparer.view(path) is not None:
+                self._prepare(OpCode.DELETE_CONTAINER, (path,), system, 0)
+
+    def attach(self, session_id: int, sink: ClientSink) -> None:
+        old = self.session_sinks.get(session_id)
+        if old is not None and old is not sink:
+            LOGGER.info("session 0x%x moved to a new connection; closing the old one", session_id)
+            old.close_after_flush()
+        self.session_sinks[session_id] = sink
+
+    def detach(self, sink: ClientSink) -> None:
+        self.watches.remove_watcher(sink)
+        if sink.session_id and self.session_sinks.get(sink.session_id) is sink:
+            del self.session_sinks[sink.session_id]
+
+    def touch(self, session_id: int) -> None:
+        if self.is_leader:
+            self.sessions.touch(session_id, self.clock.monotonic_ms())
+        else:
+            self.peer.touch_sessions([session_id])
+
+    def check_session(self, session_id: int, password: bytes) -> int | None:
+        """The session's timeout if (id, password) names a live session, else None."""
+        entry = self.tree.sessions.get(session_id)
+        if entry is None or entry[1] != password or session_id in self.closing_sessions:
+            return None
+        return entry[0]
+
+    def learner_counts(self) -> dict[str, int]:
+        if not self.is_leader:
+            return {}
+        learners = self.peer.status().learners
+        return {
+            "learners": len(learners),
+            "followers": sum(1 for i in learners if not i.observer),
+            "synced_followers": sum(1 for i in learners if not i.observer and i.uptodate),
+            "synced_observers": sum(1 for i in learners if i.observer and i.uptodate),
+            "pending_syncs": sum(1 for i in learners if not i.uptodate),
+        }
+
+
+def _first_session_id(server_id: int, wall_ms: int) -> int:
+    """ZooKeeper's initial session id: the server id in the top byte, the time below it."""
+    return ((server_id % 128) << 56) | ((((wall_ms << 24) & (2**64 - 1)) >> 8) & ((1 << 56) - 1))
+
+
+def _first(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first leaf of ``exc`` (a group or not) that is a ``kind``."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _first(inner, kind)
+            if found is not None:
+                return found
+        return None
+    return exc if isinstance(exc, kind) else None
+
+
+def _only(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only(inner, kinds) for inner in exc.exceptions)
+    return isinstance(exc, kinds)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(inner) for inner in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"
+
+
+_SESSION_AND_REAP_TXNS = frozenset({OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION, OpCode.DELETE_CONTAINER})
+_TICK, _MESSAGE, _LINK_DOWN, _SNAPSHOT_WRITTEN = 0, 1, 2, 3

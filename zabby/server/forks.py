@@ -1,0 +1,108 @@
+"""Tree images by fork(): the server's ``Freezer`` (see ``zabby.engine.effects``).
+
+A forked child holds a copy-on-write image of the whole process, so the tree as it is at the
+fork stays readable by the child however the parent changes it afterwards.  A SNAP's child
+writes the tree's records as SnapChunk frames into a pipe that the peer link relays; a
+snapshot's child writes the snapshot file.  Children die with the server (PR_SET_PDEATHSIG),
+so a killed server's child never holds its listening sockets against a restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import os
+import signal
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from zabby.core.messages import SnapChunk, encode
+from zabby.server.transport import ForkedStream
+from zabby.storage.snapshot import write_snapshot
+from zabby.tree.datatree import DataTree
+from zabby.wire.framing import encode_frame
+
+SNAP_CHUNK_RECORDS = 2000
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def fork_child(work: Callable[[], object]) -> int:
+    """Fork; the child runs ``work`` on its copy-on-write image of this process (the tree as
+    of now, however the parent changes it) and exits without any of the parent's cleanup.
+    Returns the child's pid; its exit status is 0 when ``work`` returned.  Call it from the
+    trio thread: the child is killed when the thread that forked it ends (prctl(2))."""
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            _die_with_parent(parent)
+            work()
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: SIGKILL this child if the server dies, so a killed server's child never
+    outlives it holding the server's inherited listening sockets (a restart could not bind)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the child ends with its work
+        return
+    if os.getppid() != parent:  # the server died before the prctl took effect
+        os._exit(1)
+
+
+def write_snapshot_frames(pipe: BinaryIO, records: Iterable[tuple[Any, ...]]) -> None:
+    """The quorum frames of a snapshot stream: SnapChunk messages of SNAP_CHUNK_RECORDS records."""
+    chunk: list[Any] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) >= SNAP_CHUNK_RECORDS:
+            pipe.write(encode_frame(encode(SnapChunk(records=tuple(chunk), last=False))))
+            chunk = []
+    pipe.write(encode_frame(encode(SnapChunk(records=tuple(chunk), last=True))))
+
+
+@dataclass(frozen=True, slots=True)
+class DiskImage:
+    """A child writing the snapshot of the tree at ``zxid`` into the snapshot folder."""
+
+    pid: int
+    zxid: int
+
+
+class ForkFreezer:
+    def __init__(self, snap_dir: Path) -> None:
+        self.snap_dir = snap_dir
+
+    def image_for_peer(self, tree: DataTree, sid: int) -> ForkedStream:
+        """A child streams the tree's records as it is now into a pipe (the tree is never
+        held twice; the pipe is the buffer)."""
+        read_fd, write_fd = os.pipe()
+        with contextlib.suppress(OSError, AttributeError):  # a bigger pipe: fewer wake-ups (Linux)
+            fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+        records = tree.records
+
+        def stream_tree() -> None:
+            os.close(read_fd)
+            with os.fdopen(write_fd, "wb", buffering=1 << 20) as pipe:
+                write_snapshot_frames(pipe, records())
+
+        pid = fork_child(stream_tree)
+        os.close(write_fd)
+        return ForkedStream(pid, read_fd, f"a snapshot at 0x{tree.last_zxid:x} to server {sid}")
+
+    def image_for_disk(self, tree: DataTree) -> DiskImage:
+        snap_dir, zxid, records = self.snap_dir, tree.last_zxid, tree.records
+        return DiskImage(fork_child(lambda: write_snapshot(snap_dir, zxid, records())), zxid)
+
+    def discard(self, image: Any) -> None:
+        if isinstance(image, ForkedStream):
+            image.abandon()
