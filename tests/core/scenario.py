@@ -130,7 +130,7 @@ class Scenario:
     def write(self, sid: int, path: str) -> None:
         """A client create through server ``sid`` (the leader, or forwarded by a learner)."""
         self.cxid += 1
-        request = Request(session_id=0x77, cxid=self.cxid, op=int(OpCode.CREATE),
+        request = Request(session_id=0, cxid=self.cxid, op=int(OpCode.CREATE),  # 0: no session to check
                           args=(path, b"x", ACL, int(CreateMode.PERSISTENT), None))  # fmt: skip
         assert self.cluster.submit(self.node(sid), request), f"server {sid} is not serving"
 

@@ -7,6 +7,7 @@ import pytest
 
 from tests.storage.helpers import TxnMaker, as_records, tree_of
 from zabby.storage import DataDir, RecoveryError, list_snapshots
+from zabby.storage.snapshot import write_snapshot
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn
 
@@ -79,6 +80,20 @@ def test_a_damaged_snapshot_falls_back_to_the_previous_one(tmp_path: Path, caplo
     assert f"skipping damaged snapshot {snapshots[-1]}: " in caplog.text and "CRC mismatch" in caplog.text
     assert f"skipping damaged snapshot {snapshots[-2]}: " in caplog.text
     assert f"snapshot at zxid 0x{txns[49].zxid:x}, 130 txns replayed" in caplog.text
+
+
+def test_a_snapshot_holding_another_zxid_than_its_name_is_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """What a learner once installed from a SNAP whose tree was one txn ahead of what it
+    declared: it is no base for the log, so recovery falls back as for a damaged one."""
+    txns, snapshots = build_history(tmp_path, snapshot_rounds=2)
+    newest = snapshots[-1]
+    wrong = tree_of(txns[:101])  # one txn past the name
+    newest.unlink()
+    write_snapshot(newest.parent, txns[99].zxid, wrong.records())
+    with caplog.at_level(logging.INFO, logger="zabby.storage"):
+        assert recover_digest(tmp_path) == tree_of(txns).content_hash()
+    assert f"skipping snapshot {newest}: its name, header and tree disagree" in caplog.text
+    assert f"snapshot at zxid 0x{txns[49].zxid:x}, 80 txns replayed" in caplog.text
 
 
 def test_all_snapshots_damaged_with_the_full_log_replays_everything(tmp_path: Path) -> None:

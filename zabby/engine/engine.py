@@ -192,7 +192,7 @@ class Engine:
 
     def has_work(self) -> bool:
         return bool(self._work is not None or self._inputs or self.peer.has_ready()
-                    or (self._proposals and self.is_leader and self.serving))  # fmt: skip
+                    or (self._proposals and self.peer.established_leader))  # fmt: skip
 
     # ----------------------------------------------------------------- the work loop
     def next_effect(self, result: Any = None, error: BaseException | None = None) -> Effect | None:
@@ -215,7 +215,7 @@ class Engine:
     def _next_work(self) -> Work | None:
         if self._inputs:
             return self._feed()
-        if self._proposals and self.is_leader and self.serving:
+        if self._proposals and self.peer.established_leader:  # the core's state: it may have just stepped down
             batch, self._proposals = self._proposals, []
             self.peer.propose(batch)
         if self.peer.has_ready():
@@ -513,6 +513,7 @@ class Engine:
         self.preparer.reset()
         self.waiting.clear()
         self.sync_waiting.clear()
+        self.closing_sessions.clear()  # closes prepared here commit only under this leadership
         self.outstanding = 0
         self.sessions = SessionTracker(self.config.tick_ms)
         yield CloseClients()
@@ -565,8 +566,7 @@ class Engine:
             ZabbyError: CONNECTIONLOSS when not serving; SYSTEMERROR when a learner's disk
                 is full (a leader answers that with an ERROR txn, in the session's order).
         """
-        if not self.serving:
-            raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
+        self._check_serving()
         if self.space_low and op not in SESSION_OPS and not self.is_leader:
             raise self._disk_full_error()
         self.waiting[(caller.session_id, cxid)] = done
@@ -584,7 +584,11 @@ class Engine:
         try:
             if self.space_low and op not in SESSION_OPS:
                 raise self._disk_full_error()  # an ERROR txn is tiny: the reserve holds many
+            if op not in SESSION_OPS and caller.session_id and not self._session_open(caller.session_id):
+                # ZooKeeper's checkSession: an ephemeral of a closed session would never go
+                raise ZabbyError(Err.SESSIONEXPIRED, f"session 0x{caller.session_id:x} is closed or closing")
             if op == OpCode.CLOSE_SESSION:
+                self.closing_sessions.add(caller.session_id)
                 txn_type, body = self.preparer.close_session(caller.session_id, zxid)
             elif op == OpCode.CREATE_SESSION:
                 txn_type, body = OpCode.CREATE_SESSION, (int(args[0]), bytes(args[1]))
@@ -595,6 +599,15 @@ class Engine:
         except (TypeError, ValueError) as exc:
             txn_type, body = OpCode.ERROR, (int(Err.BADARGUMENTS), f"bad arguments: {exc}")
         self._proposals.append(Txn(zxid, caller.session_id, cxid, now, txn_type, body))
+
+    def _check_serving(self) -> None:
+        """A leader whose core stepped down in the Ready being carried out still looks like
+        one until that Ready is done: it takes nothing more."""
+        if not self.serving or (self.is_leader and not self.peer.established_leader):
+            raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
+
+    def _session_open(self, session_id: int) -> bool:
+        return session_id in self.tree.sessions and session_id not in self.closing_sessions
 
     def _disk_full_error(self) -> ZabbyError:
         return ZabbyError(Err.SYSTEMERROR, f"server {self.config.server_id}: the disk holding {self.config.data_log_dir} is "
@@ -611,8 +624,7 @@ class Engine:
         self.submit(OpCode.CLOSE_SESSION, (), Caller(session_id, []), cxid, done)
 
     def client_sync(self, session_id: int, cxid: int, done: SyncDone) -> None:
-        if not self.serving:
-            raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
+        self._check_serving()
         self.sync_waiting[(session_id, cxid)] = done
         self.peer.client_sync(Sync(session_id=session_id, cxid=cxid))
         self.wake()

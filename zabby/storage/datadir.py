@@ -121,7 +121,10 @@ class DataDir:
                 logger.warning("skipping damaged snapshot %s: %s", path, error)
                 continue
             if snapshot_zxid != zxid or tree.last_zxid != zxid:
-                raise RecoveryError(f"snapshot {path}: name, header and tree disagree on the zxid")
+                # not what its name promises: unusable as a base for the log, like a damaged one
+                logger.warning("skipping snapshot %s: its name, header and tree disagree on the zxid "
+                               "(0x%x, 0x%x, 0x%x)", path, zxid, snapshot_zxid, tree.last_zxid)  # fmt: skip
+                continue
             return tree, zxid, len(snapshots)
         return DataTree(), 0, len(snapshots)
 
