@@ -283,10 +283,11 @@ class Cluster:
 
     # -- life cycle ----------------------------------------------------------------------------
 
-    def start(self, wait_s: float = 90.0) -> None:
+    def start(self, wait_s: float = 90.0) -> bool:
+        """Launch every server; whether all serve (one leader) within ``wait_s``."""
         for server in self.servers.values():
             server.launch()
-        self.wait_all_serving(wait_s)
+        return self.wait_all_serving(wait_s)
 
     def wait_all_serving(self, wait_s: float) -> bool:
         deadline = time.monotonic() + wait_s
