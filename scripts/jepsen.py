@@ -47,6 +47,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quiet-s", type=float, default=4.0, help="mean calm between faults")
     parser.add_argument("--keys", type=int, default=5, help="registers")
     parser.add_argument("--session-timeout", type=float, default=10.0, help="the workers' session timeout (s)")
+    parser.add_argument("--churn-session-timeout", type=float, help="session timeout of the short ephemeral sessions (s); default max(4, 2 x tick)")
     parser.add_argument("--op-timeout", type=float, default=5.0, help="how long a worker waits for one request (s)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "jepsen")
     parser.add_argument("--keep-data", action="store_true", help="keep the data dirs of passing runs too")
@@ -55,7 +56,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def spec_for(args: argparse.Namespace, seed: int) -> RunSpec:
     tick_s = args.tick_ms / 1000
-    workload = WorkloadSpec(keys=args.keys, session_timeout_s=args.session_timeout, op_timeout_s=args.op_timeout, churn_session_timeout_s=max(4.0, 2 * tick_s))
+    workload = WorkloadSpec(keys=args.keys, session_timeout_s=args.session_timeout, op_timeout_s=args.op_timeout, churn_session_timeout_s=args.churn_session_timeout or max(4.0, 2 * tick_s))
     return RunSpec(
         seed=seed, out_dir=args.out, system=args.system, servers=args.servers, duration_s=args.duration, nemesis=args.nemesis,
         clients=tuple(c.strip() for c in args.clients.split(",") if c.strip()), workers=args.workers, tick_ms=args.tick_ms,

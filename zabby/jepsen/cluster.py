@@ -19,6 +19,7 @@ import atexit
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -45,6 +46,8 @@ TRACEBACK_MARKERS = {
     "zookeeper": (" FATAL ", "Unexpected exception, exiting abnormally", "java.lang.OutOfMemoryError"),
 }
 ERROR_MARKER = " ERROR "
+# the line that ends a Python traceback: "[  | ]pkg.module.SomeError: message"
+EXCEPTION_LINE = re.compile(r"^[\s|+]*((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?)$")
 
 _live_clusters: "weakref.WeakSet[Cluster]" = weakref.WeakSet()
 
@@ -209,18 +212,25 @@ class Server:
         return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
 
     def log_findings(self) -> tuple[list[str], int]:
-        """(lines that mean a crash or a traceback, count of ERROR lines) over this server's logs."""
+        """(what the crash and traceback lines say, count of ERROR lines) over this server's logs.
+        A Python traceback is summed up by its exception line, e.g. ``InvariantError: ...``."""
         markers = TRACEBACK_MARKERS[self.spec.system]
         crashes, errors = [], 0
         for path in self.log_paths:
             try:
-                text = path.read_text(errors="replace")
+                lines = path.read_text(errors="replace").splitlines()
             except OSError:
                 continue
-            for line in text.splitlines():
-                if any(marker in line for marker in markers):
-                    crashes.append(f"{path.name}: {line.strip()[:300]}")
+            in_traceback = False
+            for line in lines:
                 errors += ERROR_MARKER in line
+                if any(marker in line for marker in markers):
+                    in_traceback = "Traceback" in line
+                    if not in_traceback:
+                        crashes.append(f"{path.name}: {line.strip()[:300]}")
+                elif in_traceback and (found := EXCEPTION_LINE.match(line)):
+                    crashes.append(f"{path.name}: {found.group(1)[:300]}")
+                    in_traceback = False
         return crashes, errors
 
     def set_slow_disk(self, fsync_delay_ms: int) -> None:

@@ -10,6 +10,7 @@ not report it yet).  The loop is bounded: it answers "not converged" with the re
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ NODES_MAX = 1_000_000
 POLL_S = 0.25
 READ_TIMEOUT_S = 20.0
 TRACE_MAX = 50
+CLOCK_POLL_S = 0.1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,6 +74,26 @@ def differences(trees: dict[int, Tree], limit: int = 5) -> list[str]:
             if len(found) >= limit:
                 break
     return found
+
+
+class ServingClock(threading.Thread):
+    """From the heal on, polls every server's srvr (cheap, no session) until all serve, one of
+    them leads and all report the same last zxid; ``after_s`` is when that was first seen."""
+
+    def __init__(self, cluster: Cluster, timeout_s: float) -> None:
+        super().__init__(name="serving-clock", daemon=True)
+        self.cluster, self.timeout_s = cluster, timeout_s
+        self.after_s: float | None = None
+
+    def run(self) -> None:
+        started = time.monotonic()
+        while time.monotonic() - started < self.timeout_s:
+            modes = self.cluster.modes()
+            zxids = {server.srvr_zxid() for server in self.cluster.servers.values()}
+            if all(m in SERVING_MODES for m in modes.values()) and list(modes.values()).count("leader") == 1 and len(zxids) == 1:
+                self.after_s = time.monotonic() - started
+                return
+            time.sleep(CLOCK_POLL_S)
 
 
 class Inspector:

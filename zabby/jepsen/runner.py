@@ -13,12 +13,14 @@ overruns its budget, which unblocks every wait, so a run cannot hang.
 from __future__ import annotations
 
 import random
+import re
 import shlex
 import shutil
 import subprocess
 import threading
 import time
 import traceback
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,7 +28,7 @@ from typing import Any
 
 from zabby.jepsen import checker, clients
 from zabby.jepsen.cluster import Cluster, ClusterSpec
-from zabby.jepsen.converge import Convergence, Inspector, Tree, reader_kind
+from zabby.jepsen.converge import Convergence, Inspector, ServingClock, Tree, reader_kind
 from zabby.jepsen.history import OK, History, longest_write_gap_s
 from zabby.jepsen.nemesis import Nemesis, kinds_for, schedule
 from zabby.jepsen.workloads import EPHEMERALS, INITIAL_VALUE, SEQUENCE, SessionChurner, Worker, WorkloadSpec, register_path, setup
@@ -66,6 +68,7 @@ def reproduce_command(spec: RunSpec) -> str:
         "--init-limit", str(spec.init_limit), "--sync-limit", str(spec.sync_limit),
         "--fault-s", f"{spec.fault_s:g}", "--quiet-s", f"{spec.quiet_s:g}", "--keys", str(spec.workload.keys),
         "--session-timeout", f"{spec.workload.session_timeout_s:g}", "--op-timeout", f"{spec.workload.op_timeout_s:g}",
+        "--churn-session-timeout", f"{spec.workload.churn_session_timeout_s:g}",
     ]  # fmt: skip
     return shlex.join(args)
 
@@ -144,10 +147,12 @@ class _Run:
             nemesis.join(spec.fault_s * 2 + JOIN_MARGIN_S)
             self.cluster.heal()
             heal_s = self.history.now_s()
+            clock = ServingClock(self.cluster, spec.converge_s)
+            clock.start()
             self.history.complete(self.history.invoke("nemesis", "heal-all"), OK, None)
             stop_workers.set()
             self._join([*workers, churner, monitor], spec.workload.op_timeout_s * 3 + JOIN_MARGIN_S)
-            self._after_heal(workers, churner, keys, heal_s)
+            self._after_heal(workers, churner, keys, heal_s, clock)
         finally:
             stop_workers.set()
             stop_nemesis.set()
@@ -176,14 +181,16 @@ class _Run:
         if stuck:
             self.notes.append(f"threads still busy after the stop (left behind): {stuck}")
 
-    def _after_heal(self, workers: list[Worker], churner: SessionChurner, keys: list[str], heal_s: float) -> None:
+    def _after_heal(self, workers: list[Worker], churner: SessionChurner, keys: list[str], heal_s: float, clock: ServingClock) -> None:
         with ThreadPoolExecutor(max(1, len(workers))) as pool:
             fates = [f for f in pool.map(lambda w: w.final_session(), workers) if f is not None]
         sessions = fates + churner.sessions
         inspector = Inspector(self.cluster)
         try:
             first = inspector.wait_converged(max(1.0, self.spec.converge_s - (self.history.now_s() - heal_s)))
-            self._record_convergence(first, heal_s)
+            seen_s = self.history.now_s() - heal_s
+            clock.join(max(0.0, self.spec.converge_s - seen_s))
+            self._record_convergence(first, clock.after_s if clock.after_s is not None else seen_s)
             tree = None
             if first.converged:
                 self._wait_ephemerals_gone(inspector, [s.name for s in sessions if s.fate != "live"])
@@ -196,9 +203,12 @@ class _Run:
         finally:
             inspector.close()
 
-    def _record_convergence(self, found: Convergence, heal_s: float) -> None:
+    def _record_convergence(self, found: Convergence, after_s: float) -> None:
+        """Converged: the trees agreed within the bound.  The time is from the heal to when srvr
+        first showed every server serving at one zxid (the trees, read later, confirm it), or
+        else to when the trees agreed."""
         self.result["converged"] = found.converged
-        self.result["converge_s"] = None if found.after_s is None else round(self.history.now_s() - heal_s, 3)
+        self.result["converge_s"] = round(after_s, 3) if found.converged else None
         self.result["digest"] = found.digest
         self.result["convergence_trace"] = list(found.trace)
         if not found.converged:
@@ -282,7 +292,10 @@ class _Run:
             self.result["error_lines"][sid] = errors
             crash_lines += [f"server {sid} {line}" for line in crashes]
         if crash_lines:
-            self.failures.append(f"{len(crash_lines)} traceback/critical log lines, e.g. {crash_lines[:REPORTED_MAX]}")
+            distinct = Counter(re.sub(r"0x[0-9a-f]+", "0x…", line) for line in crash_lines)
+            self.result["crashes"] = dict(distinct)
+            summary = "; ".join(f"{line} (x{count})" for line, count in distinct.most_common(REPORTED_MAX))
+            self.failures.append(f"{len(crash_lines)} tracebacks/critical lines in server logs: {summary}")
         for name, error in [(w.name, w.error) for w in workers] + [("churner", churner.error), ("nemesis", nemesis.error)]:
             if error:
                 self.failures.append(f"{name} stopped: {error}")
