@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -263,6 +264,7 @@ class Cluster:
         self.client_proxies: dict[int, LinkProxy] = {}
         self.deaths: list[Death] = []
         self.clock: Callable[[], float] = time.monotonic  # the runner sets its history's clock
+        self._lock = threading.RLock()  # the nemesis, the monitor and the runner all change processes
         for sid, server in self.servers.items():
             peers = {}
             for other, target in self.servers.items():
@@ -318,57 +320,65 @@ class Cluster:
         return leaders[0] if len(leaders) == 1 else None
 
     def kill(self, sid: int) -> None:
-        self.reap_deaths()  # a server that died before the nemesis came is a death
-        server = self.servers[sid]
-        server.kill()
-        server.down_by_nemesis = True
+        with self._lock:
+            self.reap_deaths()  # a server that died before the nemesis came is a death
+            server = self.servers[sid]
+            server.kill()
+            server.down_by_nemesis = True
 
     def restart(self, sid: int) -> None:
-        server = self.servers[sid]
-        if not server.alive():
-            server.launch()
+        with self._lock:
+            server = self.servers[sid]
+            if not server.alive():
+                server.launch()
 
     def pause(self, sid: int) -> None:
-        self.servers[sid].signal_group(signal.SIGSTOP)
-        self.servers[sid].paused = True
+        with self._lock:
+            self.servers[sid].signal_group(signal.SIGSTOP)
+            self.servers[sid].paused = True
 
     def resume(self, sid: int) -> None:
-        self.servers[sid].signal_group(signal.SIGCONT)
-        self.servers[sid].paused = False
+        with self._lock:
+            self.servers[sid].signal_group(signal.SIGCONT)
+            self.servers[sid].paused = False
 
     def reap_deaths(self) -> list[Death]:
         """Servers that exited without the nemesis killing them: record each death once and
         start the server again (a supervisor would), at most RESTARTS_MAX times."""
         found = []
-        for sid, server in self.servers.items():
-            if server.proc is None or server.alive() or server.down_by_nemesis:
-                continue
-            death = Death(sid=sid, exit_code=server.proc.returncode, time_s=self.clock())
-            found.append(death)
-            self.deaths.append(death)
-            server.down_by_nemesis = True  # recorded: not again until it runs again
-            if server.restarts_after_death < RESTARTS_MAX:
-                server.restarts_after_death += 1
-                server.launch()
+        with self._lock:
+            for sid, server in self.servers.items():
+                if server.proc is None or server.alive() or server.down_by_nemesis:
+                    continue
+                death = Death(sid=sid, exit_code=server.proc.returncode, time_s=self.clock())
+                found.append(death)
+                self.deaths.append(death)
+                server.down_by_nemesis = True  # recorded: not again until it runs again
+                if server.restarts_after_death < RESTARTS_MAX:
+                    server.restarts_after_death += 1
+                    server.launch()
         return found
 
     def heal(self) -> None:
         """Every link passes, every server runs (stopped ones continue, killed ones restart),
         no disk is slow."""
         self.hub.heal_all()
-        for sid, server in self.servers.items():
-            server.set_slow_disk(0)
-            if server.paused:
-                self.resume(sid)
-            if server.down_by_nemesis and not server.alive():
-                server.launch()
+        with self._lock:
+            for sid, server in self.servers.items():
+                server.set_slow_disk(0)
+                if server.paused:
+                    self.resume(sid)
+                if server.down_by_nemesis and not server.alive():
+                    server.launch()
 
     def stop(self) -> None:
         """Kill every server and close every proxy.  Bounded; safe to call twice."""
-        for server in self.servers.values():
-            try:
-                server.kill()
-            except Exception:  # noqa: BLE001 - stop the others all the same
-                pass
+        with self._lock:
+            for server in self.servers.values():
+                try:
+                    server.kill()
+                except Exception:  # noqa: BLE001 - stop the others all the same
+                    pass
+                server.down_by_nemesis = True  # stopped on purpose: a later heal must not relaunch
         self.hub.close()
         _live_clusters.discard(self)

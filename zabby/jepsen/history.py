@@ -15,6 +15,7 @@ what was injected when.  The file is JSON: ``{"events": [...]}`` with one object
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import threading
@@ -104,7 +105,12 @@ class History:
         return pair_events(self.events())
 
     def write_json(self, path: Path) -> None:
-        path.write_text(json.dumps({"truncated": self.truncated, "events": [asdict(e) for e in self.events()]}, default=repr))
+        """``path`` ending in ``.gz`` is written gzipped."""
+        text = json.dumps({"truncated": self.truncated, "events": [asdict(e) for e in self.events()]}, default=repr)
+        if path.suffix == ".gz":
+            path.write_bytes(gzip.compress(text.encode(), compresslevel=6))
+        else:
+            path.write_text(text)
 
 
 def pair_events(events: list[Event]) -> list[Operation]:
@@ -127,7 +133,8 @@ def pair_events(events: list[Event]) -> list[Operation]:
 
 
 def read_json(path: Path) -> list[Event]:
-    data = json.loads(path.read_text())
+    raw = path.read_bytes()
+    data = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
     return [Event(**item) for item in data["events"]]
 
 

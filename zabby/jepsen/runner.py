@@ -30,7 +30,7 @@ from zabby.jepsen import checker, clients
 from zabby.jepsen.cluster import Cluster, ClusterSpec
 from zabby.jepsen.converge import Convergence, Inspector, ServingClock, Tree, reader_kind
 from zabby.jepsen.history import OK, History, longest_write_gap_s
-from zabby.jepsen.nemesis import Nemesis, kinds_for, schedule
+from zabby.jepsen.nemesis import SLOW_FSYNC_MS, Nemesis, kinds_for, schedule
 from zabby.jepsen.workloads import EPHEMERALS, INITIAL_VALUE, SEQUENCE, SessionChurner, Worker, WorkloadSpec, register_path, setup
 
 MONITOR_POLL_S = 0.5
@@ -79,7 +79,7 @@ def effective_clients(spec: RunSpec) -> tuple[str, ...]:
 
 
 def run_once(spec: RunSpec) -> dict[str, Any]:
-    run_dir = _fresh_dir(spec.out_dir / f"{spec.system}-{spec.servers}-seed{spec.seed}")
+    run_dir = _fresh_dir(spec.out_dir.resolve() / f"{spec.system}-{spec.servers}-seed{spec.seed}")  # servers run in their own folders
     history = History()
     result: dict[str, Any] = {"seed": spec.seed, "system": spec.system, "servers": spec.servers, "nemesis": spec.nemesis,
                               "clients": list(effective_clients(spec)), "duration_s": spec.duration_s, "tick_ms": spec.tick_ms,
@@ -93,19 +93,29 @@ def run_once(spec: RunSpec) -> dict[str, Any]:
     watchdog.start()
     try:
         _Run(spec, cluster, history, result, abort).execute()
+        _note_slow_disk(cluster, result)
     except Exception as exc:  # noqa: BLE001 - the run fails with the harness's reason
         result["failures"].append(f"harness error: {type(exc).__name__}: {exc}")
         (run_dir / "harness-error.txt").write_text(traceback.format_exc())
     finally:
         watchdog.cancel()
         cluster.stop()
-        history.write_json(run_dir / "history.json")
     result["ok"] = not result["failures"]
+    history.write_json(run_dir / ("history.json" if not result["ok"] else "history.json.gz"))
     if result["ok"] and not spec.keep_data:
         for server in cluster.servers.values():
             shutil.rmtree(server.data_dir, ignore_errors=True)
     (run_dir / "result.json").write_text(_json(result))
     return result
+
+
+def _note_slow_disk(cluster: Cluster, result: dict[str, Any]) -> None:
+    """Whether the slow disk showed (zabby's ZABBY_DISK_FAULTS hook may not be there yet)."""
+    if cluster.spec.system != "zabby" or not result.get("faults", {}).get("slow-disk"):
+        return
+    slowest = max((float(server.mntr().get("zk_max_fsynctime", 0)) for server in cluster.servers.values()), default=0.0)
+    if slowest < 0.9 * SLOW_FSYNC_MS:
+        result["notes"].append(f"slow-disk injected, but no server reports an fsync of {SLOW_FSYNC_MS} ms (slowest {slowest:.0f} ms): is ZABBY_DISK_FAULTS read?")
 
 
 def _budget_s(spec: RunSpec) -> float:
