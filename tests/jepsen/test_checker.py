@@ -251,3 +251,15 @@ def test_longest_write_gap_and_pairing() -> None:
     assert operations[1].complete_s == math.inf
     acked = operations[0].complete_s
     assert math.isclose(longest_write_gap_s(operations, 0.0, acked + 10.0), 10.0)
+
+
+def test_nemesis_schedule_is_seeded_and_ends_with_a_fault_at_the_end() -> None:
+    from zabby.jepsen.nemesis import GROUPS, kinds_for, schedule
+
+    first = schedule(5, 60.0, GROUPS["mixed"], 8.0, 4.0)
+    assert first == schedule(5, 60.0, GROUPS["mixed"], 8.0, 4.0)
+    assert first != schedule(6, 60.0, GROUPS["mixed"], 8.0, 4.0)
+    assert all(a.start_s + a.duration_s < b.start_s for a, b in zip(first, first[1:]))
+    assert math.isclose(first[-1].start_s + first[-1].duration_s, 60.0)
+    assert "slow-disk" not in kinds_for("mixed", "zookeeper") and "slow-disk" in kinds_for("mixed", "zabby")
+    assert kinds_for("kill-leader,pause-random", "zabby") == ("kill-leader", "pause-random")

@@ -2,8 +2,8 @@
 them into a ``Cluster``.
 
 The schedule alternates a quiet stretch and a fault: ``quiet_s`` of calm, then one fault for
-about ``fault_s`` (drawn between 0.5x and 1.5x), then the heal, then calm again, until the
-run's duration.  Each fault carries a ``draw``, a number from the seed that picks its targets
+about ``fault_s`` (drawn between 0.5x and 1.5x), then the heal, then calm again; the last
+fault lasts until the run's duration, when the runner heals everything.  Each fault carries a ``draw``, a number from the seed that picks its targets
 when it starts (which server leads is only known then).  At the end of every fault the whole
 cluster heals: links pass, stopped servers continue, killed servers restart, disks are fast.
 
@@ -74,16 +74,18 @@ def kinds_for(nemesis: str, system: str) -> tuple[str, ...]:
 
 
 def schedule(seed: int, duration_s: float, kinds: tuple[str, ...], fault_s: float, quiet_s: float) -> list[Fault]:
-    """Faults from the seed; each one ends (heals) before ``duration_s``."""
+    """Faults from the seed.  The last one lasts until ``duration_s``, so the run's final heal
+    always ends a fault (and the convergence measured from it means something)."""
     rng = random.Random(seed)
     faults: list[Fault] = []
     at = quiet_s
-    while kinds and len(faults) < FAULTS_MAX:
+    while kinds and len(faults) < FAULTS_MAX and at + 0.5 * fault_s <= duration_s:
         length = rng.uniform(0.5 * fault_s, 1.5 * fault_s)
-        if at + length > duration_s:
-            break
         faults.append(Fault(start_s=at, duration_s=length, kind=rng.choice(kinds), draw=rng.getrandbits(32)))
         at += length + rng.uniform(0.5 * quiet_s, 1.5 * quiet_s)
+    if faults:
+        last = faults[-1]
+        faults[-1] = Fault(start_s=last.start_s, duration_s=duration_s - last.start_s, kind=last.kind, draw=last.draw)
     return faults
 
 
