@@ -101,6 +101,7 @@ def run_once(spec: RunSpec) -> dict[str, Any]:
         watchdog.cancel()
         cluster.stop()
     result["ok"] = not result["failures"]
+    result["wall_s"] = round(history.now_s(), 1)
     history.write_json(run_dir / ("history.json" if not result["ok"] else "history.json.gz"))
     if result["ok"] and not spec.keep_data:
         for server in cluster.servers.values():
