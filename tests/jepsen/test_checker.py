@@ -263,3 +263,48 @@ def test_nemesis_schedule_is_seeded_and_ends_with_a_fault_at_the_end() -> None:
     assert math.isclose(first[-1].start_s + first[-1].duration_s, 60.0)
     assert "slow-disk" not in kinds_for("mixed", "zookeeper") and "slow-disk" in kinds_for("mixed", "zabby")
     assert kinds_for("kill-leader,pause-random", "zabby") == ("kill-leader", "pause-random")
+
+
+class _StubProxy:
+    def __init__(self) -> None:
+        self.mode, self.held = "pass", set()
+
+    def set_mode(self, mode) -> None:  # type: ignore[no-untyped-def]
+        self.mode = mode
+
+    def hold(self, direction) -> None:  # type: ignore[no-untyped-def]
+        self.held.add(direction)
+
+
+class _StubCluster:
+    def __init__(self, size: int) -> None:
+        self.links = {(a, b): (_StubProxy(), _StubProxy()) for a in range(1, size + 1) for b in range(1, size + 1) if a != b}
+
+
+def test_partitions_touch_exactly_the_links_across_the_cut() -> None:
+    from zabby.jepsen.nemesis import isolate, one_way
+    from zabby.jepsen.proxy import Direction, Mode
+
+    cluster = _StubCluster(5)
+    isolate(cluster, {1, 2}, Mode.CUT)  # type: ignore[arg-type]
+    for (a, b), pair in cluster.links.items():
+        crossing = (a in {1, 2}) != (b in {1, 2})
+        assert all((p.mode == Mode.CUT) == crossing for p in pair), (a, b)
+    cluster = _StubCluster(3)
+    one_way(cluster, {1}, {2, 3})  # type: ignore[arg-type]
+    assert all(p.held == {Direction.FORWARD} for pair in (cluster.links[(1, 2)], cluster.links[(1, 3)]) for p in pair)
+    assert all(p.held == {Direction.BACKWARD} for pair in (cluster.links[(2, 1)], cluster.links[(3, 1)]) for p in pair)
+    assert all(not p.held for pair in (cluster.links[(2, 3)], cluster.links[(3, 2)]) for p in pair)
+
+
+def test_report_table_has_a_row_per_configuration() -> None:
+    from zabby.jepsen.report import markdown_table
+
+    base = {"system": "zabby", "servers": 3, "clients": ["zabby", "kazoo"], "nemesis": "mixed", "ok": True, "ops": {"total": 10, "ok": 8, "fail": 1, "unknown": 1},
+            "faults": {"kill-leader": 2}, "linearizable": True, "creates": {"lost": 0, "duplicated": 0}, "deaths": [], "longest_write_gap_s": 3.5, "converged": True, "converge_s": 1.5, "commit": "abc"}
+    failed = {**base, "ok": False, "linearizable": False, "deaths": [{"sid": 1}], "converged": False, "converge_s": None}
+    other = {**base, "system": "zookeeper", "clients": ["kazoo"]}
+    lines = markdown_table([base, failed, other]).splitlines()
+    assert len(lines) == 4
+    zabby_row = next(line for line in lines if line.startswith("| zabby"))
+    assert "| 2 | 1 |" in zabby_row and "no: 1 runs" in zabby_row and "20 (16 / 2 / 2)" in zabby_row and "(1 runs did not)" in zabby_row
