@@ -308,3 +308,18 @@ def test_report_table_has_a_row_per_configuration() -> None:
     assert len(lines) == 4
     zabby_row = next(line for line in lines if line.startswith("| zabby"))
     assert "| 2 | 1 |" in zabby_row and "no: 1 runs" in zabby_row and "20 (16 / 2 / 2)" in zabby_row and "(1 runs did not)" in zabby_row
+
+
+def test_a_burst_of_unread_unknown_writes_stays_cheap_and_still_counts_versions() -> None:
+    burst = [write(1.0 + i / 100, None, f"lost{i}", status=UNKNOWN) for i in range(16)]
+    tail = []
+    for i in range(200):  # a long linearizable history after the burst, none of it reading the burst
+        tail += [write(10 + 2 * i, 10.5 + 2 * i, f"v{i}", i + 1), read(11 + 2 * i, 11.5 + 2 * i, f"v{i}", i + 1)]
+    result = check_register("k", burst + tail, INIT, states_max=200_000)
+    assert result.linearizable is True
+    # two of the burst took effect (the version jumped by 3 for one acked write): still linearizable
+    jumped = [*burst, write(10, 11, "x", 3), read(12, 13, "x", 3)]
+    assert check_register("k", jumped, INIT, states_max=200_000).linearizable is True
+    # but no number of them explains a version going backwards
+    backwards = [*burst, write(10, 11, "x", 3), read(12, 13, "x", 3), read(14, 15, "x", 2)]
+    assert check_register("k", backwards, INIT, states_max=200_000).linearizable is False

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from zabby.jepsen.history import FAIL, OK, UNKNOWN, Operation
 
 STATES_MAX = 2_000_000
+UNOBSERVED = "?unobserved"  # the value of an unknown write nobody read
 REPORT_OPS_MAX = 20  # operations quoted in a failure report
 
 State = tuple[Any, int]  # (value, version)
@@ -89,17 +90,45 @@ def register_ops(operations: list[Operation]) -> dict[str, list[RegisterOp]]:
 
 
 def check_register(key: str, ops: list[RegisterOp], initial: State, states_max: int = STATES_MAX) -> KeyResult:
-    search = _Search(ops, initial)
+    search = _Search(ops, initial, _interchangeable(ops))
     verdict = search.run(states_max)
     stuck = () if verdict else tuple(sorted(search.deepest_unplaced(), key=lambda o: o.invoke_s)[:REPORT_OPS_MAX])
     return KeyResult(key=key, linearizable=verdict, ops=len(ops), explored=search.explored, stuck_at=stuck)
 
 
+def _interchangeable(ops: list[RegisterOp]) -> list[tuple[tuple[Any, ...], int] | None]:
+    """Per op: (group, rank) for an unknown write or cas whose value no read ever returned.
+
+    Such ops of one group (blind writes; or cas with the same expected version) are
+    interchangeable: their only visible effect is the version they add, so a linearization
+    that uses some of them can use the earliest invoked ones instead (each of those began no
+    later).  The search takes them in invoke order only, which keeps a burst of unknown
+    writes from multiplying the states by every subset of the burst.
+    """
+    observed = {tuple(op.result)[0] for op in ops if op.f == "read"}
+    keyed = []
+    for index, op in enumerate(ops):
+        if op.status != UNKNOWN or op.f not in ("write", "cas"):
+            continue
+        value, group = (op.args, ("write",)) if op.f == "write" else (op.args[1], ("cas", op.args[0]))
+        if value not in observed:
+            keyed.append((group, op.invoke_s, index))
+    groups: list[tuple[tuple[Any, ...], int] | None] = [None] * len(ops)
+    ranks: Counter[tuple[Any, ...]] = Counter()
+    for group, _, index in sorted(keyed, key=lambda item: (item[1], item[2])):
+        groups[index] = (group, ranks[group])
+        ranks[group] += 1
+    return groups
+
+
 class _Search:
     """Wing-Gong-Lowe over a doubly linked list of entries (index = position in time order)."""
 
-    def __init__(self, ops: list[RegisterOp], initial: State) -> None:
-        self.ops = ops
+    def __init__(self, ops: list[RegisterOp], initial: State, groups: list[tuple[tuple[Any, ...], int] | None]) -> None:
+        # an interchangeable op's value is never read: one placeholder for all keeps the states equal
+        self.ops = [op if groups[i] is None else _without_value(op) for i, op in enumerate(ops)]
+        self.groups = groups
+        self.taken: Counter[tuple[Any, ...]] = Counter()  # interchangeable ops linearized, per group
         self.initial = initial
         entries = sorted([(op.invoke_s, 0, i) for i, op in enumerate(ops)] + [(op.return_s, 1, i) for i, op in enumerate(ops)])
         self.is_return = [kind == 1 for _, kind, _ in entries]
@@ -136,8 +165,9 @@ class _Search:
                 return None
             if not self.is_return[entry]:
                 op_index = self.op_of[entry]
-                after = step(state, self.ops[op_index])
+                after = step(state, self.ops[op_index]) if self._in_turn(op_index) else None
                 if after is not None and (linearized | 1 << op_index, after) not in seen:
+                    self._take(op_index, +1)
                     linearized |= 1 << op_index
                     seen.add((linearized, after))
                     stack.append((entry, state))
@@ -151,15 +181,29 @@ class _Search:
             if not stack:
                 return False
             entry, state = stack.pop()
+            self._take(self.op_of[entry], -1)
             linearized &= ~(1 << self.op_of[entry])
             depth -= 1
             self._unlift(entry)
             entry = self.next[entry]
         return True
 
+    def _in_turn(self, op_index: int) -> bool:
+        found = self.groups[op_index]
+        return found is None or self.taken[found[0]] == found[1]
+
+    def _take(self, op_index: int, delta: int) -> None:
+        found = self.groups[op_index]
+        if found is not None:
+            self.taken[found[0]] += delta
+
     def deepest_unplaced(self) -> list[RegisterOp]:
         _, mask = self.deepest
         return [op for index, op in enumerate(self.ops) if not mask >> index & 1 and op.status != UNKNOWN]
+
+
+def _without_value(op: RegisterOp) -> RegisterOp:
+    return replace(op, args=UNOBSERVED if op.f == "write" else [op.args[0], UNOBSERVED])
 
 
 # -- sequential creates ---------------------------------------------------------------------

@@ -31,7 +31,9 @@ REGISTERS, SEQUENCE, EPHEMERALS = f"{ROOT}/reg", f"{ROOT}/seq", f"{ROOT}/eph"
 INITIAL_VALUE = "init"
 OPS_PER_WORKER_MAX = 1_000_000
 CHILD_READY_TIMEOUT_S = 30.0
-CHILD_LIFETIME_S = 600  # a doomed child exits by itself after this, should nobody kill it
+CHILD_LIFETIME_S = 600
+DISCONNECTED_WAIT_S = 0.05
+UNKNOWN_BACKOFF_S = 0.2  # a doomed child exits by itself after this, should nobody kill it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +88,11 @@ class Worker(threading.Thread):
         return f"{self.name}-{self._counter}"
 
     def _one_op(self) -> None:
+        if not self.client.connected:
+            # no requests into a client that is reconnecting: they would fail at once, each an
+            # unknown op (it cannot be told whether one left), and a burst of them is noise
+            self.stop_event.wait(DISCONNECTED_WAIT_S)
+            return
         draw = self.rng.random()
         key = self.rng.choice(self.keys)
         if draw < 0.25:
@@ -106,6 +113,8 @@ class Worker(threading.Thread):
         except Exception as exc:  # noqa: BLE001 - every failure is recorded, none is raised
             status, error = clients.classify(exc)
             self.history.complete(op_id, status, None, error)
+            if status == UNKNOWN:
+                self.stop_event.wait(self.rng.uniform(0.0, UNKNOWN_BACKOFF_S))
             return status, None
         self.history.complete(op_id, OK, result)
         return OK, result
