@@ -156,7 +156,7 @@ class _Run:
         kinds = effective_clients(spec)
         workers = [Worker(f"w{i}-{kinds[i % len(kinds)]}", kinds[i % len(kinds)], self.cluster.hosts, self.history, keys, spec.workload, self.rng.getrandbits(32), stop_workers) for i in range(spec.workers)]
         churner = SessionChurner(kinds, self.cluster.hosts, self.history, spec.workload, self.rng.getrandbits(32), stop_workers)
-        faults = schedule(self.rng.getrandbits(32), spec.duration_s, kinds_for(spec.nemesis, spec.system), spec.fault_s, spec.quiet_s)
+        faults = schedule(self.rng.getrandbits(32), spec.duration_s, kinds_for(spec.nemesis), spec.fault_s, spec.quiet_s)
         nemesis = Nemesis(self.cluster, self.history, faults, stop_nemesis)
         monitor = threading.Thread(target=self._monitor, args=(stop_workers,), name="monitor", daemon=True)
         heal_s = spec.duration_s
@@ -302,6 +302,9 @@ class _Run:
         counts = {status: sum(1 for op in operations if op.status == status) for status in ("ok", "fail", "unknown")}
         self.result["ops"] = {"total": len(operations), **counts}
         self.result["faults"] = dict(sorted(nemesis.injected.items()))
+        if nemesis.skipped:
+            self.result["faults_skipped"] = dict(sorted(nemesis.skipped.items()))
+            self.notes.append(f"faults this system has no hook for (calm instead): {dict(nemesis.skipped)}")
         self.result["longest_write_gap_s"] = round(longest_write_gap_s(operations, 0.0, heal_s), 3)
         self.cluster.reap_deaths()
         self.result["deaths"] = [asdict(d) for d in self.cluster.deaths]
