@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""The Jepsen-style fault harness, against zabby or Apache ZooKeeper 3.8 (Debian's package).
+
+    python scripts/jepsen.py --servers 3 --runs 50 --duration 60 --nemesis mixed
+    python scripts/jepsen.py --system zookeeper --servers 5 --runs 10 --duration 60
+
+Each run prints one line; at the end a summary and the markdown table.  Results go to
+``--out`` (default ``results/jepsen``): ``results.jsonl`` (a line per run, appended),
+``table.md``, and a folder per run with the server logs, ``history.json`` and
+``result.json`` (passing runs drop their servers' data dirs unless ``--keep-data``).
+The exit code is 1 if any run failed; every failure prints the command that replays it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import signal
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from zabby.jepsen import report  # noqa: E402
+from zabby.jepsen.cluster import ZK_JAR  # noqa: E402
+from zabby.jepsen.nemesis import GROUPS, KINDS  # noqa: E402
+from zabby.jepsen.runner import RunSpec, run_once  # noqa: E402
+from zabby.jepsen.workloads import WorkloadSpec  # noqa: E402
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--system", choices=["zabby", "zookeeper"], default="zabby")
+    parser.add_argument("--servers", type=int, choices=[3, 5], default=3)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of workload under faults, per run")
+    parser.add_argument("--nemesis", default="mixed", help=f"a group {sorted(GROUPS)} or a comma-separated list of {list(KINDS)}")
+    parser.add_argument("--seed", type=int, help="the first run's seed (the next runs use seed+1, ...); random if not given")
+    parser.add_argument("--clients", default="zabby,kazoo", help="client kinds the workers take turns with (zookeeper: kazoo only)")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--tick-ms", type=int, default=2000)
+    parser.add_argument("--init-limit", type=int, default=10)
+    parser.add_argument("--sync-limit", type=int, default=5)
+    parser.add_argument("--fault-s", type=float, default=8.0, help="mean length of one fault")
+    parser.add_argument("--quiet-s", type=float, default=4.0, help="mean calm between faults")
+    parser.add_argument("--keys", type=int, default=5, help="registers")
+    parser.add_argument("--session-timeout", type=float, default=10.0, help="the workers' session timeout (s)")
+    parser.add_argument("--churn-session-timeout", type=float, help="session timeout of the short ephemeral sessions (s); default max(4, 2 x tick)")
+    parser.add_argument("--op-timeout", type=float, default=5.0, help="how long a worker waits for one request (s)")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "jepsen")
+    parser.add_argument("--keep-data", action="store_true", help="keep the data dirs of passing runs too")
+    return parser.parse_args(argv)
+
+
+def spec_for(args: argparse.Namespace, seed: int) -> RunSpec:
+    tick_s = args.tick_ms / 1000
+    workload = WorkloadSpec(keys=args.keys, session_timeout_s=args.session_timeout, op_timeout_s=args.op_timeout, churn_session_timeout_s=args.churn_session_timeout or max(4.0, 2 * tick_s))
+    return RunSpec(
+        seed=seed, out_dir=args.out, system=args.system, servers=args.servers, duration_s=args.duration, nemesis=args.nemesis,
+        clients=tuple(c.strip() for c in args.clients.split(",") if c.strip()), workers=args.workers, tick_ms=args.tick_ms,
+        init_limit=args.init_limit, sync_limit=args.sync_limit, fault_s=args.fault_s, quiet_s=args.quiet_s,
+        workload=workload, keep_data=args.keep_data,
+    )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.system == "zookeeper" and not ZK_JAR.exists():
+        print(f"ZooKeeper not installed ({ZK_JAR} missing): run scripts/install_zookeeper.sh", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so every run's finally stops its servers
+    args.out.mkdir(parents=True, exist_ok=True)
+    # the clients' own warnings (every dropped connection) go to a file, not the console
+    logging.basicConfig(level=logging.INFO, filename=args.out / "harness.log", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    first_seed = args.seed if args.seed is not None else random.randrange(1, 2**31)
+    records = []
+    for index in range(args.runs):
+        record = run_once(spec_for(args, first_seed + index))
+        records.append(record)
+        report.append_jsonl(args.out / "results.jsonl", record)
+        print(report.run_line(record), flush=True)
+        for failure in record["failures"]:
+            print(f"    {failure[:2000]}", flush=True)
+        if not record["ok"]:
+            print(f"    evidence: {record['dir']}\n    reproduce: {record['reproduce']}", flush=True)
+    table = report.markdown_table(report.read_jsonl(args.out / "results.jsonl"))
+    (args.out / "table.md").write_text(table)
+    failed = [r for r in records if not r["ok"]]
+    print(f"\n{len(records) - len(failed)}/{len(records)} runs passed (seeds {first_seed}..{first_seed + args.runs - 1})\n")
+    print(report.markdown_table(records))
+    for record in failed:
+        print(f"failed seed {record['seed']}: {record['reproduce']}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

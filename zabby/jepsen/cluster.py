@@ -1,0 +1,384 @@
+"""N real server processes of zabby or of Apache ZooKeeper 3.8 on 127.0.0.1, every peer link
+and every client connection through a proxy of ``zabby.jepsen.proxy``.
+
+Layout: server i's zoo.cfg names its own quorum and election ports as they are, and server
+j's ports as the ports of proxy (i -> j) (one proxy per directed link and port kind), so
+each server reaches each other one only through a link the nemesis controls; ZooKeeper
+accepts a different zoo.cfg per server just as zabby does.  Clients reach server i through
+client proxy i (so their connections can be reset mid-request); the harness's own checks
+(four-letter words, per-server reads) go to the real client ports.
+
+Every server runs in its own process group (a zabby server forks to stream snapshots), so
+SIGKILL, SIGSTOP and SIGCONT reach all of it.  ``stop()`` kills every group; call it in a
+``finally``.  ``atexit`` kills whatever a crashed harness left behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from zabby.jepsen.proxy import LinkProxy, ProxyHub
+
+JAVA_DIR = Path("/usr/share/java")
+ZK_JAR = JAVA_DIR / "zookeeper.jar"
+SERVING_MODES = frozenset({"leader", "follower", "observer"})
+FOUR_LETTER_TIMEOUT_S = 2.0
+PROCESS_WAIT_S = 10.0
+RESTARTS_MAX = 5  # per server and run, for servers that died on their own
+ZK_HEAP = "256m"
+
+TRACEBACK_MARKERS = {
+    "zabby": ("Traceback (most recent call last)", " CRITICAL "),
+    # Java logs stack traces of ordinary network errors at WARN; only these mean a crash
+    "zookeeper": (" FATAL ", "Unexpected exception, exiting abnormally", "java.lang.OutOfMemoryError"),
+}
+ERROR_MARKER = " ERROR "
+# the line that ends a Python traceback: "[  | ]pkg.module.SomeError: message"
+EXCEPTION_LINE = re.compile(r"^[\s|+]*((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?)$")
+
+_live_clusters: "weakref.WeakSet[Cluster]" = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for cluster in list(_live_clusters):
+        cluster.stop()
+
+
+_PORTS_TAKEN: set[int] = set()
+
+
+def free_port() -> int:
+    """A free port below the ephemeral range, so no outgoing connection takes it while the
+    server that listens on it is down (a restart must find its ports free)."""
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(20000, 32000)
+        if port in _PORTS_TAKEN:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _PORTS_TAKEN.add(port)
+        return port
+    raise RuntimeError("no free port below the ephemeral range")
+
+
+def four_letter(port: int, word: str, timeout_s: float = FOUR_LETTER_TIMEOUT_S) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+        sock.sendall(word.encode())
+        chunks = []
+        for _ in range(10_000):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterSpec:
+    system: str  # "zabby" | "zookeeper"
+    servers: int
+    workdir: Path
+    tick_ms: int = 2000
+    init_limit: int = 10
+    sync_limit: int = 5
+    snap_count: int = 2000  # small, so snapshots (and SNAP syncs) happen during a run
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Death:
+    sid: int
+    exit_code: int | None
+    time_s: float
+
+
+class Server:
+    """One server: its folder, ports, config, log and process."""
+
+    def __init__(self, spec: ClusterSpec, sid: int) -> None:
+        self.spec = spec
+        self.sid = sid
+        self.dir = spec.workdir / f"server{sid}"
+        self.data_dir = self.dir / "data"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "myid").write_text(f"{sid}\n")
+        self.client_port, self.quorum_port, self.election_port = free_port(), free_port(), free_port()
+        self.config_path = self.dir / "zoo.cfg"
+        self.disk_faults_path = self.dir / "disk-faults.json"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.down_by_nemesis = False  # killed on purpose: not a death
+        self.paused = False
+        self.restarts_after_death = 0
+
+    @property
+    def log_paths(self) -> list[Path]:
+        if self.spec.system == "zabby":
+            return [self.dir / "server.log"]
+        return [self.dir / "zookeeper.log", self.dir / "stdout.log"]
+
+    def write_config(self, peers: dict[int, tuple[int, int]]) -> None:
+        """``peers``: sid -> (quorum port, election port) as this server must dial them."""
+        settings: dict[str, object] = {
+            "tickTime": self.spec.tick_ms, "initLimit": self.spec.init_limit, "syncLimit": self.spec.sync_limit,
+            "dataDir": self.data_dir, "clientPort": self.client_port, "clientPortAddress": "127.0.0.1",
+            "maxClientCnxns": 0, "snapCount": self.spec.snap_count, "4lw.commands.whitelist": "*",
+            "admin.enableServer": "false", "forceSync": "yes",
+        }  # fmt: skip
+        for other, (quorum, election) in sorted(peers.items()):
+            settings[f"server.{other}"] = f"127.0.0.1:{quorum}:{election}"
+        self.config_path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        if self.spec.system == "zookeeper":
+            (self.dir / "log4j.properties").write_text(LOG4J)
+
+    def command(self) -> list[str]:
+        if self.spec.system == "zabby":
+            return [sys.executable, "-m", "zabby.server.main", str(self.config_path)]
+        classpath = ":".join([str(self.dir), str(ZK_JAR), str(JAVA_DIR / "slf4j-log4j12.jar"), str(JAVA_DIR / "log4j-1.2.jar")])
+        return [
+            "java", f"-Xmx{ZK_HEAP}", "-XX:+UseG1GC", f"-Dzookeeper.log.dir={self.dir}",
+            f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}", "-Dzookeeper.admin.enableServer=false",
+            "-Dzookeeper.jmx.log4j.disable=true", "-cp", classpath,
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.config_path),
+        ]  # fmt: skip
+
+    def launch(self) -> None:
+        env = {**os.environ, "ZABBY_DISK_FAULTS": str(self.disk_faults_path)}
+        log_name = "server.log" if self.spec.system == "zabby" else "stdout.log"
+        with open(self.dir / log_name, "ab") as log:
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.dir, env=env, start_new_session=True)
+        self.down_by_nemesis = False
+        self.paused = False
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal_group(self, signum: int) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def kill(self) -> None:
+        """SIGKILL the whole group and reap the server."""
+        if self.proc is None:
+            return
+        self.signal_group(signal.SIGCONT)  # (a stopped process dies the same, but be plain)
+        self.signal_group(signal.SIGKILL)
+        try:
+            self.proc.wait(PROCESS_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def mode(self) -> str:
+        """srvr's Mode, "not serving" or "down"."""
+        try:
+            text = four_letter(self.client_port, "srvr")
+        except OSError:
+            return "down"
+        return next((line[6:].strip() for line in text.splitlines() if line.startswith("Mode: ")), "not serving")
+
+    def srvr_zxid(self) -> int | None:
+        try:
+            text = four_letter(self.client_port, "srvr")
+        except OSError:
+            return None
+        found = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Zxid:")]
+        return int(found[0], 16) if found else None
+
+    def mntr(self) -> dict[str, str]:
+        try:
+            text = four_letter(self.client_port, "mntr")
+        except OSError:
+            return {}
+        return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
+
+    def log_findings(self) -> tuple[list[str], int]:
+        """(what the crash and traceback lines say, count of ERROR lines) over this server's logs.
+        A Python traceback is summed up by its exception line, e.g. ``InvariantError: ...``."""
+        markers = TRACEBACK_MARKERS[self.spec.system]
+        crashes, errors = [], 0
+        for path in self.log_paths:
+            try:
+                lines = path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            in_traceback = False
+            for line in lines:
+                errors += ERROR_MARKER in line
+                if any(marker in line for marker in markers):
+                    in_traceback = "Traceback" in line
+                    if not in_traceback:
+                        crashes.append(f"{path.name}: {line.strip()[:300]}")
+                elif in_traceback and (found := EXCEPTION_LINE.match(line)):
+                    crashes.append(f"{path.name}: {found.group(1)[:300]}")
+                    in_traceback = False
+        return crashes, errors
+
+    def set_slow_disk(self, fsync_delay_ms: int) -> None:
+        """The zabby server rereads this file at most every ~100 ms (ZABBY_DISK_FAULTS)."""
+        if fsync_delay_ms > 0:
+            self.disk_faults_path.write_text(json.dumps({"fsync_delay_ms": fsync_delay_ms}))
+        else:
+            self.disk_faults_path.unlink(missing_ok=True)
+
+
+LOG4J = """\
+log4j.rootLogger=INFO, FILE
+log4j.appender.FILE=org.apache.log4j.FileAppender
+log4j.appender.FILE.File=${zookeeper.log.dir}/zookeeper.log
+log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
+log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
+"""
+
+
+class Cluster:
+    """The servers, their peer-link proxies ``links[(i, j)] = (quorum, election)`` and client
+    proxies ``client_proxies[i]``."""
+
+    def __init__(self, spec: ClusterSpec) -> None:
+        self.spec = spec
+        self.hub = ProxyHub()
+        _live_clusters.add(self)
+        self.servers = {sid: Server(spec, sid) for sid in range(1, spec.servers + 1)}
+        self.links: dict[tuple[int, int], tuple[LinkProxy, LinkProxy]] = {}
+        self.client_proxies: dict[int, LinkProxy] = {}
+        self.deaths: list[Death] = []
+        self.clock: Callable[[], float] = time.monotonic  # the runner sets its history's clock
+        self._lock = threading.RLock()  # the nemesis, the monitor and the runner all change processes
+        for sid, server in self.servers.items():
+            peers = {}
+            for other, target in self.servers.items():
+                if other == sid:
+                    peers[other] = (server.quorum_port, server.election_port)
+                    continue
+                pair = (self.hub.add(target.quorum_port, f"{sid}->{other} quorum"), self.hub.add(target.election_port, f"{sid}->{other} election"))
+                self.links[(sid, other)] = pair
+                peers[other] = (pair[0].port, pair[1].port)
+            server.write_config(peers)
+            self.client_proxies[sid] = self.hub.add(server.client_port, f"clients->{sid}")
+
+    # -- addresses -----------------------------------------------------------------------------
+
+    @property
+    def hosts(self) -> str:
+        """Every server, through its client proxy (what the workload's clients use)."""
+        return ",".join(f"127.0.0.1:{proxy.port}" for proxy in self.client_proxies.values())
+
+    def direct_hosts(self, sid: int) -> str:
+        return f"127.0.0.1:{self.servers[sid].client_port}"
+
+    def pids(self) -> dict[int, int]:
+        return {sid: s.proc.pid for sid, s in self.servers.items() if s.proc is not None and s.alive()}
+
+    def log_paths(self) -> dict[int, list[Path]]:
+        return {sid: s.log_paths for sid, s in self.servers.items()}
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    def start(self, wait_s: float = 90.0) -> bool:
+        """Launch every server; whether all serve (one leader) within ``wait_s``."""
+        for server in self.servers.values():
+            server.launch()
+        return self.wait_all_serving(wait_s)
+
+    def wait_all_serving(self, wait_s: float) -> bool:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            modes = self.modes()
+            if all(mode in SERVING_MODES for mode in modes.values()) and list(modes.values()).count("leader") == 1:
+                return True
+            if any(s.proc is not None and not s.alive() and not s.down_by_nemesis for s in self.servers.values()):
+                break
+            time.sleep(0.1)
+        return False
+
+    def modes(self) -> dict[int, str]:
+        return {sid: server.mode() for sid, server in self.servers.items()}
+
+    def leader(self) -> int | None:
+        leaders = [sid for sid, mode in self.modes().items() if mode == "leader"]
+        return leaders[0] if len(leaders) == 1 else None
+
+    def kill(self, sid: int) -> None:
+        with self._lock:
+            self.reap_deaths()  # a server that died before the nemesis came is a death
+            server = self.servers[sid]
+            server.kill()
+            server.down_by_nemesis = True
+
+    def restart(self, sid: int) -> None:
+        with self._lock:
+            server = self.servers[sid]
+            if not server.alive():
+                server.launch()
+
+    def pause(self, sid: int) -> None:
+        with self._lock:
+            self.servers[sid].signal_group(signal.SIGSTOP)
+            self.servers[sid].paused = True
+
+    def resume(self, sid: int) -> None:
+        with self._lock:
+            self.servers[sid].signal_group(signal.SIGCONT)
+            self.servers[sid].paused = False
+
+    def reap_deaths(self) -> list[Death]:
+        """Servers that exited without the nemesis killing them: record each death once and
+        start the server again (a supervisor would), at most RESTARTS_MAX times."""
+        found = []
+        with self._lock:
+            for sid, server in self.servers.items():
+                if server.proc is None or server.alive() or server.down_by_nemesis:
+                    continue
+                death = Death(sid=sid, exit_code=server.proc.returncode, time_s=self.clock())
+                found.append(death)
+                self.deaths.append(death)
+                server.down_by_nemesis = True  # recorded: not again until it runs again
+                if server.restarts_after_death < RESTARTS_MAX:
+                    server.restarts_after_death += 1
+                    server.launch()
+        return found
+
+    def heal(self) -> None:
+        """Every link passes, every server runs (stopped ones continue, killed ones restart),
+        no disk is slow."""
+        self.hub.heal_all()
+        with self._lock:
+            for sid, server in self.servers.items():
+                server.set_slow_disk(0)
+                if server.paused:
+                    self.resume(sid)
+                if server.down_by_nemesis and not server.alive():
+                    server.launch()
+
+    def stop(self) -> None:
+        """Kill every server and close every proxy.  Bounded; safe to call twice."""
+        with self._lock:
+            for server in self.servers.values():
+                try:
+                    server.kill()
+                except Exception:  # noqa: BLE001 - stop the others all the same
+                    pass
+                server.down_by_nemesis = True  # stopped on purpose: a later heal must not relaunch
+        self.hub.close()
+        _live_clusters.discard(self)
