@@ -21,6 +21,7 @@ from zabby.sim.disk import Disk
 from zabby.sim.network import Network
 from zabby.sim.options import SimOptions
 from zabby.tree.acl import OPEN_ACL_UNSAFE
+from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn, make_zxid
 
 ACL = [list(entry) for entry in OPEN_ACL_UNSAFE]
@@ -136,3 +137,21 @@ class Scenario:
 
     def state(self, sid: int) -> ServerState:
         return self.node(sid).peer.state
+
+    # ----------------------------------------------------------------- clients with sessions
+    def open_session(self, sid: int, timeout_ms: int) -> int:
+        """A session created through server ``sid`` (as a connection's handshake does)."""
+        created: list[Txn] = []
+        self.node(sid).engine.create_session(timeout_ms, lambda txn, result: created.append(txn))
+        self.cluster.drain(self.node(sid))
+        self.run_until(lambda: created)
+        return created[0].session_id
+
+    def call(self, sid: int, session_id: int, op: OpCode, *args: Any) -> list[tuple[Txn, Any]]:
+        """Submit one write through server ``sid``; the list gets (txn, result) when answered."""
+        answers: list[tuple[Txn, Any]] = []
+        self.cxid += 1
+        engine = self.node(sid).engine
+        engine.submit(int(op), tuple(args), Caller(session_id, []), self.cxid, lambda txn, result: answers.append((txn, result)))
+        self.cluster.drain(self.node(sid))
+        return answers
