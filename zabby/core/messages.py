@@ -66,10 +66,13 @@ class Commit:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ping:
-    """Leader → learner: liveness.  Learner → leader: the sessions its clients touched."""
+    """Leader → learner: liveness, and the leader's latest confirmation ``round`` (see
+    ``Peer``'s sync).  Learner → leader: the sessions its clients touched, and the round of
+    the leader's ping it answers."""
 
     TYPE: ClassVar[int] = 5
     sessions: tuple[int, ...] = ()
+    round: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,6 +10,13 @@ Roles: ``_step_looking`` (fast leader election), ``_step_leader`` (discovery, sy
 broadcast for every learner), ``_step_learner`` (the follower/observer side).  ``_become_*``
 switches roles and resets the role's state.
 
+Sync (ZooKeeper's ``sync``, made linearizable as etcd's ReadIndex): the leader answers a
+sync only once everything it had proposed when the sync arrived is committed *and* a quorum
+has confirmed, in a round started after the sync arrived, that it still leads.  A round is a
+PING carrying a round number that voters echo back; every sync that arrives before the next
+``ready()`` shares one round.  A leader cut off from its quorum, which has not noticed yet,
+thus cannot answer a sync from a stale tree (ZOOKEEPER-1675): it steps down first.
+
 Durable state, as the log and epoch files hold it: ``accepted_epoch``, ``current_epoch``,
 ``last_logged`` (the log's last zxid).  ``applied`` is the tree's last zxid; txns between
 them (``pending``) are logged but not yet known to be committed, except after a restart,
@@ -98,6 +105,7 @@ class LearnerInfo:
     uptodate: bool = False
     acked: int = 0
     newleader_point: int = 0  # the leader's last zxid when it sent NEWLEADER
+    round_acked: int = 0  # the highest confirmation round it answered
 
 
 @dataclass(slots=True)
@@ -112,7 +120,9 @@ class LeaderState:
     last_proposed: int = 0
     commit_point: int = 0
     self_acked: int = 0
-    syncs: deque[tuple[int, int, Sync]] = field(default_factory=deque)  # (zxid needed, sid, sync)
+    syncs: deque[tuple[int, int, int, Sync]] = field(default_factory=deque)  # (zxid needed, round needed, sid, sync)
+    round: int = 0  # the last confirmation round started (see Peer: sync)
+    round_wanted: bool = False  # a sync waits for a round not started yet
 
 
 @dataclass(slots=True)
@@ -212,9 +222,7 @@ class Peer:
     def client_sync(self, sync: Sync) -> None:
         """Answer (in ``sync_replies``) once everything the leader proposed so far is applied."""
         if self.state == ServerState.LEADING:
-            leader = self._established_leader()
-            leader.syncs.append((leader.last_proposed, self.sid, sync))
-            self._advance_syncs()
+            self._leader_sync(self._established_leader(), self.sid, sync)
         elif self.learner is not None:
             self._send(self.learner.leader, sync)
 
@@ -250,9 +258,13 @@ class Peer:
             self.learner.heard_tick = self.now
 
     def has_ready(self) -> bool:
+        if self.leader is not None and self.leader.round_wanted:
+            return True
         return not self._ready.is_empty() or self._ready.soft_state != self.soft_state()
 
     def ready(self) -> Ready:
+        if self.state == ServerState.LEADING and self.leader is not None and self.leader.round_wanted:
+            self._start_round()
         ready = self._ready
         ready.soft_state = self.soft_state()
         self._ready = Ready(soft_state=ready.soft_state)
@@ -436,8 +448,9 @@ class Peer:
             self._become_looking()
             return
         if self.now % self.config.ping_interval_ticks == 0:
+            ping = Ping(round=leader.round)
             for sid in leader.learners:
-                self._send(sid, Ping())
+                self._send(sid, ping)
 
     def _drop_learner(self, sid: int, why: str) -> None:
         assert self.leader is not None
@@ -461,11 +474,14 @@ class Peer:
             self._leader_ack(sender, info, message.zxid)
         elif isinstance(message, Ping):
             self._ready.touched_sessions.extend(message.sessions)
+            if message.round > info.round_acked:
+                info.round_acked = message.round
+                if leader.syncs:
+                    self._advance_syncs()
         elif isinstance(message, Request) and leader.established:
             self._ready.requests.append((sender, message))
         elif isinstance(message, Sync) and leader.established:
-            leader.syncs.append((leader.last_proposed, sender, message))
-            self._advance_syncs()
+            self._leader_sync(leader, sender, message)
 
     def _leader_follower_info(self, sender: int, info: FollowerInfo) -> None:
         leader = self.leader
@@ -605,11 +621,36 @@ class Peer:
                 self._send_early(sid, inform if info.observer else commit)
         self._advance_syncs()
 
+    def _leader_sync(self, leader: LeaderState, sid: int, sync: Sync) -> None:
+        """A sync waits for what was proposed now, and for the next confirmation round."""
+        leader.syncs.append((leader.last_proposed, leader.round + 1, sid, sync))
+        leader.round_wanted = True
+
+    def _start_round(self) -> None:
+        """Ask the voters to confirm this leadership (called when a Ready is handed out, so
+        every sync of that Ready shares the round)."""
+        leader = self.leader
+        assert leader is not None
+        leader.round += 1
+        leader.round_wanted = False
+        ping = Ping(round=leader.round)
+        for sid, info in leader.learners.items():
+            if info.uptodate and not info.observer:
+                self._send(sid, ping)
+        self._advance_syncs()
+
+    def _confirmed_round(self, leader: LeaderState) -> int:
+        """The highest round a quorum has confirmed (the leader confirms its own at once)."""
+        rounds = {sid: info.round_acked for sid, info in leader.learners.items() if info.uptodate and not info.observer}
+        rounds[self.sid] = leader.round
+        return self.quorum.committed(rounds)
+
     def _advance_syncs(self) -> None:
         leader = self.leader
         assert leader is not None
-        while leader.syncs and leader.syncs[0][0] <= leader.commit_point:
-            _, sid, sync = leader.syncs.popleft()
+        confirmed = self._confirmed_round(leader) if leader.syncs else 0
+        while leader.syncs and leader.syncs[0][0] <= leader.commit_point and leader.syncs[0][1] <= confirmed:
+            _, _, sid, sync = leader.syncs.popleft()
             if sid == self.sid:
                 self._ready.sync_replies.append(sync)
             else:
@@ -652,7 +693,7 @@ class Peer:
         elif isinstance(message, UpToDate):
             self._learner_uptodate()
         elif isinstance(message, Ping):
-            self._send(sender, Ping(sessions=tuple(sorted(learner.touched))))
+            self._send(sender, Ping(sessions=tuple(sorted(learner.touched)), round=message.round))
             learner.touched.clear()
         elif isinstance(message, Sync):
             self._ready.sync_replies.append(message)

@@ -180,10 +180,10 @@ class LinkProxy:
             while True:
                 await self._wait_released(direction)
                 data = await source.receive_some(CHUNK_BYTES)
+                await self._wait_released(direction)  # a read begun before the fault: held too, EOF included
                 if not data:
                     await dest.send_eof()
                     return
-                await self._wait_released(direction)
                 await dest.send_all(data)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             conn.scope.cancel()
