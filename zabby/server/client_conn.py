@@ -11,6 +11,7 @@ accumulated in one ``send_all``, so a burst of pipelined replies costs one syste
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import deque
@@ -25,6 +26,7 @@ from zabby.server import fourletter, jute_conn
 from zabby.server.guard import NETWORK_ERRORS
 from zabby.server.node import ZabbyServer
 from zabby.server.reads import READ_HANDLERS, missed_events
+from zabby.server.statistics import ConnectionStatistics, reset, snapshot
 from zabby.server.stats import LatencyStat
 from zabby.tree import acl as acls
 from zabby.tree.prep import Caller
@@ -164,7 +166,9 @@ class Connection:
     async def _reader(self) -> None:
         first = await self._read_prefix()
         if len(first) >= 4 and first[:4].decode("latin-1") in fourletter.WORDS:
-            self.send(fourletter.answer(first[:4].decode("latin-1"), self.server).encode())
+            word = first[:4].decode("latin-1")
+            answer = fourletter.answer(word, snapshot(self.server, fourletter.parts(word)), functools.partial(reset, self.server))
+            self.send(answer.encode())
             return
         if self.server.config.jute_enabled:  # ZooKeeper's jute protocol on the same port
             first = await jute_conn.read_detect_bytes(self, first)
@@ -419,6 +423,19 @@ class Connection:
         for kind, path in missed:
             self.send_event(kind, path, tree.last_zxid)
         return []
+
+    # ----------------------------------------------------------------- figures (cons, crst)
+    def statistics(self) -> ConnectionStatistics:
+        return ConnectionStatistics(
+            address=self.address, session_id=self.session_id, timeout_ms=self.timeout_ms, established_ms=self.established_ms,
+            outstanding_requests=len(self._slots), packets_received=self.received, packets_sent=self.sent,
+            last_operation=self.last_op, last_cxid=self.last_cxid, last_zxid=self.last_zxid,
+            last_response_ms=self.last_response_ms, latency=self.latency.statistics(),
+        )  # fmt: skip
+
+    def reset_statistics(self) -> None:
+        self.latency.reset()
+        self.received = self.sent = 0
 
 
 def _write_values(op: int, result: Any) -> list[Any]:

@@ -1,28 +1,23 @@
 """Read ops, answered from the local tree (ZooKeeper's FinalRequestProcessor for reads).
 
-Each handler takes the tree, the watch registry, the asking connection (a watcher that
-carries ``auth_ids``, ``superuser`` and ``session_id``) and the request's arguments, and
-returns the reply values or raises ``ZabbyError``.  Watches are registered here, in the
-same step as the read, so no change can slip between the read and the watch.
+Each handler takes the tree, the watch registry, the asking session (an ``Asker``, which is
+also the watcher) and the request's arguments, and returns the reply values or raises
+``ZabbyError``.  Watches are registered here, in the same step as the read, so no change can
+slip between the read and the watch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from zabby.errors import Err, ZabbyError
 from zabby.opcodes import AddWatchMode, EventType, OpCode, WatcherType
+from zabby.server.sink import Asker
 from zabby.tree import acl as acls
 from zabby.tree.datatree import DataTree, Znode
 from zabby.tree.paths import validate_path
 from zabby.tree.watches import WatchManager
-
-
-class Asker(Protocol):
-    session_id: int
-    auth_ids: list[acls.AuthId]
-    superuser: bool
 
 
 def _node(tree: DataTree, path: Any) -> Znode:
