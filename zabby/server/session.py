@@ -153,8 +153,8 @@ class ClientSession:
 
         Returns:
           False if refused: the answer is queued and the connection closes after it.  True if
-          the session starts, at once or when the server has created it; either way the
-          output hears ``session_started`` first.
+          the session starts, at once (re-attach) or once the server has created it; then
+          the connect response is queued and the output hears ``session_started``.
         """
         host = self.host
         if not host.serving:
