@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram
 
@@ -101,8 +102,11 @@ class ServerStats:
 
     def statistics(self) -> Counters:
         """The counters as they are now, frozen."""
-        values = {f.name: getattr(self, f.name) for f in fields(Counters)}
-        return Counters(**{name: v.statistics() if isinstance(v, LatencyStat) else v for name, v in values.items()})
+        values: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(Counters)}
+        for name, value in values.items():
+            if isinstance(value, LatencyStat):
+                values[name] = value.statistics()
+        return Counters(**values)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
