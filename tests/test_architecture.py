@@ -1,9 +1,11 @@
 """The import structure the design asks for, checked by parsing zabby's sources (no imports run).
 
-* The protocol-neutral session layer, the sink the core sees, the statistics snapshot, the
-  four-letter words and the client codecs never reach the server core (``zabby.server.node``)
-  or the connection's I/O (``zabby.server.client_conn``), even through other modules or under
+* The protocol-neutral session layer, the statistics snapshot, the four-letter words and the
+  client codecs never reach the engine's trio driver (``zabby.server.node``) or the
+  connection's I/O (``zabby.server.client_conn``), even through other modules or under
   ``TYPE_CHECKING``.
+* The engine knows clients only as its ``ClientSink``: it never reaches the session layer,
+  the connection, the four-letter words or the driver.
 * Nothing they reach imports itself back: no import cycle.
 * ``zabby.wire`` is sans-I/O: no sockets, clocks, threads, randomness, files or event loop.
 """
@@ -19,8 +21,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "zabby"
 
-LAYERED = ("zabby.server.session", "zabby.server.sink", "zabby.server.statistics", "zabby.server.fourletter", "zabby.server.reads")
+LAYERED = ("zabby.server.session", "zabby.server.statistics", "zabby.server.fourletter", "zabby.server.reads")
 FORBIDDEN = ("zabby.server.node", "zabby.server.client_conn")
+ENGINE_FORBIDDEN = (*LAYERED, *FORBIDDEN)
 WIRE_FORBIDDEN = ("trio", "socket", "time", "random", "threading", "os", "io")
 
 
@@ -102,6 +105,14 @@ def test_the_session_layer_never_reaches_the_core_or_the_connection(layered: str
     via = _reachable(graph, layered)
     for forbidden in FORBIDDEN:
         assert forbidden not in via, " -> ".join(_path_to(via, layered, forbidden))
+
+
+def test_the_engine_knows_clients_only_as_sinks() -> None:
+    graph = _graph()
+    for name in (m for m in graph if m == "zabby.engine" or m.startswith("zabby.engine.")):
+        via = _reachable(graph, name)
+        for forbidden in ENGINE_FORBIDDEN:
+            assert forbidden not in via, " -> ".join(_path_to(via, name, forbidden))
 
 
 def test_the_client_codecs_never_reach_the_server() -> None:

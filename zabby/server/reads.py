@@ -1,23 +1,36 @@
 """Read ops, answered from the local tree (ZooKeeper's FinalRequestProcessor for reads).
 
-Each handler takes the tree, the watch registry, the asking session (a ``ClientSink``: its
-identity, and the watcher) and the request's arguments, and returns the reply values or raises
-``ZabbyError``.  Watches are registered here, in the same step as the read, so no change can
-slip between the read and the watch.
+Each handler takes the tree, the watch registry, the asking session (an ``Asker``: its
+identity, and the watcher) and the request's arguments, and returns the reply values or
+raises ``ZabbyError``.  Watches are registered here, in the same step as the read, so no
+change can slip between the read and the watch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, Protocol
 
 from zabby.errors import Err, ZabbyError
 from zabby.opcodes import AddWatchMode, EventType, OpCode, WatcherType
-from zabby.server.sink import ClientSink
 from zabby.tree import acl as acls
 from zabby.tree.datatree import DataTree, Znode
 from zabby.tree.paths import validate_path
 from zabby.tree.watches import WatchManager
+
+
+class Asker(Hashable, Protocol):
+    """The session a read is for: the identity ACLs are checked against, and the watcher
+    (a key of the watch registry) that its watches are registered for."""
+
+    @property
+    def session_id(self) -> int: ...
+
+    @property
+    def auth_ids(self) -> list[acls.AuthId]: ...
+
+    @property
+    def superuser(self) -> bool: ...
 
 
 def _node(tree: DataTree, path: Any) -> Znode:
@@ -28,12 +41,12 @@ def _node(tree: DataTree, path: Any) -> Znode:
     return node
 
 
-def _require(node: Znode, perm: int, who: ClientSink) -> None:
+def _require(node: Znode, perm: int, who: Asker) -> None:
     if not acls.check(node.acl, perm, who.auth_ids, who.superuser):
         raise ZabbyError(Err.NOAUTH, "insufficient permission")
 
 
-def exists(tree: DataTree, watches: WatchManager, who: ClientSink, args: list[Any]) -> list[Any]:
+def exists(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     path, watch = args
     validate_path(path)
     node = tree.nodes.get(path)
@@ -44,7 +57,7 @@ def exists(tree: DataTree, watches: WatchManager, who: ClientSink, args: list[An
     return [None if node is None else node.stat()]
 
 
-def get_data(tree: DataTree, watches: WatchManager, who: ClientSink, args: list[Any]) -> list[Any]:
+def get_data(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     path, watch = args
     node = _node(tree, path)
     _require(node, acls.READ, who)
@@ -53,7 +66,7 @@ def get_data(tree: DataTree, watches: WatchManager, who: ClientSink, args: list[
     return [node.data, node.stat()]
 
 
-def get_children(tree: DataTree, watches: WatchManager, who: ClientSink, args: list[Any]) -> list[Any]:
+def get_children(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     path, watch = args
     node = _node(tree, path)
     _require(node, acls.READ, who)
@@ -62,12 +75,12 @@ def get_children(tree: DataTree, watches: WatchManager, who: ClientSink, args: l
     return [node.listing()]
 
 
-def get_children2(tree: DataTree, watches: WatchManager, who: ClientSink, args: list[Any]) -> list[Any]:
+def get_children2(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     children = get_children(tree, watches, who, args)[0]
     return [children, tree.nodes[args[0]].stat()]
 
 
-def get_acl(tree: DataTree, watches: WatchManager, who: ClientSink, args: list[Any]) -> list[Any]:
+def get_acl(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     (path,) = args
     node = _node(tree, path)
     admin = acls.check(node.acl, acls.ADMIN, who.auth_ids, who.superuser)
@@ -79,7 +92,7 @@ def get_acl(tree: DataTree, watches: WatchManager, who: ClientSink, args: list[A
     return [entries, node.stat()]
 
 
-def get_ephemerals(tree: DataTree, watches: WatchManager, who: ClientSink, args: list[Any]) -> list[Any]:
+def get_ephemerals(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     (prefix,) = args
     validate_path(prefix)
     owned = tree.ephemerals.get(who.session_id, ())
@@ -88,14 +101,14 @@ def get_ephemerals(tree: DataTree, watches: WatchManager, who: ClientSink, args:
     return [sorted(p for p in owned if p == prefix or p.startswith(prefix))]
 
 
-def get_all_children_number(tree: DataTree, watches: WatchManager, who: ClientSink, args: list[Any]) -> list[Any]:
+def get_all_children_number(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     (path,) = args
     node = _node(tree, path)
     _require(node, acls.READ, who)
     return [tree.count_descendants(path)]
 
 
-def add_watch(tree: DataTree, watches: WatchManager, who: ClientSink, args: list[Any]) -> list[Any]:
+def add_watch(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     path, mode = args
     validate_path(path)
     if mode not in (AddWatchMode.PERSISTENT, AddWatchMode.PERSISTENT_RECURSIVE):
@@ -114,15 +127,15 @@ def _watcher_type(value: Any) -> int:
         raise ZabbyError(Err.BADARGUMENTS, f"unknown watcher type {value!r}") from None
 
 
-def remove_watches(tree: DataTree, watches: WatchManager, who: ClientSink, args: list[Any]) -> list[Any]:
+def remove_watches(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     return _watch_op(watches.remove, who, args)
 
 
-def check_watches(tree: DataTree, watches: WatchManager, who: ClientSink, args: list[Any]) -> list[Any]:
+def check_watches(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     return _watch_op(watches.has, who, args)
 
 
-def _watch_op(operation: Callable[[str, ClientSink, int], bool], who: ClientSink, args: list[Any]) -> list[Any]:
+def _watch_op(operation: Callable[[str, Asker, int], bool], who: Asker, args: list[Any]) -> list[Any]:
     """removeWatches / checkWatches: NOWATCHER when the session has no such watch."""
     path, watcher_type = args
     validate_path(path)
@@ -131,11 +144,11 @@ def _watch_op(operation: Callable[[str, ClientSink, int], bool], who: ClientSink
     return []
 
 
-def who_am_i(tree: DataTree, watches: WatchManager, who: ClientSink, args: list[Any]) -> list[Any]:
+def who_am_i(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     return [[[scheme, ident] for scheme, ident in who.auth_ids]]
 
 
-def multi_read(tree: DataTree, watches: WatchManager, who: ClientSink, args: list[Any]) -> list[Any]:
+def multi_read(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     (ops,) = args
     if not isinstance(ops, list):
         raise ZabbyError(Err.BADARGUMENTS, "multiRead takes a list of ops")
@@ -152,7 +165,7 @@ def multi_read(tree: DataTree, watches: WatchManager, who: ClientSink, args: lis
     return [results]
 
 
-ReadHandler = Callable[[DataTree, WatchManager, ClientSink, list[Any]], list[Any]]
+ReadHandler = Callable[[DataTree, WatchManager, Asker, list[Any]], list[Any]]
 
 READ_HANDLERS: dict[int, ReadHandler] = {
     OpCode.EXISTS: exists,

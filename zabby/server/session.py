@@ -12,8 +12,8 @@ connection encodes in its codec, in send order.
 
 The session never awaits and does no I/O: what it waits for (a new session's txn, a
 write's commit, a sync) comes back through the callbacks it hands the server.  It is the
-``ClientSink`` the server core holds: a watcher, an identity for ACL checks, a target for
-watch events and for closing.
+``ClientSink`` the engine holds (a watcher, told of watch events, closed) and the ``Asker``
+its reads are checked against.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from zabby.config import ServerConfig
+from zabby.engine.effects import ClientSink, Done, SyncDone
 from zabby.errors import Err, ZabbyError
 from zabby.opcodes import WRITE_OPS, KeeperState, OpCode
 from zabby.server.reads import READ_HANDLERS, missed_events
-from zabby.server.sink import ClientSink
 from zabby.server.statistics import ConnectionStatistics
 from zabby.server.stats import LatencyStat, ServerStats
 from zabby.tree import acl as acls
@@ -41,12 +41,9 @@ from zabby.wire.messages import PROTOCOL_NAME, PROTOCOL_VERSION, XID_NOTIFICATIO
 
 LOGGER = logging.getLogger("zabby.server.conn")
 
-Done = Callable[[Txn, Any], None]  # called with the txn (an ERROR txn for a failed write) and its result
-
-
 class SessionHost(Protocol):
-    """The server as sessions and their connections use it: ``ZabbyServer`` provides it today,
-    and the engine's trio driver will.
+    """The server as sessions and their connections use it: the engine's trio driver
+    (``zabby.server.node.ZabbyServer``) provides it.
 
     Ordering: every ``done`` callback runs once the txn is applied to ``tree``, in zxid order;
     a callback may never come if the server stops serving, and then it closes every sink.
@@ -80,7 +77,7 @@ class SessionHost(Protocol):
 
     def create_session(self, timeout_ms: int, done: Done) -> None: ...
     def close_session(self, session_id: int, cxid: int, done: Done) -> None: ...
-    def client_sync(self, session_id: int, cxid: int, done: Callable[[], None]) -> None: ...
+    def client_sync(self, session_id: int, cxid: int, done: SyncDone) -> None: ...
     def negotiate_timeout(self, requested_ms: int) -> int: ...
     def check_session(self, session_id: int, password: bytes) -> int | None:
         """The session's timeout if (id, password) names a live session, else None."""
@@ -119,7 +116,8 @@ class _Slot:
 
 
 class ClientSession:
-    """One connection's session (a ``ClientSink``); ``session_id`` is 0 until the handshake."""
+    """One connection's session (a ``ClientSink`` and an ``Asker``); ``session_id`` is 0 until
+    the handshake."""
 
     def __init__(self, host: SessionHost, output: SessionOutput, address: tuple[str, int]) -> None:
         self.host = host
@@ -310,7 +308,7 @@ class ClientSession:
                 self._answer_read(head.xid, head.op, head.args, head.started)
             slots.popleft()
 
-    # ----------------------------------------------------------------- the sink the core holds
+    # ----------------------------------------------------------------- the sink the engine holds
     def send_event(self, event_type: int, path: str, zxid: int) -> None:
         self._send([XID_NOTIFICATION, zxid, 0, int(event_type), int(KeeperState.SYNC_CONNECTED), path])
 

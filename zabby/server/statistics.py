@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, cast
 
 from zabby.config import ServerConfig
-from zabby.server.sink import Asker
+from zabby.engine import ClientSink
 from zabby.server.stats import Counters, LatencyFigures, ServerStats
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def reset(server: Monitored, what: Reset) -> None:
 
 
 def _session_id(watcher: Hashable) -> int:
-    return cast(Asker, watcher).session_id  # the watchers are the server's client sessions
+    return cast(ClientSink, watcher).session_id  # the watchers are the engine's client sinks
 
 
 def _watch_tables(watches: WatchManager) -> WatchTables:
