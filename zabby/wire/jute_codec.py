@@ -229,9 +229,9 @@ class JuteCodec:
 
     @staticmethod
     def _connect_response(value: list[Any]) -> bytes:
-        _, _, err, timeout_ms, session_id, password, _, _, _ = value
+        _, _, err, timeout_ms, session_id, password, _, read_only, _ = value
         if err == Err.SESSIONEXPIRED:  # ZooKeeper's answer for an expired or unknown session
             return jute.frame(jute.ConnectResponse(0, 0, 0, EXPIRED_PASSWORD, False).encode())
         if err:  # not serving / behind the client: ZooKeeper closes without an answer
             return b""
-        return jute.frame(jute.ConnectResponse(0, timeout_ms, session_id, password, False).encode())
+        return jute.frame(jute.ConnectResponse(0, timeout_ms, session_id, password, bool(read_only)).encode())
