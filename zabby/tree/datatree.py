@@ -30,7 +30,7 @@ from typing import Any
 from zabby.errors import InvariantError
 from zabby.opcodes import CONTAINER_OWNER, EventType, OpCode, is_session_owner, owner_ttl_ms
 from zabby.tree import acl as acls
-from zabby.tree.paths import basename, parent_of
+from zabby.tree.paths import basename, int32, parent_of
 from zabby.tree.txns import Txn
 
 Stat = tuple[int, int, int, int, int, int, int, int, int, int, int]
@@ -108,10 +108,17 @@ class Znode:
 
     def stat(self) -> Stat:
         """The Stat in jute field order: czxid mzxid ctime mtime version cversion aversion
-        ephemeralOwner dataLength numChildren pzxid."""
+        ephemeralOwner dataLength numChildren pzxid, as ZooKeeper's DataNode.copyStat shows it.
+
+        ``cversion`` is kept as ZooKeeper keeps it, a count of child creates (the sequential
+        suffix); a Stat counts deletes too, as 2 × creates − children (an int, as in Java).
+        Only a session shows as the owner: containers and TTL nodes show 0.
+        """
+        children = len(self.children)
+        owner = self.ephemeral_owner if is_session_owner(self.ephemeral_owner) else 0
         return (
-            self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion,
-            self.aversion, self.ephemeral_owner, len(self.data), len(self.children), self.pzxid,
+            self.czxid, self.mzxid, self.ctime, self.mtime, self.version,
+            int32(2 * self.cversion - children), self.aversion, owner, len(self.data), children, self.pzxid,
         )  # fmt: skip
 
     def record(self, path: str) -> tuple[Any, ...]:
