@@ -366,8 +366,10 @@ def test_noauth_with_digest_acl(h: Harness) -> None:
     assert result == [(OpCode.ERROR, Err.NOAUTH, None)]
     h.set_data("/s", b"x", caller=bob)
     h.create("/s/c", caller=bob)
-    # delete needs DELETE on the parent, not on the node
+    # delete needs DELETE on the parent, not on the node; ZooKeeper checks it before it
+    # looks the node up, so a missing node under such a parent is NOAUTH too
     assert code_of(h.delete, "/s/c", caller=anon) == Err.NOAUTH
+    assert code_of(h.delete, "/s/missing", caller=anon) == Err.NOAUTH
     h.delete("/s/c", caller=bob)
     h.create("/s/c", caller=h.caller(3, superuser=True))
     # the node itself being locked does not stop its deletion when the parent allows it

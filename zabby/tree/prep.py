@@ -219,8 +219,8 @@ class Preparer:
             raise ZabbyError(Err.BADARGUMENTS, f"{path} cannot be deleted")
         parent_path = parent_of(path)
         parent = self._existing(parent_path)
+        self._check_acl(parent, acls.DELETE, caller)  # before the node's lookup: NOAUTH, not NONODE
         node = self._existing(path)
-        self._check_acl(parent, acls.DELETE, caller)
         _check_version(version, node.version, path)
         if node.num_children:
             raise ZabbyError(Err.NOTEMPTY, path)
