@@ -210,6 +210,10 @@ def test_sync_counts_ephemerals_and_who_am_i(kz: KazooClient) -> None:
     reply = kazoo_call(kz, OpCode.GET_EPHEMERALS, jute.GetEphemeralsRequest("/count"))
     assert sorted(reply.ephemerals) == ["/count/a/eph2", "/count/eph1"]
     assert kazoo_call(kz, OpCode.GET_EPHEMERALS, jute.GetEphemeralsRequest("/count/a")).ephemerals == ["/count/a/eph2"]
+    # a string prefix, as ZooKeeper takes it: not cut at "/", not checked as a path
+    assert kazoo_call(kz, OpCode.GET_EPHEMERALS, jute.GetEphemeralsRequest("/count/ep")).ephemerals == ["/count/eph1"]
+    assert kazoo_call(kz, OpCode.GET_EPHEMERALS, jute.GetEphemeralsRequest("/count/a/")).ephemerals == ["/count/a/eph2"]
+    assert len(kazoo_call(kz, OpCode.GET_EPHEMERALS, jute.GetEphemeralsRequest(" / ")).ephemerals) == 2  # blank or "/": all
     kz.add_auth("digest", "bob:pw")
     infos = kazoo_call(kz, OpCode.WHO_AM_I).client_info
     assert ("digest", "bob") in [(i.auth_scheme, i.user) for i in infos]

@@ -25,6 +25,9 @@ class Asker(Protocol):
     superuser: bool
 
 
+_JAVA_TRIMMED = "".join(chr(code) for code in range(33))  # what Java's String.trim() strips
+
+
 def _node(tree: DataTree, path: Any) -> Znode:
     validate_path(path)
     node = tree.nodes.get(path)
@@ -85,12 +88,15 @@ def get_acl(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) 
 
 
 def get_ephemerals(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    """The session's ephemerals whose path starts with ``prefix``, a string prefix, not a path:
+    ZooKeeper neither validates it nor cuts it at a "/"; a blank one or "/" means all."""
     (prefix,) = args
-    validate_path(prefix)
     owned = tree.ephemerals.get(who.session_id, ())
-    if prefix == "/":
+    if prefix is not None and not isinstance(prefix, str):
+        raise ZabbyError(Err.BADARGUMENTS, f"prefix must be a string, not {type(prefix).__name__}")
+    if prefix is None or not prefix.strip() or prefix.strip(_JAVA_TRIMMED) == "/":
         return [sorted(owned)]
-    return [sorted(p for p in owned if p == prefix or p.startswith(prefix))]
+    return [sorted(p for p in owned if p.startswith(prefix))]
 
 
 def get_all_children_number(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
