@@ -5,8 +5,10 @@ validated by ``prep`` against the tree plus the changes still in flight, so appl
 surprises; it still checks what it relies on and raises ``InvariantError`` when the check
 fails, because applying a txn that does not fit is a bug that must not pass silently.
 
-``apply`` returns the op's result and the watch triggers ``(EventType, path)`` in the order
-ZooKeeper fires them; delivering them is the watch manager's job.
+``apply`` returns the op's result and the watch triggers ``(EventType, path, acl)`` in the
+order ZooKeeper fires them, each with the ACL of the node it is about (the parent's for
+NodeChildrenChanged), since only watchers that may read that node get the event; delivering
+them is the watch manager's job.
 
 The tree digest (ZooKeeper 3.6+'s ``digest.enabled``): a 64-bit sum over every znode of a
 CRC of its path and Stat fields plus a CRC of its path and data, and over every session of
@@ -34,7 +36,7 @@ from zabby.tree.paths import basename, int32, parent_of
 from zabby.tree.txns import Txn
 
 Stat = tuple[int, int, int, int, int, int, int, int, int, int, int]
-Event = tuple[int, str]
+Event = tuple[int, str, tuple[acls.ACL, ...]]
 
 ZOOKEEPER = "/zookeeper"
 ZOOKEEPER_CONFIG = "/zookeeper/config"
@@ -234,8 +236,8 @@ class DataTree:
         self.digest += _meta_digest(parent_path, parent) + _meta_digest(path, node) + _data_digest(path, data)
         self.data_size += len(data) + len(path)
         self._index_add(path, owner)
-        events.append((EventType.NODE_CREATED, path))
-        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path))
+        events.append((EventType.NODE_CREATED, path, node.acl))
+        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.acl))
         return path, node.stat()
 
     def _delete(self, zxid: int, path: str, events: list[Event]) -> None:
@@ -251,8 +253,8 @@ class DataTree:
         self.digest += _meta_digest(parent_path, parent)
         self.data_size -= len(node.data) + len(path)
         self._index_remove(path, node.ephemeral_owner)
-        events.append((EventType.NODE_DELETED, path))
-        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path))
+        events.append((EventType.NODE_DELETED, path, node.acl))
+        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.acl))
 
     def _set_data(self, txn: Txn, body: tuple[Any, ...], events: list[Event]) -> Stat:
         path, data, version = body
@@ -266,7 +268,7 @@ class DataTree:
         node.mzxid = txn.zxid
         node.mtime = txn.time_ms
         self.digest += _meta_digest(path, node) + _data_digest(path, data)
-        events.append((EventType.NODE_DATA_CHANGED, path))
+        events.append((EventType.NODE_DATA_CHANGED, path, node.acl))
         return node.stat()
 
     def _set_acl(self, body: tuple[Any, ...]) -> Stat:
