@@ -246,7 +246,11 @@ def test_create_errors(h: Harness) -> None:
     assert code_of(h.create, "/missing/child") == Err.NONODE
     assert code_of(h.create, "/a/") == Err.BADARGUMENTS
     assert code_of(h.create, "a") == Err.BADARGUMENTS
-    assert code_of(h.create, "/a/../b") == Err.BADARGUMENTS
+    assert code_of(h.create, "/a/.") == Err.BADARGUMENTS
+    # as ZooKeeper's prep does, a create looks its parent up (and checks its ACL) before it
+    # checks the whole path: "/a/../b" has the parent "/a/..", which is not there
+    assert code_of(h.create, "/a/../b") == Err.NONODE
+    assert code_of(h.create, "/a\0b") == Err.BADARGUMENTS  # a NUL is refused first
     assert code_of(h.create, "/x", data="text") == Err.BADARGUMENTS
     assert code_of(h.create, "/x", acl=[]) == Err.INVALIDACL
     assert code_of(h.create, "/x", acl=acls.CREATOR_ALL_ACL) == Err.INVALIDACL
