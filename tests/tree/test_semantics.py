@@ -147,9 +147,10 @@ def test_sequential_suffix_from_parent_cversion(h: Harness) -> None:
     assert h.create("/q/n-", mode=CreateMode.PERSISTENT_SEQUENTIAL) == "/q/n-0000000000"
     h.create("/q/plain")
     assert h.create("/q/n-", mode=CreateMode.PERSISTENT_SEQUENTIAL) == "/q/n-0000000002"
-    # deletes do not change cversion (ZooKeeper's DataTree.deleteNode only moves pzxid)
+    # a delete shows in the Stat's cversion, not in the suffix: ZooKeeper keeps a count of
+    # creates and reports 2 × creates − children (DataNode.copyStat)
     h.delete("/q/plain")
-    assert stat(h, "/q")[CVERSION] == 3
+    assert stat(h, "/q")[CVERSION] == 4
     assert h.create("/q/n-", mode=CreateMode.EPHEMERAL_SEQUENTIAL, caller=h.caller(9)) == "/q/n-0000000003"
     # trailing slash: the name is only the counter
     assert h.create("/q/", mode=CreateMode.PERSISTENT_SEQUENTIAL) == "/q/0000000004"
@@ -185,7 +186,8 @@ def test_sequential_name_collision_is_node_exists(h: Harness) -> None:
 
 def test_container_owner(h: Harness) -> None:
     path = h.create("/c", mode=CreateMode.CONTAINER, op=OpCode.CREATE_CONTAINER)
-    assert stat(h, path)[OWNER] == CONTAINER_OWNER == -(2**63)
+    assert h.tree.get(path).ephemeral_owner == CONTAINER_OWNER == -(2**63)
+    assert stat(h, path)[OWNER] == 0  # a Stat shows only sessions as owners (DataNode.copyStat)
     assert h.tree.containers == {"/c"}
     h.create("/c/child")  # containers may have children
     h.delete("/c/child")
@@ -196,7 +198,8 @@ def test_container_owner(h: Harness) -> None:
 
 def test_ttl_owner(h: Harness) -> None:
     path = h.create("/t", mode=CreateMode.PERSISTENT_WITH_TTL, ttl=5000, op=OpCode.CREATE_TTL)
-    owner = stat(h, path)[OWNER]
+    assert stat(h, path)[OWNER] == 0  # a Stat shows only sessions as owners (DataNode.copyStat)
+    owner = h.tree.get(path).ephemeral_owner
     assert owner == ttl_owner(5000)
     assert owner == 0xFF00000000001388 - 2**64  # ZooKeeper's EphemeralType.TTL encoding, as a signed long
     assert owner_ttl_ms(owner) == 5000
@@ -206,7 +209,7 @@ def test_ttl_owner(h: Harness) -> None:
     assert h.tree.ttl_nodes == {"/t"}
     seq = h.create("/t/s-", mode=CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL, ttl=TTL_MAX_MS, op=OpCode.CREATE_TTL)
     assert seq == "/t/s-0000000000"
-    assert owner_ttl_ms(stat(h, seq)[OWNER]) == TTL_MAX_MS
+    assert owner_ttl_ms(h.tree.get(seq).ephemeral_owner) == TTL_MAX_MS
     h.delete(seq)
     h.run(OpCode.DELETE_CONTAINER, ("/t",))
     assert h.tree.ttl_nodes == set()
@@ -243,7 +246,11 @@ def test_create_errors(h: Harness) -> None:
     assert code_of(h.create, "/missing/child") == Err.NONODE
     assert code_of(h.create, "/a/") == Err.BADARGUMENTS
     assert code_of(h.create, "a") == Err.BADARGUMENTS
-    assert code_of(h.create, "/a/../b") == Err.BADARGUMENTS
+    assert code_of(h.create, "/a/.") == Err.BADARGUMENTS
+    # as ZooKeeper's prep does, a create looks its parent up (and checks its ACL) before it
+    # checks the whole path: "/a/../b" has the parent "/a/..", which is not there
+    assert code_of(h.create, "/a/../b") == Err.NONODE
+    assert code_of(h.create, "/a\0b") == Err.BADARGUMENTS  # a NUL is refused first
     assert code_of(h.create, "/x", data="text") == Err.BADARGUMENTS
     assert code_of(h.create, "/x", acl=[]) == Err.INVALIDACL
     assert code_of(h.create, "/x", acl=acls.CREATOR_ALL_ACL) == Err.INVALIDACL
@@ -304,7 +311,8 @@ def test_delete(h: Harness) -> None:
     assert events == [(DELETED, "/a/b"), (CHILD, "/a")]
     after = stat(h, "/a")
     assert after[NUMCHILDREN] == 0
-    assert after[CVERSION] == before[CVERSION]
+    assert after[CVERSION] == before[CVERSION] + 1  # a Stat's cversion counts deletes too
+    assert h.tree.get("/a").cversion == 1  # ... the count kept (the sequential suffix) does not
     assert after[PZXID] == txn.zxid
     assert after[MZXID] == before[MZXID]
     h.delete("/a", -1)
@@ -362,8 +370,10 @@ def test_noauth_with_digest_acl(h: Harness) -> None:
     assert result == [(OpCode.ERROR, Err.NOAUTH, None)]
     h.set_data("/s", b"x", caller=bob)
     h.create("/s/c", caller=bob)
-    # delete needs DELETE on the parent, not on the node
+    # delete needs DELETE on the parent, not on the node; ZooKeeper checks it before it
+    # looks the node up, so a missing node under such a parent is NOAUTH too
     assert code_of(h.delete, "/s/c", caller=anon) == Err.NOAUTH
+    assert code_of(h.delete, "/s/missing", caller=anon) == Err.NOAUTH
     h.delete("/s/c", caller=bob)
     h.create("/s/c", caller=h.caller(3, superuser=True))
     # the node itself being locked does not stop its deletion when the parent allows it
@@ -460,7 +470,7 @@ def test_multi_success(h: Harness) -> None:
     m = stat(h, "/m")
     assert m[VERSION] == 1 and m[CVERSION] == 2 and m[NUMCHILDREN] == 2 and m[MZXID] == txn.zxid and m[PZXID] == txn.zxid
     a = stat(h, "/m/a")
-    assert a[CVERSION] == 1 and a[NUMCHILDREN] == 0 and a[CZXID] == txn.zxid
+    assert a[CVERSION] == 2 and a[NUMCHILDREN] == 0 and a[CZXID] == txn.zxid  # /m/a/b created, then deleted
     assert stat(h, "/") == before_root
     assert h.prep.pending == {}
 
@@ -567,7 +577,7 @@ def test_close_session_removes_ephemerals(h: Harness) -> None:
     )  # fmt: skip
     assert set(h.tree.get("/app").listing()) == {"other", "p"}
     assert stat(h, "/app")[PZXID] == txn.zxid
-    assert stat(h, "/app")[CVERSION] == app_before[CVERSION]
+    assert stat(h, "/app")[CVERSION] == app_before[CVERSION] + 2  # two of its ephemerals went
     assert s1 not in h.tree.ephemerals and s1 not in h.tree.sessions
     assert h.tree.ephemerals == {s2: {"/app/other"}}
     assert h.prep.pending == {}

@@ -5,8 +5,10 @@ validated by ``prep`` against the tree plus the changes still in flight, so appl
 surprises; it still checks what it relies on and raises ``InvariantError`` when the check
 fails, because applying a txn that does not fit is a bug that must not pass silently.
 
-``apply`` returns the op's result and the watch triggers ``(EventType, path)`` in the order
-ZooKeeper fires them; delivering them is the watch manager's job.
+``apply`` returns the op's result and the watch triggers ``(EventType, path, acl)`` in the
+order ZooKeeper fires them, each with the ACL of the node it is about (the parent's for
+NodeChildrenChanged), since only watchers that may read that node get the event; delivering
+them is the watch manager's job.
 
 The tree digest (ZooKeeper 3.6+'s ``digest.enabled``): a 64-bit sum over every znode of a
 CRC of its path and Stat fields plus a CRC of its path and data, and over every session of
@@ -33,11 +35,11 @@ from sortedcontainers import SortedList
 from zabby.errors import InvariantError
 from zabby.opcodes import CONTAINER_OWNER, EventType, OpCode, is_session_owner, owner_ttl_ms
 from zabby.tree import acl as acls
-from zabby.tree.paths import basename, parent_of
+from zabby.tree.paths import basename, int32, parent_of
 from zabby.tree.txns import Txn
 
 Stat = tuple[int, int, int, int, int, int, int, int, int, int, int]
-Event = tuple[int, str]
+Event = tuple[int, str, tuple[acls.ACL, ...]]
 
 ZOOKEEPER = "/zookeeper"
 ZOOKEEPER_CONFIG = "/zookeeper/config"
@@ -151,10 +153,17 @@ class Znode:
 
     def stat(self) -> Stat:
         """The Stat in jute field order: czxid mzxid ctime mtime version cversion aversion
-        ephemeralOwner dataLength numChildren pzxid."""
+        ephemeralOwner dataLength numChildren pzxid, as ZooKeeper's DataNode.copyStat shows it.
+
+        ``cversion`` is kept as ZooKeeper keeps it, a count of child creates (the sequential
+        suffix); a Stat counts deletes too, as 2 × creates − children (an int, as in Java).
+        Only a session shows as the owner: containers and TTL nodes show 0.
+        """
+        children = len(self.children)
+        owner = self.ephemeral_owner if is_session_owner(self.ephemeral_owner) else 0
         return (
-            self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion,
-            self.aversion, self.ephemeral_owner, len(self.data), len(self.children), self.pzxid,
+            self.czxid, self.mzxid, self.ctime, self.mtime, self.version,
+            int32(2 * self.cversion - children), self.aversion, owner, len(self.data), children, self.pzxid,
         )  # fmt: skip
 
     def record(self, path: str) -> tuple[Any, ...]:
@@ -267,8 +276,8 @@ class DataTree:
         self.digest += _meta_digest(parent_path, parent) + _meta_digest(path, node) + _data_digest(path, data)
         self.data_size += len(data) + len(path)
         self._index_add(path, owner)
-        events.append((EventType.NODE_CREATED, path))
-        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path))
+        events.append((EventType.NODE_CREATED, path, node.acl))
+        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.acl))
         return path, node.stat()
 
     def _delete(self, zxid: int, path: str, events: list[Event]) -> None:
@@ -284,8 +293,8 @@ class DataTree:
         self.digest += _meta_digest(parent_path, parent)
         self.data_size -= len(node.data) + len(path)
         self._index_remove(path, node.ephemeral_owner)
-        events.append((EventType.NODE_DELETED, path))
-        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path))
+        events.append((EventType.NODE_DELETED, path, node.acl))
+        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.acl))
 
     def _set_data(self, txn: Txn, body: tuple[Any, ...], events: list[Event]) -> Stat:
         path, data, version = body
@@ -299,7 +308,7 @@ class DataTree:
         node.mzxid = txn.zxid
         node.mtime = txn.time_ms
         self.digest += _meta_digest(path, node) + _data_digest(path, data)
-        events.append((EventType.NODE_DATA_CHANGED, path))
+        events.append((EventType.NODE_DATA_CHANGED, path, node.acl))
         return node.stat()
 
     def _set_acl(self, body: tuple[Any, ...]) -> Stat:
