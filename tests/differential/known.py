@@ -90,12 +90,4 @@ KNOWN: tuple[KnownDifference, ...] = (
         example=(Op("b", "create", ("R/n", b"", BOB_ONLY, 0, 0, False)), Op("c", "add_watch", ("R/n", 0))),
         where="result", reference=("ok",), zabby=("error", "NoAuthError"),
     ),
-    KnownDifference(
-        "create2 inside multi", "ZooKeeper answers a create2 inside a multi with a create's result (path only)",
-        pending=True,
-        example=(Op("a", "multi", ((("create", "R/n", b"", OPEN, 0, 0, True),), False)),),
-        where="result[1][0][2]", reference=None,
-        zabby=Stat(czxid=0, mzxid=0, ctime="t", mtime="t", version=0, cversion=0, aversion=0, ephemeralOwner=0,
-                   dataLength=0, numChildren=0, pzxid=0),
-    ),
 )  # fmt: skip

@@ -174,7 +174,7 @@ class Workload:
         if CreateMode(mode).is_ttl:
             roll = self.rng.random()
             ttl_ms = TTL_LONG_MS if roll < 0.65 else TTL_SHORT_MS if roll < 0.95 else self.rng.choice((0, -5, 1 << 41))
-        return (path, self._data(), self._acl(), mode, ttl_ms, not in_multi and self.rng.random() < 0.4)
+        return (path, self._data(), self._acl(), mode, ttl_ms, self.rng.random() < 0.4)
 
     def _watch(self) -> bool:
         return self.client != PERSISTENT_WATCHER and self.rng.random() < 0.4
