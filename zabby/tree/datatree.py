@@ -35,7 +35,7 @@ from sortedcontainers import SortedList
 from zabby.errors import InvariantError
 from zabby.opcodes import CONTAINER_OWNER, EventType, OpCode, is_session_owner, owner_ttl_ms
 from zabby.tree import acl as acls
-from zabby.tree.paths import basename, int32, parent_of
+from zabby.tree.paths import int32, parent_of
 from zabby.tree.txns import Txn
 
 Stat = tuple[int, int, int, int, int, int, int, int, int, int, int]
@@ -53,7 +53,11 @@ _crc32 = zlib.crc32
 
 
 def _meta_digest(path: str, node: Znode) -> int:
-    """The CRC of a znode's path and the Stat fields a txn sets (derived ones left out)."""
+    """The CRC of a znode's path and the Stat fields a txn sets (derived ones left out).
+    ``/zookeeper`` and below count nothing, as in ZooKeeper: ``/zookeeper/config`` holds each
+    server's own view of the membership until a reconfig replicates one."""
+    if path.startswith(ZOOKEEPER) and (len(path) == len(ZOOKEEPER) or path[len(ZOOKEEPER)] == "/"):
+        return 0
     m = DIGEST_MASK  # any int fits (a test may set odd times); all servers mask alike
     stat = _STAT_DIGEST.pack(node.czxid & m, node.mzxid & m, node.pzxid & m, node.ctime & m, node.mtime & m,
                              node.version & m, node.cversion & m, node.aversion & m, node.ephemeral_owner & m)  # fmt: skip
@@ -62,6 +66,8 @@ def _meta_digest(path: str, node: Znode) -> int:
 
 def _data_digest(path: str, data: bytes) -> int:
     """Kept apart from the Stat's CRC, so a parent's child change never re-reads its data."""
+    if path.startswith(ZOOKEEPER) and (len(path) == len(ZOOKEEPER) or path[len(ZOOKEEPER)] == "/"):
+        return 0
     return _crc32(data, _crc32(path.encode(), 0x5A))
 
 
@@ -259,7 +265,29 @@ class DataTree:
             return self._close_session(txn, body[0], events)
         if txn_type == OpCode.ERROR:
             return body[0]
+        if txn_type == OpCode.RECONFIG:
+            return self._reconfig(txn, body[0], events)
         raise InvariantError(f"unknown txn type {txn_type}")
+
+    def _reconfig(self, txn: Txn, text: str, events: list[Event]) -> tuple[bytes, Stat]:
+        """A committed reconfiguration: ``/zookeeper/config`` holds the new membership."""
+        node = self.nodes[ZOOKEEPER_CONFIG]
+        data = text.encode()
+        self.data_size += len(data) - len(node.data)
+        node.data = data
+        node.version += 1
+        node.mzxid = txn.zxid
+        node.mtime = txn.time_ms
+        events.append((EventType.NODE_DATA_CHANGED, ZOOKEEPER_CONFIG))
+        return data, node.stat()
+
+    def show_config(self, text: str) -> None:
+        """This server's view of the membership in ``/zookeeper/config`` (ZooKeeper fills it
+        at start-up from its configuration files), unless a reconfig already wrote one."""
+        node = self.nodes[ZOOKEEPER_CONFIG]
+        if node.version == 0:
+            self.data_size += len(text) - len(node.data)
+            node.data = text.encode()
 
     def _create(self, txn: Txn, body: tuple[Any, ...], events: list[Event]) -> tuple[str, Stat]:
         path, data, acl, owner, parent_cversion = body
@@ -411,7 +439,8 @@ class DataTree:
         h = hashlib.blake2b(digest_size=16)
         for path in sorted(self.nodes):
             node = self.nodes[path]
-            h.update(repr((path, node.data, node.acl, node.stat())).encode())
+            data = node.data if path != ZOOKEEPER_CONFIG or node.version else b""  # a local view until a reconfig
+            h.update(repr((path, data, node.acl, node.stat()[:8], node.stat()[9:])).encode())
         h.update(repr(sorted(self.sessions.items())).encode())
         return h.hexdigest()
 
