@@ -54,6 +54,7 @@ class ServerConfig:
     ttl_enabled: bool = True
     container_check_interval_ms: int = 60_000
     super_digest: str | None = None
+    skip_acl: bool = False  # skipACL (ZooKeeper's zookeeper.skipACL): every session may do anything
     outstanding_requests_max: int = 1000
     commit_log_count: int = 500
     force_sync: bool = True
@@ -181,6 +182,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         ttl_enabled=_bool(raw, "extendedTypesEnabled", True),
         container_check_interval_ms=_int(raw, "znode.container.checkIntervalMs", 60_000, 1),
         super_digest=raw.pop("superDigest", None),
+        skip_acl=_bool(raw, "skipACL", False),
         outstanding_requests_max=_int(raw, "globalOutstandingLimit", 1000, 1),
         commit_log_count=_int(raw, "commitLogCount", 500, 0),
         force_sync=_bool(raw, "forceSync", True),

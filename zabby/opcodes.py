@@ -55,6 +55,7 @@ WRITE_OPS = frozenset(
         OpCode.SET_DATA,
         OpCode.SET_ACL,
         OpCode.MULTI,
+        OpCode.RECONFIG,
         OpCode.CLOSE_SESSION,
     }
 )

@@ -20,6 +20,7 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    ReconfigDisabledError,
     NoWatcherError,
     RolledBackError,
     RuntimeInconsistency,
@@ -252,9 +253,13 @@ def test_unimplemented_ops_answer_unimplemented_and_keep_the_session(kz: KazooCl
     with pytest.raises(UnimplementedError):
         kazoo_call(kz, 999)
     with pytest.raises(UnimplementedError):
-        kazoo_call(kz, OpCode.RECONFIG, jute.ReconfigRequest(None, None, "server.9=h:1:2", -1))
-    with pytest.raises(UnimplementedError):
         kazoo_call(kz, OpCode.CHECK, jute.CheckVersionRequest("/", 0))  # check is a multi op only
+    assert kz.exists("/") is not None
+
+
+def test_reconfig_is_refused_while_reconfig_is_disabled(kz: KazooClient) -> None:
+    with pytest.raises(ReconfigDisabledError):
+        kz.reconfig(joining=None, leaving=None, new_members="server.9=127.0.0.1:1:2")
     assert kz.exists("/") is not None
 
 

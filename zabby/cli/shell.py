@@ -28,6 +28,7 @@ from zabby.client.exceptions import KazooTimeoutError
 from zabby.client.security import ACL, Id
 from zabby.client.states import EventType, KazooState, KeeperState, WatchedEvent, ZnodeStat
 from zabby.client.sync import SyncClient
+from zabby.membership import Membership, MembershipError
 from zabby.opcodes import AddWatchMode, WatcherType
 
 from . import status as status_mod
@@ -106,6 +107,7 @@ class Command:
     min_args: int = 0
     max_args: int | None = 0
     needs_session: bool = True
+    long_opts: tuple[str, ...] = ()  # ``-name value`` options (zkCli's reconfig)
 
 
 COMMANDS: dict[str, Command] = {
@@ -128,6 +130,8 @@ COMMANDS: dict[str, Command] = {
         Command("ls", "ls [-s] [-w] [-R] path", "swR", 1, 1),
         Command("printwatches", "printwatches on|off", "", 0, 1, needs_session=False),
         Command("quit", "quit", needs_session=False),
+        Command("reconfig", "reconfig [-s] [-v version] [[-file path] | [-members serverID=host:port1:port2;port3[,...]*]] | [-add serverId=host:port1:port2;port3[,...]]* [-remove serverId[,...]*]",
+                "sv:", 0, 0, long_opts=("file", "members", "add", "remove")),  # fmt: skip
         Command("redo", "redo cmdno", "", 1, 1, needs_session=False),
         Command("removewatches", "removewatches path [-c|-d|-a] [-l]", "cdal", 1, 1),
         Command("set", "set [-s] [-v version] path data", "sv:", 2, 2),
@@ -243,6 +247,11 @@ def error_message(exc: BaseException, path: str) -> str:
             return prefix + path
     if isinstance(exc, E.ReconfigInProcessError):
         return "Another reconfiguration is in progress -- concurrent reconfigs not supported (yet)"
+    if isinstance(exc, E.NewConfigNoQuorumError):
+        return ("KeeperErrorCode = No quorum of new config is connected and up-to-date with the leader of last commmitted config"
+                " - try invoking reconfiguration after new servers are connected and synced")  # fmt: skip
+    if isinstance(exc, E.ReconfigDisabledError):
+        return "KeeperErrorCode = Attempts to perform a reconfiguration operation when reconfiguration feature is disabled."
     if isinstance(exc, E.ConnectionClosedError):
         return "Not connected"
     if isinstance(exc, KazooTimeoutError):
@@ -253,7 +262,7 @@ def error_message(exc: BaseException, path: str) -> str:
     return str(exc) or type(exc).__name__
 
 
-def parse_options(argv: list[str], spec: str) -> tuple[dict[str, str], list[str]]:
+def parse_options(argv: list[str], spec: str, long_opts: tuple[str, ...] = ()) -> tuple[dict[str, str], list[str]]:
     """A tiny getopt: ``-x`` flags and ``-v value`` options anywhere, ``--`` ends options.
 
     Clustered flags (``-sw``) are accepted; a token that does not look like an option
@@ -272,6 +281,12 @@ def parse_options(argv: list[str], spec: str) -> tuple[dict[str, str], list[str]
             break
         if len(token) < 2 or not token.startswith("-") or token[1].isdigit():
             args.append(token)
+            continue
+        if token.lstrip("-") in long_opts:
+            if i >= len(argv):
+                raise UsageError(f"Missing argument for option: {token.lstrip('-')}")
+            opts[token.lstrip("-")] = argv[i]
+            i += 1
             continue
         for j, letter in enumerate(token[1:], start=1):
             if letter not in letters:
@@ -460,7 +475,7 @@ class Shell:
     @staticmethod
     def parse(command: Command, argv: list[str]) -> tuple[dict[str, str], list[str]]:
         """Options and positional arguments of ``argv``, or UsageError (zkCli's message)."""
-        opts, args = parse_options(argv, command.opts)
+        opts, args = parse_options(argv, command.opts, command.long_opts)
         if len(args) < command.min_args or (command.max_args is not None and len(args) > command.max_args):
             raise UsageError(command.usage)
         return opts, args
@@ -687,11 +702,21 @@ class Shell:
         self._out("\n".join(lines))
 
     def _cmd_config(self, opts: dict[str, str], args: list[str]) -> None:
-        data, stat = self._c.get("/zookeeper/config", self._on_watch if "w" in opts else None)
+        data, stat = self._c.get_config(self._on_watch if "w" in opts else None)
         text = data.decode("utf-8", "replace")
         if "c" in opts:
             text = client_connect_string(text)
         self._out(text)
+        if "s" in opts:
+            self.writer.out(format_stat(stat))
+
+    def _cmd_reconfig(self, opts: dict[str, str], args: list[str]) -> None:
+        joining, leaving, members, version = reconfig_request(opts)
+        try:
+            data, stat = self._c.reconfig(joining, leaving, members, version)
+        except E.BadArgumentsError as exc:
+            raise CliError(f"Arguments are not valid : {exc}") from None
+        self._out("Committed new configuration:\n" + data.decode("utf-8", "replace"))
         if "s" in opts:
             self.writer.out(format_stat(stat))
 
@@ -757,6 +782,31 @@ class _Status(CliError):
 
     def __str__(self) -> str:
         return ""
+
+
+def reconfig_request(opts: dict[str, str]) -> tuple[str | None, str | None, str | None, int]:
+    """zkCli's reconfig options → (joining, leaving, new_members, from_config), or UsageError."""
+    incremental = "add" in opts or "remove" in opts
+    whole = "members" in opts or "file" in opts
+    if not (incremental or whole):
+        raise UsageError(COMMANDS["reconfig"].usage)
+    if incremental and whole:
+        raise UsageError("Can't use -file or -members together with -add or -remove (mixing incremental and non-incremental modes is not allowed)")
+    if "members" in opts and "file" in opts:
+        raise UsageError("Can't use -file and -members together (conflicting non-incremental modes)")
+    try:
+        version = int(opts["v"], 16) if "v" in opts else -1
+    except ValueError:
+        raise UsageError("-v must be followed by a long (configuration version)") from None
+    members = opts.get("members")
+    if "file" in opts:
+        try:
+            with open(opts["file"], encoding="utf-8") as handle:
+                membership = Membership.parse(handle.read())
+        except (OSError, MembershipError) as exc:
+            raise UsageError(f"Error processing {opts['file']}: {exc}") from None
+        members = ",".join(f"server.{m.sid}={m.spec()}" for m in membership.members)
+    return opts.get("add"), opts.get("remove"), members, version
 
 
 def client_connect_string(config: str) -> str:

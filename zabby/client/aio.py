@@ -39,6 +39,7 @@ from typing import Any
 import trio
 
 from zabby.errors import (
+    BadArgumentsError,
     ConnectionClosedError,
     ConnectionDropped,
     ConnectionLoss,
@@ -50,16 +51,18 @@ from zabby.errors import (
     RemoteProtocolError,
     SessionExpiredError,
 )
+from zabby.membership import Membership, MembershipError
 from zabby.opcodes import AddWatchMode, CreateMode, OpCode, WatcherType, TTL_MAX_MS
 from zabby.wire.framing import FrameDecoder
 
 from . import protocol as p
-from .connection import Connection, complete, handshake, host_order, parse_hosts, wait_for
+from .connection import Connection, complete, handshake, host_order, parse_hosts, rebalance, wait_for
 from .exceptions import KazooTimeoutError
 from .security import OPEN_ACL_UNSAFE, acl_to_wire
-from .states import KazooState, KeeperState, WatchedEvent, ZnodeStat
+from .states import EventType, KazooState, KeeperState, WatchedEvent, ZnodeStat
 
 log = logging.getLogger("zabby.client")
+CONFIG_PATH = "/zookeeper/config"
 
 MAX_IN_FLIGHT_DEFAULT = 20_000
 _OPEN_ACL_WIRE = acl_to_wire(OPEN_ACL_UNSAFE)
@@ -182,6 +185,7 @@ class Client:
         randomize_hosts: bool = True,
         reconnect_after_expiry: bool = False,
         max_in_flight: int = MAX_IN_FLIGHT_DEFAULT,
+        follow_config: bool = False,
     ) -> None:
         self.hosts, self.chroot = parse_hosts(hosts)
         self.randomize_hosts = randomize_hosts
@@ -194,6 +198,7 @@ class Client:
         self.command_retry = command_retry
         self.reconnect_after_expiry = reconnect_after_expiry
         self._max_in_flight = max(1, int(max_in_flight))
+        self.follow_config = follow_config  # the host list follows /zookeeper/config
         self._proto = p.ClientProtocol(self.chroot)
         self.state = KazooState.LOST
         self._keeper_state = KeeperState.CLOSED
@@ -208,7 +213,7 @@ class Client:
         self._events_wake = trio.Event()
         self._room = trio.lowlevel.ParkingLot()
         self._current_host: tuple[str, int] | None = None
-        self._read_write_host: tuple[str, int] | None = None  # found while connected read-only: try it next
+        self._next_host: tuple[str, int] | None = None  # try it first (a read-write server, or a rebalance)
         self._seen_read_write = False  # ZooKeeper's seenRwServerBefore: until then a session is local
         self._forked = False
         self._pid = os.getpid()
@@ -343,7 +348,7 @@ class Client:
 
     def _hosts_to_try(self) -> list[tuple[str, int]]:
         order = host_order(self.hosts, self.randomize_hosts)
-        found, self._read_write_host = self._read_write_host, None
+        found, self._next_host = self._next_host, None
         return [found] + [h for h in order if h != found] if found is not None else order
 
     async def _attempt(self, host: tuple[str, int]) -> str:
@@ -375,9 +380,11 @@ class Client:
         self._session_id, self._password = session_id, password
         self._negotiated_timeout_ms = timeout_ms
         self._current_host = host
-        conn = Connection(stream, decoder, self._proto, timeout_ms, self._dispatch, host)
+        conn = Connection(stream, decoder, self._proto, timeout_ms, self._deliver, host)
         conn.on_drain = self._on_drain
         self._prime(conn)
+        if self.follow_config:
+            self._read_config(conn)
         self._conn = conn
         self._keeper_state = KeeperState.CONNECTED_RO if read_only else KeeperState.CONNECTED
         self._seen_read_write = self._seen_read_write or not read_only
@@ -413,8 +420,8 @@ class Client:
             for host in self.hosts:
                 if host != current and await _answers_read_write(host):
                     log.info("server %s:%s has a quorum: leaving read-only mode", *host)
-                    self._read_write_host = host
-                    await trio.aclose_forcefully(conn.stream)
+                    self._next_host = host
+                    conn.leave("leaving read-only mode")
                     return
             delay_s = min(delay_s * 2, RW_PROBE_S_MAX)
 
@@ -428,6 +435,50 @@ class Client:
         if set_watches is not None:
             set_watches.callback = _log_failure
             conn.submit(set_watches)
+
+    # -- following the ensemble's configuration -----------------------------------------
+    def _deliver(self, watcher: Callable[[WatchedEvent], Any], event: WatchedEvent) -> None:
+        """A watch event off the wire: the configuration watch is the client's own."""
+        if watcher == self._config_changed:
+            self._config_changed(event)
+        else:
+            self._dispatch(watcher, event)
+
+    def _config_changed(self, event: WatchedEvent) -> None:
+        conn = self._conn
+        if conn is not None and not conn.closed and event.type in (EventType.CHANGED, EventType.CREATED):
+            self._read_config(conn)
+
+    def _read_config(self, conn: Connection) -> None:
+        """Read ``/zookeeper/config`` (outside any chroot) and watch it."""
+        request = self._proto.new_request(OpCode.GET_DATA, [CONFIG_PATH, True], p.decode_get, CONFIG_PATH, self._config_changed)
+        request.callback = self._config_read
+        conn.submit(request)
+
+    def _config_read(self, request: p.Request) -> None:
+        if not request.ok:
+            log.debug("reading %s failed: %r", CONFIG_PATH, request.result)
+            return
+        hosts = client_addresses(request.result[0])
+        if hosts and set(hosts) != set(self.hosts):
+            log.info("the ensemble's configuration names %s", ",".join(f"{h}:{port}" for h, port in hosts))
+            self._move(hosts)
+
+    def update_server_list(self, hosts: str | Sequence[str]) -> None:
+        """Use these servers from now on (ZooKeeper's updateServerList): the session moves
+        when its server is gone, or, with the probability that evens the load, to an added one.
+        A chroot in ``hosts`` is ignored: the session keeps its own."""
+        new, _ = parse_hosts(hosts)
+        self._move(new)
+
+    def _move(self, new: list[tuple[str, int]]) -> None:
+        old, self.hosts = self.hosts, new
+        target = rebalance(old, new, self._current_host if self._conn is not None else None)
+        conn = self._conn
+        if target is not None and conn is not None:
+            log.info("moving the session to %s:%s (the server list changed)", *target)
+            self._next_host = target
+            conn.leave("rebalanced to another server")
 
     def _expire(self) -> None:
         log.warning("zabby session 0x%x expired", self._session_id)
@@ -683,6 +734,29 @@ class Client:
         sp = self._spath(path)
         return await self._call(OpCode.REMOVE_WATCHES, [sp, wtype], p.decode_true, sp, None, wtype)  # type: ignore[arg-type]
 
+    async def reconfig(self, joining: str | None, leaving: str | None, new_members: str | None, from_config: int = -1) -> tuple[bytes, ZnodeStat]:
+        """Change the ensemble's membership (kazoo's and ZooKeeper's ``reconfig``).
+
+        ``joining``: comma-separated ``server.N=host:quorumPort:electionPort[:role][;clientPort]``
+        lines; ``leaving``: comma-separated server ids; or ``new_members``: the whole new
+        membership (then the other two must be None).  ``from_config``: the version (zxid) of
+        the configuration this change was computed from, -1 for any.  Returns the new
+        ``/zookeeper/config`` data and stat.  Raises BadArgumentsError for a request that
+        names no change, and the server's refusals (ReconfigDisabledError,
+        ReconfigInProcessError, NewConfigNoQuorumError, BadVersionError, NoAuthError).
+        """
+        if new_members and (joining or leaving):
+            raise BadArgumentsError("reconfig takes joining/leaving or new_members, not both")
+        if not (joining or leaving or new_members):
+            raise BadArgumentsError("reconfig needs joining, leaving or new_members")
+        args = [joining or None, leaving or None, new_members or None, _check_int(from_config)]
+        return await self._call(OpCode.RECONFIG, args, p.decode_get)
+
+    async def get_config(self, watch: Callable[[WatchedEvent], Any] | None = None) -> tuple[bytes, ZnodeStat]:
+        """The ensemble's dynamic configuration (ZooKeeper's getConfig): ``/zookeeper/config``
+        outside any chroot."""
+        return await self._call(OpCode.GET_DATA, [CONFIG_PATH, watch is not None], p.decode_get, CONFIG_PATH, watch)
+
     async def whoami(self) -> list[tuple[str, str]]:
         return await self._call(OpCode.WHO_AM_I, [], p.decode_whoami)
 
@@ -707,6 +781,16 @@ class Client:
 
         base = self.command_retry if isinstance(self.command_retry, KazooRetry) else KazooRetry(max_tries=-1, deadline=self._timeout_s)
         return await AsyncKazooRetry.from_retry(base)(func, *args, **kwargs)
+
+
+def client_addresses(config: bytes) -> list[tuple[str, int]]:
+    """The client addresses a dynamic configuration names (none if it names none)."""
+    try:
+        members = Membership.parse(config.decode()).members
+    except (MembershipError, UnicodeDecodeError):
+        return []
+    wildcard = (None, "0.0.0.0", "::")
+    return [(m.host if m.client_host in wildcard else m.client_host, m.client_port) for m in members if m.client_port is not None]
 
 
 def _cred_bytes(credential: Any) -> bytes:

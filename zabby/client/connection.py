@@ -69,6 +69,25 @@ def host_order(hosts: list[tuple[str, int]], randomize: bool) -> list[tuple[str,
     return order
 
 
+def rebalance(old: list[tuple[str, int]], new: list[tuple[str, int]], current: tuple[str, int] | None,
+              rng: random.Random | None = None) -> tuple[str, int] | None:  # fmt: skip
+    """The server a client connected to ``current`` moves to when its host list changes from
+    ``old`` to ``new`` (None: stay), as ZooKeeper's StaticHostProvider.updateServerList: a
+    client whose server left moves to any new one; when servers were added, a client stays
+    with probability (servers kept) / (servers now) and otherwise moves to an added one, so
+    that the load spreads evenly without moving more clients than that needs."""
+    if current is None or not new:
+        return None
+    choose = rng or random
+    if current not in new:
+        return choose.choice(new)
+    added = [host for host in new if host not in old]
+    kept = len(new) - len(added)
+    if added and choose.random() < 1 - kept / len(new):
+        return choose.choice(added)
+    return None
+
+
 class Handshake:
     """The server's answer to the connect request."""
 
@@ -143,6 +162,7 @@ class Connection:
         self.error: BaseException | None = None
         self.closed = False
         self.on_drain: Callable[[], None] | None = None
+        self._scope: trio.CancelScope | None = None
 
     def submit(self, request: Request) -> None:
         self.proto.pending.append(request)
@@ -154,11 +174,19 @@ class Connection:
     async def run(self) -> None:
         """Run both loops until either ends; ``self.error`` says why."""
         async with trio.open_nursery() as nursery:
+            self._scope = nursery.cancel_scope
             nursery.start_soon(self._guard, self._send_loop, nursery.cancel_scope)
             await self._guard(self._recv_loop, nursery.cancel_scope)
         self.closed = True
         with trio.CancelScope(shield=True):
             await self.stream.aclose()
+
+    def leave(self, reason: str) -> None:
+        """End this connection on purpose (the session goes on, on another server)."""
+        if self.error is None:
+            self.error = ConnectionDropped(reason)
+        if self._scope is not None:
+            self._scope.cancel()
 
     async def _guard(self, loop: Callable[[], Any], scope: trio.CancelScope) -> None:
         try:

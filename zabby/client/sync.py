@@ -183,6 +183,7 @@ class SyncClient:
         *,
         request_timeout: float | None = None,
         reconnect_after_expiry: bool = False,
+        follow_config: bool = False,
         **kwargs: Any,
     ) -> None:
         if use_ssl or sasl_options or keyfile or certfile or ca:
@@ -205,6 +206,7 @@ class SyncClient:
             command_retry=self._retry,
             randomize_hosts=randomize_hosts,
             reconnect_after_expiry=reconnect_after_expiry,
+            follow_config=follow_config,
         )
         self._forked = False
         self._pid = os.getpid()
@@ -508,6 +510,23 @@ class SyncClient:
 
     def remove_watches(self, path: str, watcher_type: int = WatcherType.ANY, *, timeout: float | None = None) -> bool:
         return self._sync(self._client.remove_watches, (path, watcher_type), timeout)
+
+    def reconfig(self, joining: str | None, leaving: str | None, new_members: str | None, from_config: int = -1, *, timeout: float | None = None) -> tuple[bytes, ZnodeStat]:
+        return self._sync(self._client.reconfig, (joining, leaving, new_members, from_config), timeout)
+
+    def reconfig_async(self, joining: str | None, leaving: str | None, new_members: str | None, from_config: int = -1) -> AsyncResult:
+        return self._submit(self._client.reconfig, (joining, leaving, new_members, from_config), None)
+
+    def get_config(self, watch: Callable[[WatchedEvent], Any] | None = None, *, timeout: float | None = None) -> tuple[bytes, ZnodeStat]:
+        return self._sync(self._client.get_config, (watch,), timeout)
+
+    def update_server_list(self, hosts: str | Sequence[str], *, timeout: float | None = None) -> None:
+        """See Client.update_server_list."""
+
+        async def update() -> None:
+            self._client.update_server_list(hosts)
+
+        return self._sync(update, (), timeout)
 
     def whoami(self, *, timeout: float | None = None) -> list[tuple[str, str]]:
         return self._sync(self._client.whoami, (), timeout)

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from zabby._version import __version__
 from zabby.config import ServerConfig
+from zabby.membership import Membership
 from zabby.errors import InvariantError
 from zabby.server.statistics import Part, Reset, ServerStatistics
 
@@ -157,16 +158,16 @@ def conf_data(s: ServerStatistics) -> dict[str, Any]:
         "maxSessionTimeout": c.session_timeout_ms_max,
         "clientPortListenBacklog": -1,
         "serverId": c.server_id,
-        **_quorum_conf(c),
+        **_quorum_conf(c, s.membership),
     }
 
 
-def _quorum_conf(c: ServerConfig) -> dict[str, Any]:
+def _quorum_conf(c: ServerConfig, membership: Membership | None) -> dict[str, Any]:
+    """ZooKeeper's quorum lines and the dynamic configuration in force (``membership:``)."""
     me = next((p for p in c.peers if p.sid == c.server_id), None)
-    if me is None:
+    if me is None or membership is None:
         return {}
-    members = {f"server.{p.sid}": f"{p.host}:{p.quorum_port}:{p.election_port}:{'observer' if p.observer else 'participant'}"
-               for p in c.peers}  # fmt: skip
+    members = {f"server.{m.sid}": m.spec() for m in membership.members}
     return {
         "initLimit": c.init_limit_ticks,
         "syncLimit": c.sync_limit_ticks,
@@ -176,6 +177,7 @@ def _quorum_conf(c: ServerConfig) -> dict[str, Any]:
         "peerType": 1 if me.observer else 0,
         "membership": "",
         **members,
+        "version": f"{membership.version:x}",
     }
 
 

@@ -159,6 +159,11 @@ class ZabbyServer:
         return self.engine.peer.quorum.size
 
     @property
+    def membership(self) -> Membership | None:
+        """The committed membership, addresses and all (None for a standalone server)."""
+        return self.engine.peer.membership if self.config.peers else None
+
+    @property
     def last_proposal_bytes(self) -> tuple[int, int, int]:
         return self.engine.last_proposal_bytes
 

@@ -137,7 +137,7 @@ class ClientSession:
         self.password = b""
         self.timeout_ms = 0
         self.auth_ids: list[acls.AuthId] = [("ip", address[0])]
-        self.superuser = False
+        self.superuser = host.config.skip_acl  # skipACL: no ACL is checked for anyone
         self.established_ms = int(time.time() * 1000)
         self.received = 0
         self.sent = 0  # frames queued to the client, counted by the output as it queues them
@@ -397,8 +397,8 @@ class ClientSession:
 def _write_values(op: int, result: Any) -> list[Any]:
     if op == OpCode.CREATE:
         return [result[0]]
-    if op in (OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
-        return [result[0], result[1]]
+    if op in (OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL, OpCode.RECONFIG):
+        return [result[0], result[1]]  # a reconfig: the new configuration's data and stat
     if op in (OpCode.SET_DATA, OpCode.SET_ACL):
         return [result]
     if op == OpCode.MULTI:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, cast
 
 from zabby.config import ServerConfig
+from zabby.membership import Membership
 from zabby.engine import ClientSink
 from zabby.server.stats import Counters, LatencyFigures, ServerStats
 
@@ -89,6 +90,7 @@ class ServerStatistics:
     last_zxid: int
     digest: int  # the tree digest at last_zxid
     quorum_size: int
+    membership: Membership | None  # the committed dynamic configuration (None: standalone)
     learner_counts: tuple[tuple[str, int], ...]  # the leader's (mntr name, count); empty elsewhere
     proposal_sizes: tuple[int, int, int] | None  # the leader's last, min, max proposal bytes
     connections: tuple[ConnectionStatistics, ...] | None = None
@@ -132,6 +134,8 @@ class Monitored(Protocol):
     def quorum_size(self) -> int: ...
     @property
     def datadir(self) -> DataDir: ...
+    @property
+    def membership(self) -> Membership | None: ...
     def learner_counts(self) -> dict[str, int]: ...
 
 
@@ -153,6 +157,7 @@ def snapshot(server: Monitored, parts: Part = Part.NONE) -> ServerStatistics:
         last_zxid=tree.last_zxid,
         digest=tree.digest,
         quorum_size=server.quorum_size,
+        membership=server.membership,
         learner_counts=tuple(server.learner_counts().items()),
         proposal_sizes=server.last_proposal_bytes if server.is_leader else None,
         connections=tuple(c.statistics() for c in server.connections) if Part.CONNECTIONS in parts else None,

@@ -734,6 +734,7 @@ RESPONSE_RECORDS: dict[int, type[Record]] = {
     OpCode.CREATE_TTL: Create2Response,
     OpCode.EXISTS: ExistsResponse,
     OpCode.GET_DATA: GetDataResponse,
+    OpCode.RECONFIG: GetDataResponse,  # the new configuration
     OpCode.SET_DATA: SetDataResponse,
     OpCode.GET_ACL: GetACLResponse,
     OpCode.SET_ACL: SetACLResponse,

@@ -83,6 +83,8 @@ def request_args(op: int, record: jute.Record | None) -> tuple[int, list[Any]]:
     if op == OpCode.SET_WATCHES2:
         return OpCode.SET_WATCHES, [r.relative_zxid, _paths(r.data_watches), _paths(r.exist_watches), _paths(r.child_watches),
                                     _paths(r.persistent_watches), _paths(r.persistent_recursive_watches)]  # fmt: skip
+    if op == OpCode.RECONFIG:
+        return op, [r.joining_servers, r.leaving_servers, r.new_members, r.cur_config_id]
     if op == OpCode.MULTI:
         return op, [[[sub_op, *request_args(sub_op, sub)[1]] for sub_op, sub in r.ops]]
     if op == OpCode.MULTI_READ:
@@ -129,7 +131,7 @@ def response_record(op: int, values: list[Any], sub_ops: tuple[int, ...]) -> jut
         return jute.Create2Response(values[0], _stat(values[1]))
     if op == OpCode.EXISTS:
         return jute.ExistsResponse(_stat(values[0]))
-    if op == OpCode.GET_DATA:
+    if op in (OpCode.GET_DATA, OpCode.RECONFIG):  # a reconfig answers the new configuration
         return jute.GetDataResponse(values[0], _stat(values[1]))
     if op == OpCode.SET_DATA:
         return jute.SetDataResponse(_stat(values[0]))
