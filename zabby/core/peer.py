@@ -425,11 +425,14 @@ class Peer:
         return self.leader
 
     # ----------------------------------------------------------------- election
-    def _become_looking(self, vote_for: int = 0) -> None:
-        """LOOKING; the first vote goes to ``vote_for`` when a reconfig designated a leader."""
+    def _become_looking(self, vote_for: int = 0, hand_over: bool = False) -> None:
+        """LOOKING; the first vote goes to ``vote_for`` when a reconfig designated a leader.
+        A leader handing over keeps its learners' links: the COMMIT naming the designated
+        leader is queued on them, and each learner closes its link once it has it (as
+        ZooKeeper's followers do)."""
         if self.learner is not None:
             self._ready.drop_links.append(self.learner.leader)
-        if self.leader is not None:
+        if self.leader is not None and not hand_over:
             self._ready.drop_links.extend(self.leader.learners)
         self.state = ServerState.LOOKING
         self.leader = self.learner = None
@@ -666,7 +669,7 @@ class Peer:
             self._send(sid, UpToDate())
             leader.learners[sid].uptodate = True
         if self.sid not in self.quorum.voters:
-            self._become_looking(vote_for=designated)
+            self._become_looking(vote_for=designated, hand_over=True)
 
     def _leader_maybe_commit(self) -> None:
         leader = self.leader
@@ -689,7 +692,7 @@ class Peer:
                 self._send_early(sid, inform if info.observer else commit)
         self._advance_syncs()
         if self.sid not in self.quorum.voters:  # the new membership leaves us out: hand over
-            self._become_looking(vote_for=designated)
+            self._become_looking(vote_for=designated, hand_over=True)
 
     def _leader_activate(self, commit_point: int) -> int:
         """Activate a membership the commit point reached; the designated next leader if it

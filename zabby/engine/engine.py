@@ -308,8 +308,10 @@ class Engine(ClientCalls):
         self.preparer = Preparer(tree, self.preparer.limits)
 
     def _act_on(self, ready: Ready) -> None:
-        """Step 6 of the Ready: forwarded writes, touched sessions, sync answers."""
-        for _, request in ready.requests:
+        """Step 6 of the Ready: forwarded writes, touched sessions, sync answers.  Writes that
+        reached a leader which stepped down in this Ready are dropped: their learners lose this
+        leader too, and their clients see the connection lost (nothing was acknowledged)."""
+        for _, request in ready.requests if self.peer.established_leader else ():
             caller = Caller(request.session_id, [tuple(a) for a in request.auth_ids], request.superuser)  # type: ignore[misc]
             self._prepare(request.op, request.args, caller, request.cxid)
         if ready.touched_sessions:

@@ -49,7 +49,10 @@ FSYNC_WARNING_S = 1.0
 FSYNC_INLINE_S_MAX = 0.02  # a disk slower than this on average keeps its fsyncs off the loop
 
 
-def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, config: ServerConfig, *, snapshot_wanted: bool = False) -> DurableState:
+def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, config: ServerConfig, committed: Membership | None, *,
+                  snapshot_wanted: bool = False) -> DurableState:  # fmt: skip
+    """What the core recovers from disk; ``committed`` is the membership the configuration
+    files record (the last committed reconfig)."""
     last_logged = max(log.last_zxid, tree.last_zxid)
     # purge keeps the log short (the snapshots' worth); only the window's txns are decoded
     history_count = config.commit_log_count
@@ -63,19 +66,19 @@ def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, config: ServerC
         history=tuple(decode_txn(payload) for payload in tail) if history_count else (),
         snapshot_zxid=datadir.newest_snapshot_zxid(),
         snapshot_wanted=snapshot_wanted,
-        membership=config.membership,
-        proposed=logged_membership(tree, config),
+        membership=committed,
+        proposed=logged_membership(tree, committed),
     )
 
 
-def logged_membership(tree: DataTree, config: ServerConfig) -> Membership | None:
-    """A membership a RECONFIG txn of the log names, newer than the configuration files': the
+def logged_membership(tree: DataTree, committed: Membership | None) -> Membership | None:
+    """A membership a RECONFIG txn of the log names, newer than the committed one: the
     files are written once it commits, so until then it is only proposed."""
     node = tree.nodes[ZOOKEEPER_CONFIG]
-    if not node.version or config.membership is None:
+    if not node.version or committed is None:
         return None
     membership = Membership.parse(node.data.decode())
-    return membership if membership.version > config.membership.version else None
+    return membership if membership.version > committed.version else None
 
 
 class SystemClock:
@@ -99,7 +102,8 @@ class ZabbyServer:
         self.disk = DiskWorker()
         self.connections: set[ClientSession] = set()  # every client session, attached or not
         self.core_tick_ms, peer_config = core_timing(config)
-        recovered = Recovered(tree, durable_state(datadir, tree, log, config))
+        self.recorded_membership = config.membership  # what the configuration files say now
+        recovered = Recovered(tree, durable_state(datadir, tree, log, config, self.recorded_membership))
         self.engine = Engine(config, peer_config, self.core_tick_ms, recovered, clock=SystemClock(),
                              freezer=ForkFreezer(datadir.snap_dir), rng=random.SystemRandom(),
                              wake=self._wake_up, stats=self.stats)  # fmt: skip
@@ -335,6 +339,8 @@ class ZabbyServer:
         if self.transport is not None:
             members = effect.membership.members + (effect.proposed.members if effect.proposed else ())
             self.transport.add_peers(members)
+        if effect.committed and effect.membership.version:
+            self.recorded_membership = effect.membership
         if effect.committed and effect.membership.version and self.config.source is not None:
             path = await self.disk.run(write_dynamic_config, self.config, effect.membership)
             LOGGER.info("membership version %x written to %s", effect.membership.version, path)
@@ -345,7 +351,8 @@ class ZabbyServer:
         try:
             self.log.close()
             tree, self.log = await self.disk.run(self.datadir.recover)
-            durable = durable_state(self.datadir, tree, self.log, self.config, snapshot_wanted=effect.snapshot_wanted)
+            durable = durable_state(self.datadir, tree, self.log, self.config, self.recorded_membership,
+                                    snapshot_wanted=effect.snapshot_wanted)  # fmt: skip
         except (DiskFailure, RecoveryError, CorruptLogError, OSError) as exc:
             fail_stop(f"cannot reload the data dir ({effect.why}): {exc}")
         return Recovered(tree, durable)
