@@ -38,7 +38,9 @@ from typing import Any
 
 import trio
 
+from zabby import tls
 from zabby.errors import (
+    AuthFailedError,
     ConnectionClosedError,
     ConnectionDropped,
     ConnectionLoss,
@@ -54,7 +56,7 @@ from zabby.opcodes import AddWatchMode, CreateMode, OpCode, WatcherType, TTL_MAX
 from zabby.wire.framing import FrameDecoder
 
 from . import protocol as p
-from .connection import Connection, complete, handshake, host_order, parse_hosts, wait_for
+from .connection import Connection, complete, describe_failure, handshake, host_order, open_stream, parse_hosts, wait_for
 from .exceptions import KazooTimeoutError
 from .security import OPEN_ACL_UNSAFE, acl_to_wire
 from .states import KazooState, KeeperState, WatchedEvent, ZnodeStat
@@ -166,8 +168,24 @@ class Client:
         randomize_hosts: bool = True,
         reconnect_after_expiry: bool = False,
         max_in_flight: int = MAX_IN_FLIGHT_DEFAULT,
+        use_ssl: bool = False,
+        ca: str | None = None,
+        certfile: str | None = None,
+        keyfile: str | None = None,
+        keyfile_password: str | None = None,
+        verify_certs: bool = True,
+        check_hostname: bool = False,
     ) -> None:
+        """TLS takes kazoo's arguments, with kazoo's defaults: ``use_ssl``; ``ca`` (added to
+        the system's CAs); ``certfile``/``keyfile``/``keyfile_password`` (a client certificate,
+        for a server with ``ssl.clientAuth=need``); ``verify_certs``; ``check_hostname``.
+
+        Raises:
+            TlsSetupError: a file named cannot be loaded (a ValueError).
+        """
         self.hosts, self.chroot = parse_hosts(hosts)
+        self._ssl_context = tls.client_context(ca=ca, certfile=certfile, keyfile=keyfile, keyfile_password=keyfile_password,
+                                               verify_certs=verify_certs, check_hostname=check_hostname) if use_ssl else None  # fmt: skip
         self.randomize_hosts = randomize_hosts
         self._timeout_s = float(timeout)
         self._session_id, self._password = client_id if client_id else (0, b"")
@@ -192,6 +210,7 @@ class Client:
         self._events_wake = trio.Event()
         self._room = trio.lowlevel.ParkingLot()
         self._current_host: tuple[str, int] | None = None
+        self._last_failure = ""  # why the last connection attempt failed, for a timed-out start
         self._forked = False
         self._pid = os.getpid()
         _live_clients.add(self)
@@ -248,7 +267,7 @@ class Client:
         await self.stop()
         if fatal is not None:
             raise fatal
-        raise KazooTimeoutError("Connection time-out")
+        raise KazooTimeoutError(f"Connection time-out: {self._last_failure}" if self._last_failure else "Connection time-out")
 
     async def stop(self) -> None:
         """Close the session (ephemeral nodes go at once) and stop connecting."""
@@ -313,6 +332,8 @@ class Client:
         while True:
             for host in host_order(self.hosts, self.randomize_hosts):
                 result = await self._attempt(host)
+                if result == "refused":
+                    return
                 if result == "expired":
                     self._expire()
                     if not self.reconnect_after_expiry:
@@ -324,16 +345,17 @@ class Client:
             await trio.sleep(min(0.02 * 2**failures, 1.0))
 
     async def _attempt(self, host: tuple[str, int]) -> str:
-        """One connection: handshake, run until it ends. Returns failed/expired/connected."""
+        """One connection: handshake, run until it ends. Returns failed/expired/refused/connected."""
         decoder = FrameDecoder()
         connect_timeout_s = max(self._timeout_s / len(self.hosts), 0.5)
         stream = None
         try:
             with trio.fail_after(connect_timeout_s):
-                stream = await trio.open_tcp_stream(*host)
+                stream = await open_stream(host, self._ssl_context)
                 reply = await handshake(stream, decoder, self._proto.last_zxid, int(self._timeout_s * 1000), self._session_id, self._password, self.read_only)
         except (OSError, trio.TooSlowError, trio.BrokenResourceError, ConnectionDropped, RemoteProtocolError) as exc:
             log.debug("connect to %s:%s failed: %r", host[0], host[1], exc)
+            self._last_failure = f"{host[0]}:{host[1]}: {describe_failure(exc)}"
             if stream is not None:
                 await trio.aclose_forcefully(stream)
             return "failed"
@@ -341,12 +363,15 @@ class Client:
             await trio.aclose_forcefully(stream)
             if reply.err in (Err.SESSIONEXPIRED, 0):
                 return "expired"
+            if reply.err == Err.AUTHFAILED:  # e.g. plaintext on a secure port: no retry can help
+                self._shutdown(AuthFailedError(f"{host[0]}:{host[1]}: {reply.message}"), KeeperState.AUTH_FAILED)
+                return "refused"
             log.info("server %s:%s refused the session: %s (%s)", host[0], host[1], reply.message, reply.err)
             return "failed"
         await self._run(host, stream, decoder, reply.timeout_ms, reply.session_id, reply.password, reply.read_only)
         return "expired" if self._fatal is not None and isinstance(self._fatal, SessionExpiredError) else "connected"
 
-    async def _run(self, host: tuple[str, int], stream: trio.SocketStream, decoder: FrameDecoder, timeout_ms: int, session_id: int, password: bytes, read_only: bool) -> None:
+    async def _run(self, host: tuple[str, int], stream: trio.abc.Stream, decoder: FrameDecoder, timeout_ms: int, session_id: int, password: bytes, read_only: bool) -> None:
         self._session_id, self._password = session_id, password
         self._negotiated_timeout_ms = timeout_ms
         self._current_host = host

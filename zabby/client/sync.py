@@ -185,8 +185,8 @@ class SyncClient:
         reconnect_after_expiry: bool = False,
         **kwargs: Any,
     ) -> None:
-        if use_ssl or sasl_options or keyfile or certfile or ca:
-            raise ConfigurationError("zabby does not support TLS or SASL yet")
+        if sasl_options:
+            raise ConfigurationError("zabby does not support SASL")
         if kwargs:
             raise ConfigurationError(f"unknown arguments: {sorted(kwargs)}")
         self.handler = handler
@@ -205,6 +205,13 @@ class SyncClient:
             command_retry=self._retry,
             randomize_hosts=randomize_hosts,
             reconnect_after_expiry=reconnect_after_expiry,
+            use_ssl=use_ssl,
+            ca=ca,
+            certfile=certfile,
+            keyfile=keyfile,
+            keyfile_password=keyfile_password,
+            verify_certs=verify_certs,
+            check_hostname=check_hostname,
         )
         self._forked = False
         self._pid = os.getpid()
