@@ -31,6 +31,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import ssl
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -38,7 +39,6 @@ from typing import Any
 
 import trio
 
-from zabby import tls
 from zabby.errors import (
     AuthFailedError,
     ConnectionClosedError,
@@ -168,24 +168,14 @@ class Client:
         randomize_hosts: bool = True,
         reconnect_after_expiry: bool = False,
         max_in_flight: int = MAX_IN_FLIGHT_DEFAULT,
-        use_ssl: bool = False,
-        ca: str | None = None,
-        certfile: str | None = None,
-        keyfile: str | None = None,
-        keyfile_password: str | None = None,
-        verify_certs: bool = True,
-        check_hostname: bool = False,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        """TLS takes kazoo's arguments, with kazoo's defaults: ``use_ssl``; ``ca`` (added to
-        the system's CAs); ``certfile``/``keyfile``/``keyfile_password`` (a client certificate,
-        for a server with ``ssl.clientAuth=need``); ``verify_certs``; ``check_hostname``.
-
-        Raises:
-            TlsSetupError: a file named cannot be loaded (a ValueError).
-        """
+        """``ssl_context``: connect over TLS (the servers' secure client port).  Build it with
+        ``zabby.tls.client_context``, which takes kazoo's ``ca``, ``certfile``, ``keyfile``,
+        ``keyfile_password``, ``verify_certs`` and ``check_hostname`` (``SyncClient`` takes
+        them as kazoo's ``KazooClient`` does, with ``use_ssl=True``)."""
         self.hosts, self.chroot = parse_hosts(hosts)
-        self._ssl_context = tls.client_context(ca=ca, certfile=certfile, keyfile=keyfile, keyfile_password=keyfile_password,
-                                               verify_certs=verify_certs, check_hostname=check_hostname) if use_ssl else None  # fmt: skip
+        self._ssl_context = ssl_context
         self.randomize_hosts = randomize_hosts
         self._timeout_s = float(timeout)
         self._session_id, self._password = client_id if client_id else (0, b"")

@@ -42,6 +42,7 @@ from typing import Any
 
 import trio
 
+from zabby import tls
 from zabby.errors import ConfigurationError, ConnectionClosedError, ForkedClientError, KazooException
 from zabby.opcodes import AddWatchMode, WatcherType
 
@@ -205,14 +206,9 @@ class SyncClient:
             command_retry=self._retry,
             randomize_hosts=randomize_hosts,
             reconnect_after_expiry=reconnect_after_expiry,
-            use_ssl=use_ssl,
-            ca=ca,
-            certfile=certfile,
-            keyfile=keyfile,
-            keyfile_password=keyfile_password,
-            verify_certs=verify_certs,
-            check_hostname=check_hostname,
-        )
+            ssl_context=tls.client_context(ca=ca, certfile=certfile, keyfile=keyfile, keyfile_password=keyfile_password,
+                                           verify_certs=verify_certs, check_hostname=check_hostname) if use_ssl else None,
+        )  # fmt: skip
         self._forked = False
         self._pid = os.getpid()
         self._closed = False

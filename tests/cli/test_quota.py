@@ -5,6 +5,7 @@ QuotaExceededError, the warning logged when enforcement is off, and the usage in
 
 from __future__ import annotations
 
+import contextlib
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,25 +19,26 @@ from zabby.cli import BufferWriter, Shell
 from zabby.cli.shell import FAILED, OK
 
 
-@pytest.fixture(scope="module")
-def enforcing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    server = ServerProcess(tmp_path_factory.mktemp("enforcing"), enforceQuota="true")
+@pytest.fixture
+def zabby_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    """The server of the ``shell`` fixture, with zookeeper.enforceQuota on."""
+    server = ServerProcess(tmp_path, enforceQuota="true")
     server.start()
     try:
         yield server
     finally:
-        server.stop()
+        server.kill()
 
 
-@pytest.fixture
-def kazoo(enforcing: ServerProcess) -> Iterator[KazooClient]:
-    client = KazooClient(enforcing.hosts, timeout=5)
-    client.start(timeout=15)
+@contextlib.contextmanager
+def kazoo_session(hosts: str) -> Iterator[KazooClient]:
+    kazoo = KazooClient(hosts, timeout=5)
+    kazoo.start(timeout=15)
     try:
-        yield client
+        yield kazoo
     finally:
-        client.stop()
-        client.close()
+        kazoo.stop()
+        kazoo.close()
 
 
 def run(shell: Shell, line: str) -> tuple[int, str, str]:
@@ -45,16 +47,6 @@ def run(shell: Shell, line: str) -> tuple[int, str, str]:
     status = shell.execute(line)
     out, err = writer.take()
     return status, out, err
-
-
-@pytest.fixture
-def shell(enforcing: ServerProcess) -> Iterator[Shell]:
-    sh = Shell(enforcing.hosts, BufferWriter(), timeout_s=5.0, connect_timeout_s=10.0, print_watches=False)
-    assert sh.connect()
-    try:
-        yield sh
-    finally:
-        sh.close()
 
 
 def test_zkcli_session_as_zookeeper_38_answers(shell: Shell) -> None:
@@ -96,7 +88,12 @@ def test_zkcli_refusals_and_delquota(shell: Shell) -> None:
     assert run(shell, "delquota /q2/x") == (FAILED, "", "Quota does not exist for /q2/x\n")
 
 
-def test_kazoo_sees_the_znodes_and_quotaexceeded(enforcing: ServerProcess, kazoo: KazooClient, shell: Shell) -> None:
+def test_kazoo_sees_the_znodes_and_quotaexceeded(zabby_server: ServerProcess, shell: Shell) -> None:
+    with kazoo_session(zabby_server.hosts) as kazoo:
+        _kazoo_meets_a_hard_quota(kazoo, shell)
+
+
+def _kazoo_meets_a_hard_quota(kazoo: KazooClient, shell: Shell) -> None:
     kazoo.create("/k", b"")
     assert run(shell, "setquota -N 2 /k")[0] == OK
     assert kazoo.get("/zookeeper/quota/k/zookeeper_stats")[0] == b"count=1,bytes=0"
@@ -109,30 +106,28 @@ def test_kazoo_sees_the_znodes_and_quotaexceeded(enforcing: ServerProcess, kazoo
     assert sorted(kazoo.get_children("/zookeeper/quota/k")) == ["zookeeper_limits", "zookeeper_stats"]
 
 
-def test_usage_in_mntr_and_metrics(enforcing: ServerProcess, kazoo: KazooClient, shell: Shell) -> None:
-    kazoo.create("/metered/a", b"12345", makepath=True)
+def test_usage_in_mntr_and_metrics(zabby_server: ServerProcess, shell: Shell) -> None:
+    assert run(shell, "create /metered")[0] == OK
+    assert run(shell, "create /metered/a 12345")[0] == OK
     assert run(shell, "setquota -b 100 /metered")[0] == OK
-    mntr = enforcing.four_letter("mntr")
+    mntr = zabby_server.four_letter("mntr")
     assert "zk_metered_quota_bytes_limit_per_namespace\t100\n" in mntr
     assert "zk_metered_quota_count_usage_per_namespace\t2\n" in mntr
     assert "zk_metered_quota_bytes_usage_per_namespace\t5\n" in mntr
-    with urllib.request.urlopen(f"http://127.0.0.1:{enforcing.admin_port}/metrics", timeout=10) as response:
+    with urllib.request.urlopen(f"http://127.0.0.1:{zabby_server.admin_port}/metrics", timeout=10) as response:
         metrics = response.read().decode()
     assert 'zk_quota_count_usage_per_namespace{key="metered"} 2.0' in metrics
 
 
 def test_without_enforcement_a_hard_quota_only_warns(tmp_path: Path) -> None:
-    server = ServerProcess(tmp_path)
+    server = ServerProcess(tmp_path / "free")
     server.start()
     try:
-        client = KazooClient(server.hosts, timeout=5)
-        client.start(timeout=15)
-        client.create("/free")
-        client.create("/zookeeper/quota/free/zookeeper_limits", b"count=-1,bytes=-1=;countHardLimit=1", makepath=True)
-        client.create("/zookeeper/quota/free/zookeeper_stats", b"count=0,bytes=0")
-        client.create("/free/over")
-        client.stop()
-        client.close()
+        with kazoo_session(server.hosts) as client:
+            client.create("/free")
+            client.create("/zookeeper/quota/free/zookeeper_limits", b"count=-1,bytes=-1=;countHardLimit=1", makepath=True)
+            client.create("/zookeeper/quota/free/zookeeper_stats", b"count=0,bytes=0")
+            client.create("/free/over")
         wait_until(lambda: "Quota exceeded: /free [current count=2, hardCountLimit=1]" in server.log_tail(), 10, "the warning")
     finally:
         server.stop()
