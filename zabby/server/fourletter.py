@@ -156,8 +156,8 @@ def conf_data(s: ServerStatistics) -> dict[str, Any]:
     c = s.config
     data_dir_bytes, log_dir_bytes = _part(s.disk_bytes, Part.DISK)
     return {
-        "clientPort": c.client_port,
-        "secureClientPort": -1,
+        "clientPort": c.client_port if c.client_port is not None else -1,
+        "secureClientPort": c.secure_client_port if c.secure_client_port is not None else -1,
         "dataDir": str(c.data_dir / "version-2"),
         "dataDirSize": data_dir_bytes,
         "dataLogDir": str(c.data_log_dir / "version-2"),

@@ -23,12 +23,9 @@ pipelined burst cannot pass a hard limit that the applied tree alone would not y
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from zabby.tree.datatree import DataTree
+from typing import Protocol
 
 QUOTA_ROOT = "/zookeeper/quota"
 QUOTA_PREFIX = QUOTA_ROOT + "/"
@@ -36,6 +33,23 @@ LIMITS_NODE = "zookeeper_limits"
 STATS_NODE = "zookeeper_stats"
 COUNT, BYTES, COUNT_HARD, BYTES_HARD = "count", "bytes", "countHardLimit", "byteHardLimit"
 UNSET = -1
+
+
+class QuotaNode(Protocol):
+    data: bytes
+    children: set[str]
+
+
+class QuotaTree(Protocol):
+    """What quotas need of ``zabby.tree.datatree.DataTree`` (named so, not imported: the
+    tree imports this module)."""
+
+    quota_roots: set[str]
+
+    @property
+    def nodes(self) -> Mapping[str, QuotaNode]: ...
+
+    def set_quota_usage(self, path: str, data: bytes) -> None: ...
 
 
 # ----------------------------------------------------------------- paths
@@ -147,7 +161,7 @@ def excesses(root: str, limits: dict[str, int], usage: tuple[int, int], delta: t
 
 
 # ----------------------------------------------------------------- the tree's side
-def measure(tree: DataTree, path: str) -> tuple[int, int]:
+def measure(tree: QuotaTree, path: str) -> tuple[int, int]:
     """(znodes, data bytes) of ``path`` and its descendants; (0, 0) if it does not exist."""
     count = data_bytes = 0
     stack = [path] if path in tree.nodes else []
@@ -160,19 +174,19 @@ def measure(tree: DataTree, path: str) -> tuple[int, int]:
     return count, data_bytes
 
 
-def usage(tree: DataTree, root: str) -> tuple[int, int]:
+def usage(tree: QuotaTree, root: str) -> tuple[int, int]:
     """(count, bytes) as the stats node of ``root`` says; (0, 0) without one."""
     node = tree.nodes.get(stats_path(root))
     values = parse_stats(node.data) if node is not None else {}
     return max(values.get(COUNT, 0), 0), max(values.get(BYTES, 0), 0)
 
 
-def limits(tree: DataTree, root: str) -> dict[str, int]:
+def limits(tree: QuotaTree, root: str) -> dict[str, int]:
     node = tree.nodes.get(limits_path(root))
     return parse_stats(node.data) if node is not None else {}
 
 
-def node_created(tree: DataTree, path: str, data_bytes: int) -> None:
+def node_created(tree: QuotaTree, path: str, data_bytes: int) -> None:
     """Apply's hook for a new znode: a limits node starts a quota, a stats node is filled in,
     and the usage of the root governing ``path`` grows."""
     subject = subject_of(path)
@@ -185,18 +199,18 @@ def node_created(tree: DataTree, path: str, data_bytes: int) -> None:
     _add_usage(tree, path, 1, data_bytes)
 
 
-def node_deleted(tree: DataTree, path: str, data_bytes: int) -> None:
+def node_deleted(tree: QuotaTree, path: str, data_bytes: int) -> None:
     _add_usage(tree, path, -1, -data_bytes)
     subject = subject_of(path)
     if subject is not None and subject[1] == LIMITS_NODE:
         tree.quota_roots.discard(subject[0])
 
 
-def data_changed(tree: DataTree, path: str, bytes_delta: int) -> None:
+def data_changed(tree: QuotaTree, path: str, bytes_delta: int) -> None:
     _add_usage(tree, path, 0, bytes_delta)
 
 
-def _add_usage(tree: DataTree, path: str, count_delta: int, bytes_delta: int) -> None:
+def _add_usage(tree: QuotaTree, path: str, count_delta: int, bytes_delta: int) -> None:
     root = governing_root(tree.quota_roots, path)
     if root is None or (count_delta == 0 and bytes_delta == 0):
         return
@@ -210,7 +224,7 @@ def _add_usage(tree: DataTree, path: str, count_delta: int, bytes_delta: int) ->
     tree.set_quota_usage(stats, format_stats(values))
 
 
-def rebuild(tree: DataTree) -> None:
+def rebuild(tree: QuotaTree) -> None:
     """After loading a snapshot: find the quota roots and recount their usage (ZooKeeper's
     ``setupQuota``)."""
     tree.quota_roots.clear()
@@ -223,7 +237,7 @@ def rebuild(tree: DataTree) -> None:
             tree.set_quota_usage(stats_path(root), usage_text(*measure(tree, root)))
 
 
-def _quota_nodes(tree: DataTree, name: str) -> Iterator[str]:
+def _quota_nodes(tree: QuotaTree, name: str) -> Iterator[str]:
     stack = [QUOTA_ROOT] if QUOTA_ROOT in tree.nodes else []
     while stack:
         current = stack.pop()
@@ -246,7 +260,7 @@ class QuotaFigures:
     bytes_usage: int
 
 
-def figures(tree: DataTree) -> tuple[QuotaFigures, ...]:
+def figures(tree: QuotaTree) -> tuple[QuotaFigures, ...]:
     totals: dict[str, list[int]] = {}
     for root in sorted(tree.quota_roots):
         allowed = limits(tree, root)
