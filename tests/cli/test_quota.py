@@ -56,9 +56,9 @@ def test_zkcli_session_as_zookeeper_38_answers(shell: Shell) -> None:
     assert run(shell, "setquota -n 3 /q1") == (OK, "", "")
     assert run(shell, "get /zookeeper/quota/q1/zookeeper_limits")[1] == "count=3,bytes=-1=;byteHardLimit=-1;countHardLimit=-1\n"
     assert run(shell, "get /zookeeper/quota/q1/zookeeper_stats")[1] == "count=2,bytes=1\n"
-    assert run(shell, "listquota /q1") == (OK, "Output quota for /q1 count=3,bytes=-1=;byteHardLimit=-1;countHardLimit=-1\n"
-                                               "Output stat for /q1 count=2,bytes=1\n",
-                                           "absolute path is /zookeeper/quota/q1/zookeeper_limits\n")  # fmt: skip
+    listed = ("Output quota for /q1 count=3,bytes=-1=;byteHardLimit=-1;countHardLimit=-1\n"
+              "Output stat for /q1 count=2,bytes=1\n")  # fmt: skip
+    assert run(shell, "listquota /q1") == (OK, listed, "absolute path is /zookeeper/quota/q1/zookeeper_limits\n")
     run(shell, "create /q1/b yy")  # past the soft limit: created, with a warning in the log
     run(shell, "create /q1/c z")
     assert run(shell, "get /zookeeper/quota/q1/zookeeper_stats")[1] == "count=4,bytes=4\n"

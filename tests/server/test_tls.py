@@ -17,8 +17,8 @@ from kazoo.handlers.threading import KazooTimeoutError as KazooLibTimeout
 from tests.certs import Certs, make_certs, secure_port_settings
 from tests.procs import ROOT, ServerProcess, free_port
 from zabby import SyncClient
-from zabby.errors import AuthFailedError
 from zabby.client.exceptions import KazooTimeoutError
+from zabby.errors import AuthFailedError
 
 
 @pytest.fixture(scope="module")
@@ -114,9 +114,9 @@ def test_zabby_cli_with_a_client_configuration(mutual: ServerProcess, certs: Cer
     )
     run = [sys.executable, "-m", "zabby.cli.main", "-server", secure(mutual), "-client-configuration", str(properties)]
     env = dict(os.environ, ZABBY_CLI_HISTORY="")
-    created = subprocess.run([*run, "create", "/cli-tls", "hello"], capture_output=True, text=True, timeout=30, cwd=ROOT, env=env)
+    created = subprocess.run([*run, "create", "/cli-tls", "hello"], check=False, capture_output=True, text=True, timeout=30, cwd=ROOT, env=env)
     assert (created.returncode, created.stdout) == (0, "Created /cli-tls\n"), created.stderr
-    got = subprocess.run([*run, "get", "/cli-tls"], capture_output=True, text=True, timeout=30, cwd=ROOT, env=env)
+    got = subprocess.run([*run, "get", "/cli-tls"], check=False, capture_output=True, text=True, timeout=30, cwd=ROOT, env=env)
     assert (got.returncode, got.stdout) == (0, "hello\n"), got.stderr
 
 
@@ -124,6 +124,6 @@ def test_a_key_store_that_cannot_be_read_stops_the_start(tmp_path: Path, certs: 
     settings = secure_port_settings(certs, free_port()) | {"ssl.keyStore.location": certs.ca}  # a certificate, no key
     server = ServerProcess(tmp_path, **settings)
     result = subprocess.run([sys.executable, "-m", "zabby.server.main", str(server.config_path)],
-                            capture_output=True, text=True, timeout=30, cwd=ROOT)  # fmt: skip
+                            check=False, capture_output=True, text=True, timeout=30, cwd=ROOT)  # fmt: skip
     assert result.returncode == 2
     assert f"ssl.keyStore.location={certs.ca}: cannot load a PEM private key and certificate" in result.stderr

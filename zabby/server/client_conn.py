@@ -220,7 +220,7 @@ async def detect_protocol(stream: trio.abc.ReceiveStream, jute_enabled: bool) ->
             chunk = await stream.receive_some(RECEIVE_BYTES_MAX)
             if not chunk:
                 break
-            data += chunk
+            data += bytes(chunk)  # a few bytes, once per connection
     return protocol or ClientProtocol.MSGPACK, data
 
 

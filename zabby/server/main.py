@@ -15,8 +15,8 @@ from dataclasses import replace
 import trio
 
 from zabby import config as zoo_config
-from zabby.server.admin import serve_admin
 from zabby import tls
+from zabby.server.admin import serve_admin
 from zabby.server.client_conn import Connection, open_secure, refuse_plaintext
 from zabby.server.guard import contained
 from zabby.server.node import ZabbyServer

@@ -27,7 +27,7 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -290,7 +290,7 @@ class Transport:
         scope.cancel()
 
     # ----------------------------------------------------------------- receiving
-    def _incoming_handler(self, kind: str) -> Callable[[trio.abc.Stream], object]:
+    def _incoming_handler(self, kind: str) -> Callable[[trio.abc.Stream], Awaitable[None]]:
         async def handle(stream: trio.abc.Stream) -> None:
             decoder = FrameDecoder(PEER_FRAME_BYTES_MAX)
             sid = None
