@@ -60,11 +60,11 @@ async def serve_clients(
     config = server.config
     if context is None:
         assert config.client_port is not None
-        port, address = config.client_port, config.client_port_address
+        port, host = config.client_port, config.client_port_address
     else:
         assert config.secure_client_port is not None
-        port, address = config.secure_client_port, config.secure_client_port_address
-    listeners = await trio.open_tcp_listeners(port, host=address, backlog=1024)
+        port, host = config.secure_client_port, config.secure_client_port_address
+    listeners = await trio.open_tcp_listeners(port, host=host, backlog=1024)
     port = listeners[0].socket.getsockname()[1]
     per_ip: Counter[str] = Counter()
 
@@ -82,7 +82,7 @@ async def serve_clients(
         finally:
             per_ip[address[0]] -= 1
 
-    LOGGER.info("serving clients on %s:%d%s", address, port, " (TLS)" if context else "")
+    LOGGER.info("serving clients on %s:%d%s", host, port, " (TLS)" if context else "")
     task_status.started(port)
     await trio.serve_listeners(handle, listeners)
 
