@@ -26,6 +26,7 @@ T = TypeVar("T")
 ResetHook = Callable[[Reset], None]
 
 NOT_SERVING = "This ZooKeeper instance is not currently serving requests\n"
+READ_ONLY = "read-only"  # the mode of a server serving reads without a quorum (srvr, isro)
 VERSION = f"3.8.4-zabby-{__version__}"
 BUILT_ON = "built on 2026-11-22 00:00 UTC"
 
@@ -114,7 +115,7 @@ def srvr_data(s: ServerStatistics) -> dict[str, Any]:
     stats = s.counters
     return {
         "version": f"{VERSION}, {BUILT_ON}",
-        "read_only": False,
+        "read_only": s.state == READ_ONLY,
         "server_stats": {
             "packets_sent": stats.packets_sent,
             "packets_received": stats.packets_received,
@@ -312,7 +313,7 @@ TEXT: dict[str, TextCommand] = {
     "wchc": lambda s: _grouped_text(wchc_data(s)["session_id_to_watched_paths"]),
     "wchp": lambda s: _grouped_text(wchp_data(s)["path_to_session_ids"]),
     "dump": _dump_text,
-    "isro": lambda s: "rw",
+    "isro": lambda s: "ro" if s.state == READ_ONLY else "rw",
     "crst": lambda s: "Connection stats reset.\n",
     "srst": lambda s: "Server stats reset.\n",
     "dirs": lambda s: "".join(f"{k}: {v}\n" for k, v in dirs_data(s).items()),
@@ -332,7 +333,7 @@ DATA: dict[str, Callable[[ServerStatistics], dict[str, Any]]] = {
     "wchc": wchc_data,
     "wchp": wchp_data,
     "dump": dump_data,
-    "isro": lambda s: {"read_only": False},
+    "isro": lambda s: {"read_only": s.state == READ_ONLY},
     "crst": lambda s: {},
     "srst": lambda s: {},
     "dirs": dirs_data,
@@ -360,7 +361,7 @@ def answer(word: str, statistics: ServerStatistics, reset: ResetHook) -> str:
     """
     if word not in statistics.config.four_letter_words:
         return f"{word} is not executed because it is not in the whitelist.\n"
-    if word in NEEDS_SERVING and statistics.state not in ("standalone", "leader", "follower", "observer"):
+    if word in NEEDS_SERVING and statistics.state not in ("standalone", "leader", "follower", "observer", READ_ONLY):
         return NOT_SERVING
     _reset(word, reset)
     return TEXT[word](statistics)

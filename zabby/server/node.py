@@ -18,7 +18,7 @@ import os
 import random
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
@@ -26,12 +26,14 @@ from zabby.config import ServerConfig
 from zabby.core.messages import Message, Snap
 from zabby.core.peer import DurableState
 from zabby.engine import (
+    ClientSink,
     CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
     Recovered, Reload, Send, WriteSnapshot, core_timing,
 )  # fmt: skip
 from zabby.server.disk import DiskWorker, fail_stop
 from zabby.server.forks import DiskImage, ForkFreezer
 from zabby.server.guard import contained
+from zabby.server.session import ClientSession
 from zabby.server.stats import ServerStats
 from zabby.server.transport import Transport
 from zabby.storage.datadir import DataDir, RecoveryError
@@ -41,11 +43,9 @@ from zabby.storage.txnlog import CorruptLogError, TxnLog
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import decode_txn, encode_txn, zxid_epoch
 
-if TYPE_CHECKING:
-    from zabby.server.client_conn import Connection
-
 LOGGER = logging.getLogger("zabby.server")
 FSYNC_WARNING_S = 1.0
+FSYNC_INLINE_S_MAX = 0.02  # a disk slower than this on average keeps its fsyncs off the loop
 
 
 def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, history_count: int, *, snapshot_wanted: bool = False) -> DurableState:
@@ -83,7 +83,7 @@ class ZabbyServer:
         self.log = log
         self.stats = ServerStats()
         self.disk = DiskWorker()
-        self.connections: set[Connection] = set()
+        self.connections: set[ClientSession] = set()  # every client session, attached or not
         self.core_tick_ms, peer_config = core_timing(config)
         recovered = Recovered(tree, durable_state(datadir, tree, log, config.commit_log_count))
         self.engine = Engine(config, peer_config, self.core_tick_ms, recovered, clock=SystemClock(),
@@ -97,6 +97,8 @@ class ZabbyServer:
         self._wake = trio.Event()
         self._unthrottled = trio.Event()
         self._unthrottled.set()
+        self._fsync_recent_s = 0.0  # a moving average of fsync times
+        self._to_flush: list[Any] = []  # connections with replies queued by the peer task
 
     # ----------------------------------------------------------------- what sessions see
     @property
@@ -140,6 +142,10 @@ class ZabbyServer:
         return self.engine.outstanding
 
     @property
+    def quorum_size(self) -> int:
+        return self.engine.peer.quorum.size
+
+    @property
     def last_proposal_bytes(self) -> tuple[int, int, int]:
         return self.engine.last_proposal_bytes
 
@@ -150,6 +156,13 @@ class ZabbyServer:
 
     def create_session(self, timeout_ms: int, done: Any) -> None:
         self.engine.create_session(timeout_ms, done)
+
+    @property
+    def read_only(self) -> bool:
+        return self.engine.read_only
+
+    def create_local_session(self, timeout_ms: int) -> tuple[int, bytes]:
+        return self.engine.create_local_session(timeout_ms)
 
     def close_session(self, session_id: int, cxid: int, done: Any) -> None:
         self.engine.close_session(session_id, cxid, done)
@@ -166,18 +179,28 @@ class ZabbyServer:
     def touch(self, session_id: int) -> None:
         self.engine.touch(session_id)
 
-    def attach(self, session_id: int, conn: Connection) -> None:
-        self.engine.attach(session_id, conn)
+    def attach(self, session_id: int, sink: ClientSink) -> None:
+        self.engine.attach(session_id, sink)
 
-    def detach(self, conn: Connection) -> None:
-        self.connections.discard(conn)
-        self.engine.detach(conn)
+    def detach(self, sink: ClientSink) -> None:
+        self.connections.discard(sink)
+        self.engine.detach(sink)
 
     def learner_counts(self) -> dict[str, int]:
         return self.engine.learner_counts()
 
     async def wait_unthrottled(self) -> None:
         await self._unthrottled.wait()
+
+    def flush_soon(self, connection: Any) -> None:
+        """A connection queued a reply: it is flushed when the running task's batch is done
+        (the reader flushes its own; the peer task flushes the rest after each step)."""
+        self._to_flush.append(connection)
+
+    def _flush_connections(self) -> None:
+        to_flush, self._to_flush = self._to_flush, []
+        for connection in to_flush:
+            connection.flush()
 
     # ----------------------------------------------------------------- inputs
     def _wake_up(self) -> None:
@@ -206,6 +229,8 @@ class ZabbyServer:
         while True:
             effect = engine.next_effect(result, error)
             result, error = None, None
+            if self._to_flush:
+                self._flush_connections()
             if not engine.throttled:
                 self._unthrottled.set()
             if effect is None:
@@ -265,14 +290,25 @@ class ZabbyServer:
             self.log.append([(txn.zxid, encode_txn(txn)) for txn in effect.append])
         if effect.sync:
             started = time.perf_counter()
-            await self.disk.run(self.log.sync)
+            if self._fsync_inline():
+                self.log.sync()
+            else:
+                await self.disk.run(self.log.sync)
             elapsed = time.perf_counter() - started
             self.stats.record_fsync(elapsed)
+            self._fsync_recent_s = 0.8 * self._fsync_recent_s + 0.2 * elapsed
             if elapsed > FSYNC_WARNING_S:
                 LOGGER.warning("fsync-ing the write ahead log took %.0f ms", elapsed * 1000)
         if effect.current_epoch is not None:  # last: only once the log holds what came with it
             await self.disk.run(write_epoch, self.datadir.current_epoch_path, effect.current_epoch)
         return self.log.space_low
+
+    def _fsync_inline(self) -> bool:
+        """Fsync right here, blocking the event loop, when a single write waits for it and
+        fsyncs are fast: the hop to the disk thread and back (a queue, a futex, trio's
+        wake-up socket) costs about what the fsync does.  Under pipelined load the disk
+        thread keeps the loop reading the next requests meanwhile (group commit)."""
+        return self.engine.outstanding <= 1 and self._fsync_recent_s < FSYNC_INLINE_S_MAX
 
     async def _reload(self, effect: Reload) -> Recovered:
         """Recover from disk as a restart would; a data dir that cannot be read back stops

@@ -76,6 +76,15 @@ class SessionHost(Protocol):
         ...
 
     def create_session(self, timeout_ms: int, done: Done) -> None: ...
+    @property
+    def read_only(self) -> bool:
+        """Read-only mode: cut off from a quorum, serving reads to clients that accept it."""
+        ...
+
+    def create_local_session(self, timeout_ms: int) -> tuple[int, bytes]:
+        """Read-only mode: (session id, password) of a session of this server alone."""
+        ...
+
     def close_session(self, session_id: int, cxid: int, done: Done) -> None: ...
     def client_sync(self, session_id: int, cxid: int, done: SyncDone) -> None: ...
     def negotiate_timeout(self, requested_ms: int) -> int: ...
@@ -156,6 +165,8 @@ class ClientSession:
         """
         host = self.host
         if not host.serving:
+            if host.read_only and request.read_only:
+                return self._connect_read_only(request)
             return self._refuse(Err.CONNECTIONLOSS, "This ZooKeeper instance is not currently serving requests")
         if host.is_leader and not host.standalone and not host.config.leader_serves:
             return self._refuse(Err.CONNECTIONLOSS, "the leader does not serve clients (leaderServes=no)")
@@ -170,16 +181,30 @@ class ClientSession:
         self._start_session(request.session_id, request.password, known_timeout)
         return True
 
+    def _connect_read_only(self, request: ConnectRequest) -> bool:
+        """Read-only mode: a client that accepts it reads here, in its own session if this
+        server knows it, else in a session local to this server."""
+        host = self.host
+        if request.session_id:
+            known_timeout = host.check_session(request.session_id, request.password)
+            if known_timeout is None:
+                return self._refuse(Err.SESSIONEXPIRED, f"session 0x{request.session_id:x} has expired or is unknown")
+            self._start_session(request.session_id, request.password, known_timeout, read_only=True)
+            return True
+        session_id, password = host.create_local_session(host.negotiate_timeout(request.timeout_ms))
+        self._start_session(session_id, password, host.negotiate_timeout(request.timeout_ms), read_only=True)
+        return True
+
     def _session_created(self, txn: Txn, result: Any) -> None:
         timeout_ms, password = txn.body
         self._start_session(txn.session_id, password, timeout_ms)
 
-    def _start_session(self, session_id: int, password: bytes, timeout_ms: int) -> None:
+    def _start_session(self, session_id: int, password: bytes, timeout_ms: int, *, read_only: bool = False) -> None:
         self.session_id, self.password, self.timeout_ms = session_id, password, timeout_ms
         self._caller = Caller(session_id, self.auth_ids, self.superuser)
         self.host.attach(session_id, self)
         self.host.touch(session_id)
-        self._send([PROTOCOL_NAME, PROTOCOL_VERSION, 0, timeout_ms, session_id, password, self.host.last_zxid, False, ""])
+        self._send([PROTOCOL_NAME, PROTOCOL_VERSION, 0, timeout_ms, session_id, password, self.host.last_zxid, read_only, ""])
         self.output.session_started()
 
     def _refuse(self, code: Err, message: str) -> bool:

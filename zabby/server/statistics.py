@@ -25,7 +25,6 @@ from zabby.server.stats import Counters, LatencyFigures, ServerStats
 from zabby.tree.quota import QuotaFigures, figures
 
 if TYPE_CHECKING:
-    from zabby.core.peer import Peer
     from zabby.storage.datadir import DataDir
     from zabby.tree.datatree import DataTree
     from zabby.tree.sessions import SessionTracker
@@ -132,7 +131,7 @@ class Monitored(Protocol):
     @property
     def last_proposal_bytes(self) -> tuple[int, int, int]: ...
     @property
-    def peer(self) -> Peer: ...
+    def quorum_size(self) -> int: ...
     @property
     def datadir(self) -> DataDir: ...
     def learner_counts(self) -> dict[str, int]: ...
@@ -155,7 +154,7 @@ def snapshot(server: Monitored, parts: Part = Part.NONE) -> ServerStatistics:
         watch_count=server.watches.count(),
         last_zxid=tree.last_zxid,
         digest=tree.digest,
-        quorum_size=server.peer.quorum.size,
+        quorum_size=server.quorum_size,
         learner_counts=tuple(server.learner_counts().items()),
         proposal_sizes=server.last_proposal_bytes if server.is_leader else None,
         connections=tuple(c.statistics() for c in server.connections) if Part.CONNECTIONS in parts else None,

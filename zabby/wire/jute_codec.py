@@ -108,7 +108,7 @@ def _multi_result(request_op: int, result: list[Any]) -> tuple[int, int, jute.Re
     result_type, err, value = result
     if result_type == OpCode.ERROR or err:  # a failed multi: every op is an error (0: rolled back)
         return -1, err, jute.ErrorResponse(err)
-    if request_op == OpCode.CREATE:
+    if request_op in (OpCode.CREATE, OpCode.CREATE2):  # ZooKeeper's multi answers a create2 as a create
         return OpCode.CREATE, 0, jute.CreateResponse(value[0])
     if request_op in _CREATE_OPS:
         return OpCode.CREATE2, 0, jute.Create2Response(value[0], _stat(value[1]))
@@ -229,9 +229,9 @@ class JuteCodec:
 
     @staticmethod
     def _connect_response(value: list[Any]) -> bytes:
-        _, _, err, timeout_ms, session_id, password, _, _, _ = value
+        _, _, err, timeout_ms, session_id, password, _, read_only, _ = value
         if err == Err.SESSIONEXPIRED:  # ZooKeeper's answer for an expired or unknown session
             return jute.frame(jute.ConnectResponse(0, 0, 0, EXPIRED_PASSWORD, False).encode())
         if err:  # not serving / behind the client: ZooKeeper closes without an answer
             return b""
-        return jute.frame(jute.ConnectResponse(0, timeout_ms, session_id, password, False).encode())
+        return jute.frame(jute.ConnectResponse(0, timeout_ms, session_id, password, bool(read_only)).encode())
