@@ -23,7 +23,7 @@ pipelined burst cannot pass a hard limit that the applied tree alone would not y
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -36,8 +36,12 @@ UNSET = -1
 
 
 class QuotaNode(Protocol):
-    data: bytes
-    children: set[str]
+    @property
+    def data(self) -> bytes: ...
+    @property
+    def children(self) -> Collection[str]:
+        """The children's full paths."""
+        ...
 
 
 class QuotaTree(Protocol):
@@ -170,7 +174,7 @@ def measure(tree: QuotaTree, path: str) -> tuple[int, int]:
         node = tree.nodes[current]
         count += 1
         data_bytes += len(node.data)
-        stack.extend(f"{current}/{name}" if current != "/" else f"/{name}" for name in node.children)
+        stack.extend(node.children)
     return count, data_bytes
 
 
@@ -242,10 +246,9 @@ def _quota_nodes(tree: QuotaTree, name: str) -> Iterator[str]:
     while stack:
         current = stack.pop()
         for child in tree.nodes[current].children:
-            child_path = f"{current}/{child}"
-            if child == name:
-                yield child_path
-            stack.append(child_path)
+            if child.endswith("/" + name):
+                yield child
+            stack.append(child)
 
 
 @dataclass(frozen=True, slots=True)
