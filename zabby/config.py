@@ -22,8 +22,26 @@ ALL_4LW = frozenset(
 )
 
 
+TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+CLIENT_AUTH_MODES = ("none", "want", "need")
+
+
 class ConfigError(ValueError):
     """A zoo.cfg value is missing or malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class TlsConfig:
+    """One side's TLS settings: the secure client port's (ZooKeeper's ``ssl.*`` keys) or the
+    quorum links' (``ssl.quorum.*``).  Key and trust stores are PEM files only."""
+
+    key_store: Path  # ssl.keyStore.location: the private key and the certificate chain
+    key_store_password: str | None = None  # ssl.keyStore.password: of an encrypted key
+    trust_store: Path | None = None  # ssl.trustStore.location: CA certificates to check peers with
+    client_auth: str = "need"  # ssl.clientAuth: none | want | need (ZooKeeper's default)
+    hostname_verification: bool = True  # ssl.hostnameVerification: quorum links check the peer's name
+    protocols: tuple[str, ...] = TLS_PROTOCOLS  # ssl.enabledProtocols
+    ciphers: str | None = None  # ssl.ciphersuites, in OpenSSL's names
 
 
 PeerAddress = Member  # one server's addresses and role (``server.N=`` lines)
@@ -33,8 +51,13 @@ PeerAddress = Member  # one server's addresses and role (``server.N=`` lines)
 class ServerConfig:
     data_dir: Path
     data_log_dir: Path
-    client_port: int = 2181
+    client_port: int | None = 2181  # None: only the secure port (secureClientPort without clientPort)
     client_port_address: str = "0.0.0.0"
+    secure_client_port: int | None = None  # secureClientPort: clients over TLS (``client_tls``)
+    secure_client_port_address: str = "0.0.0.0"
+    client_tls: TlsConfig | None = None
+    quorum_tls: TlsConfig | None = None  # sslQuorum=true: the peer links use TLS
+    enforce_quota: bool = False  # zookeeper.enforceQuota: hard quotas refuse writes (QUOTAEXCEEDED)
     tick_ms: int = 2000
     init_limit_ticks: int = 10
     sync_limit_ticks: int = 5
@@ -106,6 +129,49 @@ def _bool(raw: dict[str, str], key: str, default: bool) -> bool:
     raise ConfigError(f"{key}={text!r} is not a boolean")
 
 
+def _pop(raw: dict[str, str], key: str) -> str | None:
+    """A key as zoo.cfg spells it, or with ZooKeeper's ``zookeeper.`` system-property prefix."""
+    value = raw.pop(key, None)
+    prefixed = raw.pop("zookeeper." + key, None)
+    return value if value is not None else prefixed
+
+
+def _tls(raw: dict[str, str], prefix: str, base: Path) -> TlsConfig:
+    """The ``{prefix}keyStore.location``… keys (prefix ``ssl.`` or ``ssl.quorum.``)."""
+    location = _pop(raw, prefix + "keyStore.location")
+    if not location:
+        raise ConfigError(f"{prefix}keyStore.location is required for TLS (a PEM file with the key and certificate)")
+    trust = _pop(raw, prefix + "trustStore.location")
+    for kind, path in (("keyStore", location), ("trustStore", trust)):
+        store_type = (_pop(raw, f"{prefix}{kind}.type") or "").strip().upper()
+        if store_type not in ("", "PEM") or (path and not store_type and not path.lower().endswith((".pem", ".crt", ".key"))):
+            raise ConfigError(f"{prefix}{kind}.type={store_type or '(from the file name)'}: zabby reads PEM files only "
+                              f"(set {prefix}{kind}.type=PEM; convert JKS/PKCS12 with keytool and openssl)")  # fmt: skip
+    _pop(raw, prefix + "trustStore.password")  # a PEM trust store is not encrypted
+    client_auth = (_pop(raw, prefix + "clientAuth") or "need").strip().lower()
+    if client_auth not in CLIENT_AUTH_MODES:
+        raise ConfigError(f"{prefix}clientAuth={client_auth!r}: expected one of {', '.join(CLIENT_AUTH_MODES)}")
+    return TlsConfig(
+        key_store=(base / location).resolve(),
+        key_store_password=_pop(raw, prefix + "keyStore.password") or None,
+        trust_store=(base / trust).resolve() if trust else None,
+        client_auth=client_auth,
+        hostname_verification=_bool(raw, prefix + "hostnameVerification", True),
+        protocols=_protocols(raw, prefix),
+        ciphers=_pop(raw, prefix + "ciphersuites") or None,
+    )
+
+
+def _protocols(raw: dict[str, str], prefix: str) -> tuple[str, ...]:
+    protocol = _pop(raw, prefix + "protocol")
+    enabled = _pop(raw, prefix + "enabledProtocols")
+    names = [name.strip() for name in (enabled or protocol or ",".join(TLS_PROTOCOLS)).split(",") if name.strip()]
+    unknown = [name for name in names if name not in TLS_PROTOCOLS]
+    if unknown or not names:
+        raise ConfigError(f"{prefix}enabledProtocols: {', '.join(unknown) or 'none'}: zabby speaks {' and '.join(TLS_PROTOCOLS)}")
+    return tuple(sorted(set(names)))
+
+
 def _whitelist(text: str | None) -> frozenset[str]:
     if text is None:
         return DEFAULT_4LW_WHITELIST
@@ -161,7 +227,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
     config = ServerConfig(
         data_dir=data_dir,
         data_log_dir=data_log_dir,
-        client_port=_int(raw, "clientPort", 2181),
+        client_port=_client_port(raw),
         client_port_address=raw.pop("clientPortAddress", "0.0.0.0"),
         tick_ms=tick_ms,
         init_limit_ticks=_int(raw, "initLimit", 10, 1),
@@ -196,6 +262,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         membership_version=membership_version,
         peers=peers,
     )
+    config = _with_security(config, raw, base)
     election_alg = raw.pop("electionAlg", "3")
     if election_alg.strip() != "3":
         raise ConfigError(f"electionAlg={election_alg}: only 3 (fast leader election) exists")
@@ -256,8 +323,92 @@ def write_dynamic_config(config: ServerConfig, membership: Membership) -> Path:
     return target
 
 
+def _client_port(raw: dict[str, str]) -> int | None:
+    """clientPort; ZooKeeper's default 2181, unless only a secureClientPort is given."""
+    if "clientPort" not in raw and "secureClientPort" in raw:
+        return None
+    return _int(raw, "clientPort", 2181)
+
+
+def _with_security(config: ServerConfig, raw: dict[str, str], base: Path) -> ServerConfig:
+    """The secure client port, TLS on the quorum links and quota enforcement."""
+    secure_port = _int(raw, "secureClientPort", -1)
+    client_tls = _tls(raw, "ssl.", base) if secure_port >= 0 else None
+    quorum_tls = _tls(raw, "ssl.quorum.", base) if _bool(raw, "sslQuorum", False) else None
+    raw.pop("serverCnxnFactory", None)  # ZooKeeper needs Netty's for TLS; zabby has one kind
+    enforce = _pop(raw, "enforceQuota")
+    return dataclasses.replace(
+        config,
+        secure_client_port=secure_port if secure_port >= 0 else None,
+        secure_client_port_address=raw.pop("secureClientPortAddress", config.client_port_address),
+        client_tls=client_tls,
+        quorum_tls=quorum_tls,
+        enforce_quota=_bool({"enforceQuota": enforce} if enforce is not None else {}, "enforceQuota", False),
+    )
+
+
 def _read_myid(data_dir: Path) -> int | None:
     try:
         return int((data_dir / "myid").read_text().strip())
     except (OSError, ValueError):
         return None
+
+
+# ----------------------------------------------------------------- client properties
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """A ZooKeeper client-configuration file (zkCli's ``-client-configuration``), as far as
+    zabby's client uses it: TLS.  Keys are ZooKeeper's client properties."""
+
+    secure: bool = False  # zookeeper.client.secure
+    key_store: Path | None = None  # zookeeper.ssl.keyStore.location: PEM key and certificate
+    key_store_password: str | None = None  # zookeeper.ssl.keyStore.password
+    trust_store: Path | None = None  # zookeeper.ssl.trustStore.location: PEM CA certificates
+    hostname_verification: bool = True  # zookeeper.ssl.hostnameVerification (ZooKeeper's default)
+
+    def client_options(self) -> dict[str, object]:
+        """The arguments of ``zabby.Client``/``SyncClient`` (kazoo's names) these settings mean."""
+        if not self.secure:
+            return {}
+        return {
+            "use_ssl": True,
+            "certfile": str(self.key_store) if self.key_store else None,
+            "keyfile_password": self.key_store_password,
+            "ca": str(self.trust_store) if self.trust_store else None,
+            "check_hostname": self.hostname_verification,
+        }
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java's ``.properties`` lines: ``key=value``, ``key: value`` or ``key value``; ``#`` and
+    ``!`` comments (line continuations are not needed by any key zabby reads)."""
+    raw: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        cut = min((i for i in (line.find("="), line.find(":"), line.find(" ")) if i >= 0), default=len(line))
+        raw[line[:cut].strip()] = line[cut + 1 :].strip()
+    return raw
+
+
+def load_client_configuration(path: str | Path) -> ClientConfig:
+    """Read a client-configuration file; relative store paths are relative to its folder."""
+    config_path = Path(path)
+    try:
+        raw = parse_properties(config_path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read client configuration {config_path}: {exc}") from None
+    base = config_path.resolve().parent
+    for kind in ("keyStore", "trustStore"):
+        store_type = raw.get(f"zookeeper.ssl.{kind}.type", "PEM").strip().upper()
+        if store_type != "PEM":
+            raise ConfigError(f"zookeeper.ssl.{kind}.type={store_type}: zabby reads PEM files only")
+    key_store, trust_store = raw.get("zookeeper.ssl.keyStore.location"), raw.get("zookeeper.ssl.trustStore.location")
+    return ClientConfig(
+        secure=_bool(raw, "zookeeper.client.secure", False),
+        key_store=(base / key_store).resolve() if key_store else None,
+        key_store_password=raw.get("zookeeper.ssl.keyStore.password") or None,
+        trust_store=(base / trust_store).resolve() if trust_store else None,
+        hostname_verification=_bool(raw, "zookeeper.ssl.hostnameVerification", True),
+    )

@@ -58,7 +58,7 @@ def test_one_shot_unreachable_server_is_bounded() -> None:
     result = cli("-server", dead, "-connect-timeout", "2", "get", "/x")
     elapsed = time.monotonic() - started
     assert result.returncode == 3
-    assert result.stderr == f"Unable to connect to {dead}: Connection time-out\n"
+    assert result.stderr == f"Unable to connect to {dead}: Connection time-out: {dead}: all attempts to connect to {dead} failed\n"
     assert elapsed < 8
 
 

@@ -71,3 +71,51 @@ def test_server_main_reports_config_errors(tmp_path: Path, capsys: pytest.Captur
 
     assert main([str(_write(tmp_path, "tickTime=x\n"))]) == 2
     assert "zabby-server:" in capsys.readouterr().err
+
+
+def test_tls_and_quota_keys(tmp_path: Path) -> None:
+    (tmp_path / "zoo.cfg").write_text(
+        "dataDir=data\nsecureClientPort=2281\nssl.keyStore.location=keys/server.pem\nssl.keyStore.type=PEM\n"
+        "ssl.trustStore.location=keys/ca.pem\nssl.clientAuth=want\nssl.enabledProtocols=TLSv1.3\n"
+        "sslQuorum=true\nssl.quorum.keyStore.location=keys/peer.pem\nssl.quorum.trustStore.location=keys/ca.pem\n"
+        "zookeeper.enforceQuota=true\nserverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
+    )
+    config = zoo_config.load(tmp_path / "zoo.cfg")
+    assert config.client_port is None  # only the secure port, as ZooKeeper without clientPort
+    assert config.secure_client_port == 2281 and config.enforce_quota
+    assert config.client_tls == zoo_config.TlsConfig(key_store=tmp_path / "keys/server.pem", trust_store=tmp_path / "keys/ca.pem",
+                                                     client_auth="want", protocols=("TLSv1.3",))  # fmt: skip
+    assert config.quorum_tls is not None and config.quorum_tls.key_store == tmp_path / "keys/peer.pem"
+    assert config.quorum_tls.client_auth == "need" and config.extra == {}
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ("secureClientPort=2281\n", "ssl.keyStore.location is required"),
+        ("secureClientPort=2281\nssl.keyStore.location=k.jks\n", "zabby reads PEM files only"),
+        ("secureClientPort=2281\nssl.keyStore.location=k.pem\nssl.keyStore.type=PKCS12\n", "zabby reads PEM files only"),
+        ("secureClientPort=2281\nssl.keyStore.location=k.pem\nssl.clientAuth=maybe\n", "ssl.clientAuth='maybe'"),
+        ("secureClientPort=2281\nssl.keyStore.location=k.pem\nssl.protocol=SSLv3\n", "ssl.enabledProtocols: SSLv3"),
+        ("sslQuorum=true\n", "ssl.quorum.keyStore.location is required"),
+    ],
+)
+def test_bad_tls_settings_are_clear_errors(tmp_path: Path, lines: str, message: str) -> None:
+    (tmp_path / "zoo.cfg").write_text("dataDir=data\n" + lines)
+    with pytest.raises(zoo_config.ConfigError, match=message.replace("(", r"\(")):
+        zoo_config.load(tmp_path / "zoo.cfg")
+
+
+def test_client_configuration_is_zookeepers_properties(tmp_path: Path) -> None:
+    (tmp_path / "client.properties").write_text(
+        "# zkCli -client-configuration\nzookeeper.client.secure=true\nzookeeper.ssl.keyStore.location=client.pem\n"
+        "zookeeper.ssl.keyStore.password: secret\n! a comment\nzookeeper.ssl.trustStore.location=ca.pem\n"
+    )
+    config = zoo_config.load_client_configuration(tmp_path / "client.properties")
+    assert config.client_options() == {"use_ssl": True, "certfile": str(tmp_path / "client.pem"), "keyfile_password": "secret",
+                                       "ca": str(tmp_path / "ca.pem"), "check_hostname": True}  # fmt: skip
+    (tmp_path / "plain.properties").write_text("zookeeper.client.secure=false\n")
+    assert zoo_config.load_client_configuration(tmp_path / "plain.properties").client_options() == {}
+    (tmp_path / "jks.properties").write_text("zookeeper.ssl.trustStore.type=JKS\n")
+    with pytest.raises(zoo_config.ConfigError, match="PEM files only"):
+        zoo_config.load_client_configuration(tmp_path / "jks.properties")

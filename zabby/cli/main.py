@@ -1,6 +1,7 @@
 """``zabby-cli``: zkCli.sh for zabby.
 
-    zabby-cli [-server host:port[,host:port…][/chroot]] [-timeout ms] [-r] [cmd args…]
+    zabby-cli [-server host:port[,host:port…][/chroot]] [-timeout ms] [-r]
+              [-client-configuration FILE] [cmd args…]
     zabby-cli -server h1:p1,h2:p2 -servers-status
 
 With a command it runs just that command and exits: status 0 on success, 1 when the
@@ -9,6 +10,8 @@ arguments, 3 when no server could be reached within ``-connect-timeout`` seconds
 one it opens the interactive shell (prompt_toolkit line editing, history and completion on a
 terminal; plain lines when stdin is not a terminal).  ``-servers-status`` prints ``srvr``
 of every server in the list as a table and exits (1 if some server is unreachable).
+``-client-configuration`` reads zkCli's client properties file; zabby uses its TLS keys
+(``zookeeper.client.secure=true``, ``zookeeper.ssl.keyStore.location``, …; PEM files).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
+
+from zabby.config import ConfigError, load_client_configuration
 
 from . import status as status_mod
 from .output import StreamWriter
@@ -35,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-server", default=DEFAULT_SERVER, help="connect string host:port[,host:port...][/chroot] (default %(default)s)")
     parser.add_argument("-timeout", type=int, default=30000, metavar="MS", help="session timeout in milliseconds (default %(default)s)")
     parser.add_argument("-connect-timeout", type=float, default=10.0, metavar="S", help="seconds to wait for the first connection (default %(default)s)")
+    parser.add_argument("-client-configuration", metavar="FILE", help="ZooKeeper client properties (TLS: zookeeper.client.secure, zookeeper.ssl.*)")
     parser.add_argument("-r", action="store_true", dest="read_only", help="read-only session (allowed to connect to a read-only server)")
     parser.add_argument("-waitforconnection", action="store_true", help="accepted for zkCli compatibility (zabby-cli always waits)")
     parser.add_argument("-servers-status", action="store_true", help="print srvr/mntr of every server in -server as a table and exit")
@@ -43,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_VALUE_OPTIONS = {"-server", "-timeout", "-connect-timeout", "-status-timeout"}
+_VALUE_OPTIONS = {"-server", "-timeout", "-connect-timeout", "-status-timeout", "-client-configuration"}
 _FLAG_OPTIONS = {"-r", "-waitforconnection", "-servers-status", "-h", "--help"}
 
 
@@ -92,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
             return USAGE
         sys.stdout.write(status_mod.format_table(statuses))
         return OK if all(s.reachable for s in statuses) else 1
+    try:
+        client_options = load_client_configuration(ns.client_configuration).client_options() if ns.client_configuration else {}
+    except ConfigError as exc:
+        print(f"zabby-cli: {exc}", file=sys.stderr)
+        return USAGE
     one_shot = bool(ns.command)
     shell = Shell(
         ns.server,
@@ -101,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         read_only=ns.read_only,
         print_watches=not one_shot,
         status_timeout_s=ns.status_timeout,
+        client_options=client_options,
     )
     try:
         if one_shot:

@@ -31,6 +31,7 @@ from zabby.client.sync import SyncClient
 from zabby.membership import Membership, MembershipError
 from zabby.opcodes import AddWatchMode, WatcherType
 
+from . import quota as quota_cmds
 from . import status as status_mod
 from .output import StreamWriter, Writer
 
@@ -79,7 +80,6 @@ _CODE_MESSAGE = {
     E.OperationTimeoutError: "OperationTimeout",
     E.AuthFailedError: "AuthFailed",
     E.SessionMovedError: "Session moved",
-    E.QuotaExceededError: "Quota has exceeded",
     E.ThrottledOpError: "Op throttled due to high load",
     E.EphemeralOnLocalSessionError: "Ephemeral node on local session",
     E.RequestTimeoutError: "Request timeout",
@@ -121,12 +121,14 @@ COMMANDS: dict[str, Command] = {
         Command("create", "create [-s] [-e] [-c] [-t ttl] path [data] [acl]", "sect:", 1, 3),
         Command("delete", "delete [-v version] path", "v:", 1, 1),
         Command("deleteall", "deleteall path [-b batch size]", "b:", 1, 1),
+        Command("delquota", "delquota [-n|-b|-N|-B] path", "nbNB", 1, 1),
         Command("get", "get [-s] [-w] path", "sw", 1, 1),
         Command("getAcl", "getAcl [-s] path", "s", 1, 1),
         Command("getAllChildrenNumber", "getAllChildrenNumber path", "", 0, 1),
         Command("getEphemerals", "getEphemerals path", "", 0, 1),
         Command("help", "help", "", 0, None, needs_session=False),
         Command("history", "history", needs_session=False),
+        Command("listquota", "listquota path", "", 1, 1),
         Command("ls", "ls [-s] [-w] [-R] path", "swR", 1, 1),
         Command("printwatches", "printwatches on|off", "", 0, 1, needs_session=False),
         Command("quit", "quit", needs_session=False),
@@ -136,6 +138,7 @@ COMMANDS: dict[str, Command] = {
         Command("removewatches", "removewatches path [-c|-d|-a] [-l]", "cdal", 1, 1),
         Command("set", "set [-s] [-v version] path data", "sv:", 2, 2),
         Command("setAcl", "setAcl [-s] [-v version] [-R] path acl", "sv:R", 2, 2),
+        Command("setquota", "setquota -n|-b|-N|-B val path", "n:b:N:B:", 1, 1),
         Command("srvr-all", "srvr-all # four-letter words of every server in the list, side by side", "", 0, 0, needs_session=False),
         Command("stat", "stat [-w] path", "w", 1, 1),
         Command("sync", "sync path", "", 1, 1),
@@ -241,6 +244,7 @@ def error_message(exc: BaseException, path: str) -> str:
         E.NoAuthError: "Insufficient permission : ",
         E.BadArgumentsError: "Arguments are not valid : ",
         E.BadVersionError: "version No is not valid : ",
+        E.QuotaExceededError: "Quota has exceeded : ",
     }
     for cls, prefix in wrapped.items():
         if isinstance(exc, cls):
@@ -340,6 +344,7 @@ class Shell:
         print_watches: bool = True,
         status_timeout_s: float = 2.0,
         client_factory: Callable[..., SyncClient] = SyncClient,
+        client_options: dict[str, Any] | None = None,
     ) -> None:
         self.hosts = hosts
         self.writer: Writer = writer if writer is not None else StreamWriter()
@@ -349,6 +354,7 @@ class Shell:
         self.print_watches = print_watches
         self.status_timeout_s = status_timeout_s
         self.client_factory = client_factory
+        self.client_options = dict(client_options or {})  # e.g. TLS, from -client-configuration
         self.client: SyncClient | None = None
         self.history: dict[int, str] = {}
         self.command_count = 0
@@ -362,7 +368,7 @@ class Shell:
         if hosts:
             self.hosts = hosts
         try:
-            client = self.client_factory(self.hosts, timeout=self.timeout_s, read_only=self.read_only or None)
+            client = self.client_factory(self.hosts, timeout=self.timeout_s, read_only=self.read_only or None, **self.client_options)
         except (ValueError, E.KazooException) as exc:
             self.writer.err(f"Unable to connect to {self.hosts}: {exc}\n")
             return False
@@ -371,7 +377,7 @@ class Shell:
         try:
             client.start(timeout=self.connect_timeout_s)
         except (E.KazooException, OSError) as exc:
-            reason = "Connection time-out" if isinstance(exc, KazooTimeoutError) else (str(exc) or type(exc).__name__)
+            reason = str(exc) or ("Connection time-out" if isinstance(exc, KazooTimeoutError) else type(exc).__name__)
             self.writer.err(f"Unable to connect to {self.hosts}: {reason}\n")
             _close_quietly(client)
             return False
@@ -719,6 +725,37 @@ class Shell:
         self._out("Committed new configuration:\n" + data.decode("utf-8", "replace"))
         if "s" in opts:
             self.writer.out(format_stat(stat))
+    def _cmd_setquota(self, opts: dict[str, str], args: list[str]) -> None:
+        path = args[0]
+        validate_path(path)
+        chosen = [letter for letter in "nbNB" if letter in opts]
+        if len(chosen) != 1:
+            raise UsageError(COMMANDS["setquota"].usage)
+        try:
+            value = int(opts[chosen[0]])
+        except ValueError:
+            raise CliError("NumberFormatException happens when parsing the option value") from None
+        if value < 0:
+            raise UsageError(f"the quota must be a number >= 0, got {value}")
+        self._quota(quota_cmds.set_quota, self._c, path, chosen[0], value, self.writer)
+
+    def _cmd_listquota(self, opts: dict[str, str], args: list[str]) -> None:
+        validate_path(args[0])
+        self._quota(quota_cmds.list_quota, self._c, args[0], self.writer)
+
+    def _cmd_delquota(self, opts: dict[str, str], args: list[str]) -> None:
+        validate_path(args[0])
+        chosen = [letter for letter in "nbNB" if letter in opts]
+        if len(chosen) > 1:
+            raise UsageError(COMMANDS["delquota"].usage)
+        self._quota(quota_cmds.del_quota, self._c, args[0], chosen[0] if chosen else None)
+
+    @staticmethod
+    def _quota(command: Callable[..., None], *args: Any) -> None:
+        try:
+            command(*args)
+        except quota_cmds.QuotaError as exc:
+            raise CliError(str(exc)) from None
 
     def _cmd_history(self, opts: dict[str, str], args: list[str]) -> None:
         for i in range(max(0, self.command_count - HISTORY_SHOWN), self.command_count + 1):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import ssl
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -39,6 +40,7 @@ from typing import Any
 import trio
 
 from zabby.errors import (
+    AuthFailedError,
     BadArgumentsError,
     ConnectionClosedError,
     ConnectionDropped,
@@ -56,7 +58,7 @@ from zabby.opcodes import AddWatchMode, CreateMode, OpCode, WatcherType, TTL_MAX
 from zabby.wire.framing import FrameDecoder
 
 from . import protocol as p
-from .connection import Connection, complete, handshake, host_order, parse_hosts, rebalance, wait_for
+from .connection import Connection, complete, describe_failure, handshake, host_order, open_stream, parse_hosts, rebalance, wait_for
 from .exceptions import KazooTimeoutError
 from .security import OPEN_ACL_UNSAFE, acl_to_wire
 from .states import EventType, KazooState, KeeperState, WatchedEvent, ZnodeStat
@@ -186,8 +188,14 @@ class Client:
         reconnect_after_expiry: bool = False,
         max_in_flight: int = MAX_IN_FLIGHT_DEFAULT,
         follow_config: bool = False,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        """``ssl_context``: connect over TLS (the servers' secure client port).  Build it with
+        ``zabby.tls.client_context``, which takes kazoo's ``ca``, ``certfile``, ``keyfile``,
+        ``keyfile_password``, ``verify_certs`` and ``check_hostname`` (``SyncClient`` takes
+        them as kazoo's ``KazooClient`` does, with ``use_ssl=True``)."""
         self.hosts, self.chroot = parse_hosts(hosts)
+        self._ssl_context = ssl_context
         self.randomize_hosts = randomize_hosts
         self._timeout_s = float(timeout)
         self._session_id, self._password = client_id if client_id else (0, b"")
@@ -214,6 +222,7 @@ class Client:
         self._room = trio.lowlevel.ParkingLot()
         self._current_host: tuple[str, int] | None = None
         self._next_host: tuple[str, int] | None = None  # try it first (a read-write server, or a rebalance)
+        self._last_failure = ""  # why the last connection attempt failed, for a timed-out start
         self._seen_read_write = False  # ZooKeeper's seenRwServerBefore: until then a session is local
         self._forked = False
         self._pid = os.getpid()
@@ -271,7 +280,7 @@ class Client:
         await self.stop()
         if fatal is not None:
             raise fatal
-        raise KazooTimeoutError("Connection time-out")
+        raise KazooTimeoutError(f"Connection time-out: {self._last_failure}" if self._last_failure else "Connection time-out")
 
     async def stop(self) -> None:
         """Close the session (ephemeral nodes go at once) and stop connecting."""
@@ -336,6 +345,8 @@ class Client:
         while True:
             for host in self._hosts_to_try():
                 result = await self._attempt(host)
+                if result == "refused":
+                    return
                 if result == "expired":
                     self._expire()
                     if not self.reconnect_after_expiry:
@@ -352,7 +363,7 @@ class Client:
         return [found] + [h for h in order if h != found] if found is not None else order
 
     async def _attempt(self, host: tuple[str, int]) -> str:
-        """One connection: handshake, run until it ends. Returns failed/expired/connected."""
+        """One connection: handshake, run until it ends. Returns failed/expired/refused/connected."""
         if self.read_only and not self._seen_read_write:
             self._session_id, self._password = 0, b""  # a session of a read-only server is its own
         decoder = FrameDecoder()
@@ -360,10 +371,11 @@ class Client:
         stream = None
         try:
             with trio.fail_after(connect_timeout_s):
-                stream = await trio.open_tcp_stream(*host)
+                stream = await open_stream(host, self._ssl_context)
                 reply = await handshake(stream, decoder, self._proto.last_zxid, int(self._timeout_s * 1000), self._session_id, self._password, self.read_only)
         except (OSError, trio.TooSlowError, trio.BrokenResourceError, ConnectionDropped, RemoteProtocolError) as exc:
             log.debug("connect to %s:%s failed: %r", host[0], host[1], exc)
+            self._last_failure = f"{host[0]}:{host[1]}: {describe_failure(exc)}"
             if stream is not None:
                 await trio.aclose_forcefully(stream)
             return "failed"
@@ -371,12 +383,15 @@ class Client:
             await trio.aclose_forcefully(stream)
             if reply.err in (Err.SESSIONEXPIRED, 0):
                 return "expired"
+            if reply.err == Err.AUTHFAILED:  # e.g. plaintext on a secure port: no retry can help
+                self._shutdown(AuthFailedError(f"{host[0]}:{host[1]}: {reply.message}"), KeeperState.AUTH_FAILED)
+                return "refused"
             log.info("server %s:%s refused the session: %s (%s)", host[0], host[1], reply.message, reply.err)
             return "failed"
         await self._run(host, stream, decoder, reply.timeout_ms, reply.session_id, reply.password, reply.read_only)
         return "expired" if self._fatal is not None and isinstance(self._fatal, SessionExpiredError) else "connected"
 
-    async def _run(self, host: tuple[str, int], stream: trio.SocketStream, decoder: FrameDecoder, timeout_ms: int, session_id: int, password: bytes, read_only: bool) -> None:
+    async def _run(self, host: tuple[str, int], stream: trio.abc.Stream, decoder: FrameDecoder, timeout_ms: int, session_id: int, password: bytes, read_only: bool) -> None:
         self._session_id, self._password = session_id, password
         self._negotiated_timeout_ms = timeout_ms
         self._current_host = host

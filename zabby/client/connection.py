@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import random
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +63,32 @@ def parse_hosts(hosts: str | list[str] | tuple[str, ...]) -> tuple[list[tuple[st
     return out, chroot
 
 
+async def open_stream(host: tuple[str, int], context: ssl.SSLContext | None) -> trio.abc.Stream:
+    """A TCP connection to ``host``, over TLS when ``context`` is given (its handshake done).
+
+    Raises:
+        OSError: the host cannot be reached.
+        ConnectionDropped: the TLS handshake failed; the message says why (OpenSSL's reason).
+    """
+    stream = await trio.open_tcp_stream(*host)
+    if context is None:
+        return stream
+    secure = trio.SSLStream(stream, context, server_hostname=host[0])
+    try:
+        await secure.do_handshake()
+    except trio.BrokenResourceError as exc:
+        await trio.aclose_forcefully(stream)
+        raise ConnectionDropped(f"TLS handshake with {host[0]}:{host[1]} failed: {describe_failure(exc)} (is it a secure client port?)") from None
+    return secure
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A failed connection attempt in words; a broken TLS stream tells what OpenSSL said (the
+    server refusing our certificate, say)."""
+    cause = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) else None
+    return str(cause or exc) or type(exc).__name__
+
+
 def host_order(hosts: list[tuple[str, int]], randomize: bool) -> list[tuple[str, int]]:
     order = list(hosts)
     if randomize:
@@ -101,7 +128,7 @@ class Handshake:
 
 
 async def handshake(
-    stream: trio.SocketStream, decoder: FrameDecoder, last_zxid: int, timeout_ms: int, session_id: int, password: bytes, read_only: bool
+    stream: trio.abc.Stream, decoder: FrameDecoder, last_zxid: int, timeout_ms: int, session_id: int, password: bytes, read_only: bool
 ) -> Handshake:
     await stream.send_all(pack_frame(connect_request(last_zxid, timeout_ms, session_id, password, read_only)))
     for _ in range(10_000):  # bounded: a handshake reply is one small frame
@@ -143,7 +170,7 @@ class Connection:
 
     def __init__(
         self,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
         decoder: FrameDecoder,
         proto: ClientProtocol,
         timeout_ms: int,

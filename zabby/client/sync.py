@@ -42,6 +42,7 @@ from typing import Any
 
 import trio
 
+from zabby import tls
 from zabby.errors import ConfigurationError, ConnectionClosedError, ForkedClientError, KazooException
 from zabby.opcodes import AddWatchMode, WatcherType
 
@@ -186,8 +187,8 @@ class SyncClient:
         follow_config: bool = False,
         **kwargs: Any,
     ) -> None:
-        if use_ssl or sasl_options or keyfile or certfile or ca:
-            raise ConfigurationError("zabby does not support TLS or SASL yet")
+        if sasl_options:
+            raise ConfigurationError("zabby does not support SASL")
         if kwargs:
             raise ConfigurationError(f"unknown arguments: {sorted(kwargs)}")
         self.handler = handler
@@ -207,7 +208,9 @@ class SyncClient:
             randomize_hosts=randomize_hosts,
             reconnect_after_expiry=reconnect_after_expiry,
             follow_config=follow_config,
-        )
+            ssl_context=tls.client_context(ca=ca, certfile=certfile, keyfile=keyfile, keyfile_password=keyfile_password,
+                                           verify_certs=verify_certs, check_hostname=check_hostname) if use_ssl else None,
+        )  # fmt: skip
         self._forked = False
         self._pid = os.getpid()
         self._closed = False

@@ -38,9 +38,17 @@ class MntrCollector(Collector):
         self.server = server
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        for key, value in fourletter.mntr_data(snapshot(self.server, fourletter.parts("mntr"))).items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+        figures = snapshot(self.server, fourletter.parts("mntr"))
+        quotas = fourletter.quota_metrics(figures)
+        per_namespace = {f"{namespace}_{name}" for name, values in quotas.items() for namespace in values}
+        for key, value in fourletter.mntr_data(figures).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in per_namespace:
                 yield GaugeMetricFamily(f"zk_{key}", f"mntr {key}", value=value)
+        for name, values in quotas.items():  # a namespace is a label: it need not be a metric name
+            family = GaugeMetricFamily(f"zk_{name}", f"mntr {name}", labels=["key"])
+            for namespace, value in values.items():
+                family.add_metric([namespace], value)
+            yield family
 
 
 def render(server: Monitored, target: str) -> tuple[str, str, bytes]:

@@ -12,6 +12,10 @@ burst of requests, the server's peer task after applying a Ready): one system ca
 burst, and no task to wake for it.  Only what the socket does not take at once (or what
 queues while the writer task is sending) goes through the writer task.
 
+On the secure client port the stream is a ``trio.SSLStream`` whose handshake is done
+(``open_secure``); a client that speaks plaintext there is told so in its own protocol where
+it has a way to hear it (``refuse_plaintext``), and the connection closes.
+
 Failures: a broken socket ends the writer quietly; a protocol error closes the connection
 (with the codec's last word, if it has one); anything else the reader raises leaves through
 ``guard.contained`` (the caller), so nothing on one connection reaches the server.
@@ -22,12 +26,14 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import socket
+import ssl
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import trio
 
-from zabby.errors import OversizeError, RemoteProtocolError
+from zabby.errors import Err, OversizeError, RemoteProtocolError
 from zabby.server import fourletter
 from zabby.server.guard import NETWORK_ERRORS
 from zabby.server.session import ClientSession, SessionHost
@@ -35,6 +41,9 @@ from zabby.server.statistics import Monitored, reset, snapshot
 from zabby.wire.codec import ClientCodec, ClientProtocol, MsgpackCodec, detect
 from zabby.wire.framing import FrameDecoder
 from zabby.wire.jute_codec import JuteCodec
+from zabby.wire.messages import connect_refusal
+
+TLS_HANDSHAKE_RECORD = 0x16  # the first byte a TLS client sends (a handshake record)
 
 LOGGER = logging.getLogger("zabby.server.conn")
 
@@ -54,7 +63,7 @@ class ClientPortHost(SessionHost, Monitored, Protocol):
 
 
 class Connection:
-    def __init__(self, server: ClientPortHost, stream: trio.SocketStream, address: tuple[str, int]) -> None:
+    def __init__(self, server: ClientPortHost, stream: trio.abc.Stream, address: tuple[str, int]) -> None:
         self.server = server
         self.stream = stream
         self.address = address
@@ -67,6 +76,7 @@ class Connection:
         self._closing = False
         self._queued = False  # asked the server to flush us
         self._sending = False  # the writer task is in a send_all
+        self._direct = isinstance(stream, trio.SocketStream)  # flush may write to the socket (TLS: the writer encrypts)
 
     # ----------------------------------------------------------------- lifecycle
     async def run(self) -> None:
@@ -86,14 +96,20 @@ class Connection:
     async def _linger_close(self) -> None:
         """Close gracefully: FIN first, then drain what the client still sends (bounded), so
         unread input does not turn the close into a reset that destroys our last replies."""
+        stream = self.stream
         with trio.move_on_after(LINGER_S):
             try:
-                await self.stream.send_eof()
-                while await self.stream.receive_some(RECEIVE_BYTES_MAX):
-                    pass
+                if isinstance(stream, trio.abc.HalfCloseableStream):  # TLS has no half-close
+                    await stream.send_eof()
+                    while await stream.receive_some(RECEIVE_BYTES_MAX):
+                        pass
             except NETWORK_ERRORS:
                 pass
-        await self.stream.aclose()
+        with trio.move_on_after(LINGER_S):  # TLS sends close_notify: bounded, as a client may read nothing
+            try:
+                await stream.aclose()  # closes the socket even when cancelled
+            except NETWORK_ERRORS:
+                pass
 
     # ----------------------------------------------------------------- the session's output
     def send(self, message: list[Any]) -> None:
@@ -130,7 +146,7 @@ class Connection:
         self._queued = False
         if not self._out:
             return
-        if self._sending or self._closing:
+        if self._sending or self._closing or not self._direct:
             self._wake.set()
             return
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
@@ -172,7 +188,7 @@ class Connection:
 
     # ----------------------------------------------------------------- reading
     async def _reader(self) -> None:
-        protocol, data = await self._detect()
+        protocol, data = await detect_protocol(self.stream, self.server.config.jute_enabled)
         if protocol is ClientProtocol.FOUR_LETTER:
             self._answer_word(data[:4].decode("latin-1"))
             return
@@ -197,18 +213,6 @@ class Connection:
             await self._read_requests(codec, decoder)
         except RemoteProtocolError as exc:
             self._protocol_error(codec, exc)
-
-    async def _detect(self) -> tuple[ClientProtocol, bytes]:
-        """The protocol and the bytes read to tell it; msgpack when the client stops short."""
-        data = b""
-        jute_enabled = self.server.config.jute_enabled
-        with trio.move_on_after(HANDSHAKE_TIMEOUT_S):
-            while (protocol := detect(data, fourletter.WORDS, jute_enabled)) is None:
-                chunk = await self.stream.receive_some(RECEIVE_BYTES_MAX)
-                if not chunk:
-                    break
-                data += chunk
-        return protocol or ClientProtocol.MSGPACK, data
 
     def _answer_word(self, word: str) -> None:
         server = self.server
@@ -247,3 +251,64 @@ class Connection:
         if frame:
             self._queue(frame)
         self.close_after_flush()
+
+
+async def detect_protocol(stream: trio.abc.ReceiveStream, jute_enabled: bool) -> tuple[ClientProtocol, bytes]:
+    """The protocol and the bytes read to tell it; msgpack when the client stops short."""
+    data = b""
+    with trio.move_on_after(HANDSHAKE_TIMEOUT_S):
+        while (protocol := detect(data, fourletter.WORDS, jute_enabled)) is None:
+            chunk = await stream.receive_some(RECEIVE_BYTES_MAX)
+            if not chunk:
+                break
+            data += bytes(chunk)  # a few bytes, once per connection
+    return protocol or ClientProtocol.MSGPACK, data
+
+
+async def open_secure(stream: trio.SocketStream, context: ssl.SSLContext, address: tuple[str, int]) -> trio.SSLStream[trio.SocketStream] | None:
+    """The TLS stream of a connection to the secure port, its handshake done.
+
+    Returns None if the client's first byte is no TLS handshake record (it speaks plaintext:
+    the caller answers it with ``refuse_plaintext``).
+
+    Raises:
+        trio.BrokenResourceError: the handshake failed (logged here with OpenSSL's reason).
+        trio.TooSlowError: no handshake within the handshake timeout.
+    """
+    with trio.fail_after(HANDSHAKE_TIMEOUT_S):
+        first = await stream.socket.recv(1, socket.MSG_PEEK)
+        if first and first[0] != TLS_HANDSHAKE_RECORD:
+            return None
+        secure = trio.SSLStream(stream, context, server_side=True)
+        try:
+            await secure.do_handshake()
+        except trio.BrokenResourceError as exc:
+            LOGGER.warning("TLS handshake with %s:%d failed: %s", *address, exc.__cause__ or exc)
+            raise
+    return secure
+
+
+async def refuse_plaintext(stream: trio.SocketStream, address: tuple[str, int], host: ClientPortHost) -> None:
+    """A client spoke plaintext on the secure port: say so, in its protocol if that has a way
+    to carry the reason, then close.  A jute ConnectResponse has none, so a ZooKeeper client
+    only sees the close (as with ZooKeeper); the server's log says why."""
+    config = host.config
+    message = f"port {config.secure_client_port} is a secure client port (secureClientPort): connect with TLS"
+    if config.client_port is not None:
+        message += f", or in plaintext to clientPort {config.client_port}"
+    protocol, _ = await detect_protocol(stream, config.jute_enabled)
+    LOGGER.warning("closing %s:%d: a %s client spoke plaintext on the secure client port", *address, protocol.value)
+    host.stats.connection_drop_count += 1
+    answer = b""
+    if protocol is ClientProtocol.FOUR_LETTER:
+        answer = (message + "\n").encode()
+    elif protocol is ClientProtocol.MSGPACK:
+        answer = MsgpackCodec.encode(connect_refusal(int(Err.AUTHFAILED), host.last_zxid, message))
+    async with stream:
+        with trio.move_on_after(LINGER_S):
+            try:
+                if answer:
+                    await stream.send_all(answer)
+                await stream.send_eof()
+            except NETWORK_ERRORS:
+                pass

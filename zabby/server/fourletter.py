@@ -90,6 +90,18 @@ def mntr_data(s: ServerStatistics) -> dict[str, Any]:
         "cnt_snapshottime": stats.snapshot.count,
         **dict(s.learner_counts),
         **_proposal_sizes(s),
+        **{f"{namespace}_{name}": value for name, values in quota_metrics(s).items() for namespace, value in values.items()},
+    }
+
+
+def quota_metrics(s: ServerStatistics) -> dict[str, dict[str, int]]:
+    """ZooKeeper's per-namespace quota gauges: metric name → {namespace: value}.  mntr writes
+    them as ``zk_<namespace>_<name>``, /metrics as ``zk_<name>{key="<namespace>"}``."""
+    return {
+        "quota_count_limit_per_namespace": {q.namespace: q.count_limit for q in s.quotas},
+        "quota_bytes_limit_per_namespace": {q.namespace: q.bytes_limit for q in s.quotas},
+        "quota_count_usage_per_namespace": {q.namespace: q.count_usage for q in s.quotas},
+        "quota_bytes_usage_per_namespace": {q.namespace: q.bytes_usage for q in s.quotas},
     }
 
 
@@ -146,8 +158,8 @@ def conf_data(s: ServerStatistics) -> dict[str, Any]:
     c = s.config
     data_dir_bytes, log_dir_bytes = _part(s.disk_bytes, Part.DISK)
     return {
-        "clientPort": c.client_port,
-        "secureClientPort": -1,
+        "clientPort": c.client_port if c.client_port is not None else -1,
+        "secureClientPort": c.secure_client_port if c.secure_client_port is not None else -1,
         "dataDir": str(c.data_dir / "version-2"),
         "dataDirSize": data_dir_bytes,
         "dataLogDir": str(c.data_log_dir / "version-2"),

@@ -6,21 +6,27 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import ssl
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 
 import trio
 
 from zabby import config as zoo_config
+from zabby import tls
 from zabby.server.admin import serve_admin
-from zabby.server.client_conn import Connection
+from zabby.server.client_conn import Connection, open_secure, refuse_plaintext
 from zabby.server.guard import contained
 from zabby.server.node import ZabbyServer
+from zabby.server.ratelog import RateLimitedLog
 from zabby.storage.datadir import DataDir
 
 LOGGER = logging.getLogger("zabby.server")
 CONN_LOGGER = logging.getLogger("zabby.server.conn")
+QUOTA_LOGGER = logging.getLogger("zabby.server.quota")
+QUOTA_WARNING_INTERVAL_S = 1.0
 
 
 def open_server(config: zoo_config.ServerConfig) -> ZabbyServer:
@@ -30,15 +36,35 @@ def open_server(config: zoo_config.ServerConfig) -> ZabbyServer:
                       log_reserve_bytes=config.log_reserve_bytes)  # fmt: skip
     tree, log = datadir.recover()
     server = ZabbyServer(config, datadir, tree, log)
+    _set_quota_policy(server)
     server.stats.startup_load_ms = (time.perf_counter() - started) * 1000
     LOGGER.info("recovered %d znodes, %d sessions, last zxid 0x%x in %.0f ms",
                 tree.node_count(), len(tree.sessions), tree.last_zxid, server.stats.startup_load_ms)  # fmt: skip
     return server
 
 
-async def serve_clients(server: ZabbyServer, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+def _set_quota_policy(server: ZabbyServer) -> None:
+    """zookeeper.enforceQuota, and the log that hears of a quota passed but not refused.
+    (The engine builds its PrepLimits from the config without them; it keeps these across
+    leaderships, as it passes its limits on to each new Preparer.)"""
+    preparer = server.engine.preparer
+    warning = RateLimitedLog(QUOTA_LOGGER, QUOTA_WARNING_INTERVAL_S).warning
+    preparer.limits = replace(preparer.limits, enforce_quota=server.config.enforce_quota, quota_warning=warning)
+
+
+async def serve_clients(
+    server: ZabbyServer, context: ssl.SSLContext | None = None, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Serve the client port, or with ``context`` the secure client port; ``task_status``
+    reports the bound port."""
     config = server.config
-    listeners = await trio.open_tcp_listeners(config.client_port, host=config.client_port_address, backlog=1024)
+    if context is None:
+        assert config.client_port is not None
+        port, host = config.client_port, config.client_port_address
+    else:
+        assert config.secure_client_port is not None
+        port, host = config.secure_client_port, config.secure_client_port_address
+    listeners = await trio.open_tcp_listeners(port, host=host, backlog=1024)
     port = listeners[0].socket.getsockname()[1]
     per_ip: Counter[str] = Counter()
 
@@ -51,16 +77,28 @@ async def serve_clients(server: ZabbyServer, *, task_status: trio.TaskStatus[int
             await stream.aclose()
             return
         per_ip[address[0]] += 1
-        conn = Connection(server, stream, address)
-        server.connections.add(conn.session)  # until detach, when the connection ends
         try:
-            await contained(f"client connection {address[0]}:{address[1]}", CONN_LOGGER, conn.run)
+            await contained(f"client connection {address[0]}:{address[1]}", CONN_LOGGER, serve_connection, server, stream, address, context)
         finally:
             per_ip[address[0]] -= 1
 
-    LOGGER.info("serving clients on %s:%d", config.client_port_address, port)
+    LOGGER.info("serving clients on %s:%d%s", host, port, " (TLS)" if context else "")
     task_status.started(port)
     await trio.serve_listeners(handle, listeners)
+
+
+async def serve_connection(server: ZabbyServer, stream: trio.SocketStream, address: tuple[str, int], context: ssl.SSLContext | None) -> None:
+    """One client connection, over TLS when ``context`` is given."""
+    client_stream: trio.abc.Stream = stream
+    if context is not None:
+        secure = await open_secure(stream, context, address)
+        if secure is None:
+            await refuse_plaintext(stream, address, server)
+            return
+        client_stream = secure
+    conn = Connection(server, client_stream, address)
+    server.connections.add(conn.session)  # until detach, when the connection ends
+    await conn.run()
 
 
 async def serve(server: ZabbyServer, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
@@ -72,8 +110,12 @@ async def serve(server: ZabbyServer, *, task_status: trio.TaskStatus[int] = trio
         nursery.start_soon(server.run_ticker)
         if server.config.admin_enabled:
             await nursery.start(serve_admin, server)
-        port = await nursery.start(serve_clients, server)
-        task_status.started(port)
+        ports = []
+        if server.config.client_tls is not None:
+            ports.append(await nursery.start(serve_clients, server, tls.server_context(server.config.client_tls)))
+        if server.config.client_port is not None:
+            ports.append(await nursery.start(serve_clients, server))
+        task_status.started(ports[-1])  # the plaintext port when there is one
 
 
 async def _run(config: zoo_config.ServerConfig) -> None:
@@ -92,6 +134,16 @@ async def _run(config: zoo_config.ServerConfig) -> None:
     server.log.close()
 
 
+def check_tls(config: zoo_config.ServerConfig) -> None:
+    """Load every key, certificate and CA file now, so a bad one stops the start with its
+    name rather than failing each connection.  Raises: tls.TlsSetupError."""
+    if config.client_tls is not None:
+        tls.server_context(config.client_tls)
+    if config.quorum_tls is not None:
+        tls.server_context(config.quorum_tls, "ssl.quorum.")
+        tls.peer_client_context(config.quorum_tls)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="zabby-server", description="Run a zabby server from a zoo.cfg file.")
     parser.add_argument("config", help="path to a zoo.cfg file")
@@ -103,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = zoo_config.load(args.config)
-    except zoo_config.ConfigError as exc:
+        check_tls(config)
+    except (zoo_config.ConfigError, tls.TlsSetupError) as exc:
         print(f"zabby-server: {exc}", file=sys.stderr)
         return 2
     trio.run(_run, config)

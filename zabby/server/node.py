@@ -110,7 +110,8 @@ class ZabbyServer:
         self.engine.space_low = log.space_low
         self.transport: Transport | None = None
         if config.peers:
-            self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down)
+            self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
+                                       config.quorum_tls)  # fmt: skip
         self._wake = trio.Event()
         self._unthrottled = trio.Event()
         self._unthrottled.set()

@@ -37,7 +37,7 @@ from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn
 from zabby.tree.watches import WatchManager
 from zabby.wire.codec import ConnectRequest
-from zabby.wire.messages import PROTOCOL_NAME, PROTOCOL_VERSION, XID_NOTIFICATION
+from zabby.wire.messages import PROTOCOL_NAME, PROTOCOL_VERSION, XID_NOTIFICATION, connect_refusal
 
 LOGGER = logging.getLogger("zabby.server.conn")
 
@@ -209,7 +209,7 @@ class ClientSession:
 
     def _refuse(self, code: Err, message: str) -> bool:
         LOGGER.info("refusing %s:%d: %s", *self.address, message)
-        self._send([PROTOCOL_NAME, PROTOCOL_VERSION, int(code), 0, 0, b"", self.host.last_zxid, False, message])
+        self._send(connect_refusal(int(code), self.host.last_zxid, message))
         self.output.close_after_flush()
         return False
 

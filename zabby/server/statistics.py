@@ -23,6 +23,7 @@ from zabby.config import ServerConfig
 from zabby.membership import Membership
 from zabby.engine import ClientSink
 from zabby.server.stats import Counters, LatencyFigures, ServerStats
+from zabby.tree.quota import QuotaFigures, figures
 
 if TYPE_CHECKING:
     from zabby.storage.datadir import DataDir
@@ -99,6 +100,7 @@ class ServerStatistics:
     disk_bytes: tuple[int, int] | None = None  # (data dir, log dir)
     file_descriptors: tuple[int, int] | None = None  # (open, allowed); open is -1 without /proc
     digests: tuple[tuple[int, int], ...] | None = None  # (zxid, digest), newest first
+    quotas: tuple[QuotaFigures, ...] = ()  # per namespace: O(quota roots), taken always
 
 
 class MonitoredConnection(Protocol):
@@ -166,6 +168,7 @@ def snapshot(server: Monitored, parts: Part = Part.NONE) -> ServerStatistics:
         disk_bytes=(server.datadir.data_dir_bytes(), server.datadir.log_dir_bytes()) if Part.DISK in parts else None,
         file_descriptors=_file_descriptors() if Part.PROCESS in parts else None,
         digests=tuple(reversed(tree.digest_log)) if Part.DIGESTS in parts else None,
+        quotas=figures(tree),
     )
 
 

@@ -8,6 +8,12 @@ the quorum port, and a broken quorum stream in either direction is reported to t
 ``link_down(sid)``, after which the core resynchronises.  ``drop(sid)`` closes both
 directions so the other side notices too.  Send queues are bounded in bytes.
 
+With ``sslQuorum=true`` both kinds of link are TLS with certificates on both ends (the
+``ssl.quorum.*`` keys): a server dials with its certificate and checks the peer's against
+the trust store, and a listener asks for the dialer's; a link whose handshake fails is
+logged (at most once per ``TLS_WARNING_INTERVAL_S``) and retried like one that cannot
+connect.
+
 A queue may also hold a ``ForkedStream``: the frames a forked child writes into a pipe (a
 snapshot of the tree as it was at the fork).  The sender relays them in their place in the
 queue, so what the core sent after the SNAP follows the snapshot on the wire while the
@@ -21,17 +27,19 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 
 import msgpack
 import trio
 
-from zabby.config import PeerAddress
+from zabby import tls
+from zabby.config import PeerAddress, TlsConfig
 from zabby.core.messages import Message, Notification, decode, encode
 from zabby.errors import RemoteProtocolError
 from zabby.server.guard import contained
+from zabby.server.ratelog import RateLimitedLog
 from zabby.wire.framing import FrameDecoder, encode_frame
 
 LOGGER = logging.getLogger("zabby.server.transport")
@@ -39,6 +47,7 @@ LOGGER = logging.getLogger("zabby.server.transport")
 QUEUE_BYTES_MAX = 256 * 2**20
 PEER_FRAME_BYTES_MAX = 64 * 2**20
 CONNECT_TIMEOUT_S = 2.0
+TLS_WARNING_INTERVAL_S = 10.0
 ELECTION, QUORUM = "election", "quorum"
 
 Deliver = Callable[[int, Message], None]
@@ -90,22 +99,27 @@ class _Outgoing:
 
 
 class Transport:
-    def __init__(self, sid: int, peers: dict[int, PeerAddress], deliver: Deliver, link_down: LinkDown) -> None:
+    def __init__(self, sid: int, peers: dict[int, PeerAddress], deliver: Deliver, link_down: LinkDown, quorum_tls: TlsConfig | None = None) -> None:
         self.sid = sid
         self.peers = peers
         self.deliver = deliver
         self.link_down = link_down
         self._outgoing: dict[tuple[int, str], _Outgoing] = {}
-        self._incoming: dict[tuple[int, str], trio.SocketStream] = {}
+        self._incoming: dict[tuple[int, str], trio.abc.Stream] = {}
         self._nursery: trio.Nursery | None = None
         self.bytes_sent = 0
+        self._accept_context = tls.server_context(quorum_tls, "ssl.quorum.") if quorum_tls else None
+        self._dial_context = tls.peer_client_context(quorum_tls) if quorum_tls else None
+        self._tls_warning = RateLimitedLog(LOGGER, TLS_WARNING_INTERVAL_S).warning
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         me = self.peers[self.sid]
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             for kind, port in ((QUORUM, me.quorum_port), (ELECTION, me.election_port)):
-                listeners = await trio.open_tcp_listeners(port, host=me.host)
+                listeners: list[trio.abc.Listener[trio.abc.Stream]] = list(await trio.open_tcp_listeners(port, host=me.host))
+                if self._accept_context is not None:
+                    listeners = [trio.SSLListener(listener, self._accept_context) for listener in listeners]
                 handler = self._incoming_handler(kind)
                 nursery.start_soon(trio.serve_listeners, partial(contained, f"a link from a peer ({kind})", LOGGER, handler), listeners)
             task_status.started()
@@ -175,9 +189,9 @@ class Transport:
             generation = out.generation
             try:
                 with trio.fail_after(CONNECT_TIMEOUT_S):
-                    stream = await trio.open_tcp_stream(peer.host, port)
+                    stream = await self._dial(peer.host, port)
                 backoff_s = 0.05
-            except (OSError, trio.TooSlowError) as exc:
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
                 LOGGER.debug("cannot reach server %d (%s): %s", out.sid, out.kind, exc)
                 self._discard(out)
                 await trio.sleep(backoff_s)
@@ -185,12 +199,27 @@ class Transport:
                 continue
             await contained(f"the link to server {out.sid} ({out.kind})", LOGGER, self._pump, out, stream, generation)
 
+    async def _dial(self, host: str, port: int) -> trio.abc.Stream:
+        """A link to a peer, over TLS with ``sslQuorum``.  Raises: OSError, or
+        trio.BrokenResourceError when the TLS handshake fails (logged with its reason)."""
+        stream = await trio.open_tcp_stream(host, port)
+        if self._dial_context is None:
+            return stream
+        secure = trio.SSLStream(stream, self._dial_context, server_hostname=host)
+        try:
+            await secure.do_handshake()
+        except trio.BrokenResourceError as exc:
+            self._tls_warning(f"TLS handshake with the server at {host}:{port} failed: {exc.__cause__ or exc}")
+            await trio.aclose_forcefully(stream)
+            raise
+        return secure
+
     def _discard(self, out: _Outgoing) -> None:
         _clear(out)
         if out.kind == QUORUM:
             self.link_down(out.sid)
 
-    async def _pump(self, out: _Outgoing, stream: trio.SocketStream, generation: int) -> None:
+    async def _pump(self, out: _Outgoing, stream: trio.abc.Stream, generation: int) -> None:
         broke: str | None = None  # stays None when the watcher cancels the send
         try:
             async with stream, trio.open_nursery() as nursery:
@@ -204,7 +233,7 @@ class Transport:
                 LOGGER.info("link to server %d (%s) %s", out.sid, out.kind, broke or "closed by the peer")
                 self._discard(out)
 
-    async def _send_frames(self, out: _Outgoing, stream: trio.SocketStream, generation: int) -> str | None:
+    async def _send_frames(self, out: _Outgoing, stream: trio.abc.Stream, generation: int) -> str | None:
         """Send queued frames until the link is dropped; the reason if it broke instead."""
         try:
             me = self.peers[self.sid]
@@ -235,7 +264,7 @@ class Transport:
             return f"broke: {exc}"
         return None
 
-    async def _relay(self, forked: ForkedStream, stream: trio.SocketStream) -> str | None:
+    async def _relay(self, forked: ForkedStream, stream: trio.abc.Stream) -> str | None:
         """Copy the child's frames to ``stream`` until it exits; a reason if it failed (the
         peer then got a partial stream, so the link must go)."""
         started, sent = time.perf_counter(), 0
@@ -258,7 +287,7 @@ class Transport:
         return None
 
     @staticmethod
-    async def _watch_close(stream: trio.SocketStream, scope: trio.CancelScope) -> None:
+    async def _watch_close(stream: trio.abc.Stream, scope: trio.CancelScope) -> None:
         try:
             while await stream.receive_some(4096):
                 pass
@@ -267,12 +296,14 @@ class Transport:
         scope.cancel()
 
     # ----------------------------------------------------------------- receiving
-    def _incoming_handler(self, kind: str) -> Callable[[trio.SocketStream], object]:
-        async def handle(stream: trio.SocketStream) -> None:
+    def _incoming_handler(self, kind: str) -> Callable[[trio.abc.Stream], Awaitable[None]]:
+        async def handle(stream: trio.abc.Stream) -> None:
             decoder = FrameDecoder(PEER_FRAME_BYTES_MAX)
             sid = None
             try:
                 async with stream:
+                    if isinstance(stream, trio.SSLStream) and not await self._accept_handshake(stream, kind):
+                        return
                     sid = await self._hello(stream, decoder)
                     if sid is None:
                         return
@@ -293,7 +324,19 @@ class Transport:
 
         return handle
 
-    async def _hello(self, stream: trio.SocketStream, decoder: FrameDecoder) -> int | None:
+    async def _accept_handshake(self, stream: trio.SSLStream[trio.SocketStream], kind: str) -> bool:
+        """The TLS handshake of an incoming link; False (logged) if it failed or took too long."""
+        with trio.move_on_after(CONNECT_TIMEOUT_S):
+            try:
+                await stream.do_handshake()
+                return True
+            except trio.BrokenResourceError as exc:
+                address = stream.transport_stream.socket.getpeername()[:2]
+                self._tls_warning(f"TLS handshake of a {kind} link from {address[0]}:{address[1]} failed: {exc.__cause__ or exc}")
+                return False
+        return False
+
+    async def _hello(self, stream: trio.abc.Stream, decoder: FrameDecoder) -> int | None:
         frames: list[bytes] = []
         with trio.move_on_after(CONNECT_TIMEOUT_S):
             while not frames:
@@ -316,7 +359,7 @@ class Transport:
             self.deliver(sid, decode(frame))
         return sid
 
-    async def _receive_loop(self, sid: int, stream: trio.SocketStream, decoder: FrameDecoder) -> None:
+    async def _receive_loop(self, sid: int, stream: trio.abc.Stream, decoder: FrameDecoder) -> None:
         while True:
             data = await stream.receive_some(1 << 20)
             if not data:

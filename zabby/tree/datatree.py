@@ -35,6 +35,7 @@ from sortedcontainers import SortedList
 from zabby.errors import InvariantError
 from zabby.opcodes import CONTAINER_OWNER, EventType, OpCode, is_session_owner, owner_ttl_ms
 from zabby.tree import acl as acls
+from zabby.tree import quota
 from zabby.tree.paths import int32, parent_of
 from zabby.tree.txns import Txn
 
@@ -193,6 +194,7 @@ class DataTree:
         self.data_size = 0
         self.digest = 0
         self.digest_log: deque[tuple[int, int]] = deque(maxlen=DIGEST_LOG_LENGTH)
+        self.quota_roots: set[str] = set()  # paths with a quota (zabby.tree.quota)
         self._add_system_nodes()
 
     def _add_system_nodes(self) -> None:
@@ -304,6 +306,8 @@ class DataTree:
         self.digest += _meta_digest(parent_path, parent) + _meta_digest(path, node) + _data_digest(path, data)
         self.data_size += len(data) + len(path)
         self._index_add(path, owner)
+        if self.quota_roots or path.startswith(quota.QUOTA_PREFIX):
+            quota.node_created(self, path, len(data))
         events.append((EventType.NODE_CREATED, path, node.acl))
         events.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.acl))
         return path, node.stat()
@@ -321,6 +325,8 @@ class DataTree:
         self.digest += _meta_digest(parent_path, parent)
         self.data_size -= len(node.data) + len(path)
         self._index_remove(path, node.ephemeral_owner)
+        if self.quota_roots:
+            quota.node_deleted(self, path, len(node.data))
         events.append((EventType.NODE_DELETED, path, node.acl))
         events.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.acl))
 
@@ -331,6 +337,8 @@ class DataTree:
             raise InvariantError(f"setData {path}: no node")
         self.data_size += len(data) - len(node.data)
         self.digest -= _meta_digest(path, node) + _data_digest(path, node.data)
+        if self.quota_roots:
+            quota.data_changed(self, path, len(data) - len(node.data))
         node.data = data
         node.version = version
         node.mzxid = txn.zxid
@@ -349,6 +357,14 @@ class DataTree:
         node.aversion = aversion
         self.digest += _meta_digest(path, node)
         return node.stat()
+
+    def set_quota_usage(self, path: str, data: bytes) -> None:
+        """A quota stats node's new usage: its data changes, its Stat does not (ZooKeeper's
+        ``updateQuotaStat``); the digest and data size follow the data."""
+        node = self.nodes[path]
+        self.digest += _data_digest(path, data) - _data_digest(path, node.data)
+        self.data_size += len(data) - len(node.data)
+        node.data = data
 
     def _multi(self, txn: Txn, ops: tuple[Any, ...], events: list[Event]) -> list[tuple[int, int, Any]]:
         """Apply every sub-txn; a failed multi is a list of ERROR entries and changes nothing."""
@@ -476,6 +492,7 @@ class TreeBuilder:
         if self._nodes_left != 0 or self._sessions_left > 0 or "/" not in self.tree.nodes:
             raise InvariantError("snapshot stream ended early")
         tree = self.tree
+        quota.rebuild(tree)
         tree.digest &= DIGEST_MASK
         tree.digest_log.append((tree.last_zxid, tree.digest))
         return tree

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from zabby.errors import Err, ZabbyError
@@ -29,6 +29,7 @@ from zabby.opcodes import (
     ttl_owner,
 )
 from zabby.tree import acl as acls
+from zabby.tree import quota
 from zabby.tree.datatree import ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA, DataTree, Znode
 from zabby.tree.paths import parent_of, sequential_name, validate_path
 
@@ -47,6 +48,7 @@ class Pending:
     owner: int = 0
     num_children: int = 0
     zxid: int = 0
+    data_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,16 +60,22 @@ class Caller:
     superuser: bool = False
 
 
+def _ignore(message: str) -> None:
+    pass
+
+
 @dataclass(frozen=True, slots=True)
 class PrepLimits:
     data_bytes_max: int = 1024 * 1024
     ttl_enabled: bool = True
+    enforce_quota: bool = False  # zookeeper.enforceQuota: a hard quota refuses a write
+    quota_warning: Callable[[str], None] = field(default=_ignore, compare=False)  # a quota passed, not refused
 
 
 def _from_node(node: Znode) -> Pending:
     return Pending(
         True, node.acl, node.version, node.cversion, node.aversion,
-        node.ephemeral_owner, len(node.children), 0,
+        node.ephemeral_owner, len(node.children), 0, len(node.data),
     )  # fmt: skip
 
 
@@ -78,6 +86,7 @@ class Preparer:
         self.pending: dict[str, Pending] = {}
         self._order: deque[tuple[int, str]] = deque()
         self._overlay: dict[str, Pending] | None = None
+        self.quota_ledger = quota.QuotaLedger()
         self._dispatch: dict[int, Callable[..., tuple[int, tuple[Any, ...]]]] = {
             OpCode.CREATE: self._create,
             OpCode.CREATE2: self._create,
@@ -116,10 +125,12 @@ class Preparer:
             record = pending.get(path)
             if record is not None and record.zxid <= zxid:
                 del pending[path]
+        self.quota_ledger.applied(zxid)
 
     def reset(self) -> None:
         self.pending.clear()
         self._order.clear()
+        self.quota_ledger.reset()
 
     # ----------------------------------------------------------------- entry points
     def prepare(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
@@ -174,9 +185,11 @@ class Preparer:
         if is_session_owner(parent.owner):
             raise ZabbyError(Err.NOCHILDRENFOREPHEMERALS, parent_path)
         owner = self._owner_for(mode, caller.session_id, ttl_ms)
+        if self.tree.quota_roots:  # tested here: the plaintext write path pays one attribute look-up
+            self._check_quota(path, 1, len(data), zxid)
         new_cversion = parent.cversion + 1
         self._record(parent_path, replace(parent, cversion=new_cversion, num_children=parent.num_children + 1, zxid=zxid))
-        self._record(path, Pending(True, fixed_acl, 0, 0, 0, owner, 0, zxid))
+        self._record(path, Pending(True, fixed_acl, 0, 0, 0, owner, 0, zxid, len(data)))
         return OpCode.CREATE, (path, data, fixed_acl, owner, new_cversion)
 
     def _create_mode(self, op: int, flags: Any, ttl_ms: Any) -> CreateMode:
@@ -246,8 +259,10 @@ class Preparer:
         node = self._existing(path)
         self._check_acl(node, acls.WRITE, caller)
         _check_version(version, node.version, path)
+        if self.tree.quota_roots:
+            self._check_quota(path, 0, len(data) - node.data_bytes, zxid)
         new_version = node.version + 1
-        self._record(path, replace(node, version=new_version, zxid=zxid))
+        self._record(path, replace(node, version=new_version, zxid=zxid, data_bytes=len(data)))
         return OpCode.SET_DATA, (path, data, new_version)
 
     def _set_acl(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
@@ -269,6 +284,26 @@ class Preparer:
         _check_version(version, node.version, path)
         return OpCode.CHECK, (path, version)
 
+    def _check_quota(self, path: str, count_delta: int, bytes_delta: int, zxid: int) -> None:
+        """ZooKeeper's ``checkQuota``, counting the writes still in flight too: past a hard
+        limit with ``enforce_quota`` the write is refused, past any other it is let through
+        with a warning.  A write that passes is added to the ledger.
+
+        Raises:
+            ZabbyError: QUOTAEXCEEDED, naming the quota's root.
+        """
+        root = quota.governing_root(self.tree.quota_roots, path)
+        if root is None:
+            return
+        in_flight = self.quota_ledger.in_flight(root)
+        used = quota.usage(self.tree, root)
+        current = (used[0] + in_flight[0], used[1] + in_flight[1])
+        for excess in quota.excesses(root, quota.limits(self.tree, root), current, (count_delta, bytes_delta)):
+            if excess.hard and self.limits.enforce_quota:
+                raise ZabbyError(Err.QUOTAEXCEEDED, root)
+            self.limits.quota_warning(excess.message())
+        self.quota_ledger.add(zxid, root, count_delta, bytes_delta)
+
     # ----------------------------------------------------------------- multi
     def _multi(self, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
         """All sub-ops against one overlay; on the first failure the overlay is dropped and the
@@ -277,6 +312,7 @@ class Preparer:
         if not isinstance(ops, (list, tuple)):
             raise ZabbyError(Err.BADARGUMENTS, "multi takes a list of ops")
         self._overlay = {}
+        quota_mark = self.quota_ledger.mark()
         entries: list[tuple[int, tuple[Any, ...]]] = []
         failed_at, failure = -1, Err.OK
         try:
@@ -293,6 +329,7 @@ class Preparer:
             for path, record in overlay.items():
                 self._record(path, record)
             return OpCode.MULTI, (tuple(entries),)
+        self.quota_ledger.rollback(quota_mark)
         codes = [Err.OK] * failed_at + [failure] + [Err.RUNTIMEINCONSISTENCY] * (len(ops) - failed_at - 1)
         return OpCode.MULTI, (tuple((OpCode.ERROR, (int(code),)) for code in codes),)
 

@@ -22,7 +22,7 @@ class FrameDecoder:
         self.frame_bytes_max = frame_bytes_max
         self._buffer = bytearray()
 
-    def receive_data(self, data: bytes) -> list[bytes]:
+    def receive_data(self, data: bytes | bytearray) -> list[bytes]:
         buffer = self._buffer
         buffer += data
         frames: list[bytes] = []

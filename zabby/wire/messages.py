@@ -47,6 +47,11 @@ def connect_request(last_zxid_seen: int, timeout_ms: int, session_id: int, passw
     return [PROTOCOL_NAME, PROTOCOL_VERSION, last_zxid_seen, timeout_ms, session_id, password, read_only]
 
 
+def connect_refusal(code: int, zxid: int, message: str) -> list[Any]:
+    """The connect response that refuses a session: ``code`` and why, in ``message``."""
+    return [PROTOCOL_NAME, PROTOCOL_VERSION, code, 0, 0, b"", zxid, False, message]
+
+
 def parse_connect_request(value: list[Any]) -> tuple[int, int, int, bytes, bool]:
     """Return (last_zxid_seen, timeout_ms, session_id, password, read_only)."""
     if len(value) != 7 or value[0] != PROTOCOL_NAME:
