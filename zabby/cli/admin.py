@@ -7,6 +7,8 @@
     zabby-admin log dump DIR [--from ZXID] [--json]
     zabby-admin log verify DIR
     zabby-admin log chop DIR --to ZXID [--backup DIR] [--data-dir DIR] [--dry-run]
+    zabby-admin kylin backup DIR --hosts HOSTS --project P
+    zabby-admin kylin restore DIR --hosts HOSTS [--project P] [--replace]
 
 Exit status: 0 success; 1 bad data (a corrupt or mismatching file, a log that fails
 verification, snapshots that differ); 2 bad input (arguments, a missing file or folder, a
@@ -21,11 +23,11 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from zabby.ops import compare as comparer
 from zabby.ops import fetch, logtool, restore, snapfile
-from zabby.ops.errors import AdminError, parse_zxid
+from zabby.ops.errors import AdminError, ServerError, parse_zxid
 from zabby.ops.txnformat import format_text, txn_to_dict
 
 PROG = "zabby-admin"
@@ -83,11 +85,27 @@ def _log_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     chop.add_argument("--dry-run", action="store_true", help="say what would be cut, change nothing")
 
 
+def _kylin_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    kylin = commands.add_parser("kylin", help="back up and restore a Spark job's /kylin/<project> metadata")
+    sub = kylin.add_subparsers(dest="action", required=True, metavar="ACTION")
+    backup = sub.add_parser("backup", help="the project's znodes as JSON files plus a manifest with the zxid")
+    restore_ = sub.add_parser("restore", help="write a backup into an ensemble, under the project's epoch")
+    for parser in (backup, restore_):
+        parser.add_argument("dir", type=Path)
+        parser.add_argument("--hosts", required=True, help="connect string host:port[,host:port...]")
+        parser.add_argument("--root", default=None, help="metadata root (default /kylin; restore: the backup's)")
+    backup.add_argument("--project", required=True)
+    restore_.add_argument("--project", help="restore under another project name (default: the backup's)")
+    restore_.add_argument("--replace", action="store_true", help="overwrite the project's metadata if it has some")
+    restore_.add_argument("--epoch-timeout", type=float, default=30.0, metavar="S", help="wait this long for the project's epoch")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _snapshot_parsers(commands)
     _log_parsers(commands)
+    _kylin_parsers(commands)
     return parser
 
 
@@ -179,6 +197,42 @@ def cmd_log_chop(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _kylin_client(hosts: str) -> Any:
+    from zabby import SyncClient
+
+    client = SyncClient(hosts, timeout=10.0)
+    try:
+        client.start(timeout=15)
+    except Exception as exc:  # the client's own errors: timeout, connection refused
+        client.close()
+        raise ServerError(f"cannot connect to {hosts}: {type(exc).__name__}: {exc}") from None
+    return client
+
+
+def cmd_kylin(args: argparse.Namespace, out: TextIO) -> int:
+    from zabby.spark.backup import BackupError, backup_project, restore_project
+    from zabby.spark.epoch import EpochError
+    from zabby.spark.model import DEFAULT_ROOT, Layout
+
+    client = _kylin_client(args.hosts)
+    try:
+        if args.action == "backup":
+            manifest = backup_project(client, Layout(args.project, args.root or DEFAULT_ROOT), args.dir)
+            print(f"backed up {manifest.znodes} znodes ({manifest.data_bytes} bytes of data) of {args.project} "
+                  f"at zxid 0x{manifest.zxid:x} into {args.dir}", file=out)  # fmt: skip
+        else:
+            layout = Layout(args.project, args.root or DEFAULT_ROOT) if args.project or args.root else None
+            report = restore_project(client, args.dir, layout, replace=args.replace, epoch_timeout_s=args.epoch_timeout)
+            print(f"restored {report.znodes} znodes of the backup at zxid 0x{report.zxid:x} into project {report.project} "
+                  f"in {report.seconds:.2f} s (read back and compared)", file=out)  # fmt: skip
+    except (BackupError, EpochError, ValueError) as exc:
+        raise AdminError(str(exc)) from None
+    finally:
+        client.stop()
+        client.close()
+    return 0
+
+
 COMMANDS: dict[tuple[str, str], Callable[[argparse.Namespace, TextIO], int]] = {
     ("snapshot", "save"): cmd_snapshot_save,
     ("snapshot", "restore"): cmd_snapshot_restore,
@@ -187,6 +241,8 @@ COMMANDS: dict[tuple[str, str], Callable[[argparse.Namespace, TextIO], int]] = {
     ("log", "dump"): cmd_log_dump,
     ("log", "verify"): cmd_log_verify,
     ("log", "chop"): cmd_log_chop,
+    ("kylin", "backup"): cmd_kylin,
+    ("kylin", "restore"): cmd_kylin,
 }
 
 
