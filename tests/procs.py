@@ -95,6 +95,7 @@ class ServerProcess:
         self.config_path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         self.proc: subprocess.Popen[bytes] | None = None
         self.environment: dict[str, str] = {}  # added to the server's environment at launch
+        self.options: list[str] = []  # zabby-server options before the config file (e.g. --log-format json)
 
     @property
     def hosts(self) -> str:
@@ -111,7 +112,7 @@ class ServerProcess:
     def launch(self) -> None:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "zabby.server.main", str(self.config_path)],
+            [sys.executable, "-m", "zabby.server.main", *self.options, str(self.config_path)],
             stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, **self.environment},
         )  # fmt: skip
         log.close()
