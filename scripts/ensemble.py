@@ -15,13 +15,16 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from zabby.local import four_letter, process_alive  # noqa: E402
+
 RUN = ROOT / "run" / "ensemble"
 STATE = RUN / "servers.json"
 
@@ -59,35 +62,12 @@ def save_state(state: dict[str, dict[str, int]]) -> None:
     STATE.write_text(json.dumps(state, indent=2))
 
 
-def alive(pid: int) -> bool:
-    """Running, not a zombie: a server started by an earlier `start` is not our child, so
-    once killed it may linger unreaped (where PID 1 does not reap), which kill(pid, 0) misses."""
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True  # no /proc: trust kill(pid, 0)
-    return state not in ("Z", "X")
-
-
 def launch(sid: int, size: int) -> int:
     config = write_config(sid, size)
     log = open(RUN / f"server{sid}" / "server.log", "ab")
     proc = subprocess.Popen([sys.executable, "-m", "zabby.server.main", str(config)], stdout=log,
                             stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)  # fmt: skip
     return proc.pid
-
-
-def four_letter(port: int, word: str) -> str:
-    with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
-        sock.sendall(word.encode())
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks).decode()
 
 
 def status(state: dict[str, dict[str, int]]) -> list[tuple[int, str, str, str]]:
@@ -98,7 +78,7 @@ def status(state: dict[str, dict[str, int]]) -> list[tuple[int, str, str, str]]:
             fields = dict(line.split(": ", 1) for line in four_letter(client_port(sid), "srvr").splitlines() if ": " in line)
             rows.append((sid, fields.get("Mode", "not serving"), fields.get("Zxid", "-"), fields.get("Connections", "-")))
         except OSError:
-            rows.append((sid, "down" if not alive(entry["pid"]) else "starting", "-", "-"))
+            rows.append((sid, "down" if not process_alive(entry["pid"]) else "starting", "-", "-"))
     return rows
 
 

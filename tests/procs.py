@@ -7,46 +7,18 @@ below the kernel's ephemeral range (see ``free_port``).
 from __future__ import annotations
 
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from zabby.local import four_letter, free_port
+
+__all__ = ["Ensemble", "ServerProcess", "four_letter", "free_port", "wait_until"]
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-_PORTS_TAKEN: set[int] = set()
-
-
-def free_port() -> int:
-    """A free port below the kernel's ephemeral range, so that no outgoing connection can
-    take it while a server that will listen on it is restarting."""
-    low, high = _ephemeral_range()
-    rng = random.Random()
-    for _ in range(1000):
-        port = rng.randrange(20000, min(low, 32768))
-        if port in _PORTS_TAKEN:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _PORTS_TAKEN.add(port)
-        return port
-    raise RuntimeError("no free port below the ephemeral range")
-
-
-def _ephemeral_range() -> tuple[int, int]:
-    try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32768, 60999
 
 
 def wait_until(predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "condition") -> None:
@@ -57,18 +29,6 @@ def wait_until(predicate: Callable[[], object], timeout_s: float = 10.0, what: s
             return
         time.sleep(0.01)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-
-
-def four_letter(port: int, word: str, timeout_s: float = 5.0) -> str:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
-        sock.sendall(word.encode())
-        chunks = []
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    return b"".join(chunks).decode()
 
 
 class ServerProcess:

@@ -11,8 +11,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.procs import ServerProcess, wait_until
+from tests.tmpfs import fill, small_tmpfs
 from zabby import SyncClient
 from zabby.errors import ConnectionLoss, SystemZookeeperError
 from zabby.server.disk import EXIT_DISK_FAILURE
@@ -151,18 +150,13 @@ def test_a_write_that_finds_no_space_restarts_the_core_and_the_server_lives_on(f
 @pytest.fixture
 def tmpfs_server(tmp_path: Path) -> Iterator[tuple[ServerProcess, Path]]:
     """A server whose dataDir is an 8 MiB tmpfs (skipped where mounting is not allowed)."""
-    mount_point = tmp_path / "tmpfs"
-    mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount_point)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    server = ServerProcess(tmp_path / "server", dataDir=mount_point / "data", preAllocSize=256, snapCount=1_000_000)
-    try:
-        server.start()
-        yield server, mount_point
-    finally:
-        server.kill()
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+    with small_tmpfs(tmp_path / "tmpfs", "8m") as mount_point:
+        server = ServerProcess(tmp_path / "server", dataDir=mount_point / "data", preAllocSize=256, snapCount=1_000_000)
+        try:
+            server.start()
+            yield server, mount_point
+        finally:
+            server.kill()
 
 
 def test_a_real_full_disk_refuses_writes_until_space_is_freed(tmpfs_server: tuple[ServerProcess, Path]) -> None:
@@ -186,13 +180,3 @@ def test_a_real_full_disk_refuses_writes_until_space_is_freed(tmpfs_server: tupl
     assert_all_there(server, acked)
     assert "Traceback" not in server.log_path.read_text()
 
-
-def fill(path: Path) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        while True:
-            os.write(fd, b"\0" * 65536)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.procs import ROOT, wait_until
+from zabby.local import process_alive
 from zabby.core.messages import SnapChunk, decode
 from zabby.server.forks import SNAP_CHUNK_RECORDS, write_snapshot_frames
 from zabby.tree.datatree import DataTree
@@ -47,16 +48,8 @@ def test_a_forked_child_dies_with_the_server(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         child = int(parent.stdout.readline())  # type: ignore[union-attr]
-        assert _alive(child)
+        assert process_alive(child)
     finally:
         parent.kill()
         parent.wait(10)
-    wait_until(lambda: not _alive(child), 10.0, "the child to die with its parent")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
+    wait_until(lambda: not process_alive(child), 10.0, "the child to die with its parent")

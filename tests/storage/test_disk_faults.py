@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.tmpfs import fill, small_tmpfs
 from zabby.storage import faults
 from zabby.storage.epochs import read_epoch, write_epoch
 from zabby.storage.files import DiskFailure, DiskFull
@@ -117,38 +117,18 @@ def test_a_slow_fsync_waits(tmp_path: Path, fault_file: Path) -> None:
     log.close()
 
 
-def fill(path: Path) -> None:
-    """Take every free byte of the filesystem holding ``path``."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        while True:
-            os.write(fd, b"\0" * 65536)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 @pytest.fixture
-def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs (root only; skipped where mounting is not allowed)."""
-    mount_point = tmp_path / "tmpfs"
-    mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount_point)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    with small_tmpfs(tmp_path / "tmpfs", "4m") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
-def test_a_real_full_disk_is_noticed_before_a_write_fails(small_tmpfs: Path) -> None:
-    log = TxnLog(small_tmpfs / "log", reserve_bytes=RESERVE_BYTES)
+def test_a_real_full_disk_is_noticed_before_a_write_fails(tmpfs: Path) -> None:
+    log = TxnLog(tmpfs / "log", reserve_bytes=RESERVE_BYTES)
     log.open()
     log.append(records(1, 10))
     log.sync()
-    filler = small_tmpfs / "filler"
+    filler = tmpfs / "filler"
     fill(filler)
     zxid = 11
     while not log.space_low and zxid < 100_000:  # writes eat the reserve until a top-up fails
@@ -161,7 +141,7 @@ def test_a_real_full_disk_is_noticed_before_a_write_fails(small_tmpfs: Path) -> 
     filler.unlink()
     assert log.retry_reserve()
     log.close()
-    reopened = TxnLog(small_tmpfs / "log")
+    reopened = TxnLog(tmpfs / "log")
     reopened.open()
     assert [z for z, _ in reopened.read_from(0)] == list(range(1, zxid + 10))
     reopened.close()

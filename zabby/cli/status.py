@@ -7,14 +7,13 @@ refuses the connection or does not answer in time is shown as ``unreachable``.
 
 from __future__ import annotations
 
-import socket
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from zabby.client.connection import parse_hosts
+from zabby.local import four_letter
 
 COLUMNS = ("HOST", "MODE", "ZXID", "DIGEST", "CONNECTIONS", "OUTSTANDING", "LATENCY min/avg/max", "NODES")
-_MAX_REPLY_BYTES = 4 * 1024 * 1024
 
 
 @dataclass
@@ -41,22 +40,6 @@ class ServerStatus:
             return (self.address, "unreachable", "-", "-", "-", "-", "-", "-")
         return (self.address, self.mode or "-", self.zxid or "-", self.digest or "-", self.connections or "-",
                 self.outstanding or "-", self.latency or "-", self.nodes or "-")  # fmt: skip
-
-
-def four_letter(host: str, port: int, word: str, timeout_s: float) -> str:
-    """Send ``word`` on a fresh connection and read the reply until the server closes it."""
-    with socket.create_connection((host, port), timeout=timeout_s) as sock:
-        sock.settimeout(timeout_s)
-        sock.sendall(word.encode("ascii"))
-        chunks: list[bytes] = []
-        size = 0
-        while size < _MAX_REPLY_BYTES:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def parse_srvr(text: str) -> dict[str, str]:
@@ -90,13 +73,13 @@ def _num(text: str) -> str:
 def query(host: str, port: int, timeout_s: float = 2.0) -> ServerStatus:
     status = ServerStatus(host, port)
     try:
-        srvr = four_letter(host, port, "srvr", timeout_s)
+        srvr = four_letter(port, "srvr", timeout_s, host)
     except OSError as exc:
         status.error = str(exc) or type(exc).__name__
         return status
     status.reachable = True
     try:
-        mntr = parse_mntr(four_letter(host, port, "mntr", timeout_s))
+        mntr = parse_mntr(four_letter(port, "mntr", timeout_s, host))
     except OSError:
         mntr = {}
     fields = parse_srvr(srvr)

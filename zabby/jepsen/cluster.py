@@ -18,10 +18,8 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from zabby.local import four_letter, free_port
 from zabby.jepsen.proxy import LinkProxy, ProxyHub
 
 JAVA_DIR = Path("/usr/share/java")
@@ -57,39 +56,6 @@ _live_clusters: "weakref.WeakSet[Cluster]" = weakref.WeakSet()
 def _kill_leftovers() -> None:
     for cluster in list(_live_clusters):
         cluster.stop()
-
-
-_PORTS_TAKEN: set[int] = set()
-
-
-def free_port() -> int:
-    """A free port below the ephemeral range, so no outgoing connection takes it while the
-    server that listens on it is down (a restart must find its ports free)."""
-    rng = random.Random()
-    for _ in range(1000):
-        port = rng.randrange(20000, 32000)
-        if port in _PORTS_TAKEN:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _PORTS_TAKEN.add(port)
-        return port
-    raise RuntimeError("no free port below the ephemeral range")
-
-
-def four_letter(port: int, word: str, timeout_s: float = FOUR_LETTER_TIMEOUT_S) -> str:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
-        sock.sendall(word.encode())
-        chunks = []
-        for _ in range(10_000):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    return b"".join(chunks).decode(errors="replace")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,14 +158,14 @@ class Server:
     def mode(self) -> str:
         """srvr's Mode, "not serving" or "down"."""
         try:
-            text = four_letter(self.client_port, "srvr")
+            text = four_letter(self.client_port, "srvr", FOUR_LETTER_TIMEOUT_S)
         except OSError:
             return "down"
         return next((line[6:].strip() for line in text.splitlines() if line.startswith("Mode: ")), "not serving")
 
     def srvr_zxid(self) -> int | None:
         try:
-            text = four_letter(self.client_port, "srvr")
+            text = four_letter(self.client_port, "srvr", FOUR_LETTER_TIMEOUT_S)
         except OSError:
             return None
         found = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Zxid:")]
@@ -207,7 +173,7 @@ class Server:
 
     def mntr(self) -> dict[str, str]:
         try:
-            text = four_letter(self.client_port, "mntr")
+            text = four_letter(self.client_port, "mntr", FOUR_LETTER_TIMEOUT_S)
         except OSError:
             return {}
         return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)

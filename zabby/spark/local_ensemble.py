@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from zabby.local import four_letter
+
 
 def free_ports(n: int) -> list[int]:
     """n distinct free ports (all bound at once, so they differ)."""
@@ -23,15 +25,6 @@ def free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
-
-
-def four_letter(port: int, word: str, timeout_s: float = 2.0) -> str:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
-        sock.sendall(word.encode())
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks).decode(errors="replace")
 
 
 class LocalServer:

@@ -1,0 +1,77 @@
+"""Helpers for servers on this machine: free ports, four-letter-word probes, process liveness.
+
+One place for what the tests, the demo's local ensemble, ``scripts/ensemble.py``, the fault
+harness and ``zabby-cli -servers-status`` all need.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+from pathlib import Path
+
+REPLY_BYTES_MAX = 4 * 1024 * 1024
+PORT_LOW = 20000
+_PORTS_TAKEN: set[int] = set()
+
+
+def four_letter(port: int, word: str, timeout_s: float = 5.0, host: str = "127.0.0.1") -> str:
+    """Send ``word`` on a fresh connection and read the reply until the server closes it.
+
+    Raises:
+        OSError: the server is not there, or did not answer within ``timeout_s``.
+    """
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        sock.settimeout(timeout_s)
+        sock.sendall(word.encode("ascii"))
+        chunks: list[bytes] = []
+        size = 0
+        while size < REPLY_BYTES_MAX:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def free_port() -> int:
+    """A free port below the kernel's ephemeral range, so no outgoing connection can take it
+    while a server that will listen on it is down (a restart must find its ports free).
+    Ports handed out once are not handed out again by this process."""
+    rng = random.Random()
+    high = min(_ephemeral_low(), 32768)
+    for _ in range(1000):
+        port = rng.randrange(PORT_LOW, high)
+        if port in _PORTS_TAKEN:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _PORTS_TAKEN.add(port)
+        return port
+    raise RuntimeError("no free port below the ephemeral range")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def process_alive(pid: int) -> bool:
+    """Running, not a zombie.  A server killed but not yet reaped (because it is not our child,
+    or its parent does not reap) lingers as a zombie, which ``kill(pid, 0)`` misses."""
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc: trust kill(pid, 0)
+    return state not in ("Z", "X")
