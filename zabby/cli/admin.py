@@ -9,6 +9,7 @@
     zabby-admin log chop DIR --to ZXID [--backup DIR] [--data-dir DIR] [--dry-run]
     zabby-admin kylin backup DIR --hosts HOSTS --project P
     zabby-admin kylin restore DIR --hosts HOSTS [--project P] [--replace]
+    zabby-admin digest USER:PASSWORD      (for superDigest and admin.console.auth)
 
 Exit status: 0 success; 1 bad data (a corrupt or mismatching file, a log that fails
 verification, snapshots that differ); 2 bad input (arguments, a missing file or folder, a
@@ -27,8 +28,9 @@ from typing import Any, TextIO
 
 from zabby.ops import compare as comparer
 from zabby.ops import fetch, logtool, restore, snapfile
-from zabby.ops.errors import AdminError, ServerError, parse_zxid
+from zabby.ops.errors import AdminError, ServerError, UsageError, parse_zxid
 from zabby.ops.txnformat import format_text, txn_to_dict
+from zabby.tree import acl
 
 PROG = "zabby-admin"
 USAGE_EXIT = 2
@@ -106,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     _snapshot_parsers(commands)
     _log_parsers(commands)
     _kylin_parsers(commands)
+    digest = commands.add_parser("digest", help="ZooKeeper's digest of user:password, for superDigest and admin.console.auth")
+    digest.add_argument("credentials", metavar="USER:PASSWORD")
     return parser
 
 
@@ -233,7 +237,15 @@ def cmd_kylin(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-COMMANDS: dict[tuple[str, str], Callable[[argparse.Namespace, TextIO], int]] = {
+def cmd_digest(args: argparse.Namespace, out: TextIO) -> int:
+    user, sep, password = args.credentials.partition(":")
+    if not sep or not user:
+        raise UsageError("expected USER:PASSWORD")
+    print(acl.digest(user, password), file=out)
+    return 0
+
+
+COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace, TextIO], int]] = {
     ("snapshot", "save"): cmd_snapshot_save,
     ("snapshot", "restore"): cmd_snapshot_restore,
     ("snapshot", "status"): cmd_snapshot_status,
@@ -243,13 +255,14 @@ COMMANDS: dict[tuple[str, str], Callable[[argparse.Namespace, TextIO], int]] = {
     ("log", "chop"): cmd_log_chop,
     ("kylin", "backup"): cmd_kylin,
     ("kylin", "restore"): cmd_kylin,
+    ("digest", None): cmd_digest,
 }
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     args = build_parser().parse_args(argv)  # bad arguments: usage on stderr, exit 2
     try:
-        return COMMANDS[(args.command, args.action)](args, out or sys.stdout)
+        return COMMANDS[(args.command, getattr(args, "action", None))](args, out or sys.stdout)
     except AdminError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exc.exit_code
