@@ -4,7 +4,7 @@ dir, restore a new ensemble from the backup, and check it.
 Shared by ``tests/ops/test_backup_flow.py`` (small in the default run, 100k znodes marked
 slow) and ``scripts/backup_restore.py`` (which prints the figures).  Steps and checks:
 
-1. load ``znodes`` znodes (in multis of ``BATCH``), then start a writer that keeps changing
+1. load ``znodes`` znodes (a multi per folder of 1000), then start a writer that keeps changing
    ``/churn`` (its own session) for as long as the backup runs;
 2. ``zabby-admin snapshot save`` from the leader's admin endpoint, while the writer writes;
 3. stop the writer, SIGKILL every server and delete every data dir;
@@ -33,7 +33,7 @@ from zabby import SyncClient
 from zabby.ops import compare, snapfile
 from zabby.tree.txns import zxid_epoch
 
-BATCH = 500
+FOLDER_ZNODES = 1000
 WRITER_SECONDS_MAX = 600.0
 
 
@@ -64,17 +64,18 @@ class DrillResult:
 
 
 def load(hosts: str, znodes: int) -> None:
-    """``znodes`` persistent znodes under /load, 1000 per folder, 100 bytes of data each."""
+    """``znodes`` persistent znodes under /load: one multi per folder of FOLDER_ZNODES, 100
+    bytes of data each.  Each multi creates its own folder, so the multis in flight do not
+    depend on one another (SyncClient's async calls may go out in any order)."""
     with SyncClient(hosts, timeout=20.0) as client:
-        folders = (znodes + 999) // 1000
         client.create("/load", b"")
         pending = []
-        for start in range(0, znodes + folders, BATCH):
+        for first in range(0, znodes, FOLDER_ZNODES):
+            folder = f"/load/f{first // FOLDER_ZNODES:04d}"
             tx = client.transaction()
-            for index in range(start, min(start + BATCH, znodes + folders)):
-                folder, rest = divmod(index, 1001)
-                path = f"/load/f{folder:04d}" if rest == 0 else f"/load/f{folder:04d}/n{rest:04d}"
-                tx.create(path, b"" if rest == 0 else f"value-{index:08d}".encode().ljust(100, b"."))
+            tx.create(folder, b"")
+            for index in range(first, min(first + FOLDER_ZNODES, znodes)):
+                tx.create(f"{folder}/n{index:07d}", f"value-{index:08d}".encode().ljust(100, b"."))
             pending.append(tx.commit_async())
             if len(pending) >= 4:  # a few multis in flight
                 _check(pending.pop(0).get(timeout=120))
@@ -105,7 +106,7 @@ class Writer(threading.Thread):
         try:
             while not self.done.is_set() and time.monotonic() < deadline:
                 self.client.create(f"/churn/c{self.writes:07d}", b"x" * 50)
-                self.client.set_data("/churn", str(self.writes).encode())
+                self.client.set("/churn", str(self.writes).encode())
                 self.writes += 2
         except BaseException as exc:  # noqa: BLE001 - reported by stop()
             self.error = exc
