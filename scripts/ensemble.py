@@ -102,7 +102,7 @@ def main() -> int:
         size = args.n or 3
         for sid in range(1, size + 1):
             entry = state.get(str(sid))
-            if entry and alive(entry["pid"]):
+            if entry and process_alive(entry["pid"]):
                 print(f"server {sid} is already running (pid {entry['pid']})")
                 continue
             state[str(sid)] = {"pid": launch(sid, size), "size": size}
@@ -118,11 +118,11 @@ def main() -> int:
             print(f"no server {args.n} in {STATE}", file=sys.stderr)
             return 2
         if args.command == "kill":
-            if alive(entry["pid"]):
+            if process_alive(entry["pid"]):
                 os.kill(entry["pid"], signal.SIGKILL)
             print(f"killed server {args.n} (pid {entry['pid']})")
         else:
-            if alive(entry["pid"]):
+            if process_alive(entry["pid"]):
                 os.kill(entry["pid"], signal.SIGKILL)
                 time.sleep(0.2)
             entry["pid"] = launch(args.n, entry["size"])
@@ -131,13 +131,13 @@ def main() -> int:
         return 0
     if args.command == "stop":
         for entry in state.values():
-            if alive(entry["pid"]):
+            if process_alive(entry["pid"]):
                 os.kill(entry["pid"], signal.SIGTERM)
         deadline = time.monotonic() + 10
-        while any(alive(e["pid"]) for e in state.values()) and time.monotonic() < deadline:
+        while any(process_alive(e["pid"]) for e in state.values()) and time.monotonic() < deadline:
             time.sleep(0.05)
         for entry in state.values():
-            if alive(entry["pid"]):
+            if process_alive(entry["pid"]):
                 os.kill(entry["pid"], signal.SIGKILL)
         save_state({})
         print("stopped")

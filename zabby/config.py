@@ -72,6 +72,7 @@ class ServerConfig:
     observer_sync_enabled: bool = True
     log_reserve_bytes: int = 64 * 2**20  # preAllocSize (KB): log space kept allocated ahead
     digest_enabled: bool = True  # digest.enabled: learners check their tree against the leader's
+    read_only_enabled: bool = False  # readonlymode.enabled: serve reads while cut off from a quorum
     peers: tuple[PeerAddress, ...] = ()
     server_id: int = 0
     extra: dict[str, str] = field(default_factory=dict)
@@ -213,6 +214,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         observer_sync_enabled=_bool(raw, "syncEnabled", True),
         log_reserve_bytes=_int(raw, "preAllocSize", 65536) * 1024,
         digest_enabled=_bool(raw, "digest.enabled", True),
+        read_only_enabled=_bool(raw, "readonlymode.enabled", False),
         peers=peers,
     )
     election_alg = raw.pop("electionAlg", "3")

@@ -57,9 +57,9 @@ def tree_of(txns: list[Txn]) -> DataTree:
     return tree
 
 
-def make_engine(txns: list[Txn] = (), *, servers: int = 3, sid: int = 1) -> Engine:  # type: ignore[assignment]
+def make_engine(txns: list[Txn] = (), *, servers: int = 3, sid: int = 1, **settings: Any) -> Engine:  # type: ignore[assignment]
     peers = tuple(PeerAddress(i, "127.0.0.1", 1000 + i, 2000 + i) for i in range(1, servers + 1)) if servers > 1 else ()
-    config = ServerConfig(data_dir=Path("/nowhere"), data_log_dir=Path("/nowhere"), tick_ms=200, peers=peers, server_id=sid)
+    config = ServerConfig(data_dir=Path("/nowhere"), data_log_dir=Path("/nowhere"), tick_ms=200, peers=peers, server_id=sid, **settings)
     core_tick_ms, peer_config = core_timing(config)
     tree = tree_of(list(txns))
     last = tree.last_zxid

@@ -5,7 +5,6 @@ SNAP, again and again, without any server dying or logging a traceback."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 

@@ -37,17 +37,18 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from zabby.config import ServerConfig
-from zabby.core.messages import Diff, Message, Proposal, Request, Snap, SnapChunk, Sync, TreeDigest, Trunc
+from zabby.core.messages import Diff, Message, Proposal, Snap, SnapChunk, TreeDigest, Trunc
 from zabby.core.peer import Peer, PeerConfig
 from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
+from zabby.engine.clients import ClientCalls, first_session_id
 from zabby.engine.digests import DigestCheck
 from zabby.engine.effects import (
     CheckSpace, ClientSink, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
     Install, Pause, Persist, Purge, Recovered, Reload, Send, SyncDone, WriteSnapshot,
 )  # fmt: skip
-from zabby.errors import Err, Inconsistency, InvariantError, ZabbyError
-from zabby.opcodes import OpCode, owner_ttl_ms
+from zabby.errors import Inconsistency, InvariantError
+from zabby.opcodes import OpCode
 from zabby.server.stats import ServerStats
 from zabby.storage.files import DiskFailure, DiskFull
 from zabby.tree.datatree import DataTree, TreeBuilder
@@ -61,7 +62,6 @@ LOGGER = logging.getLogger("zabby.server")
 CORE_TICK_MS_MAX = 50
 FINALIZE_WAIT_MS = 200
 REPAIR_PAUSE_MS = 1000  # a repair this soon after the last one waits first
-SESSION_OPS = frozenset({OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION})
 Work = Generator[Effect, Any, None]
 
 
@@ -85,7 +85,7 @@ def core_timing(config: ServerConfig) -> tuple[int, PeerConfig]:
     )
 
 
-class Engine:
+class Engine(ClientCalls):
     """One server's decisions.  Not thread-safe: the driver and the client sessions call it
     from one thread (the trio thread, or the simulator's loop).
 
@@ -121,6 +121,8 @@ class Engine:
         self.sessions = SessionTracker(config.tick_ms)
         self.session_sinks: dict[int, ClientSink] = {}
         self.closing_sessions: set[int] = set()
+        self.local_sessions: dict[int, tuple[int, bytes]] = {}  # read-only mode's sessions
+        self.looking_since_ms: int | None = clock.monotonic_ms()  # None while not LOOKING
         self.waiting: dict[tuple[int, int], Done] = {}
         self.sync_waiting: dict[tuple[int, int], SyncDone] = {}
         self.outstanding = 0
@@ -139,7 +141,7 @@ class Engine:
         self._txns_since_snapshot = 0
         self._snapshot_due = self._snapshot_threshold()
         self._snapshot_running = False
-        self._next_session_id = _first_session_id(config.server_id, clock.wall_ms())
+        self._next_session_id = first_session_id(config.server_id, clock.wall_ms())
 
     # ----------------------------------------------------------------- state
     @property
@@ -147,16 +149,10 @@ class Engine:
         return self.tree.last_zxid
 
     @property
-    def serving(self) -> bool:
-        return self.soft.serving
-
-    @property
-    def is_leader(self) -> bool:
-        return self.soft.state == ServerState.LEADING
-
-    @property
     def state(self) -> str:
         """The mode as ZooKeeper's ``srvr`` names it."""
+        if self.read_only:
+            return "read-only"
         if not self.soft.serving:
             return "looking" if self.soft.state == ServerState.LOOKING else "syncing"
         if self.standalone:
@@ -501,11 +497,22 @@ class Engine:
             self.digests.clear()  # digests of another leader's stream
         if old.serving and not soft.serving:
             yield from self._stop_serving()
+        if soft.state != ServerState.LOOKING:
+            yield from self._leave_read_only()
+        elif old.state != ServerState.LOOKING:
+            self.looking_since_ms = self.clock.monotonic_ms()
         if soft.serving and soft.state == ServerState.LEADING:
             now = self.clock.monotonic_ms()
             self.sessions = SessionTracker(self.config.tick_ms)
             for session_id, (timeout_ms, _) in self.tree.sessions.items():
                 self.sessions.add(session_id, timeout_ms, now)
+
+    def _leave_read_only(self) -> Work:
+        """A leader is found: read-only clients move on to read-write servers."""
+        self.looking_since_ms = None
+        if self.local_sessions or (self.session_sinks and not self.serving):
+            self.local_sessions.clear()
+            yield CloseClients()
 
     def _stop_serving(self) -> Work:
         """Clients of a server that stops serving are told (ConnectionLoss), not served."""
@@ -553,149 +560,8 @@ class Engine:
         self._tree_committed = False
         self.peer = Peer(self.peer_config, recovered.durable)
         self.soft = self.peer.soft_state()
+        self.looking_since_ms = self.clock.monotonic_ms()
         LOGGER.info("core restarted from disk at 0x%x; looking for the leader", self.tree.last_zxid)
-
-    # ----------------------------------------------------------------- client writes
-    def _next_zxid(self) -> int:
-        return self._proposals[-1].zxid + 1 if self._proposals else self.peer.next_zxid
-
-    def submit(self, op: int, args: tuple[Any, ...], caller: Caller, cxid: int, done: Done) -> None:
-        """A client write: prepared here on the leader, forwarded by a learner.
-
-        Raises:
-            ZabbyError: CONNECTIONLOSS when not serving; SYSTEMERROR when a learner's disk
-                is full (a leader answers that with an ERROR txn, in the session's order).
-        """
-        self._check_serving()
-        if self.space_low and op not in SESSION_OPS and not self.is_leader:
-            raise self._disk_full_error()
-        self.waiting[(caller.session_id, cxid)] = done
-        self.outstanding += 1
-        if self.is_leader:
-            self._prepare(op, args, caller, cxid)
-        else:
-            self.peer.forward(Request(session_id=caller.session_id, cxid=cxid, op=op, args=tuple(args),
-                                      auth_ids=tuple(caller.auth_ids), superuser=caller.superuser))  # fmt: skip
-        self.wake()
-
-    def _prepare(self, op: int, args: tuple[Any, ...], caller: Caller, cxid: int) -> None:
-        zxid = self._next_zxid()
-        now = self.clock.wall_ms()
-        try:
-            if self.space_low and op not in SESSION_OPS:
-                raise self._disk_full_error()  # an ERROR txn is tiny: the reserve holds many
-            if op not in SESSION_OPS and caller.session_id and not self._session_open(caller.session_id):
-                # ZooKeeper's checkSession: an ephemeral of a closed session would never go
-                raise ZabbyError(Err.SESSIONEXPIRED, f"session 0x{caller.session_id:x} is closed or closing")
-            if op == OpCode.CLOSE_SESSION:
-                self.closing_sessions.add(caller.session_id)
-                txn_type, body = self.preparer.close_session(caller.session_id, zxid)
-            elif op == OpCode.CREATE_SESSION:
-                txn_type, body = OpCode.CREATE_SESSION, (int(args[0]), bytes(args[1]))
-            else:
-                txn_type, body = self.preparer.prepare(op, args, caller, zxid, now)
-        except ZabbyError as exc:
-            txn_type, body = OpCode.ERROR, (int(exc.code), str(exc))
-        except (TypeError, ValueError) as exc:
-            txn_type, body = OpCode.ERROR, (int(Err.BADARGUMENTS), f"bad arguments: {exc}")
-        self._proposals.append(Txn(zxid, caller.session_id, cxid, now, txn_type, body))
-
-    def _check_serving(self) -> None:
-        """A leader whose core stepped down in the Ready being carried out still looks like
-        one until that Ready is done: it takes nothing more."""
-        if not self.serving or (self.is_leader and not self.peer.established_leader):
-            raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
-
-    def _session_open(self, session_id: int) -> bool:
-        return session_id in self.tree.sessions and session_id not in self.closing_sessions
-
-    def _disk_full_error(self) -> ZabbyError:
-        return ZabbyError(Err.SYSTEMERROR, f"server {self.config.server_id}: the disk holding {self.config.data_log_dir} is "
-                          "full; writes are refused until space is freed (reads and sessions go on)")  # fmt: skip
-
-    def create_session(self, timeout_ms: int, done: Done) -> None:
-        session_id = self._next_session_id
-        while session_id in self.tree.sessions:
-            session_id += 1
-        self._next_session_id = session_id + 1
-        self.submit(OpCode.CREATE_SESSION, (timeout_ms, self.rng.randbytes(16)), Caller(session_id, []), 0, done)
-
-    def close_session(self, session_id: int, cxid: int, done: Done) -> None:
-        self.submit(OpCode.CLOSE_SESSION, (), Caller(session_id, []), cxid, done)
-
-    def client_sync(self, session_id: int, cxid: int, done: SyncDone) -> None:
-        self._check_serving()
-        self.sync_waiting[(session_id, cxid)] = done
-        self.peer.client_sync(Sync(session_id=session_id, cxid=cxid))
-        self.wake()
-
-    def negotiate_timeout(self, requested_ms: int) -> int:
-        return max(self.config.session_timeout_ms_min, min(requested_ms, self.config.session_timeout_ms_max))
-
-    # ----------------------------------------------------------------- sessions
-    def _expire(self, session_id: int) -> None:
-        self.sessions.remove(session_id)
-        if session_id in self.tree.sessions and session_id not in self.closing_sessions:
-            LOGGER.info("session 0x%x expired", session_id)
-            self.closing_sessions.add(session_id)
-            self._prepare(OpCode.CLOSE_SESSION, (), Caller(session_id, []), 0)
-
-    def reap_containers(self) -> None:
-        """Leader: delete empty containers (once they had children) and expired TTL nodes."""
-        now_ms = self.clock.wall_ms()
-        tree = self.tree
-        candidates = [p for p in sorted(tree.containers) if not tree.nodes[p].children and tree.nodes[p].cversion > 0]
-        for path in sorted(tree.ttl_nodes):
-            node = tree.nodes[path]
-            ttl_ms = owner_ttl_ms(node.ephemeral_owner)
-            if not node.children and ttl_ms is not None and now_ms - node.mtime > ttl_ms:
-                candidates.append(path)
-        system = Caller(0, [], superuser=True)
-        for path in candidates:
-            if self.preparer.view(path) is not None:
-                self._prepare(OpCode.DELETE_CONTAINER, (path,), system, 0)
-
-    def attach(self, session_id: int, sink: ClientSink) -> None:
-        old = self.session_sinks.get(session_id)
-        if old is not None and old is not sink:
-            LOGGER.info("session 0x%x moved to a new connection; closing the old one", session_id)
-            old.close_after_flush()
-        self.session_sinks[session_id] = sink
-
-    def detach(self, sink: ClientSink) -> None:
-        self.watches.remove_watcher(sink)
-        if sink.session_id and self.session_sinks.get(sink.session_id) is sink:
-            del self.session_sinks[sink.session_id]
-
-    def touch(self, session_id: int) -> None:
-        if self.is_leader:
-            self.sessions.touch(session_id, self.clock.monotonic_ms())
-        else:
-            self.peer.touch_sessions([session_id])
-
-    def check_session(self, session_id: int, password: bytes) -> int | None:
-        """The session's timeout if (id, password) names a live session, else None."""
-        entry = self.tree.sessions.get(session_id)
-        if entry is None or entry[1] != password or session_id in self.closing_sessions:
-            return None
-        return entry[0]
-
-    def learner_counts(self) -> dict[str, int]:
-        if not self.is_leader:
-            return {}
-        learners = self.peer.status().learners
-        return {
-            "learners": len(learners),
-            "followers": sum(1 for i in learners if not i.observer),
-            "synced_followers": sum(1 for i in learners if not i.observer and i.uptodate),
-            "synced_observers": sum(1 for i in learners if i.observer and i.uptodate),
-            "pending_syncs": sum(1 for i in learners if not i.uptodate),
-        }
-
-
-def _first_session_id(server_id: int, wall_ms: int) -> int:
-    """ZooKeeper's initial session id: the server id in the top byte, the time below it."""
-    return ((server_id % 128) << 56) | ((((wall_ms << 24) & (2**64 - 1)) >> 8) & ((1 << 56) - 1))
 
 
 def _first(exc: BaseException, kind: type[BaseException]) -> BaseException | None:

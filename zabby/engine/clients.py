@@ -1,0 +1,250 @@
+"""What client sessions ask of the engine: writes, sessions, syncs, and read-only mode.
+
+A write is prepared on the leader against the tree plus the writes still in flight
+(``zabby.tree.prep``), or forwarded by a learner; either way it comes back through the log,
+an ERROR txn for a failed one, so every answer keeps the session's order.  The leader tracks
+session expiry and reaps empty containers and expired TTL nodes.
+
+Read-only mode (ZooKeeper's ``readonlymode.enabled``): a server that has been looking for a
+leader for ``max(2 s, tickTime)`` serves reads to clients that connected asking for it
+(``canBeReadOnly``).  Their sessions are local to this server, or the replicated ones they
+already had; writes and syncs answer NOTREADONLY; when the server joins a quorum again, it
+closes those connections and the clients move to a read-write server.
+
+``ClientCalls`` is a part of ``Engine``, written apart to keep each file about one thing.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from typing import Any
+
+from zabby.config import ServerConfig
+from zabby.core.messages import Request, Sync
+from zabby.core.peer import Peer
+from zabby.core.ready import SoftState
+from zabby.core.types import ServerState
+from zabby.engine.effects import ClientSink, Clock, Done, SyncDone
+from zabby.errors import Err, ZabbyError
+from zabby.opcodes import OpCode, owner_ttl_ms
+from zabby.tree.datatree import DataTree
+from zabby.tree.prep import Caller, Preparer
+from zabby.tree.sessions import SessionTracker
+from zabby.tree.txns import Txn
+from zabby.tree.watches import WatchManager
+
+LOGGER = logging.getLogger("zabby.server")
+
+SESSION_OPS = frozenset({OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION})
+READ_ONLY_AFTER_MS_MIN = 2000  # ZooKeeper starts its read-only server after max(2 s, tickTime)
+
+
+class ClientCalls:
+    # the Engine's state these methods use (see zabby.engine.engine)
+    config: ServerConfig
+    clock: Clock
+    rng: random.Random
+    wake: Callable[[], None]
+    peer: Peer
+    soft: SoftState
+    tree: DataTree
+    preparer: Preparer
+    watches: WatchManager
+    sessions: SessionTracker
+    session_sinks: dict[int, ClientSink]
+    closing_sessions: set[int]
+    local_sessions: dict[int, tuple[int, bytes]]
+    waiting: dict[tuple[int, int], Done]
+    sync_waiting: dict[tuple[int, int], SyncDone]
+    outstanding: int
+    space_low: bool
+    looking_since_ms: int | None
+    _proposals: list[Txn]
+    _next_session_id: int
+
+    @property
+    def serving(self) -> bool:
+        return self.soft.serving
+
+    @property
+    def is_leader(self) -> bool:
+        return self.soft.state == ServerState.LEADING
+
+    @property
+    def read_only(self) -> bool:
+        """Serving reads only, to clients that asked for it (see the module's docstring)."""
+        if not self.config.read_only_enabled or self.looking_since_ms is None or not self.config.peers:
+            return False
+        waited_ms = self.clock.monotonic_ms() - self.looking_since_ms
+        return waited_ms >= max(READ_ONLY_AFTER_MS_MIN, self.config.tick_ms)
+
+    # ----------------------------------------------------------------- client writes
+    def _next_zxid(self) -> int:
+        return self._proposals[-1].zxid + 1 if self._proposals else self.peer.next_zxid
+
+    def submit(self, op: int, args: tuple[Any, ...], caller: Caller, cxid: int, done: Done) -> None:
+        """A client write: prepared here on the leader, forwarded by a learner.
+
+        Raises:
+            ZabbyError: CONNECTIONLOSS when not serving; SYSTEMERROR when a learner's disk
+                is full (a leader answers that with an ERROR txn, in the session's order).
+        """
+        self._check_serving()
+        if self.space_low and op not in SESSION_OPS and not self.is_leader:
+            raise self._disk_full_error()
+        self.waiting[(caller.session_id, cxid)] = done
+        self.outstanding += 1
+        if self.is_leader:
+            self._prepare(op, args, caller, cxid)
+        else:
+            self.peer.forward(Request(session_id=caller.session_id, cxid=cxid, op=op, args=tuple(args),
+                                      auth_ids=tuple(caller.auth_ids), superuser=caller.superuser))  # fmt: skip
+        self.wake()
+
+    def _prepare(self, op: int, args: tuple[Any, ...], caller: Caller, cxid: int) -> None:
+        zxid = self._next_zxid()
+        now = self.clock.wall_ms()
+        try:
+            if self.space_low and op not in SESSION_OPS:
+                raise self._disk_full_error()  # an ERROR txn is tiny: the reserve holds many
+            if op not in SESSION_OPS and caller.session_id and not self._session_open(caller.session_id):
+                # ZooKeeper's checkSession: an ephemeral of a closed session would never go
+                raise ZabbyError(Err.SESSIONEXPIRED, f"session 0x{caller.session_id:x} is closed or closing")
+            if op == OpCode.CLOSE_SESSION:
+                self.closing_sessions.add(caller.session_id)
+                txn_type, body = self.preparer.close_session(caller.session_id, zxid)
+            elif op == OpCode.CREATE_SESSION:
+                txn_type, body = OpCode.CREATE_SESSION, (int(args[0]), bytes(args[1]))
+            else:
+                txn_type, body = self.preparer.prepare(op, args, caller, zxid, now)
+        except ZabbyError as exc:
+            txn_type, body = OpCode.ERROR, (int(exc.code), str(exc))
+        except (TypeError, ValueError) as exc:
+            txn_type, body = OpCode.ERROR, (int(Err.BADARGUMENTS), f"bad arguments: {exc}")
+        self._proposals.append(Txn(zxid, caller.session_id, cxid, now, txn_type, body))
+
+    def _check_serving(self) -> None:
+        """A leader whose core stepped down in the Ready being carried out still looks like
+        one until that Ready is done: it takes nothing more.
+
+        Raises:
+            ZabbyError: NOTREADONLY in read-only mode, CONNECTIONLOSS when not serving.
+        """
+        if self.read_only:
+            raise ZabbyError(Err.NOTREADONLY, "this server is in read-only mode: writes and syncs need a quorum")
+        if not self.serving or (self.is_leader and not self.peer.established_leader):
+            raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
+
+    def _session_open(self, session_id: int) -> bool:
+        return session_id in self.tree.sessions and session_id not in self.closing_sessions
+
+    def _disk_full_error(self) -> ZabbyError:
+        return ZabbyError(Err.SYSTEMERROR, f"server {self.config.server_id}: the disk holding {self.config.data_log_dir} is "
+                          "full; writes are refused until space is freed (reads and sessions go on)")  # fmt: skip
+
+    def create_session(self, timeout_ms: int, done: Done) -> None:
+        session_id = self._take_session_id()
+        self.submit(OpCode.CREATE_SESSION, (timeout_ms, self.rng.randbytes(16)), Caller(session_id, []), 0, done)
+
+    def close_session(self, session_id: int, cxid: int, done: Done) -> None:
+        self.submit(OpCode.CLOSE_SESSION, (), Caller(session_id, []), cxid, done)
+
+    def client_sync(self, session_id: int, cxid: int, done: SyncDone) -> None:
+        self._check_serving()
+        self.sync_waiting[(session_id, cxid)] = done
+        self.peer.client_sync(Sync(session_id=session_id, cxid=cxid))
+        self.wake()
+
+    def negotiate_timeout(self, requested_ms: int) -> int:
+        return max(self.config.session_timeout_ms_min, min(requested_ms, self.config.session_timeout_ms_max))
+
+    # ----------------------------------------------------------------- sessions
+    def _expire(self, session_id: int) -> None:
+        self.sessions.remove(session_id)
+        if session_id in self.tree.sessions and session_id not in self.closing_sessions:
+            LOGGER.info("session 0x%x expired", session_id)
+            self.closing_sessions.add(session_id)
+            self._prepare(OpCode.CLOSE_SESSION, (), Caller(session_id, []), 0)
+
+    def reap_containers(self) -> None:
+        """Leader: delete empty containers (once they had children) and expired TTL nodes."""
+        now_ms = self.clock.wall_ms()
+        tree = self.tree
+        candidates = [p for p in sorted(tree.containers) if not tree.nodes[p].children and tree.nodes[p].cversion > 0]
+        for path in sorted(tree.ttl_nodes):
+            node = tree.nodes[path]
+            ttl_ms = owner_ttl_ms(node.ephemeral_owner)
+            if not node.children and ttl_ms is not None and now_ms - node.mtime > ttl_ms:
+                candidates.append(path)
+        system = Caller(0, [], superuser=True)
+        for path in candidates:
+            if self.preparer.view(path) is not None:
+                self._prepare(OpCode.DELETE_CONTAINER, (path,), system, 0)
+
+    def attach(self, session_id: int, sink: ClientSink) -> None:
+        old = self.session_sinks.get(session_id)
+        if old is not None and old is not sink:
+            LOGGER.info("session 0x%x moved to a new connection; closing the old one", session_id)
+            old.close_after_flush()
+        self.session_sinks[session_id] = sink
+
+    def detach(self, sink: ClientSink) -> None:
+        self.watches.remove_watcher(sink)
+        if sink.session_id and self.session_sinks.get(sink.session_id) is sink:
+            del self.session_sinks[sink.session_id]
+            self.local_sessions.pop(sink.session_id, None)  # a read-only session ends with its connection
+
+    def touch(self, session_id: int) -> None:
+        if self.is_leader:
+            self.sessions.touch(session_id, self.clock.monotonic_ms())
+        else:
+            self.peer.touch_sessions([session_id])
+
+    def check_session(self, session_id: int, password: bytes) -> int | None:
+        """The session's timeout if (id, password) names a live session, else None."""
+        entry = self.tree.sessions.get(session_id) or self.local_sessions.get(session_id)
+        if entry is None or entry[1] != password or session_id in self.closing_sessions:
+            return None
+        return entry[0]
+
+    def create_local_session(self, timeout_ms: int) -> tuple[int, bytes]:
+        """Read-only mode: a session of this server alone (nothing to replicate it through).
+
+        Raises:
+            ZabbyError: CONNECTIONLOSS unless in read-only mode.
+        """
+        if not self.read_only:
+            raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
+        session_id = self._take_session_id()
+        password = self.rng.randbytes(16)
+        self.local_sessions[session_id] = (timeout_ms, password)
+        return session_id, password
+
+    def _take_session_id(self) -> int:
+        session_id = self._next_session_id
+        while session_id in self.tree.sessions or session_id in self.local_sessions:
+            session_id += 1
+        self._next_session_id = session_id + 1
+        return session_id
+
+    def learner_counts(self) -> dict[str, int]:
+        if not self.is_leader:
+            return {}
+        learners = self.peer.status().learners
+        return {
+            "learners": len(learners),
+            "followers": sum(1 for i in learners if not i.observer),
+            "synced_followers": sum(1 for i in learners if not i.observer and i.uptodate),
+            "synced_observers": sum(1 for i in learners if i.observer and i.uptodate),
+            "pending_syncs": sum(1 for i in learners if not i.uptodate),
+        }
+
+
+
+def first_session_id(server_id: int, wall_ms: int) -> int:
+    """ZooKeeper's initial session id: the server id in the top byte, the time below it."""
+    return ((server_id % 128) << 56) | ((((wall_ms << 24) & (2**64 - 1)) >> 8) & ((1 << 56) - 1))
+
+
