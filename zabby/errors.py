@@ -174,6 +174,10 @@ class RemoteProtocolError(ProtocolError):
     """The peer sent something malformed: close that link, keep serving everyone else."""
 
 
+class OversizeError(RemoteProtocolError):
+    """A frame or a buffer over its size limit (jute.maxbuffer): a large request rejected."""
+
+
 class InvariantError(AssertionError):
     """An internal invariant was broken: a bug in zabby, never the peer's fault."""
 

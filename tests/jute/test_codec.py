@@ -14,9 +14,10 @@ from kazoo.security import Id as KazooId
 
 from zabby.errors import RemoteProtocolError
 from zabby.opcodes import OpCode
-from zabby.server.jute_conn import JuteCodec, looks_like_jute, request_args
 from zabby.tree.datatree import Listing
 from zabby.wire import jute
+from zabby.wire.codec import looks_like_jute
+from zabby.wire.jute_codec import JuteCodec, request_args
 from zabby.wire.messages import connect_request, pack, pack_frame
 
 OPEN = [jute.ACL(31, jute.Id("world", "anyone"))]
@@ -194,7 +195,7 @@ def test_truncating_a_valid_request_raises_remote_protocol_error(op: int, data: 
 
 
 def test_handshake_bytes_are_zabbys_msgpack() -> None:
-    # serve() hands the ConnectRequest to Connection._handshake as a msgpack payload
+    # detection tells the protocols apart by the payload's first byte: msgpack's is an array marker, jute's 0x00
     assert pack(connect_request(1, 2, 3, b"p", True))[0] & 0xF0 == 0x90
 
 

@@ -149,6 +149,22 @@ def _create_mode(ephemeral: bool, sequence: bool, container: bool, ttl: int | No
     return OpCode.CREATE2, (1 if ephemeral else 0) | (2 if sequence else 0), 0
 
 
+
+RW_PROBE_S_MIN = 0.1
+RW_PROBE_S_MAX = 60.0
+
+
+async def _answers_read_write(host: tuple[str, int]) -> bool:
+    """Does ``host`` answer the four-letter word isro with rw (it serves writes)?"""
+    try:
+        with trio.fail_after(RW_PROBE_S_MAX / 10):
+            stream = await trio.open_tcp_stream(*host)
+            async with stream:
+                await stream.send_all(b"isro")
+                return (await stream.receive_some(16)).startswith(b"rw")
+    except (OSError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError):
+        return False
+
 class Client:
     """The async (trio) zabby client; see the module docstring."""
 
@@ -192,6 +208,8 @@ class Client:
         self._events_wake = trio.Event()
         self._room = trio.lowlevel.ParkingLot()
         self._current_host: tuple[str, int] | None = None
+        self._read_write_host: tuple[str, int] | None = None  # found while connected read-only: try it next
+        self._seen_read_write = False  # ZooKeeper's seenRwServerBefore: until then a session is local
         self._forked = False
         self._pid = os.getpid()
         _live_clients.add(self)
@@ -311,7 +329,7 @@ class Client:
     async def _session_loop(self) -> None:
         failures = 0
         while True:
-            for host in host_order(self.hosts, self.randomize_hosts):
+            for host in self._hosts_to_try():
                 result = await self._attempt(host)
                 if result == "expired":
                     self._expire()
@@ -323,8 +341,15 @@ class Client:
             failures = min(failures + 1, 6)
             await trio.sleep(min(0.02 * 2**failures, 1.0))
 
+    def _hosts_to_try(self) -> list[tuple[str, int]]:
+        order = host_order(self.hosts, self.randomize_hosts)
+        found, self._read_write_host = self._read_write_host, None
+        return [found] + [h for h in order if h != found] if found is not None else order
+
     async def _attempt(self, host: tuple[str, int]) -> str:
         """One connection: handshake, run until it ends. Returns failed/expired/connected."""
+        if self.read_only and not self._seen_read_write:
+            self._session_id, self._password = 0, b""  # a session of a read-only server is its own
         decoder = FrameDecoder()
         connect_timeout_s = max(self._timeout_s / len(self.hosts), 0.5)
         stream = None
@@ -355,10 +380,17 @@ class Client:
         self._prime(conn)
         self._conn = conn
         self._keeper_state = KeeperState.CONNECTED_RO if read_only else KeeperState.CONNECTED
+        self._seen_read_write = self._seen_read_write or not read_only
         self._set_state(KazooState.CONNECTED)
         self._signal_conn_changed()
         try:
-            await conn.run()
+            if read_only:  # and look for a server with a quorum meanwhile
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._seek_read_write, host, conn)
+                    await conn.run()
+                    nursery.cancel_scope.cancel()
+            else:
+                await conn.run()
         finally:
             self._conn = None
             for request in self._proto.drop_connection():
@@ -371,6 +403,20 @@ class Client:
         log.info("connection to %s:%s lost: %r", host[0], host[1], conn.error)
         self._keeper_state = KeeperState.CONNECTING
         self._set_state(KazooState.SUSPENDED)
+
+    async def _seek_read_write(self, current: tuple[str, int], conn: Connection) -> None:
+        """Connected read-only: ask the other servers ``isro`` (backing off, as ZooKeeper's
+        client does) and leave for the first that answers ``rw``."""
+        delay_s = RW_PROBE_S_MIN
+        while True:
+            await trio.sleep(delay_s)
+            for host in self.hosts:
+                if host != current and await _answers_read_write(host):
+                    log.info("server %s:%s has a quorum: leaving read-only mode", *host)
+                    self._read_write_host = host
+                    await trio.aclose_forcefully(conn.stream)
+                    return
+            delay_s = min(delay_s * 2, RW_PROBE_S_MAX)
 
     def _prime(self, conn: Connection) -> None:
         """Queue the saved credentials and the setWatches before any user request."""

@@ -1,5 +1,6 @@
 """The admin HTTP endpoint: ``/commands/<name>`` answers each four-letter word as JSON and
-``/metrics`` serves Prometheus text (prometheus_client), mntr's figures included.
+``/metrics`` serves Prometheus text (prometheus_client), mntr's figures included.  Both read a
+frozen snapshot of the server (``zabby.server.statistics``).
 
 A deliberately small HTTP/1.0-style server on trio: one request per connection, GET only,
 bounded request size.  A busy port is logged and the server goes on without the endpoint.
@@ -7,10 +8,10 @@ bounded request size.  A busy port is logged and the server goes on without the 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import trio
 from prometheus_client import generate_latest
@@ -19,9 +20,7 @@ from prometheus_client.registry import Collector
 
 from zabby.server import fourletter
 from zabby.server.guard import contained
-
-if TYPE_CHECKING:
-    from zabby.server.node import ZabbyServer
+from zabby.server.statistics import Monitored, reset, snapshot
 
 LOGGER = logging.getLogger("zabby.server.admin")
 REQUEST_BYTES_MAX = 8192
@@ -35,16 +34,16 @@ ALIASES = {
 
 
 class MntrCollector(Collector):
-    def __init__(self, server: ZabbyServer) -> None:
+    def __init__(self, server: Monitored) -> None:
         self.server = server
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        for key, value in fourletter.mntr_data(self.server).items():
+        for key, value in fourletter.mntr_data(snapshot(self.server, fourletter.parts("mntr"))).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 yield GaugeMetricFamily(f"zk_{key}", f"mntr {key}", value=value)
 
 
-def render(server: ZabbyServer, target: str) -> tuple[str, str, bytes]:
+def render(server: Monitored, target: str) -> tuple[str, str, bytes]:
     """(status, content type, body) for a GET of ``target``."""
     path = target.split("?", 1)[0].rstrip("/")
     prefix = server.config.admin_command_url.rstrip("/")
@@ -57,13 +56,14 @@ def render(server: ZabbyServer, target: str) -> tuple[str, str, bytes]:
         name = path[len(prefix) + 1 :]
         word = ALIASES.get(name, name)
         if word in fourletter.DATA:
-            body = {"command": name, **fourletter.DATA[word](server), "error": None}
+            figures = fourletter.data(word, snapshot(server, fourletter.parts(word)), functools.partial(reset, server))
+            body = {"command": name, **figures, "error": None}
             return "200 OK", "application/json", json.dumps(body, default=str, indent=2).encode()
         return "404 Not Found", "application/json", json.dumps({"command": name, "error": "Unknown command: " + name}).encode()
     return "404 Not Found", "text/plain", b"not found\n"
 
 
-async def _handle(server: ZabbyServer, stream: trio.SocketStream) -> None:
+async def _handle(server: Monitored, stream: trio.SocketStream) -> None:
     async with stream:
         data = b""
         with trio.move_on_after(10):
@@ -81,7 +81,7 @@ async def _handle(server: ZabbyServer, stream: trio.SocketStream) -> None:
         await stream.send_all(head.encode() + (body if parts[:1] != [b"HEAD"] else b""))
 
 
-async def serve_admin(server: ZabbyServer, *, task_status: trio.TaskStatus[int | None] = trio.TASK_STATUS_IGNORED) -> None:
+async def serve_admin(server: Monitored, *, task_status: trio.TaskStatus[int | None] = trio.TASK_STATUS_IGNORED) -> None:
     config = server.config
     try:
         listeners = await trio.open_tcp_listeners(config.admin_port, host=config.admin_address)

@@ -1,6 +1,11 @@
 """Four-letter words: ZooKeeper's text answers, and the same figures as dicts for the admin
-HTTP endpoint.  Each command is a function of the server's state; nothing here does I/O
-except reading /proc for file-descriptor counts and the data folders' sizes."""
+HTTP endpoint.
+
+Each command is a function of a frozen ``ServerStatistics`` (``zabby.server.statistics``),
+taken with the parts the command names in ``PARTS``; nothing here reads the live server.
+crst and srst change state through the ``reset`` hook their caller passes in.  ``envi``
+reads the process's environment, which is no server state.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +14,19 @@ import platform
 import resource
 import socket
 import sys
-import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from zabby._version import __version__
+from zabby.config import ServerConfig
+from zabby.errors import InvariantError
+from zabby.server.statistics import Part, Reset, ServerStatistics
 
-if TYPE_CHECKING:
-    from zabby.server.node import ZabbyServer
+T = TypeVar("T")
+ResetHook = Callable[[Reset], None]
 
 NOT_SERVING = "This ZooKeeper instance is not currently serving requests\n"
+READ_ONLY = "read-only"  # the mode of a server serving reads without a quorum (srvr, isro)
 VERSION = f"3.8.4-zabby-{__version__}"
 BUILT_ON = "built on 2026-11-22 00:00 UTC"
 
@@ -27,41 +35,40 @@ def _hex(value: int) -> str:
     return f"0x{value:x}"
 
 
-def _fd_counts() -> tuple[int, int]:
-    try:
-        open_fds = len(os.listdir("/proc/self/fd"))
-    except OSError:
-        open_fds = -1
-    return open_fds, resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+def _part(value: T | None, part: Part) -> T:
+    """A part of the snapshot that a command reads; PARTS must name it for that command."""
+    if value is None:
+        raise InvariantError(f"the statistics were taken without {part}")
+    return value
 
 
-def mntr_data(server: ZabbyServer) -> dict[str, Any]:
-    stats, tree = server.stats, server.tree
-    open_fds, max_fds = _fd_counts()
+def mntr_data(s: ServerStatistics) -> dict[str, Any]:
+    stats = s.counters
+    open_fds, max_fds = _part(s.file_descriptors, Part.PROCESS)
     return {
         "version": f"{VERSION}, {BUILT_ON}",
-        "server_state": server.state,
+        "server_state": s.state,
         "avg_latency": round(stats.latency.avg_ms, 4),
         "max_latency": round(stats.latency.max_ms, 4),
         "min_latency": round(stats.latency.min_ms, 4),
         "packets_received": stats.packets_received,
         "packets_sent": stats.packets_sent,
-        "num_alive_connections": len(server.connections),
-        "outstanding_requests": server.outstanding,
-        "znode_count": tree.node_count(),
-        "watch_count": server.watches.count(),
-        "ephemerals_count": tree.ephemeral_count(),
-        "approximate_data_size": tree.data_size,
+        "num_alive_connections": s.connection_count,
+        "outstanding_requests": s.outstanding_requests,
+        "znode_count": s.znode_count,
+        "watch_count": s.watch_count,
+        "ephemerals_count": s.ephemerals_count,
+        "approximate_data_size": s.approximate_data_size,
         "open_file_descriptor_count": open_fds,
         "max_file_descriptor_count": max_fds,
-        "uptime": int((time.time() - stats.started_s) * 1000),
-        "last_zxid": _hex(tree.last_zxid),
-        "digest": f"0x{tree.digest:016x}",  # the tree digest at last_zxid
+        "uptime": s.uptime_ms,
+        "last_zxid": _hex(s.last_zxid),
+        "digest": f"0x{s.digest:016x}",  # the tree digest at last_zxid
         "digest_mismatches_count": stats.digest_mismatches,
         "core_restarts_count": stats.repairs,
-        "global_sessions": len(server.sessions),
+        "global_sessions": s.session_count,
         "local_sessions": 0,
-        "quorum_size": server.peer.quorum.size,
+        "quorum_size": s.quorum_size,
         "auth_failed_count": stats.auth_failed_count,
         "connection_rejected": stats.connection_rejected,
         "connection_drop_count": stats.connection_drop_count,
@@ -80,80 +87,81 @@ def mntr_data(server: ZabbyServer) -> dict[str, Any]:
         "sum_fsynctime": round(stats.fsync.total_ms, 4),
         "avg_snapshottime": round(stats.snapshot.avg_ms, 4),
         "cnt_snapshottime": stats.snapshot.count,
-        **server.learner_counts(),
-        **_proposal_sizes(server),
+        **dict(s.learner_counts),
+        **_proposal_sizes(s),
     }
 
 
-def _proposal_sizes(server: ZabbyServer) -> dict[str, int]:
-    if not server.is_leader:
+def _proposal_sizes(s: ServerStatistics) -> dict[str, int]:
+    if s.proposal_sizes is None:
         return {}
-    last, smallest, largest = server.last_proposal_bytes
+    last, smallest, largest = s.proposal_sizes
     return {"last_proposal_size": last, "min_proposal_size": smallest, "max_proposal_size": largest}
 
 
-def srvr_data(server: ZabbyServer) -> dict[str, Any]:
-    stats = server.stats
+def srvr_data(s: ServerStatistics) -> dict[str, Any]:
+    stats = s.counters
     return {
         "version": f"{VERSION}, {BUILT_ON}",
-        "read_only": False,
+        "read_only": s.state == READ_ONLY,
         "server_stats": {
             "packets_sent": stats.packets_sent,
             "packets_received": stats.packets_received,
             "max_latency": stats.latency.max_ms,
             "min_latency": stats.latency.min_ms,
             "avg_latency": stats.latency.avg_ms,
-            "outstanding_requests": server.outstanding,
-            "last_processed_zxid": server.tree.last_zxid,
-            "num_alive_client_connections": len(server.connections),
-            "server_state": server.state,
-            "node_count": server.tree.node_count(),
+            "outstanding_requests": s.outstanding_requests,
+            "last_processed_zxid": s.last_zxid,
+            "num_alive_client_connections": s.connection_count,
+            "server_state": s.state,
+            "node_count": s.znode_count,
         },
         "client_response": {"last_buffer_size": stats.last_client_response_size},
     }
 
 
-def _srvr_text(server: ZabbyServer, clients: bool) -> str:
-    stats = server.stats
+def _srvr_text(s: ServerStatistics, clients: bool) -> str:
+    stats = s.counters
     lines = [f"Zookeeper version: {VERSION}, {BUILT_ON}"]
     if clients:
         lines.append("Clients:")
-        lines.extend(f" /{c.address[0]}:{c.address[1]}[1](queued=0,recved={c.received},sent={c.sent})" for c in server.connections)
+        lines.extend(f" /{c.address[0]}:{c.address[1]}[1](queued=0,recved={c.packets_received},sent={c.packets_sent})"
+                     for c in _part(s.connections, Part.CONNECTIONS))  # fmt: skip
         lines.append("")
     lines += [
         f"Latency min/avg/max: {stats.latency.min_ms:.0f}/{stats.latency.avg_ms:.4f}/{stats.latency.max_ms:.0f}",
         f"Received: {stats.packets_received}",
         f"Sent: {stats.packets_sent}",
-        f"Connections: {len(server.connections)}",
-        f"Outstanding: {server.outstanding}",
-        f"Zxid: {_hex(server.tree.last_zxid)}",
-        f"Mode: {server.state}",
-        f"Node count: {server.tree.node_count()}",
+        f"Connections: {s.connection_count}",
+        f"Outstanding: {s.outstanding_requests}",
+        f"Zxid: {_hex(s.last_zxid)}",
+        f"Mode: {s.state}",
+        f"Node count: {s.znode_count}",
     ]
     return "\n".join(lines) + "\n"
 
 
-def conf_data(server: ZabbyServer) -> dict[str, Any]:
-    c = server.config
+def conf_data(s: ServerStatistics) -> dict[str, Any]:
+    c = s.config
+    data_dir_bytes, log_dir_bytes = _part(s.disk_bytes, Part.DISK)
     return {
         "clientPort": c.client_port,
         "secureClientPort": -1,
         "dataDir": str(c.data_dir / "version-2"),
-        "dataDirSize": server.datadir.data_dir_bytes(),
+        "dataDirSize": data_dir_bytes,
         "dataLogDir": str(c.data_log_dir / "version-2"),
-        "dataLogSize": server.datadir.log_dir_bytes(),
+        "dataLogSize": log_dir_bytes,
         "tickTime": c.tick_ms,
         "maxClientCnxns": c.client_connections_per_ip_max,
         "minSessionTimeout": c.session_timeout_ms_min,
         "maxSessionTimeout": c.session_timeout_ms_max,
         "clientPortListenBacklog": -1,
         "serverId": c.server_id,
-        **_quorum_conf(server),
+        **_quorum_conf(c),
     }
 
 
-def _quorum_conf(server: ZabbyServer) -> dict[str, Any]:
-    c = server.config
+def _quorum_conf(c: ServerConfig) -> dict[str, Any]:
     me = next((p for p in c.peers if p.sid == c.server_id), None)
     if me is None:
         return {}
@@ -171,17 +179,17 @@ def _quorum_conf(server: ZabbyServer) -> dict[str, Any]:
     }
 
 
-def cons_data(server: ZabbyServer) -> dict[str, Any]:
+def cons_data(s: ServerStatistics) -> dict[str, Any]:
     out = []
-    for conn in sorted(server.connections, key=lambda c: c.established_ms):
+    for conn in sorted(_part(s.connections, Part.CONNECTIONS), key=lambda c: c.established_ms):
         out.append({
             "remote_socket_address": f"{conn.address[0]}:{conn.address[1]}",
             "interest_ops": 1,
-            "outstanding_requests": len(conn._slots),
-            "packets_received": conn.received,
-            "packets_sent": conn.sent,
+            "outstanding_requests": conn.outstanding_requests,
+            "packets_received": conn.packets_received,
+            "packets_sent": conn.packets_sent,
             "session_id": _hex(conn.session_id),
-            "last_operation": conn.last_op,
+            "last_operation": conn.last_operation,
             "established": conn.established_ms,
             "session_timeout": conn.timeout_ms,
             "last_cxid": _hex(conn.last_cxid),
@@ -195,9 +203,9 @@ def cons_data(server: ZabbyServer) -> dict[str, Any]:
     return {"connections": out}
 
 
-def _cons_text(server: ZabbyServer) -> str:
+def _cons_text(s: ServerStatistics) -> str:
     lines = []
-    for c in cons_data(server)["connections"]:
+    for c in cons_data(s)["connections"]:
         lines.append(
             f" /{c['remote_socket_address']}[1](queued={c['outstanding_requests']},recved={c['packets_received']},"
             f"sent={c['packets_sent']},sid={c['session_id']},lop={c['last_operation']},est={c['established']},"
@@ -207,7 +215,7 @@ def _cons_text(server: ZabbyServer) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def envi_data(server: ZabbyServer) -> dict[str, Any]:
+def envi_data(s: ServerStatistics) -> dict[str, Any]:
     return {
         "zookeeper.version": f"{VERSION}, {BUILT_ON}",
         "host.name": socket.gethostname(),
@@ -224,38 +232,39 @@ def envi_data(server: ZabbyServer) -> dict[str, Any]:
     }
 
 
-def wchs_data(server: ZabbyServer) -> dict[str, Any]:
-    by_watcher = server.watches.paths_by_watcher()
+def wchs_data(s: ServerStatistics) -> dict[str, Any]:
+    watches = _part(s.watches, Part.WATCHES)
     return {
-        "num_connections": len(by_watcher),
-        "num_paths": len(server.watches.watchers_by_path()),
-        "num_total_watches": server.watches.count(),
+        "num_connections": len(watches.by_watcher),
+        "num_paths": len(watches.by_path),
+        "num_total_watches": s.watch_count,
     }
 
 
-def wchc_data(server: ZabbyServer) -> dict[str, Any]:
-    by_watcher = server.watches.paths_by_watcher()
-    return {"session_id_to_watched_paths": {_hex(conn.session_id): sorted(paths) for conn, paths in by_watcher.items()}}
+def wchc_data(s: ServerStatistics) -> dict[str, Any]:
+    by_watcher = _part(s.watches, Part.WATCHES).by_watcher
+    return {"session_id_to_watched_paths": {_hex(session_id): sorted(paths) for session_id, paths in by_watcher}}
 
 
-def wchp_data(server: ZabbyServer) -> dict[str, Any]:
-    by_path = server.watches.watchers_by_path()
-    return {"path_to_session_ids": {path: sorted(_hex(c.session_id) for c in conns) for path, conns in sorted(by_path.items())}}
+def wchp_data(s: ServerStatistics) -> dict[str, Any]:
+    by_path = _part(s.watches, Part.WATCHES).by_path
+    return {"path_to_session_ids": {path: sorted(_hex(session_id) for session_id in ids) for path, ids in sorted(by_path)}}
 
 
-def dump_data(server: ZabbyServer) -> dict[str, Any]:
+def dump_data(s: ServerStatistics) -> dict[str, Any]:
+    sessions = _part(s.sessions, Part.SESSIONS)
     return {
-        "expiry_time_to_session_ids": {str(k): [_hex(s) for s in v] for k, v in server.sessions.expiry_buckets().items()},
-        "session_id_to_ephemeral_paths": {_hex(s): sorted(p) for s, p in sorted(server.tree.ephemerals.items())},
+        "expiry_time_to_session_ids": {str(k): [_hex(i) for i in v] for k, v in sessions.expiry_buckets},
+        "session_id_to_ephemeral_paths": {_hex(i): sorted(p) for i, p in sorted(sessions.ephemerals)},
     }
 
 
-def _dump_text(server: ZabbyServer) -> str:
-    data = dump_data(server)
-    lines = ["SessionTracker dump:", f"Session Sets ({len(data['expiry_time_to_session_ids'])})/({len(server.sessions)}):"]
+def _dump_text(s: ServerStatistics) -> str:
+    data = dump_data(s)
+    lines = ["SessionTracker dump:", f"Session Sets ({len(data['expiry_time_to_session_ids'])})/({s.session_count}):"]
     for expiry, sessions in data["expiry_time_to_session_ids"].items():
         lines.append(f"{len(sessions)} expire at {expiry}:")
-        lines.extend(f"\t{s}" for s in sessions)
+        lines.extend(f"\t{session_id}" for session_id in sessions)
     ephemerals = data["session_id_to_ephemeral_paths"]
     lines.append("ephemeral nodes dump:")
     lines.append(f"Sessions with Ephemerals ({len(ephemerals)}):")
@@ -265,20 +274,9 @@ def _dump_text(server: ZabbyServer) -> str:
     return "\n".join(lines) + "\n"
 
 
-def dirs_data(server: ZabbyServer) -> dict[str, Any]:
-    return {"datadir_size": server.datadir.data_dir_bytes(), "logdir_size": server.datadir.log_dir_bytes()}
-
-
-def _crst(server: ZabbyServer) -> dict[str, Any]:
-    for conn in server.connections:
-        conn.latency.reset()
-        conn.received = conn.sent = 0
-    return {}
-
-
-def _srst(server: ZabbyServer) -> dict[str, Any]:
-    server.stats.reset()
-    return {}
+def dirs_data(s: ServerStatistics) -> dict[str, Any]:
+    data_dir_bytes, log_dir_bytes = _part(s.disk_bytes, Part.DISK)
+    return {"datadir_size": data_dir_bytes, "logdir_size": log_dir_bytes}
 
 
 def _kv_text(data: dict[str, Any]) -> str:
@@ -289,7 +287,7 @@ def _grouped_text(data: dict[str, list[str]]) -> str:
     return "".join(f"{key}\n" + "".join(f"\t{v}\n" for v in values) for key, values in data.items())
 
 
-TextCommand = Callable[["ZabbyServer"], str]
+TextCommand = Callable[[ServerStatistics], str]
 
 TEXT: dict[str, TextCommand] = {
     "ruok": lambda s: "imok",
@@ -303,15 +301,15 @@ TEXT: dict[str, TextCommand] = {
     "wchc": lambda s: _grouped_text(wchc_data(s)["session_id_to_watched_paths"]),
     "wchp": lambda s: _grouped_text(wchp_data(s)["path_to_session_ids"]),
     "dump": _dump_text,
-    "isro": lambda s: "rw",
-    "crst": lambda s: (_crst(s), "Connection stats reset.\n")[1],
-    "srst": lambda s: (_srst(s), "Server stats reset.\n")[1],
+    "isro": lambda s: "ro" if s.state == READ_ONLY else "rw",
+    "crst": lambda s: "Connection stats reset.\n",
+    "srst": lambda s: "Server stats reset.\n",
     "dirs": lambda s: "".join(f"{k}: {v}\n" for k, v in dirs_data(s).items()),
 }
 WORDS = frozenset(TEXT)
 NEEDS_SERVING = frozenset({"srvr", "stat", "mntr", "cons", "wchs", "wchc", "wchp", "dump", "crst", "srst"})
 
-DATA: dict[str, Callable[["ZabbyServer"], dict[str, Any]]] = {
+DATA: dict[str, Callable[[ServerStatistics], dict[str, Any]]] = {
     "ruok": lambda s: {},
     "srvr": srvr_data,
     "stat": lambda s: {**srvr_data(s), **cons_data(s)},
@@ -323,18 +321,47 @@ DATA: dict[str, Callable[["ZabbyServer"], dict[str, Any]]] = {
     "wchc": wchc_data,
     "wchp": wchp_data,
     "dump": dump_data,
-    "isro": lambda s: {"read_only": False},
-    "crst": _crst,
-    "srst": _srst,
+    "isro": lambda s: {"read_only": s.state == READ_ONLY},
+    "crst": lambda s: {},
+    "srst": lambda s: {},
     "dirs": dirs_data,
-    "hash": lambda s: {"digests": [{"zxid": z, "digest": d} for z, d in reversed(s.tree.digest_log)]},
+    "hash": lambda s: {"digests": [{"zxid": z, "digest": d} for z, d in _part(s.digests, Part.DIGESTS)]},
 }
 
+# What each command reads beyond the server's figures: the parts its snapshot must take.
+PARTS: dict[str, Part] = {
+    "stat": Part.CONNECTIONS, "cons": Part.CONNECTIONS, "mntr": Part.PROCESS, "conf": Part.DISK, "dirs": Part.DISK,
+    "wchs": Part.WATCHES, "wchc": Part.WATCHES, "wchp": Part.WATCHES, "dump": Part.SESSIONS, "hash": Part.DIGESTS,
+}  # fmt: skip
+RESETS: dict[str, Reset] = {"crst": Reset.CONNECTIONS, "srst": Reset.SERVER}
 
-def answer(word: str, server: ZabbyServer) -> str:
-    """The text a four-letter word gets on the client port."""
-    if word not in server.config.four_letter_words:
+
+def parts(word: str) -> Part:
+    return PARTS.get(word, Part.NONE)
+
+
+def answer(word: str, statistics: ServerStatistics, reset: ResetHook) -> str:
+    """The text a four-letter word gets on the client port.
+
+    Args:
+      statistics: taken with ``parts(word)``.
+      reset: called for crst and srst, once they are allowed.
+    """
+    if word not in statistics.config.four_letter_words:
         return f"{word} is not executed because it is not in the whitelist.\n"
-    if word in NEEDS_SERVING and server.state not in ("standalone", "leader", "follower", "observer"):
+    if word in NEEDS_SERVING and statistics.state not in ("standalone", "leader", "follower", "observer", READ_ONLY):
         return NOT_SERVING
-    return TEXT[word](server)
+    _reset(word, reset)
+    return TEXT[word](statistics)
+
+
+def data(word: str, statistics: ServerStatistics, reset: ResetHook) -> dict[str, Any]:
+    """A command's figures for the admin endpoint (which has no whitelist), as ``answer``."""
+    _reset(word, reset)
+    return DATA[word](statistics)
+
+
+def _reset(word: str, reset: ResetHook) -> None:
+    what = RESETS.get(word)
+    if what is not None:
+        reset(what)

@@ -54,7 +54,7 @@ async def serve_clients(server: ZabbyServer, *, task_status: trio.TaskStatus[int
             return
         per_ip[address[0]] += 1
         conn = Connection(server, stream, address)
-        server.connections.add(conn)
+        server.connections.add(conn.session)  # until detach, when the connection ends
         try:
             await contained(f"client connection {address[0]}:{address[1]}", CONN_LOGGER, conn.run)
         finally:

@@ -18,7 +18,7 @@ import os
 import random
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
@@ -26,12 +26,14 @@ from zabby.config import ServerConfig
 from zabby.core.messages import Message, Snap
 from zabby.core.peer import DurableState
 from zabby.engine import (
+    ClientSink,
     CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
     Recovered, Reload, Send, WriteSnapshot, core_timing,
 )  # fmt: skip
 from zabby.server.disk import DiskWorker, fail_stop
 from zabby.server.forks import DiskImage, ForkFreezer
 from zabby.server.guard import contained
+from zabby.server.session import ClientSession
 from zabby.server.stats import ServerStats
 from zabby.server.transport import Transport
 from zabby.storage.datadir import DataDir, RecoveryError
@@ -40,9 +42,6 @@ from zabby.storage.files import DiskFailure
 from zabby.storage.txnlog import CorruptLogError, TxnLog
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import decode_txn, encode_txn, zxid_epoch
-
-if TYPE_CHECKING:
-    from zabby.server.client_conn import Connection
 
 LOGGER = logging.getLogger("zabby.server")
 FSYNC_WARNING_S = 1.0
@@ -83,7 +82,7 @@ class ZabbyServer:
         self.log = log
         self.stats = ServerStats()
         self.disk = DiskWorker()
-        self.connections: set[Connection] = set()
+        self.connections: set[ClientSession] = set()  # every client session, attached or not
         self.core_tick_ms, peer_config = core_timing(config)
         recovered = Recovered(tree, durable_state(datadir, tree, log, config.commit_log_count))
         self.engine = Engine(config, peer_config, self.core_tick_ms, recovered, clock=SystemClock(),
@@ -139,6 +138,10 @@ class ZabbyServer:
         return self.engine.outstanding
 
     @property
+    def quorum_size(self) -> int:
+        return self.engine.peer.quorum.size
+
+    @property
     def last_proposal_bytes(self) -> tuple[int, int, int]:
         return self.engine.last_proposal_bytes
 
@@ -149,6 +152,13 @@ class ZabbyServer:
 
     def create_session(self, timeout_ms: int, done: Any) -> None:
         self.engine.create_session(timeout_ms, done)
+
+    @property
+    def read_only(self) -> bool:
+        return self.engine.read_only
+
+    def create_local_session(self, timeout_ms: int) -> tuple[int, bytes]:
+        return self.engine.create_local_session(timeout_ms)
 
     def close_session(self, session_id: int, cxid: int, done: Any) -> None:
         self.engine.close_session(session_id, cxid, done)
@@ -165,12 +175,12 @@ class ZabbyServer:
     def touch(self, session_id: int) -> None:
         self.engine.touch(session_id)
 
-    def attach(self, session_id: int, conn: Connection) -> None:
-        self.engine.attach(session_id, conn)
+    def attach(self, session_id: int, sink: ClientSink) -> None:
+        self.engine.attach(session_id, sink)
 
-    def detach(self, conn: Connection) -> None:
-        self.connections.discard(conn)
-        self.engine.detach(conn)
+    def detach(self, sink: ClientSink) -> None:
+        self.connections.discard(sink)
+        self.engine.detach(sink)
 
     def learner_counts(self) -> dict[str, int]:
         return self.engine.learner_counts()

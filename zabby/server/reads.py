@@ -1,14 +1,14 @@
 """Read ops, answered from the local tree (ZooKeeper's FinalRequestProcessor for reads).
 
-Each handler takes the tree, the watch registry, the asking connection (a watcher that
-carries ``auth_ids``, ``superuser`` and ``session_id``) and the request's arguments, and
-returns the reply values or raises ``ZabbyError``.  Watches are registered here, in the
-same step as the read, so no change can slip between the read and the watch.
+Each handler takes the tree, the watch registry, the asking session (an ``Asker``: its
+identity, and the watcher) and the request's arguments, and returns the reply values or
+raises ``ZabbyError``.  Watches are registered here, in the same step as the read, so no
+change can slip between the read and the watch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 from zabby.errors import Err, ZabbyError
@@ -19,10 +19,18 @@ from zabby.tree.paths import validate_path
 from zabby.tree.watches import WatchManager
 
 
-class Asker(Protocol):
-    session_id: int
-    auth_ids: list[acls.AuthId]
-    superuser: bool
+class Asker(Hashable, Protocol):
+    """The session a read is for: the identity ACLs are checked against, and the watcher
+    (a key of the watch registry) that its watches are registered for."""
+
+    @property
+    def session_id(self) -> int: ...
+
+    @property
+    def auth_ids(self) -> list[acls.AuthId]: ...
+
+    @property
+    def superuser(self) -> bool: ...
 
 
 def _node(tree: DataTree, path: Any) -> Znode:

@@ -1,9 +1,14 @@
-"""Counters and latency figures behind the four-letter words, the admin endpoint and /metrics."""
+"""Counters and latency figures behind the four-letter words, the admin endpoint and /metrics.
+
+These are live and mutable; each has ``statistics()``, a frozen copy for readers
+(``zabby.server.statistics``).
+"""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram
 
@@ -33,6 +38,18 @@ class LatencyStat:
 
     def reset(self) -> None:
         self.count, self.total_ms, self.min_ms, self.max_ms = 0, 0.0, 0.0, 0.0
+
+    def statistics(self) -> LatencyFigures:
+        return LatencyFigures(count=self.count, total_ms=self.total_ms, min_ms=self.min_ms, max_ms=self.max_ms, avg_ms=self.avg_ms)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LatencyFigures:
+    count: int
+    total_ms: float
+    min_ms: float
+    max_ms: float
+    avg_ms: float
 
 
 @dataclass
@@ -82,3 +99,37 @@ class ServerStats:
     def reset(self) -> None:
         self.packets_received = self.packets_sent = 0
         self.latency.reset()
+
+    def statistics(self) -> Counters:
+        """The counters as they are now, frozen."""
+        values: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(Counters)}
+        for name, value in values.items():
+            if isinstance(value, LatencyStat):
+                values[name] = value.statistics()
+        return Counters(**values)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Counters:
+    """A frozen copy of ``ServerStats``'s figures (its fields of the same names)."""
+
+    started_s: float
+    packets_received: int
+    packets_sent: int
+    latency: LatencyFigures
+    fsync: LatencyFigures
+    snapshot: LatencyFigures
+    commit_count: int
+    snap_count: int
+    diff_count: int
+    snapshots_taken: int
+    connection_rejected: int
+    connection_drop_count: int
+    auth_failed_count: int
+    large_requests_rejected: int
+    ttl_node_deleted_count: int
+    last_client_response_size: int
+    startup_txns_loaded: int
+    startup_load_ms: float
+    digest_mismatches: int
+    repairs: int

@@ -1,13 +1,14 @@
 """Length-prefixed frames: a 4-byte big-endian length, then that many bytes of payload.
 
 ``FrameDecoder.receive_data`` accepts any split of the byte stream and returns the complete
-payloads; a length over ``frame_bytes_max`` raises ``RemoteProtocolError`` (the stream can no
-longer be trusted).  Reading is O(bytes received): consumed bytes are dropped in one slice.
+payloads; a length over ``frame_bytes_max`` raises ``OversizeError``, a ``RemoteProtocolError``
+(the stream can no longer be trusted).  Reading is O(bytes received): consumed bytes are
+dropped in one slice.
 """
 
 from __future__ import annotations
 
-from zabby.errors import RemoteProtocolError
+from zabby.errors import OversizeError
 
 FRAME_BYTES_MAX_DEFAULT = 0xFFFFF + 1024  # jute.maxbuffer plus room for the request header
 
@@ -29,7 +30,7 @@ class FrameDecoder:
         while size - offset >= 4:
             length = int.from_bytes(buffer[offset : offset + 4], "big")
             if length > self.frame_bytes_max:
-                raise RemoteProtocolError(f"frame of {length} bytes is over the {self.frame_bytes_max}-byte limit")
+                raise OversizeError(f"frame of {length} bytes is over the {self.frame_bytes_max}-byte limit")
             end = offset + 4 + length
             if end > size:
                 break

@@ -13,7 +13,7 @@ Record layouts are ZooKeeper 3.8's (``zookeeper.jute``); op codes are ``zabby.op
 Reading anything malformed (truncated, a negative length other than -1, a length beyond the
 bytes left or over ``jute.maxbuffer``, text that is not UTF-8, an unknown op inside a multi)
 raises ``RemoteProtocolError`` and nothing else.  This module does no I/O and knows nothing
-of zabby's op model; ``zabby.server.jute_conn`` maps records onto it.
+of zabby's op model; ``zabby.wire.jute_codec`` maps records onto it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import struct
 from collections.abc import Callable
 from typing import Any, ClassVar, Self, TypeVar
 
-from zabby.errors import RemoteProtocolError
+from zabby.errors import OversizeError, RemoteProtocolError
 from zabby.opcodes import OpCode
 
 BUFFER_BYTES_MAX_DEFAULT = 0xFFFFF  # jute.maxbuffer
@@ -89,7 +89,7 @@ class Reader:
         if length == -1:
             return None
         if length > self.buffer_bytes_max:
-            raise RemoteProtocolError(f"buffer of {length} bytes is over jute.maxbuffer ({self.buffer_bytes_max})")
+            raise OversizeError(f"buffer of {length} bytes is over jute.maxbuffer ({self.buffer_bytes_max})")
         self._need(length, "buffer")
         value = bytes(self.data[self.pos : self.pos + length])
         self.pos += length

@@ -1,25 +1,19 @@
-"""ZooKeeper's jute client protocol on zabby's client port: one server core, two codecs.
+"""ZooKeeper's jute client protocol as a ``ClientCodec`` (``zabby.wire.codec``), sans-I/O.
 
-``Connection`` (client_conn.py) tells the protocols apart by a connection's first bytes: a
-four-letter word, a msgpack frame (its payload starts with an array marker, 0x9X/0xdc/0xdd)
-or a jute ``ConnectRequest`` (a 4-byte length, then protocolVersion, an int 0, so the fifth
-byte is 0x00).  A jute connection is handed to ``serve``, which runs the same Connection:
-
-* decoding: each jute request becomes the ``[xid, op, *args]`` list the msgpack path hands to
-  ``Connection._handle`` (so ordered slots, reads, writes, sync, auth and setWatches are the
-  msgpack path's own code), and the ConnectRequest goes through ``Connection._handshake``;
-* encoding: ``JuteCodec`` is the Connection's ``codec``: every message the Connection sends (a
-  reply ``[xid, zxid, err, *values]``, a watch event, the handshake answer), given as the
-  msgpack protocol's values, is encoded as jute instead, using the op (and, for multi, the
-  sub-ops) remembered for that xid.  Replies leave a session in request order, so the
-  remembered ops are a FIFO.
+Decoding: each jute request becomes the ``[xid, op, *args]`` list of zabby's op model
+(docs/protocol.md), so the session layer serves both protocols with the same code.
+Encoding: every message a session sends (a reply ``[xid, zxid, err, *values]``, a watch
+event, the connect response), given as the msgpack protocol's values, becomes a jute frame,
+using the op (and, for multi, the sub-ops) remembered for that xid when it was decoded.
+Replies leave a session in request order, so the remembered ops are a FIFO.
 
 ZooKeeper's conventions kept here: exists on a missing node answers NONODE in the header;
 an expired or unknown session gets a ConnectResponse with timeout 0 and session id 0; a
 server that cannot take the session (not serving, or behind the client's lastZxidSeen) closes
 the connection without an answer, so the client tries another server; a multi answers one
 MultiHeader per op (an ErrorResponse for each op of a failed multi); create (op 1) answers
-the path only.  Unknown ops get UNIMPLEMENTED; malformed jute closes the connection.
+the path only.  Unknown ops get UNIMPLEMENTED; malformed jute closes the connection without
+an answer.
 """
 
 from __future__ import annotations
@@ -27,49 +21,20 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-import trio
+from typing import Any
 
 from zabby.errors import Err, RemoteProtocolError
 from zabby.opcodes import OpCode
 from zabby.wire import jute
-from zabby.wire.framing import FrameDecoder
-from zabby.wire.messages import PROTOCOL_NAME, connect_request, pack
+from zabby.wire.codec import ClientProtocol, ConnectRequest
+from zabby.wire.messages import PROTOCOL_NAME
 
-if TYPE_CHECKING:
-    from zabby.server.client_conn import Connection
+LOGGER = logging.getLogger("zabby.wire.jute")
 
-LOGGER = logging.getLogger("zabby.server.jute")
-
-RECEIVE_BYTES_MAX = 256 * 1024
-HANDSHAKE_TIMEOUT_S = 10.0
-DETECT_BYTES = 5  # the length prefix and the first byte of the payload
 EXPIRED_PASSWORD = bytes(16)
 
 _CREATE_OPS = (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL)
-
-
-# ----------------------------------------------------------------------------- detection
-async def read_detect_bytes(conn: Connection, first: bytes) -> bytes:
-    """``first`` extended to the bytes that tell jute from msgpack (or what came before EOF).
-
-    Four ASCII letters are an unknown four-letter word, never a frame length under
-    jute.maxbuffer: nothing more is awaited (the msgpack path refuses it at once)."""
-    if first[:4].isalpha():
-        return first
-    with trio.move_on_after(HANDSHAKE_TIMEOUT_S):
-        while len(first) < DETECT_BYTES:
-            chunk = await conn.stream.receive_some(RECEIVE_BYTES_MAX)
-            if not chunk:
-                break
-            first += chunk
-    return first
-
-
-def looks_like_jute(first: bytes) -> bool:
-    """A jute ConnectRequest: a length, then protocolVersion 0 (msgpack arrays never start 0x00)."""
-    return len(first) >= DETECT_BYTES and first[4] == 0
+_MULTI_OPS = (OpCode.MULTI, OpCode.MULTI_READ)
 
 
 # ----------------------------------------------------------------------------- requests → op model
@@ -178,7 +143,7 @@ def response_record(op: int, values: list[Any], sub_ops: tuple[int, ...]) -> jut
         return jute.GetChildren2Response(values[0], _stat(values[1]))
     if op == OpCode.SYNC:
         return jute.SyncResponse(values[0])
-    if op in (OpCode.MULTI, OpCode.MULTI_READ):
+    if op in _MULTI_OPS:
         return jute.MultiResponse([_multi_result(sub_op, result) for sub_op, result in zip(sub_ops, values[0], strict=True)])
     if op == OpCode.GET_EPHEMERALS:
         return jute.GetEphemeralsResponse(values[0])
@@ -190,31 +155,55 @@ def response_record(op: int, values: list[Any], sub_ops: tuple[int, ...]) -> jut
 
 
 class JuteCodec:
-    """Encodes what a Connection sends (the msgpack protocol's values) as jute frames."""
+    """ZooKeeper's jute protocol for one connection; it remembers the op of each request
+    until its reply is encoded."""
 
-    def __init__(self, on_failure: Callable[[], None]) -> None:
+    name = ClientProtocol.JUTE.value
+
+    def __init__(self, on_failure: Callable[[], None], buffer_bytes_max: int = jute.BUFFER_BYTES_MAX_DEFAULT) -> None:
         self.on_failure = on_failure
+        self.buffer_bytes_max = buffer_bytes_max
         self.pending: deque[tuple[int, int, tuple[int, ...]]] = deque()  # (xid, op, sub-ops)
         self.failed = False  # a reply could not be encoded: the connection must close
 
+    def decode_connect(self, payload: bytes) -> ConnectRequest:
+        request = jute.decode_connect_request(payload, self.buffer_bytes_max)
+        if request.protocol_version != 0:
+            raise RemoteProtocolError(f"unsupported jute protocol version {request.protocol_version}")
+        return ConnectRequest(last_zxid_seen=request.last_zxid_seen, timeout_ms=request.timeout_ms, session_id=request.session_id,
+                              password=request.password or b"", read_only=request.read_only)  # fmt: skip
+
+    def decode_request(self, payload: bytes) -> list[Any]:
+        request = jute.decode_request(payload, self.buffer_bytes_max)
+        op, args = request_args(request.op, request.record) if request.known else (request.op, [])
+        sub_ops: tuple[int, ...] = ()
+        if request.op in _MULTI_OPS:
+            sub_ops = tuple(sub_op for sub_op, _ in request.record.ops)  # type: ignore[union-attr]
+        self.pending.append((request.xid, op, sub_ops))  # as expect() does, without a call per request
+        return [request.xid, op, *args]
+
     def expect(self, xid: int, op: int, sub_ops: tuple[int, ...] = ()) -> None:
-        """Remember the op of a request handed to the Connection; its reply comes in order."""
+        """Remember the op of a request handed to the session; its reply comes in order."""
         self.pending.append((xid, op, sub_ops))
 
-    def encode(self, value: list[Any]) -> bytes:
-        """The jute frame for one message of the Connection, given as the msgpack protocol's
+    def encode(self, message: list[Any]) -> bytes:
+        """The jute frame for one message of the session, given as the msgpack protocol's
         values (b"": send nothing).
 
         Runs inside the server's apply loop (write replies, watch events), so it never
         raises: a frame it cannot translate is logged and ends this connection only.
         """
         try:
-            return self._encode(value)
+            return self._encode(message)
         except Exception:
             LOGGER.exception("cannot encode a reply as jute; closing the connection")
             self.failed = True
             self.on_failure()
             return b""
+
+    @staticmethod
+    def encode_protocol_error(zxid: int, text: str) -> bytes:
+        return b""  # ZooKeeper closes a connection that sends malformed jute without a word
 
     def _encode(self, value: list[Any]) -> bytes:
         if value[0] == PROTOCOL_NAME:
@@ -240,66 +229,9 @@ class JuteCodec:
 
     @staticmethod
     def _connect_response(value: list[Any]) -> bytes:
-        _, _, err, timeout_ms, session_id, password, _, _, _ = value
+        _, _, err, timeout_ms, session_id, password, _, read_only, _ = value
         if err == Err.SESSIONEXPIRED:  # ZooKeeper's answer for an expired or unknown session
             return jute.frame(jute.ConnectResponse(0, 0, 0, EXPIRED_PASSWORD, False).encode())
         if err:  # not serving / behind the client: ZooKeeper closes without an answer
             return b""
-        return jute.frame(jute.ConnectResponse(0, timeout_ms, session_id, password, False).encode())
-
-
-# ----------------------------------------------------------------------------- the connection
-async def serve(conn: Connection, first: bytes) -> None:
-    """Run ``conn`` as a jute connection; ``first`` holds the bytes read so far."""
-    server = conn.server
-    codec = JuteCodec(conn.close_after_flush)
-    conn.codec = codec
-    buffer_bytes_max = server.config.jute_buffer_bytes_max
-    decoder = FrameDecoder(buffer_bytes_max + 1024)
-    try:
-        frames = decoder.receive_data(first)
-        with trio.move_on_after(HANDSHAKE_TIMEOUT_S):
-            while not frames:
-                data = await conn.stream.receive_some(RECEIVE_BYTES_MAX)
-                if not data:
-                    return
-                frames = decoder.receive_data(data)
-        if not frames:
-            return
-        request = jute.decode_connect_request(frames.pop(0), buffer_bytes_max)
-        if request.protocol_version != 0:
-            raise RemoteProtocolError(f"unsupported jute protocol version {request.protocol_version}")
-        password = request.password or b""
-        handshake = connect_request(request.last_zxid_seen, request.timeout_ms, request.session_id, password, request.read_only)
-        if not await conn._handshake(pack(handshake)):
-            return
-        _handle_frames(conn, codec, frames, buffer_bytes_max)
-        while not conn._closing:
-            if server.outstanding >= server.config.outstanding_requests_max:
-                await server.wait_unthrottled()
-            data = await conn.stream.receive_some(RECEIVE_BYTES_MAX)
-            if not data:
-                return
-            _handle_frames(conn, codec, decoder.receive_data(data), buffer_bytes_max)
-    except RemoteProtocolError as exc:
-        LOGGER.warning("closing jute connection %s:%d: %s", *conn.address, exc)
-        server.stats.connection_drop_count += 1
-        if "over" in str(exc):
-            server.stats.large_requests_rejected += 1
-        conn.close_after_flush()
-
-
-def _handle_frames(conn: Connection, codec: JuteCodec, frames: list[bytes], buffer_bytes_max: int) -> None:
-    if not frames:
-        return
-    conn.server.touch(conn.session_id)
-    for payload in frames:
-        if conn._closing:
-            return
-        request = jute.decode_request(payload, buffer_bytes_max)
-        op, args = request_args(request.op, request.record) if request.known else (request.op, [])
-        sub_ops: tuple[int, ...] = ()
-        if request.op in (OpCode.MULTI, OpCode.MULTI_READ):
-            sub_ops = tuple(sub_op for sub_op, _ in request.record.ops)  # type: ignore[union-attr]
-        codec.expect(request.xid, op, sub_ops)
-        conn._handle([request.xid, op, *args])
+        return jute.frame(jute.ConnectResponse(0, timeout_ms, session_id, password, bool(read_only)).encode())

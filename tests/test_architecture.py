@@ -1,0 +1,139 @@
+"""The import structure the design asks for, checked by parsing zabby's sources (no imports run).
+
+* The protocol-neutral session layer, the statistics snapshot, the four-letter words and the
+  client codecs never reach the engine's trio driver (``zabby.server.node``) or the
+  connection's I/O (``zabby.server.client_conn``), even through other modules or under
+  ``TYPE_CHECKING``.
+* The engine knows clients only as its ``ClientSink``: it never reaches the session layer,
+  the connection, the four-letter words or the driver.
+* Nothing they reach imports itself back: no import cycle.
+* ``zabby.wire`` is sans-I/O: no sockets, clocks, threads, randomness, files or event loop.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "zabby"
+
+LAYERED = ("zabby.server.session", "zabby.server.statistics", "zabby.server.fourletter", "zabby.server.reads")
+FORBIDDEN = ("zabby.server.node", "zabby.server.client_conn")
+ENGINE_FORBIDDEN = (*LAYERED, *FORBIDDEN)
+WIRE_FORBIDDEN = ("trio", "socket", "time", "random", "threading", "os", "io")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def _absolute(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = importer.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every module ``name`` imports, anywhere in the file (TYPE_CHECKING blocks included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = _absolute(node, name, path.name == "__init__.py")
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names if f"{module}.{alias.name}" in modules)
+    return found
+
+
+@functools.cache
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: {m for m in imports_of(name, path, modules) if m in modules} for name, path in modules.items()}
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> dict[str, str]:
+    """Every module ``start`` reaches, each mapped to the module that imports it on the way."""
+    via: dict[str, str] = {}
+    stack = [start]
+    while stack:
+        current = stack.pop()
+        for target in graph[current]:
+            if target not in via and target != start:
+                via[target] = current
+                stack.append(target)
+    return via
+
+
+def _cycle_from(graph: dict[str, set[str]], start: str) -> list[str] | None:
+    """An import chain from ``start`` back to itself, if there is one."""
+    via: dict[str, str] = {}
+    stack = [start]
+    while stack:
+        current = stack.pop()
+        for target in graph[current]:
+            if target == start:
+                return [*_path_to(via, start, current), start]
+            if target not in via:
+                via[target] = current
+                stack.append(target)
+    return None
+
+
+def _path_to(via: dict[str, str], start: str, target: str) -> list[str]:
+    chain = [target]
+    while chain[-1] != start:
+        chain.append(via[chain[-1]])
+    return chain[::-1]
+
+
+@pytest.mark.parametrize("layered", LAYERED)
+def test_the_session_layer_never_reaches_the_core_or_the_connection(layered: str) -> None:
+    graph = _graph()
+    via = _reachable(graph, layered)
+    for forbidden in FORBIDDEN:
+        assert forbidden not in via, " -> ".join(_path_to(via, layered, forbidden))
+
+
+def test_the_engine_knows_clients_only_as_sinks() -> None:
+    graph = _graph()
+    for name in (m for m in graph if m == "zabby.engine" or m.startswith("zabby.engine.")):
+        via = _reachable(graph, name)
+        for forbidden in ENGINE_FORBIDDEN:
+            assert forbidden not in via, " -> ".join(_path_to(via, name, forbidden))
+
+
+def test_the_client_codecs_never_reach_the_server() -> None:
+    graph = _graph()
+    for name in (m for m in graph if m.startswith("zabby.wire")):
+        reached = _reachable(graph, name)
+        assert not [m for m in reached if m.startswith("zabby.server")], (name, sorted(reached))
+
+
+@pytest.mark.parametrize("layered", (*LAYERED, "zabby.wire.codec", "zabby.wire.jute_codec"))
+def test_no_import_cycle_through_the_session_layer_or_the_codecs(layered: str) -> None:
+    graph = _graph()
+    for module in [layered, *_reachable(graph, layered)]:
+        cycle = _cycle_from(graph, module)
+        assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
+
+
+def test_wire_is_sans_io() -> None:
+    modules = _modules()
+    for name, path in modules.items():
+        if not name.startswith("zabby.wire"):
+            continue
+        for imported in imports_of(name, path, modules):
+            assert not any(imported == bad or imported.startswith(bad + ".") for bad in WIRE_FORBIDDEN), (name, imported)

@@ -1,0 +1,421 @@
+"""A client's session on this server, whatever protocol its connection speaks: the
+handshake decision, ordered replies, reads, writes, sync, auth and setWatches.
+
+Theory of operation: the connection (``zabby.server.client_conn``) decodes frames with its
+codec and hands each request, ``[xid, op, *args]``, to ``ClientSession.handle`` in arrival
+order.  Writes go to the server's pipeline and leave a slot in ``_slots``; a read that
+arrives while slots are waiting joins the queue and runs only when everything before it is
+answered, so a session always reads its own writes and hears replies in request order.  A
+read with nothing ahead of it runs at once (the fast path).  Every message leaves through
+the ``SessionOutput`` as the msgpack protocol's values (docs/protocol.md), which the
+connection encodes in its codec, in send order.
+
+The session never awaits and does no I/O: what it waits for (a new session's txn, a
+write's commit, a sync) comes back through the callbacks it hands the server.  It is the
+``ClientSink`` the engine holds (a watcher, told of watch events, closed) and the ``Asker``
+its reads are checked against.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from zabby.config import ServerConfig
+from zabby.engine.effects import ClientSink, Done, SyncDone
+from zabby.errors import Err, ZabbyError
+from zabby.opcodes import WRITE_OPS, KeeperState, OpCode
+from zabby.server.reads import READ_HANDLERS, missed_events
+from zabby.server.statistics import ConnectionStatistics
+from zabby.server.stats import LatencyStat, ServerStats
+from zabby.tree import acl as acls
+from zabby.tree.datatree import DataTree
+from zabby.tree.prep import Caller
+from zabby.tree.txns import Txn
+from zabby.tree.watches import WatchManager
+from zabby.wire.codec import ConnectRequest
+from zabby.wire.messages import PROTOCOL_NAME, PROTOCOL_VERSION, XID_NOTIFICATION
+
+LOGGER = logging.getLogger("zabby.server.conn")
+
+class SessionHost(Protocol):
+    """The server as sessions and their connections use it: the engine's trio driver
+    (``zabby.server.node.ZabbyServer``) provides it.
+
+    Ordering: every ``done`` callback runs once the txn is applied to ``tree``, in zxid order;
+    a callback may never come if the server stops serving, and then it closes every sink.
+    """
+
+    @property
+    def config(self) -> ServerConfig: ...
+    @property
+    def stats(self) -> ServerStats: ...
+    @property
+    def last_zxid(self) -> int: ...
+    @property
+    def tree(self) -> DataTree: ...
+    @property
+    def watches(self) -> WatchManager: ...
+    @property
+    def serving(self) -> bool: ...
+    @property
+    def is_leader(self) -> bool: ...
+    @property
+    def standalone(self) -> bool: ...
+    @property
+    def outstanding(self) -> int:
+        """Writes in flight; connections stop reading at ``config.outstanding_requests_max``."""
+        ...
+
+    async def wait_unthrottled(self) -> None: ...
+    def submit(self, op: int, args: tuple[Any, ...], caller: Caller, cxid: int, done: Done) -> None:
+        """A client write.  Raises: ZabbyError when it cannot be taken (not serving, disk full)."""
+        ...
+
+    def create_session(self, timeout_ms: int, done: Done) -> None: ...
+    @property
+    def read_only(self) -> bool:
+        """Read-only mode: cut off from a quorum, serving reads to clients that accept it."""
+        ...
+
+    def create_local_session(self, timeout_ms: int) -> tuple[int, bytes]:
+        """Read-only mode: (session id, password) of a session of this server alone."""
+        ...
+
+    def close_session(self, session_id: int, cxid: int, done: Done) -> None: ...
+    def client_sync(self, session_id: int, cxid: int, done: SyncDone) -> None: ...
+    def negotiate_timeout(self, requested_ms: int) -> int: ...
+    def check_session(self, session_id: int, password: bytes) -> int | None:
+        """The session's timeout if (id, password) names a live session, else None."""
+        ...
+
+    def touch(self, session_id: int) -> None: ...
+    def attach(self, session_id: int, sink: ClientSink) -> None:
+        """``sink`` now holds the session: an earlier holder is closed."""
+        ...
+
+    def detach(self, sink: ClientSink) -> None:
+        """The connection ended: forget the sink and its watches."""
+        ...
+
+
+class SessionOutput(Protocol):
+    """Where a session's messages go: its connection."""
+
+    def send(self, message: list[Any]) -> None:
+        """Queue one message, given as the msgpack protocol's values, in the connection's codec."""
+        ...
+
+    def session_started(self) -> None:
+        """The handshake succeeded: the connection may hand over requests."""
+        ...
+
+    def close_after_flush(self) -> None: ...
+
+
+class _Slot:
+    __slots__ = ("xid", "op", "args", "reply", "started", "write")
+
+    def __init__(self, xid: int, op: int, args: list[Any], started: float, write: bool) -> None:
+        self.xid, self.op, self.args, self.started, self.write = xid, op, args, started, write
+        self.reply: list[Any] | None = None  # the reply's values, encoded when sent
+
+
+class ClientSession:
+    """One connection's session (a ``ClientSink`` and an ``Asker``); ``session_id`` is 0 until
+    the handshake."""
+
+    def __init__(self, host: SessionHost, output: SessionOutput, address: tuple[str, int]) -> None:
+        self.host = host
+        self.output = output
+        self._send = output.send
+        self.address = address
+        self.session_id = 0
+        self.password = b""
+        self.timeout_ms = 0
+        self.auth_ids: list[acls.AuthId] = [("ip", address[0])]
+        self.superuser = False
+        self.established_ms = int(time.time() * 1000)
+        self.received = 0
+        self.sent = 0  # frames queued to the client, counted by the output as it queues them
+        self.last_op = "NA"
+        self.last_cxid = self.last_zxid = 0
+        self.last_response_ms = 0
+        self.latency = LatencyStat()
+        self._caller = Caller(0, self.auth_ids)
+        self._slots: deque[_Slot] = deque()
+        self._close_after_reply = False  # the next read's reply is the last (a failed auth)
+        self._handlers: dict[int, Callable[[list[Any]], list[Any]]] = {
+            OpCode.PING: lambda args: [],
+            OpCode.AUTH: self._auth,
+            OpCode.SET_WATCHES: self._set_watches,
+        }
+
+    # ----------------------------------------------------------------- handshake
+    def connect(self, request: ConnectRequest) -> bool:
+        """Decide on a connection's connect request.
+
+        Returns:
+          False if refused: the answer is queued and the connection closes after it.  True if
+          the session starts, at once (re-attach) or once the server has created it; then
+          the connect response is queued and the output hears ``session_started``.
+        """
+        host = self.host
+        if not host.serving:
+            if host.read_only and request.read_only:
+                return self._connect_read_only(request)
+            return self._refuse(Err.CONNECTIONLOSS, "This ZooKeeper instance is not currently serving requests")
+        if host.is_leader and not host.standalone and not host.config.leader_serves:
+            return self._refuse(Err.CONNECTIONLOSS, "the leader does not serve clients (leaderServes=no)")
+        if request.last_zxid_seen > host.last_zxid:
+            return self._refuse(Err.CONNECTIONLOSS, f"server is behind the client (0x{host.last_zxid:x} < 0x{request.last_zxid_seen:x})")
+        if request.session_id == 0:
+            host.create_session(host.negotiate_timeout(request.timeout_ms), self._session_created)
+            return True
+        known_timeout = host.check_session(request.session_id, request.password)
+        if known_timeout is None:
+            return self._refuse(Err.SESSIONEXPIRED, f"session 0x{request.session_id:x} has expired or is unknown")
+        self._start_session(request.session_id, request.password, known_timeout)
+        return True
+
+    def _connect_read_only(self, request: ConnectRequest) -> bool:
+        """Read-only mode: a client that accepts it reads here, in its own session if this
+        server knows it, else in a session local to this server."""
+        host = self.host
+        if request.session_id:
+            known_timeout = host.check_session(request.session_id, request.password)
+            if known_timeout is None:
+                return self._refuse(Err.SESSIONEXPIRED, f"session 0x{request.session_id:x} has expired or is unknown")
+            self._start_session(request.session_id, request.password, known_timeout, read_only=True)
+            return True
+        session_id, password = host.create_local_session(host.negotiate_timeout(request.timeout_ms))
+        self._start_session(session_id, password, host.negotiate_timeout(request.timeout_ms), read_only=True)
+        return True
+
+    def _session_created(self, txn: Txn, result: Any) -> None:
+        timeout_ms, password = txn.body
+        self._start_session(txn.session_id, password, timeout_ms)
+
+    def _start_session(self, session_id: int, password: bytes, timeout_ms: int, *, read_only: bool = False) -> None:
+        self.session_id, self.password, self.timeout_ms = session_id, password, timeout_ms
+        self._caller = Caller(session_id, self.auth_ids, self.superuser)
+        self.host.attach(session_id, self)
+        self.host.touch(session_id)
+        self._send([PROTOCOL_NAME, PROTOCOL_VERSION, 0, timeout_ms, session_id, password, self.host.last_zxid, read_only, ""])
+        self.output.session_started()
+
+    def _refuse(self, code: Err, message: str) -> bool:
+        LOGGER.info("refusing %s:%d: %s", *self.address, message)
+        self._send([PROTOCOL_NAME, PROTOCOL_VERSION, int(code), 0, 0, b"", self.host.last_zxid, False, message])
+        self.output.close_after_flush()
+        return False
+
+    # ----------------------------------------------------------------- requests
+    def touch(self) -> None:
+        """The client was heard from: its session lives on."""
+        self.host.touch(self.session_id)
+
+    def handle(self, request: list[Any]) -> None:
+        """One decoded request, ``[xid, op, *args]``, in arrival order."""
+        started = time.perf_counter()
+        self.received += 1
+        self.host.stats.packets_received += 1
+        if len(request) < 2 or not isinstance(request[0], int) or not isinstance(request[1], int):
+            self._answer_error(0, Err.BADARGUMENTS, "a request must be [xid, op, args...]", started)
+            return
+        xid, op, args = request[0], request[1], request[2:]
+        self.last_cxid = xid
+        if op in WRITE_OPS:
+            self._write(xid, op, args, started)
+        elif op == OpCode.SYNC:
+            self._sync(xid, args, started)
+        elif op in READ_HANDLERS or op in self._handlers:
+            if self._slots:
+                self._slots.append(_Slot(xid, op, args, started, False))
+            else:
+                self._answer_read(xid, op, args, started)
+        else:
+            self._answer_error(xid, Err.UNIMPLEMENTED, f"unknown or unsupported op {op}", started)
+
+    def _answer_error(self, xid: int, code: Err, message: str, started: float) -> None:
+        values = [xid, self.host.last_zxid, int(code), message]
+        if self._slots:
+            slot = _Slot(xid, 0, [], started, True)
+            slot.reply = values
+            self._slots.append(slot)
+        else:
+            self._send(values)
+
+    def _answer_read(self, xid: int, op: int, args: list[Any], started: float) -> None:
+        host = self.host
+        self.last_op = _op_name(op)
+        try:
+            handler = self._handlers.get(op)
+            if handler is not None:
+                values = handler(args)
+            else:
+                values = READ_HANDLERS[op](host.tree, host.watches, self, args)
+            reply = [xid, host.last_zxid, 0, *values]
+        except ZabbyError as exc:
+            reply = [xid, host.last_zxid, int(exc.code), str(exc)]
+        except (TypeError, ValueError) as exc:
+            reply = [xid, host.last_zxid, int(Err.BADARGUMENTS), f"bad arguments: {exc}"]
+        self._finish(started, False)
+        self._send(reply)
+        if self._close_after_reply:
+            self.output.close_after_flush()
+
+    def _finish(self, started: float, write: bool) -> None:
+        elapsed = time.perf_counter() - started
+        self.host.stats.record_request(elapsed, write)
+        self.latency.add(elapsed * 1000)
+        self.last_response_ms = int(time.time() * 1000)
+
+    def _write(self, xid: int, op: int, args: list[Any], started: float) -> None:
+        slot = _Slot(xid, op, args, started, True)
+        self.last_op = _op_name(op)
+
+        def done(txn: Txn, result: Any) -> None:
+            if txn.type == OpCode.ERROR:
+                slot.reply = [xid, txn.zxid, txn.body[0], txn.body[1] if len(txn.body) > 1 else ""]
+            else:
+                slot.reply = [xid, txn.zxid, 0, *_write_values(op, result)]
+            self.last_zxid = txn.zxid
+            self._finish(started, True)
+            self._flush_slots()
+
+        try:
+            if op == OpCode.CLOSE_SESSION:
+                self.host.close_session(self.session_id, xid, done)
+            else:
+                self.host.submit(op, tuple(args), self._caller, xid, done)
+        except ZabbyError as exc:
+            slot.reply = [xid, self.host.last_zxid, int(exc.code), str(exc)]
+        except (TypeError, ValueError) as exc:
+            slot.reply = [xid, self.host.last_zxid, int(Err.BADARGUMENTS), f"bad arguments: {exc}"]
+        self._slots.append(slot)
+        if slot.reply is not None:
+            self._flush_slots()
+
+    def _sync(self, xid: int, args: list[Any], started: float) -> None:
+        """sync: answered once this server has everything the leader had committed when it asked."""
+        slot = _Slot(xid, OpCode.SYNC, args, started, True)
+        path = args[0] if args else None
+        if not isinstance(path, str):
+            self._answer_error(xid, Err.BADARGUMENTS, "sync takes a path", started)
+            return
+
+        def done() -> None:
+            slot.reply = [xid, self.host.last_zxid, 0, path]
+            self._finish(started, False)
+            self._flush_slots()
+
+        try:
+            self.host.client_sync(self.session_id, xid, done)
+        except ZabbyError as exc:
+            slot.reply = [xid, self.host.last_zxid, int(exc.code), str(exc)]
+        self._slots.append(slot)
+        if slot.reply is not None:
+            self._flush_slots()
+
+    def _flush_slots(self) -> None:
+        slots = self._slots
+        while slots:
+            head = slots[0]
+            if head.write:
+                if head.reply is None:
+                    return
+                self._send(head.reply)
+            else:
+                self._answer_read(head.xid, head.op, head.args, head.started)
+            slots.popleft()
+
+    # ----------------------------------------------------------------- the sink the engine holds
+    def send_event(self, event_type: int, path: str, zxid: int) -> None:
+        self._send([XID_NOTIFICATION, zxid, 0, int(event_type), int(KeeperState.SYNC_CONNECTED), path])
+
+    def close_after_flush(self) -> None:
+        self.output.close_after_flush()
+
+    # ----------------------------------------------------------------- session-level ops
+    def _auth(self, args: list[Any]) -> list[Any]:
+        scheme, credential = args
+        if isinstance(credential, str):
+            credential = credential.encode()
+        try:
+            auth_id = acls.authenticate(scheme, credential)
+        except ZabbyError:
+            self.host.stats.auth_failed_count += 1
+            self._close_after_reply = True  # ZooKeeper answers AUTHFAILED, then closes
+            raise
+        if auth_id not in self.auth_ids:
+            self.auth_ids.append(auth_id)
+        if self.host.config.super_digest and auth_id[1] == self.host.config.super_digest:
+            self.superuser = True
+        self._caller = Caller(self.session_id, self.auth_ids, self.superuser)
+        return []
+
+    def _set_watches(self, args: list[Any]) -> list[Any]:
+        relative_zxid, data, exist, child, persistent, recursive = args
+        watches, tree = self.host.watches, self.host.tree
+        missed = missed_events(tree, relative_zxid, data, exist, child)
+        fired = {path for _, path in missed}
+        for path in data:
+            if path not in fired:
+                watches.add_data(path, self)
+        for path in exist:
+            if path not in fired:
+                watches.add_data(path, self)
+        for path in child:
+            if path not in fired:
+                watches.add_child(path, self)
+        for path in persistent:
+            watches.add_persistent(path, self, recursive=False)
+        for path in recursive:
+            watches.add_persistent(path, self, recursive=True)
+        for kind, path in missed:
+            self.send_event(kind, path, tree.last_zxid)
+        return []
+
+    # ----------------------------------------------------------------- figures (cons, crst)
+    def statistics(self) -> ConnectionStatistics:
+        return ConnectionStatistics(
+            address=self.address, session_id=self.session_id, timeout_ms=self.timeout_ms, established_ms=self.established_ms,
+            outstanding_requests=len(self._slots), packets_received=self.received, packets_sent=self.sent,
+            last_operation=self.last_op, last_cxid=self.last_cxid, last_zxid=self.last_zxid,
+            last_response_ms=self.last_response_ms, latency=self.latency.statistics(),
+        )  # fmt: skip
+
+    def reset_statistics(self) -> None:
+        self.latency.reset()
+        self.received = self.sent = 0
+
+
+def _write_values(op: int, result: Any) -> list[Any]:
+    if op == OpCode.CREATE:
+        return [result[0]]
+    if op in (OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
+        return [result[0], result[1]]
+    if op in (OpCode.SET_DATA, OpCode.SET_ACL):
+        return [result]
+    if op == OpCode.MULTI:
+        return [[[sub_type, err, _multi_value(sub_type, value)] for sub_type, err, value in result]]
+    return []
+
+
+def _multi_value(sub_type: int, value: Any) -> Any:
+    if sub_type in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
+        return [value[0], value[1]]
+    if sub_type == OpCode.SET_DATA:
+        return value
+    return None
+
+
+def _op_name(op: int) -> str:
+    try:
+        return OpCode(op).name
+    except ValueError:
+        return str(op)
