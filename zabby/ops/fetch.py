@@ -23,11 +23,12 @@ from pathlib import Path
 
 from zabby.ops.errors import DataError, ServerError, UsageError, parse_zxid
 from zabby.ops.snapfile import SnapshotInfo, load_tree, summarize
+from zabby.server.http import SNAPSHOT_DIGEST_HEADER, SNAPSHOT_ZXID_HEADER
 from zabby.storage.files import fsync_dir, write_chunks_atomically
 from zabby.storage.snapshot import CHUNK_BYTES
 
-ZXID_HEADER = "last_zxid"
-DIGEST_HEADER = "X-Zabby-Digest"
+ZXID_HEADER = SNAPSHOT_ZXID_HEADER
+DIGEST_HEADER = SNAPSHOT_DIGEST_HEADER
 SNAPSHOT_COMMAND = "snapshot"
 
 

@@ -71,6 +71,21 @@ def write_snapshot_frames(pipe: BinaryIO, records: Iterable[tuple[Any, ...]]) ->
     pipe.write(encode_frame(encode(SnapChunk(records=tuple(chunk), last=True))))
 
 
+def download_image(tree: DataTree) -> tuple[ForkedStream, int, int]:
+    """A child writes a snapshot file of the tree as it is now into a pipe (the admin
+    endpoint's ``snapshot`` command); returns it with the tree's zxid and digest.  Call it
+    from the trio thread, between two engine steps (the tree is then whole)."""
+    zxid, digest, records = tree.last_zxid, tree.digest, tree.records
+
+    def stream_file(write_fd: int) -> None:
+        try:
+            write_snapshot_stream(write_fd, zxid, records())
+        finally:
+            os.close(write_fd)
+
+    return _forked_pipe(stream_file, f"a snapshot at 0x{zxid:x} for download"), zxid, digest
+
+
 def _forked_pipe(work: Callable[[int], None], what: str) -> ForkedStream:
     """A child running ``work(write_fd)`` on its copy-on-write image, read through a pipe."""
     read_fd, write_fd = os.pipe()
@@ -108,19 +123,6 @@ class ForkFreezer:
                 write_snapshot_frames(pipe, records())
 
         return _forked_pipe(stream_tree, f"a snapshot at 0x{tree.last_zxid:x} to server {sid}")
-
-    def image_for_download(self, tree: DataTree) -> tuple[ForkedStream, int, int]:
-        """A child writes a snapshot file of the tree as it is now into a pipe (the admin
-        endpoint's ``snapshot`` command); returns it with the tree's zxid and digest."""
-        zxid, digest, records = tree.last_zxid, tree.digest, tree.records
-
-        def stream_file(write_fd: int) -> None:
-            try:
-                write_snapshot_stream(write_fd, zxid, records())
-            finally:
-                os.close(write_fd)
-
-        return _forked_pipe(stream_file, f"a snapshot at 0x{zxid:x} for download"), zxid, digest
 
     def image_for_disk(self, tree: DataTree) -> DiskImage:
         snap_dir, zxid, records = self.snap_dir, tree.last_zxid, tree.records

@@ -9,6 +9,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 
 REQUEST_BYTES_MAX = 8192
+SNAPSHOT_ZXID_HEADER = "last_zxid"  # ZooKeeper 3.9's name, on /commands/snapshot's answer
+SNAPSHOT_DIGEST_HEADER = "X-Zabby-Digest"  # the tree digest at that zxid
 
 
 @dataclass(frozen=True, slots=True)
