@@ -72,8 +72,9 @@ class Page:
     def goto(self, url: str, timeout_s: float = 30.0) -> None:
         self.call("Page.enable")
         self.events.clear()
-        self.call("Page.navigate", url=url)
-        self._wait_event("Page.loadEventFired", timeout_s)
+        result = self.call("Page.navigate", url=url)
+        if "loaderId" in result:  # a new document (a change of #hash only is not one)
+            self._wait_event("Page.loadEventFired", timeout_s)
 
     def evaluate(self, expression: str) -> Any:
         result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
