@@ -11,7 +11,6 @@ import json
 import os
 import re
 import struct
-import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -20,11 +19,10 @@ from pathlib import Path
 import pytest
 
 from tests.console.cdp import Browser, Page
+from tests.debian import installed
 from tests.procs import ROOT, Ensemble, ServerProcess
 from zabby import SyncClient
 
-INSTALL_SCRIPT = ROOT / "scripts" / "install_chromium.sh"
-APT_UNAVAILABLE = 3  # the script's exit code when apt-get (or root) is not there
 DIGEST = "admin:fvr2cB/fjGeAiX8g1aGhUm3ZICk="  # zabby-admin digest admin:secret
 BASIC = "Basic " + base64.b64encode(b"admin:secret").decode()
 PROJECT = {"name": "demo", "owner": "data-eng", "models": ["sales_model"], "cubes": ["sales_cube"]}
@@ -34,14 +32,7 @@ CUBE = {"name": "sales_cube", "status": "READY", "segments": [{"id": "3f2a9c", "
 @pytest.fixture(scope="module")
 def chromium() -> str:
     """The path of Chromium, installing Debian's package when it is missing."""
-    try:
-        done = subprocess.run(["bash", str(INSTALL_SCRIPT)], capture_output=True, text=True, timeout=900, check=False)
-    except subprocess.TimeoutExpired:
-        pytest.fail("scripts/install_chromium.sh did not finish in 15 minutes")
-    if done.returncode == APT_UNAVAILABLE:
-        pytest.skip(f"chromium is not installed and cannot be: {done.stderr.strip()}")
-    assert done.returncode == 0, f"scripts/install_chromium.sh failed:\n{done.stderr}"
-    return done.stdout.strip().splitlines()[-1]
+    return installed("install_chromium.sh")
 
 
 @pytest.fixture(scope="module")
