@@ -35,7 +35,7 @@ from zabby.errors import InvariantError
 from zabby.server import fourletter
 from zabby.server.console_views import BadRequest, ServerRow, ensemble_rows, node_view, row_from_mntr, sessions_view, watches_view
 from zabby.server.http import Request, Response
-from zabby.server.statistics import Monitored, Part, Reset, ServerStatistics, snapshot
+from zabby.server.statistics import Monitored, Reset, ServerStatistics, snapshot
 from zabby.tree import acl
 
 PREFIX = "/console"
