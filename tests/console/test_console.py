@@ -156,14 +156,16 @@ def test_sessions_and_watches(ensemble: Ensemble, page: Page, tmp_path: Path) ->
 
 
 def test_the_console_answers_on_its_address_only(tmp_path: Path) -> None:
-    server = ServerProcess(tmp_path / "server", **{"admin.serverAddress": "127.0.0.2"})
+    """A console bound to another address than the one requests arrive on (here one this
+    machine does not even have) refuses them, while /metrics is served."""
+    server = ServerProcess(tmp_path / "server", **{"admin.console.address": "192.0.2.1"})
     server.start()
     try:
-        base = f"http://127.0.0.2:{server.admin_port}"
+        base = f"http://127.0.0.1:{server.admin_port}"
         with urllib.request.urlopen(f"{base}/metrics", timeout=10) as answer:
             assert b"zabby_serving" in answer.read()
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"{base}/console", timeout=10)
-        assert refused.value.code == 403 and b"127.0.0.1 only" in refused.value.read()
+        assert refused.value.code == 403 and b"192.0.2.1 only" in refused.value.read()
     finally:
         server.kill()

@@ -24,6 +24,7 @@ import base64
 import binascii
 import hmac
 import importlib.resources
+import ipaddress
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -62,9 +63,25 @@ def authorized(expected: str, header: str | None) -> bool:
     return bool(sep) and hmac.compare_digest(acl.digest(user, password), expected)
 
 
+def _loopback(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1 on a dual-stack socket
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def arrived_on(address: str, request: Request) -> bool:
+    """Did the request arrive on ``address`` (any loopback address stands for another)?"""
+    if address in ANY_ADDRESS or request.local_address == address:
+        return True
+    return _loopback(address) and _loopback(request.local_address)
+
+
 def refusal(config: ServerConfig, request: Request) -> Response | None:
     """Why this request may not see the console (or the snapshot stream), if it may not."""
-    if config.console_address not in ANY_ADDRESS and request.local_address != config.console_address:
+    if not arrived_on(config.console_address, request):
         return _json("403 Forbidden", {"error": f"the console answers on {config.console_address} only (admin.console.address)"})
     if config.console_auth is not None and not authorized(config.console_auth, request.headers.get("authorization")):
         return Response("401 Unauthorized", "application/json", b'{"error": "credentials required"}',
