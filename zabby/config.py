@@ -15,6 +15,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zabby.membership import Member, Membership, MembershipError, parse_member
+
 LOGGER = logging.getLogger("zabby.config")
 
 DEFAULT_4LW_WHITELIST = frozenset({"ruok", "srvr", "stat", "mntr", "isro", "conf", "envi", "dirs"})
@@ -27,14 +29,7 @@ class ConfigError(ValueError):
     """A zoo.cfg value is missing or malformed."""
 
 
-@dataclass(frozen=True, slots=True)
-class PeerAddress:
-    sid: int
-    host: str
-    quorum_port: int
-    election_port: int
-    observer: bool = False
-    client_port: int | None = None
+PeerAddress = Member  # one server's addresses and role (``server.N=`` lines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +68,18 @@ class ServerConfig:
     log_reserve_bytes: int = 64 * 2**20  # preAllocSize (KB): log space kept allocated ahead
     digest_enabled: bool = True  # digest.enabled: learners check their tree against the leader's
     read_only_enabled: bool = False  # readonlymode.enabled: serve reads while cut off from a quorum
+    reconfig_enabled: bool = False  # reconfigEnabled: the reconfig operation (off, as ZooKeeper's)
+    dynamic_config_file: Path | None = None  # dynamicConfigFile: where the server.N lines live
+    membership_version: int = 0  # the dynamic file's version= (0: a static configuration)
+    source: Path | None = None  # the zoo.cfg this came from (a reconfig rewrites its dynamicConfigFile)
     peers: tuple[PeerAddress, ...] = ()
     server_id: int = 0
     extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def membership(self) -> Membership | None:
+        """The server.N lines as a membership (None for a standalone server)."""
+        return Membership.of(self.peers, self.membership_version) if self.peers else None
 
     @property
     def standalone(self) -> bool:
@@ -136,17 +140,9 @@ def _digest_user(text: str | None) -> str | None:
 
 def _peer(key: str, value: str) -> PeerAddress:
     try:
-        sid = int(key.split(".", 1)[1])
-        address, _, client = value.partition(";")
-        parts = address.split(":")
-        host, quorum_port, election_port = parts[0], int(parts[1]), int(parts[2])
-        role = parts[3] if len(parts) > 3 else "participant"
-    except (IndexError, ValueError):
-        raise ConfigError(f"{key}={value!r}: expected host:quorumPort:electionPort[:participant|:observer]") from None
-    if role not in ("participant", "observer"):
-        raise ConfigError(f"{key}: unknown role {role!r}")
-    client_port = int(client.rsplit(":", 1)[-1]) if client else None
-    return PeerAddress(sid, host, quorum_port, election_port, role == "observer", client_port)
+        return parse_member(key, value)
+    except MembershipError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_lines(text: str) -> dict[str, str]:
@@ -169,7 +165,8 @@ def load(path: str | Path) -> ServerConfig:
         text = config_path.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read config {config_path}: {exc}") from None
-    return from_dict(parse_lines(text), base=config_path.resolve().parent)
+    config = from_dict(parse_lines(text), base=config_path.resolve().parent)
+    return dataclasses.replace(config, source=config_path.resolve())
 
 
 def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # noqa: PLR0915
@@ -179,6 +176,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
     data_dir = (base / raw.pop("dataDir")).resolve()
     data_log_dir = (base / raw.pop("dataLogDir")).resolve() if "dataLogDir" in raw else data_dir
     tick_ms = _int(raw, "tickTime", 2000, 1)
+    dynamic_file, membership_version = _dynamic_config(raw, base)
     peers = tuple(sorted((_peer(k, raw.pop(k)) for k in list(raw) if k.startswith("server.")), key=lambda p: p.sid))
     config = ServerConfig(
         data_dir=data_dir,
@@ -215,6 +213,9 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         log_reserve_bytes=_int(raw, "preAllocSize", 65536) * 1024,
         digest_enabled=_bool(raw, "digest.enabled", True),
         read_only_enabled=_bool(raw, "readonlymode.enabled", False),
+        reconfig_enabled=_bool(raw, "reconfigEnabled", False),
+        dynamic_config_file=dynamic_file,
+        membership_version=membership_version,
         peers=peers,
     )
     election_alg = raw.pop("electionAlg", "3")
@@ -234,6 +235,47 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
     for key in raw:
         LOGGER.info("config key %s is not used by zabby", key)
     return dataclasses.replace(config, extra=raw)
+
+
+def _dynamic_config(raw: dict[str, str], base: Path) -> tuple[Path | None, int]:
+    """ZooKeeper's dynamicConfigFile: its server.N lines join ``raw``; its version= is the
+    membership's version."""
+    name = raw.pop("dynamicConfigFile", None)
+    if name is None:
+        return None, 0
+    path = (base / name).resolve()
+    try:
+        dynamic = parse_lines(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"dynamicConfigFile {path}: {exc}") from None
+    version_text = dynamic.pop("version", "0")
+    try:
+        version = int(version_text, 16)
+    except ValueError:
+        raise ConfigError(f"{path}: version={version_text!r} is not hexadecimal") from None
+    for key, value in dynamic.items():
+        if not key.startswith("server."):
+            raise ConfigError(f"{path}: only server.N lines and version= belong in a dynamic configuration, not {key}")
+        raw[key] = value
+    return path, version
+
+
+def write_dynamic_config(config: ServerConfig, membership: Membership) -> Path:
+    """A committed reconfig: ``<zoo.cfg>.dynamic.<version>`` holds the new membership and the
+    zoo.cfg's dynamicConfigFile names it (as ZooKeeper rewrites its files).  Both written
+    atomically, so a restart reads one membership or the other."""
+    from zabby.storage.files import write_atomically
+
+    source = config.source
+    if source is None:
+        raise ConfigError("no zoo.cfg to record the new membership in")
+    target = source.with_name(f"{source.name}.dynamic.{membership.version:x}")
+    write_atomically(target, membership.text().encode())
+    lines = [line for line in source.read_text().splitlines()
+             if not line.strip().startswith(("server.", "dynamicConfigFile"))]  # fmt: skip
+    lines.append(f"dynamicConfigFile={target.name}")
+    write_atomically(source, ("\n".join(lines) + "\n").encode())
+    return target
 
 
 def _read_myid(data_dir: Path) -> int | None:

@@ -54,12 +54,23 @@ def test_large_value_over_jute_maxbuffer_is_refused(zabby_server: ServerProcess)
     assert session.call(3, "/big", False)[3] is None
 
 
-def test_bad_paths_answer_bad_arguments_and_keep_the_connection(zabby_server: ServerProcess) -> None:
+def test_bad_paths_answer_as_in_zookeeper_and_keep_the_connection(zabby_server: ServerProcess) -> None:
+    """A create refuses a path with no "/" or with a NUL, then looks the parent up (NONODE),
+    and checks the whole path last; a read only looks the path up (exists answers "no such
+    node" with OK and no Stat), and exists alone refuses a NUL."""
     session = raw_session(zabby_server.port)
-    for path in ("", "a", "/a/", "/a//b", "/a/./b", "/a/../b", "/a\x00b", "/a\x01"):
-        reply = session.create(path)
-        assert reply[2] == Err.BADARGUMENTS, (path, reply)
-        assert session.call(4, path, False)[2] == Err.BADARGUMENTS
+    expected = {  # path: (create, getData, exists)
+        "": (Err.BADARGUMENTS, Err.NONODE, Err.OK),
+        "a": (Err.BADARGUMENTS, Err.NONODE, Err.OK),
+        "/a/": (Err.NONODE, Err.NONODE, Err.OK),
+        "/a//b": (Err.NONODE, Err.NONODE, Err.OK),
+        "/a/./b": (Err.NONODE, Err.NONODE, Err.OK),
+        "/a\x00b": (Err.BADARGUMENTS, Err.NONODE, Err.BADARGUMENTS),
+        "/a\x01": (Err.BADARGUMENTS, Err.NONODE, Err.OK),  # its parent "/" is there
+    }
+    for path, codes in expected.items():
+        got = (session.create(path)[2], session.call(4, path, False)[2], session.call(3, path, False)[2])
+        assert got == codes, path
     assert session.create("/ok")[2] == 0
 
 

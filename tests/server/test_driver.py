@@ -42,6 +42,14 @@ def test_persist_writes_the_current_epoch_after_the_log_is_synced(tmp_path: Path
         return await real_run(fn, *args)
 
     server.disk.run = recording_run  # type: ignore[method-assign]
+    real_sync = server.log.sync
+
+    def recording_sync() -> None:  # inline when the server is idle, else through disk.run
+        if not calls or calls[-1] != "sync":
+            calls.append("sync")
+        real_sync()
+
+    server.log.sync = recording_sync  # type: ignore[method-assign]
     txn = Txn(make_zxid(2, 1), 0x77, 1, 0, 1, ("/a", b"", OPEN_ACL_UNSAFE, 0, 1))
     effect = Persist(accepted_epoch=2, current_epoch=2, truncate_to=0, append=[txn], sync=True)
     trio.run(server._persist, effect)

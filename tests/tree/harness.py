@@ -23,6 +23,7 @@ class Harness:
         self.now = 1_000
         self.cxid = 0
         self.wire = wire
+        self.last_acls: list[tuple[acls.ACL, ...]] = []
 
     # ------------------------------------------------------------ building blocks
     @staticmethod
@@ -43,9 +44,11 @@ class Harness:
         return self._txn(caller.session_id, txn_type, body)
 
     def apply(self, txn: Txn) -> tuple[Any, list[tuple[int, str]]]:
-        result = self.tree.apply(txn)
+        """Apply ``txn``; its watch triggers as (type, path), their ACLs kept in ``last_acls``."""
+        result, events = self.tree.apply(txn)
         self.prep.applied(txn.zxid)
-        return result
+        self.last_acls = [acl for _, _, acl in events]
+        return result, [(event_type, path) for event_type, path, _ in events]
 
     def run(self, op: int, args: tuple[Any, ...], caller: Caller | None = None) -> tuple[Any, list[tuple[int, str]]]:
         return self.apply(self.prepare(op, args, caller))

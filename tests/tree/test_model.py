@@ -62,7 +62,7 @@ class Model:
         self.nodes: dict[str, MNode] = {}
         for path, node in tree.nodes.items():  # the initial (system) nodes
             self.nodes[path] = MNode(node.data, node.ephemeral_owner, node.czxid, node.version, node.cversion,
-                                     set(node.children), node.mzxid, node.pzxid)  # fmt: skip
+                                     set(node.listing()), node.mzxid, node.pzxid)  # fmt: skip
         self.open_sessions: set[int] = set()
 
     def clone(self) -> Model:
@@ -391,8 +391,9 @@ class TreeMachine(RuleBasedStateMachine):
             assert node.version == expected.version, path
             assert node.cversion == expected.cversion, path
             assert node.ephemeral_owner == expected.owner, path
-            assert node.children == expected.children, path
+            assert set(node.listing()) == expected.children, path
             assert node.listing() == sorted(expected.children), path  # cached: must follow changes
+            assert list(node.children) == sorted(join(path, name) for name in expected.children), path
             assert st_[9] == len(expected.children), path
             assert (node.czxid, node.mzxid, node.pzxid) == (expected.czxid, expected.mzxid, expected.pzxid), path
         assert set(tree.sessions) == model.open_sessions
@@ -403,10 +404,10 @@ class TreeMachine(RuleBasedStateMachine):
             return
         tree = self.h.tree
         for path, node in tree.nodes.items():
-            for name in node.children:
-                assert join(path, name) in tree.nodes
+            for child in node.children:  # the children are their full paths, sorted
+                assert child in tree.nodes and parent_of(child) == path
             if path != "/":
-                assert basename(path) in tree.nodes[parent_of(path)].children
+                assert path in tree.nodes[parent_of(path)].children
         ephemerals: dict[int, set[str]] = {}
         for path, node in tree.nodes.items():
             if is_session_owner(node.ephemeral_owner):

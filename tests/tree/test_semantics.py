@@ -59,8 +59,8 @@ def code_of(fn, *args, **kwargs) -> Err:
 def test_system_nodes_exist(h: Harness) -> None:
     for path in ("/", "/zookeeper", "/zookeeper/config", "/zookeeper/quota"):
         assert h.tree.get(path) is not None
-    assert h.tree.get("/").children == {"zookeeper"}
-    assert h.tree.get("/zookeeper").children == {"config", "quota"}
+    assert set(h.tree.get("/").listing()) == {"zookeeper"}
+    assert set(h.tree.get("/zookeeper").listing()) == {"config", "quota"}
     assert h.tree.get("/zookeeper/config").acl == acls.READ_ACL_UNSAFE
 
 
@@ -117,7 +117,7 @@ def test_create_persistent_stat(h: Harness) -> None:
 def test_create2_and_nested(h: Harness) -> None:
     assert h.create("/a", op=OpCode.CREATE2) == "/a"
     assert h.create("/a/b") == "/a/b"
-    assert h.tree.get("/a").children == {"b"}
+    assert set(h.tree.get("/a").listing()) == {"b"}
     assert stat(h, "/a")[CVERSION] == 1
     assert stat(h, "/a")[NUMCHILDREN] == 1
 
@@ -147,9 +147,10 @@ def test_sequential_suffix_from_parent_cversion(h: Harness) -> None:
     assert h.create("/q/n-", mode=CreateMode.PERSISTENT_SEQUENTIAL) == "/q/n-0000000000"
     h.create("/q/plain")
     assert h.create("/q/n-", mode=CreateMode.PERSISTENT_SEQUENTIAL) == "/q/n-0000000002"
-    # deletes do not change cversion (ZooKeeper's DataTree.deleteNode only moves pzxid)
+    # a delete shows in the Stat's cversion, not in the suffix: ZooKeeper keeps a count of
+    # creates and reports 2 × creates − children (DataNode.copyStat)
     h.delete("/q/plain")
-    assert stat(h, "/q")[CVERSION] == 3
+    assert stat(h, "/q")[CVERSION] == 4
     assert h.create("/q/n-", mode=CreateMode.EPHEMERAL_SEQUENTIAL, caller=h.caller(9)) == "/q/n-0000000003"
     # trailing slash: the name is only the counter
     assert h.create("/q/", mode=CreateMode.PERSISTENT_SEQUENTIAL) == "/q/0000000004"
@@ -172,7 +173,7 @@ def test_sequential_pipelined_prepares_get_distinct_suffixes(h: Harness) -> None
     assert names == ["/q/s-0000000000", "/q/s-0000000001", "/q/s-0000000002"]
     for txn in txns:
         h.apply(txn)
-    assert h.tree.get("/q").children == {"s-0000000000", "s-0000000001", "s-0000000002"}
+    assert set(h.tree.get("/q").listing()) == {"s-0000000000", "s-0000000001", "s-0000000002"}
     assert stat(h, "/q")[CVERSION] == 3
 
 
@@ -185,7 +186,8 @@ def test_sequential_name_collision_is_node_exists(h: Harness) -> None:
 
 def test_container_owner(h: Harness) -> None:
     path = h.create("/c", mode=CreateMode.CONTAINER, op=OpCode.CREATE_CONTAINER)
-    assert stat(h, path)[OWNER] == CONTAINER_OWNER == -(2**63)
+    assert h.tree.get(path).ephemeral_owner == CONTAINER_OWNER == -(2**63)
+    assert stat(h, path)[OWNER] == 0  # a Stat shows only sessions as owners (DataNode.copyStat)
     assert h.tree.containers == {"/c"}
     h.create("/c/child")  # containers may have children
     h.delete("/c/child")
@@ -196,7 +198,8 @@ def test_container_owner(h: Harness) -> None:
 
 def test_ttl_owner(h: Harness) -> None:
     path = h.create("/t", mode=CreateMode.PERSISTENT_WITH_TTL, ttl=5000, op=OpCode.CREATE_TTL)
-    owner = stat(h, path)[OWNER]
+    assert stat(h, path)[OWNER] == 0  # a Stat shows only sessions as owners (DataNode.copyStat)
+    owner = h.tree.get(path).ephemeral_owner
     assert owner == ttl_owner(5000)
     assert owner == 0xFF00000000001388 - 2**64  # ZooKeeper's EphemeralType.TTL encoding, as a signed long
     assert owner_ttl_ms(owner) == 5000
@@ -206,7 +209,7 @@ def test_ttl_owner(h: Harness) -> None:
     assert h.tree.ttl_nodes == {"/t"}
     seq = h.create("/t/s-", mode=CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL, ttl=TTL_MAX_MS, op=OpCode.CREATE_TTL)
     assert seq == "/t/s-0000000000"
-    assert owner_ttl_ms(stat(h, seq)[OWNER]) == TTL_MAX_MS
+    assert owner_ttl_ms(h.tree.get(seq).ephemeral_owner) == TTL_MAX_MS
     h.delete(seq)
     h.run(OpCode.DELETE_CONTAINER, ("/t",))
     assert h.tree.ttl_nodes == set()
@@ -243,7 +246,11 @@ def test_create_errors(h: Harness) -> None:
     assert code_of(h.create, "/missing/child") == Err.NONODE
     assert code_of(h.create, "/a/") == Err.BADARGUMENTS
     assert code_of(h.create, "a") == Err.BADARGUMENTS
-    assert code_of(h.create, "/a/../b") == Err.BADARGUMENTS
+    assert code_of(h.create, "/a/.") == Err.BADARGUMENTS
+    # as ZooKeeper's prep does, a create looks its parent up (and checks its ACL) before it
+    # checks the whole path: "/a/../b" has the parent "/a/..", which is not there
+    assert code_of(h.create, "/a/../b") == Err.NONODE
+    assert code_of(h.create, "/a\0b") == Err.BADARGUMENTS  # a NUL is refused first
     assert code_of(h.create, "/x", data="text") == Err.BADARGUMENTS
     assert code_of(h.create, "/x", acl=[]) == Err.INVALIDACL
     assert code_of(h.create, "/x", acl=acls.CREATOR_ALL_ACL) == Err.INVALIDACL
@@ -304,11 +311,12 @@ def test_delete(h: Harness) -> None:
     assert events == [(DELETED, "/a/b"), (CHILD, "/a")]
     after = stat(h, "/a")
     assert after[NUMCHILDREN] == 0
-    assert after[CVERSION] == before[CVERSION]
+    assert after[CVERSION] == before[CVERSION] + 1  # a Stat's cversion counts deletes too
+    assert h.tree.get("/a").cversion == 1  # ... the count kept (the sequential suffix) does not
     assert after[PZXID] == txn.zxid
     assert after[MZXID] == before[MZXID]
     h.delete("/a", -1)
-    assert h.tree.get("/a") is None and "a" not in h.tree.get("/").children
+    assert h.tree.get("/a") is None and "a" not in h.tree.get("/").listing()
 
 
 def test_set_data_stat(h: Harness) -> None:
@@ -362,8 +370,10 @@ def test_noauth_with_digest_acl(h: Harness) -> None:
     assert result == [(OpCode.ERROR, Err.NOAUTH, None)]
     h.set_data("/s", b"x", caller=bob)
     h.create("/s/c", caller=bob)
-    # delete needs DELETE on the parent, not on the node
+    # delete needs DELETE on the parent, not on the node; ZooKeeper checks it before it
+    # looks the node up, so a missing node under such a parent is NOAUTH too
     assert code_of(h.delete, "/s/c", caller=anon) == Err.NOAUTH
+    assert code_of(h.delete, "/s/missing", caller=anon) == Err.NOAUTH
     h.delete("/s/c", caller=bob)
     h.create("/s/c", caller=h.caller(3, superuser=True))
     # the node itself being locked does not stop its deletion when the parent allows it
@@ -460,7 +470,7 @@ def test_multi_success(h: Harness) -> None:
     m = stat(h, "/m")
     assert m[VERSION] == 1 and m[CVERSION] == 2 and m[NUMCHILDREN] == 2 and m[MZXID] == txn.zxid and m[PZXID] == txn.zxid
     a = stat(h, "/m/a")
-    assert a[CVERSION] == 1 and a[NUMCHILDREN] == 0 and a[CZXID] == txn.zxid
+    assert a[CVERSION] == 2 and a[NUMCHILDREN] == 0 and a[CZXID] == txn.zxid  # /m/a/b created, then deleted
     assert stat(h, "/") == before_root
     assert h.prep.pending == {}
 
@@ -565,9 +575,9 @@ def test_close_session_removes_ephemerals(h: Harness) -> None:
             (DELETED, "/e3"), (CHILD, "/"),
         ]
     )  # fmt: skip
-    assert h.tree.get("/app").children == {"other", "p"}
+    assert set(h.tree.get("/app").listing()) == {"other", "p"}
     assert stat(h, "/app")[PZXID] == txn.zxid
-    assert stat(h, "/app")[CVERSION] == app_before[CVERSION]
+    assert stat(h, "/app")[CVERSION] == app_before[CVERSION] + 2  # two of its ephemerals went
     assert s1 not in h.tree.ephemerals and s1 not in h.tree.sessions
     assert h.tree.ephemerals == {s2: {"/app/other"}}
     assert h.prep.pending == {}
@@ -673,7 +683,7 @@ def test_snapshot_round_trip(h: Harness, through_msgpack: bool) -> None:
     assert restored.node_count() == h.tree.node_count()
     for path, node in h.tree.nodes.items():
         other = restored.get(path)
-        assert other is not None and other.stat() == node.stat() and other.children == node.children
+        assert other is not None and other.stat() == node.stat() and list(other.children) == list(node.children)
         assert other.acl == node.acl and other.data == node.data
     # the restored tree keeps working: same txns give the same result on both
     h2 = Harness()
@@ -683,7 +693,7 @@ def test_snapshot_round_trip(h: Harness, through_msgpack: bool) -> None:
     for hh in (h, h2):
         hh.close_session(0x11)
         hh.create("/a/b/", mode=CreateMode.PERSISTENT_SEQUENTIAL, caller=hh.caller(1, BOB_IDS))
-    assert h.tree.get("/a/b").children == {"0000000000", "0000000001"}
+    assert set(h.tree.get("/a/b").listing()) == {"0000000000", "0000000001"}
     assert h2.tree.content_hash() == h.tree.content_hash()
 
 

@@ -60,8 +60,13 @@ class Ack:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Commit:
+    """Everything up to ``zxid`` is committed.  ``designated``: that commit activated a
+    membership that leaves the leader out; the learners elect this server next (ZooKeeper's
+    COMMITANDACTIVATE with its designated leader)."""
+
     TYPE: ClassVar[int] = 4
     zxid: int
+    designated: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,8 +99,12 @@ class Inform:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewLeader:
+    """``config``: the leader's committed membership (``zabby.membership`` text), which a
+    learner synced by SNAP could not learn from its log."""
+
     TYPE: ClassVar[int] = 10
     zxid: int
+    config: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

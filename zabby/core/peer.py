@@ -17,6 +17,15 @@ PING carrying a round number that voters echo back; every sync that arrives befo
 ``ready()`` shares one round.  A leader cut off from its quorum, which has not noticed yet,
 thus cannot answer a sync from a stale tree (ZOOKEEPER-1675): it steps down first.
 
+Membership (dynamic reconfiguration, as ZooKeeper 3.5+): ``membership`` is the committed
+one; a logged RECONFIG txn makes ``proposed`` the membership it names, and until it commits,
+every decision needs a quorum of both (``Quorums``).  It commits like any txn (acked by a
+quorum of both); the commit activates it everywhere.  A server that is not a voter of the
+committed membership may still follow (its acks count where it votes), which is how a new
+server joins before the reconfig that adds it.  A leader the new membership leaves out hands
+over: the COMMIT that activates it names a designated leader, for whom every learner votes
+first in the election that follows.
+
 Durable state, as the log and epoch files hold it: ``accepted_epoch``, ``current_epoch``,
 ``last_logged`` (the log's last zxid).  ``applied`` is the tree's last zxid; txns between
 them (``pending``) are logged but not yet known to be committed, except after a restart,
@@ -34,11 +43,13 @@ from zabby.core.messages import (
     Ack, AckEpoch, Commit, Diff, FollowerInfo, Inform, LeaderInfo, Message, NewLeader,
     Notification, Ping, Proposal, Request, Snap, Sync, Trunc, UpToDate,
 )  # fmt: skip
-from zabby.core.quorum import Majority
+from zabby.core.quorum import Quorums
 from zabby.core.ready import Ready, SoftState
 from zabby.core.sync import choose_sync
 from zabby.core.types import ServerState, SyncMode, ZabPhase
 from zabby.errors import InvariantError
+from zabby.membership import Member, Membership
+from zabby.opcodes import OpCode
 from zabby.tree.txns import Txn, make_zxid, zxid_counter, zxid_epoch
 
 
@@ -69,6 +80,8 @@ class DurableState:
     history: tuple[Txn, ...] = ()  # the log's tail, for DIFF syncs (newest commit_log_count)
     snapshot_zxid: int = 0  # the newest snapshot on disk: a TRUNC below it cannot just cut the log
     snapshot_wanted: bool = False  # the shell doubts its tree: the next sync must be a SNAP
+    membership: Membership | None = None  # committed; None: the static one of PeerConfig
+    proposed: Membership | None = None  # logged in a RECONFIG txn not known to be committed
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +155,9 @@ class Peer:
     def __init__(self, config: PeerConfig, durable: DurableState) -> None:
         self.config = config
         self.sid = config.sid
-        self.quorum = Majority(config.voters)
+        self.membership = durable.membership or static_membership(config)
+        self.proposed = durable.proposed
+        self.quorum = self._quorums()
         self.accepted_epoch = durable.accepted_epoch
         self.current_epoch = durable.current_epoch
         self.last_logged = durable.last_logged
@@ -167,6 +182,49 @@ class Peer:
         self._regular_sids: set[int] = set()
         self._ready = Ready(soft_state=self.soft_state())
         self._become_looking()
+
+    # ----------------------------------------------------------------- membership
+    @property
+    def peers(self) -> frozenset[int]:
+        """The servers to vote with: every member of the committed and proposed memberships."""
+        sids = self.membership.sids | (self.proposed.sids if self.proposed else frozenset())
+        return sids - {self.sid}
+
+    def _quorums(self) -> Quorums:
+        sets = [self.membership.voters] + ([self.proposed.voters] if self.proposed else [])
+        return Quorums(sets)
+
+    def _propose_membership(self, txns: list[Txn]) -> None:
+        """A logged RECONFIG txn: its membership is proposed from now on."""
+        for txn in txns:
+            if txn.type == OpCode.RECONFIG:
+                self.proposed = Membership.parse(txn.body[0])
+                self.quorum = self._quorums()
+
+    def _activate(self, commit_point: int) -> bool:
+        """The proposed membership is committed once the commit point reaches its txn;
+        True if it was activated now."""
+        if self.proposed is None or commit_point < self.proposed.version:
+            return False
+        self.membership, self.proposed = self.proposed, None
+        self.quorum = self._quorums()
+        return True
+
+    def _adopt(self, text: str) -> None:
+        """A leader's committed membership, newer than ours (learned at NEWLEADER)."""
+        if not text:
+            return
+        membership = Membership.parse(text)
+        if membership.version > self.membership.version:
+            self.membership = membership
+            if self.proposed is not None and self.proposed.version <= membership.version:
+                self.proposed = None
+            self.quorum = self._quorums()
+
+    def _role_changed(self) -> bool:
+        """Following as a voter while the membership makes us an observer, or the reverse."""
+        observing = self.state == ServerState.OBSERVING
+        return self.learner is not None and observing != (self.sid not in self.quorum.voters)
 
     # ----------------------------------------------------------------- shell API
     def tick(self) -> None:
@@ -334,6 +392,7 @@ class Peer:
         self.last_logged = txns[-1].zxid
         self.history.extend(txns)
         self.pending.extend(txns)
+        self._propose_membership(txns)
 
     def _apply_up_to(self, zxid: int) -> None:
         while self.pending and self.pending[0].zxid <= zxid:
@@ -350,6 +409,9 @@ class Peer:
             self.pending.pop()
         if self.applied > zxid:
             self.applied = zxid  # the shell reloads the tree from disk up to zxid
+        if self.proposed is not None and self.proposed.version > zxid:
+            self.proposed = None  # its RECONFIG txn is cut: it never commits
+            self.quorum = self._quorums()
 
     @staticmethod
     def _next_zxid(last: int, epoch: int) -> int:
@@ -363,7 +425,8 @@ class Peer:
         return self.leader
 
     # ----------------------------------------------------------------- election
-    def _become_looking(self) -> None:
+    def _become_looking(self, vote_for: int = 0) -> None:
+        """LOOKING; the first vote goes to ``vote_for`` when a reconfig designated a leader."""
         if self.learner is not None:
             self._ready.drop_links.append(self.learner.leader)
         if self.leader is not None:
@@ -371,7 +434,7 @@ class Peer:
         self.state = ServerState.LOOKING
         self.leader = self.learner = None
         self.logical_clock += 1
-        own = Vote(self.sid, self.last_logged, self.current_epoch)
+        own = Vote(vote_for or self.sid, self.last_logged, self.current_epoch)
         self.election = Election(self.sid, self.quorum, self.logical_clock, own, self.config.finalize_wait_ticks)
         self._notify_interval = self.config.notify_interval_ticks_min
         self._broadcast_notification()
@@ -381,7 +444,7 @@ class Peer:
     def _broadcast_notification(self) -> None:
         assert self.election is not None
         note = self.election.notification(self.state)
-        for sid in sorted(self.config.peers):
+        for sid in sorted(self.peers):
             self._send(sid, note)
         self._notify_at = self.now + self._notify_interval
 
@@ -486,8 +549,9 @@ class Peer:
     def _leader_follower_info(self, sender: int, info: FollowerInfo) -> None:
         leader = self.leader
         assert leader is not None
-        observer = info.observer or sender not in self.quorum.voters
-        leader.learners[sender] = LearnerInfo(observer, info.accepted_epoch, self.now)
+        # A server that is no voter may still follow: its acks count where it votes (a new
+        # server joins that way, before the reconfig that adds it commits).
+        leader.learners[sender] = LearnerInfo(info.observer, info.accepted_epoch, self.now)
         leader.newleader_acks.discard(sender)
         if leader.epoch:
             self._send(sender, LeaderInfo(epoch=leader.epoch))
@@ -561,7 +625,7 @@ class Peer:
                 self._send(sender, Commit(zxid=committed[-1]))
         info.acked = base
         info.newleader_point = self.last_logged
-        self._send(sender, NewLeader(zxid=make_zxid(leader.epoch, 0)))
+        self._send(sender, NewLeader(zxid=make_zxid(leader.epoch, 0), config=self.membership.text()))
 
     def _leader_ack(self, sender: int, info: LearnerInfo, zxid: int) -> None:
         leader = self.leader
@@ -595,18 +659,21 @@ class Peer:
         leader.established = True
         leader.commit_point = self.last_logged
         self._apply_up_to(self.last_logged)
+        designated = self._leader_activate(self.last_logged)
         for sid in sorted(leader.newleader_acks - {self.sid}):
             if self.last_logged:
-                self._send(sid, Commit(zxid=self.last_logged))
+                self._send(sid, Commit(zxid=self.last_logged, designated=designated))
             self._send(sid, UpToDate())
             leader.learners[sid].uptodate = True
+        if self.sid not in self.quorum.voters:
+            self._become_looking(vote_for=designated)
 
     def _leader_maybe_commit(self) -> None:
         leader = self.leader
         assert leader is not None
         if not leader.established:
             return
-        acked = {sid: info.acked for sid, info in leader.learners.items() if not info.observer and info.synced}
+        acked = {sid: info.acked for sid, info in leader.learners.items() if not info.observer and info.synced}  # voters only count
         acked[self.sid] = leader.self_acked
         point = self.quorum.committed(acked)
         if point <= leader.commit_point:
@@ -614,12 +681,26 @@ class Peer:
         newly = [t for t in self.pending if t.zxid <= point]
         leader.commit_point = point
         self._apply_up_to(point)
-        commit = Commit(zxid=point)
+        designated = self._leader_activate(point)
+        commit = Commit(zxid=point, designated=designated)
         inform = Inform(txns=tuple(newly))
         for sid, info in leader.learners.items():
             if info.acked_epoch:
                 self._send_early(sid, inform if info.observer else commit)
         self._advance_syncs()
+        if self.sid not in self.quorum.voters:  # the new membership leaves us out: hand over
+            self._become_looking(vote_for=designated)
+
+    def _leader_activate(self, commit_point: int) -> int:
+        """Activate a membership the commit point reached; the designated next leader if it
+        leaves this leader out (0: none, or no hand-over needed)."""
+        leader = self.leader
+        assert leader is not None
+        if not self._activate(commit_point) or self.sid in self.quorum.voters:
+            return 0
+        candidates = [(info.acked, sid) for sid, info in leader.learners.items()
+                      if info.uptodate and sid in self.quorum.voters]  # fmt: skip
+        return max(candidates)[1] if candidates else 0
 
     def _leader_sync(self, leader: LeaderState, sid: int, sync: Sync) -> None:
         """A sync waits for what was proposed now, and for the next confirmation round."""
@@ -685,7 +766,7 @@ class Peer:
         elif isinstance(message, Proposal):
             self._learner_proposal(message)
         elif isinstance(message, Commit):
-            self._learner_commit(message.zxid)
+            self._learner_commit(message.zxid, message.designated)
         elif isinstance(message, Inform):
             self._learner_inform(message)
         elif isinstance(message, NewLeader):
@@ -749,7 +830,7 @@ class Peer:
         if learner.acked:
             self._send(learner.leader, Ack(zxid=self.last_logged))
 
-    def _learner_commit(self, zxid: int) -> None:
+    def _learner_commit(self, zxid: int, designated: int = 0) -> None:
         learner = self.learner
         assert learner is not None
         if zxid <= learner.commit_point:
@@ -760,6 +841,20 @@ class Peer:
         learner.commit_point = zxid
         if learner.phase == ZabPhase.BROADCAST:
             self._apply_up_to(zxid)
+        self._learner_committed(designated)
+
+    def _learner_committed(self, designated: int = 0) -> None:
+        """The commit point moved: a membership it reached is active now.  A leader it left
+        out hands over (vote for the designated one); a role it changed (voter ↔ observer)
+        means reconnecting as the other kind of learner."""
+        learner = self.learner
+        assert learner is not None
+        if not self._activate(learner.commit_point):
+            return
+        if designated and designated != learner.leader:
+            self._become_looking(vote_for=designated)
+        elif self._role_changed():
+            self._become_looking()
 
     def _learner_inform(self, inform: Inform) -> None:
         learner = self.learner
@@ -779,6 +874,7 @@ class Peer:
             learner.commit_point = inform.txns[-1].zxid
         if learner.phase == ZabPhase.BROADCAST:
             self._apply_up_to(learner.commit_point)
+        self._learner_committed()
 
     def _learner_new_leader(self, message: NewLeader) -> None:
         learner = self.learner
@@ -787,6 +883,7 @@ class Peer:
                 or zxid_epoch(message.zxid) != self.accepted_epoch):  # fmt: skip
             self._learner_resync()  # NEWLEADER with no DIFF/TRUNC/SNAP before it: a broken stream
             return
+        self._adopt(message.config)
         self.current_epoch = self.accepted_epoch
         self._ready.current_epoch = self.current_epoch
         learner.acked = True
@@ -808,3 +905,9 @@ def _follows(last: int, zxid: int) -> bool:
     if zxid_epoch(zxid) == zxid_epoch(last):
         return zxid == last + 1
     return zxid_epoch(zxid) > zxid_epoch(last) and zxid_counter(zxid) == 1
+
+
+def static_membership(config: PeerConfig) -> Membership:
+    """The membership of a configuration file without addresses (the core needs none)."""
+    members = [Member(sid, "", 0, 0, sid in config.observers) for sid in config.voters | config.observers]
+    return Membership.of(members, 0)

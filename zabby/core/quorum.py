@@ -1,4 +1,9 @@
-"""Majority quorums over the voting members (observers never count)."""
+"""Majority quorums over the voting members (observers never count).
+
+While a reconfiguration is proposed but not committed, every decision (an election, a new
+leader's establishment, a commit) needs a quorum of the old membership *and* of the new:
+``Quorums`` is that conjunction, with ``Majority``'s interface.
+"""
 
 from __future__ import annotations
 
@@ -19,3 +24,22 @@ class Majority:
         """The highest zxid acknowledged by a quorum (``acked``: voter sid → its highest ack)."""
         values = sorted((acked.get(sid, 0) for sid in self.voters), reverse=True)
         return values[self.size - 1]
+
+
+class Quorums:
+    """A quorum of each of several memberships at once (the first is the committed one)."""
+
+    def __init__(self, voter_sets: Iterable[Iterable[int]]) -> None:
+        self.majorities = [Majority(voters) for voters in voter_sets]
+        if not self.majorities:
+            raise ValueError("quorums need at least one membership")
+        self.voters = frozenset().union(*(m.voters for m in self.majorities))
+        self.size = self.majorities[0].size
+
+    def has_quorum(self, sids: Iterable[int]) -> bool:
+        sids = frozenset(sids)
+        return all(m.has_quorum(sids) for m in self.majorities)
+
+    def committed(self, acked: Mapping[int, int]) -> int:
+        """The highest value acknowledged by a quorum of every membership."""
+        return min(m.committed(acked) for m in self.majorities)

@@ -13,6 +13,7 @@ from zabby.engine.effects import (
     Pause as Pause,
     Persist as Persist,
     Purge as Purge,
+    Reconfigure as Reconfigure,
     Recovered as Recovered,
     Reload as Reload,
     Send as Send,

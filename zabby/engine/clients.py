@@ -27,9 +27,10 @@ from zabby.core.peer import Peer
 from zabby.core.ready import SoftState
 from zabby.core.types import ServerState
 from zabby.engine.effects import ClientSink, Clock, Done, SyncDone
+from zabby.engine.reconfig import prepare_reconfig
 from zabby.errors import Err, ZabbyError
 from zabby.opcodes import OpCode, owner_ttl_ms
-from zabby.tree.datatree import DataTree
+from zabby.tree.datatree import ZOOKEEPER_CONFIG, DataTree
 from zabby.tree.prep import Caller, Preparer
 from zabby.tree.sessions import SessionTracker
 from zabby.tree.txns import Txn
@@ -117,6 +118,8 @@ class ClientCalls:
                 txn_type, body = self.preparer.close_session(caller.session_id, zxid)
             elif op == OpCode.CREATE_SESSION:
                 txn_type, body = OpCode.CREATE_SESSION, (int(args[0]), bytes(args[1]))
+            elif op == OpCode.RECONFIG:
+                txn_type, body = self._prepare_reconfig(tuple(args), caller, zxid)
             else:
                 txn_type, body = self.preparer.prepare(op, args, caller, zxid, now)
         except ZabbyError as exc:
@@ -124,6 +127,13 @@ class ClientCalls:
         except (TypeError, ValueError) as exc:
             txn_type, body = OpCode.ERROR, (int(Err.BADARGUMENTS), f"bad arguments: {exc}")
         self._proposals.append(Txn(zxid, caller.session_id, cxid, now, txn_type, body))
+
+    def _prepare_reconfig(self, args: tuple[Any, ...], caller: Caller, zxid: int) -> tuple[int, tuple[Any, ...]]:
+        peer = self.peer
+        synced = {self.config.server_id} | {info.sid for info in peer.status().learners if info.uptodate}
+        in_progress = peer.proposed is not None or any(t.type == OpCode.RECONFIG for t in self._proposals)
+        return prepare_reconfig(args, caller, zxid, enabled=self.config.reconfig_enabled, committed=peer.membership,
+                                in_progress=in_progress, config_acl=self.tree.nodes[ZOOKEEPER_CONFIG].acl, synced=synced)  # fmt: skip
 
     def _check_serving(self) -> None:
         """A leader whose core stepped down in the Ready being carried out still looks like

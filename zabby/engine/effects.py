@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from zabby.core.messages import Message
 from zabby.core.peer import DurableState
+from zabby.membership import Membership
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn
 
@@ -103,6 +104,17 @@ class CheckSpace:
 
 
 @dataclass(frozen=True, slots=True)
+class Reconfigure:
+    """The membership changed: reach every member of ``membership`` and ``proposed`` (a
+    reconfig in progress); when ``committed`` (the committed membership is new), record it
+    as the dynamic configuration (``zoo.cfg.dynamic.<version>``)."""
+
+    membership: Membership
+    proposed: Membership | None
+    committed: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Pause:
     """Do nothing until the monotonic clock reaches ``until_ms`` (a repair that follows
     another one too soon: no busy loop on a bad disk)."""
@@ -117,7 +129,7 @@ class FailStop:
     reason: str
 
 
-Effect = Send | Persist | Reload | Install | DropLinks | CloseClients | WriteSnapshot | Purge | CheckSpace | Pause | FailStop
+Effect = Send | Persist | Reload | Install | DropLinks | CloseClients | WriteSnapshot | Purge | CheckSpace | Reconfigure | Pause | FailStop
 
 
 class Clock(Protocol):

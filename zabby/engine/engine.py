@@ -45,7 +45,7 @@ from zabby.engine.clients import ClientCalls, first_session_id
 from zabby.engine.digests import DigestCheck
 from zabby.engine.effects import (
     CheckSpace, ClientSink, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
-    Install, Pause, Persist, Purge, Recovered, Reload, Send, SyncDone, WriteSnapshot,
+    Install, Pause, Persist, Purge, Reconfigure, Recovered, Reload, Send, SyncDone, WriteSnapshot,
 )  # fmt: skip
 from zabby.errors import Inconsistency, InvariantError
 from zabby.opcodes import OpCode
@@ -142,6 +142,8 @@ class Engine(ClientCalls):
         self._snapshot_due = self._snapshot_threshold()
         self._snapshot_running = False
         self._next_session_id = first_session_id(config.server_id, clock.wall_ms())
+        self._membership_seen = (self.peer.membership, self.peer.proposed)
+        self.tree.show_config(self.peer.membership.text())
 
     # ----------------------------------------------------------------- state
     @property
@@ -236,6 +238,7 @@ class Engine(ClientCalls):
                 self.peer.step(a, b)
             if self._snap_in:
                 yield from self._abandon_snapshot()
+        yield from self._membership_changed()
 
     def _tick(self) -> Work:
         self._ticks += 1
@@ -267,6 +270,7 @@ class Engine(ClientCalls):
         if ready.soft_state != self.soft:
             yield from self._change_state(ready.soft_state)
         yield from self._maybe_snapshot()
+        yield from self._membership_changed()
         self.peer.advance(ready)
 
     def _persist(self, ready: Ready) -> Work:
@@ -468,6 +472,17 @@ class Engine(ClientCalls):
         LOGGER.info("a SNAP from server %s was abandoned before its tree arrived", ", ".join(map(str, self._snap_in)))
         yield from self._restart_core(snapshot_wanted=False, why="a SNAP was abandoned")
 
+    def _membership_changed(self) -> Work:
+        seen = (self.peer.membership, self.peer.proposed)
+        if seen == self._membership_seen:
+            return
+        committed = seen[0] != self._membership_seen[0]
+        self._membership_seen = seen
+        if committed:
+            LOGGER.info("membership version %x active: voters %s, observers %s", seen[0].version,
+                        sorted(seen[0].voters), sorted(seen[0].observers))  # fmt: skip
+        yield Reconfigure(seen[0], seen[1], committed)
+
     # ----------------------------------------------------------------- snapshots to disk
     def _maybe_snapshot(self) -> Work:
         if self._snapshot_running or not self._tree_committed or self._txns_since_snapshot < self._snapshot_due:
@@ -559,6 +574,7 @@ class Engine(ClientCalls):
         self._replace_tree(recovered.tree)
         self._tree_committed = False
         self.peer = Peer(self.peer_config, recovered.durable)
+        self.tree.show_config(self.peer.membership.text())
         self.soft = self.peer.soft_state()
         self.looking_since_ms = self.clock.monotonic_ms()
         LOGGER.info("core restarted from disk at 0x%x; looking for the leader", self.tree.last_zxid)

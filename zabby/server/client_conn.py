@@ -6,8 +6,11 @@ server and the connection closes.  Otherwise the connection picks the protocol's
 decodes the connect request for its ``ClientSession`` (``zabby.server.session``), which
 decides everything else, and hands it each decoded request in arrival order.  What the
 session sends comes back through ``send`` as the msgpack protocol's values and is encoded
-here, once, in send order.  The writer task sends whatever accumulated in one
-``send_all``, so a burst of pipelined replies costs one system call.
+here, once, in send order.  What queued is flushed without waiting, straight onto the
+socket, by the task that queued it once it is done with its batch (the reader after a
+burst of requests, the server's peer task after applying a Ready): one system call for the
+burst, and no task to wake for it.  Only what the socket does not take at once (or what
+queues while the writer task is sending) goes through the writer task.
 
 Failures: a broken socket ends the writer quietly; a protocol error closes the connection
 (with the codec's last word, if it has one); anything else the reader raises leaves through
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -44,6 +48,10 @@ FRAME_HEADROOM_BYTES = 1024  # a frame holds jute.maxbuffer of data plus the req
 class ClientPortHost(SessionHost, Monitored, Protocol):
     """The server behind the client port: its sessions' host, and monitored by the words."""
 
+    def flush_soon(self, connection: Connection) -> None:
+        """Call ``connection.flush()`` once the task running now is done with its batch."""
+        ...
+
 
 class Connection:
     def __init__(self, server: ClientPortHost, stream: trio.SocketStream, address: tuple[str, int]) -> None:
@@ -57,6 +65,8 @@ class Connection:
         self._wake = trio.Event()
         self._started = trio.Event()
         self._closing = False
+        self._queued = False  # asked the server to flush us
+        self._sending = False  # the writer task is in a send_all
 
     # ----------------------------------------------------------------- lifecycle
     async def run(self) -> None:
@@ -109,7 +119,34 @@ class Connection:
             LOGGER.warning("closing %s: %d bytes unread by the client", self.address, self._out_bytes)
             self._out.clear()
             self._closing = True
-        self._wake.set()
+            self._wake.set()
+        elif not self._queued:
+            self._queued = True
+            self.server.flush_soon(self)
+
+    def flush(self) -> None:
+        """Send what is queued without waiting: what the socket takes now goes now, the rest
+        (all of it, while the writer task is mid-send) goes to the writer task."""
+        self._queued = False
+        if not self._out:
+            return
+        if self._sending or self._closing:
+            self._wake.set()
+            return
+        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+        self._out.clear()
+        self._out_bytes = 0
+        try:
+            sent = os.write(self.stream.socket.fileno(), data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:  # broken: the writer meets the same error and ends the connection
+            sent = 0
+        self.server.stats.packets_sent += 1
+        if sent < len(data):
+            self._out.append(data[sent:])
+            self._out_bytes = len(data) - sent
+            self._wake.set()
 
     async def _writer(self, cancel_scope: trio.CancelScope) -> None:
         try:
@@ -121,7 +158,9 @@ class Connection:
                     self._out.clear()
                     self._out_bytes = 0
                     self.server.stats.packets_sent += 1
+                    self._sending = True
                     await self.stream.send_all(data)
+                    self._sending = False
                 if self._closing and not self._out:  # what queued during send_all goes out first
                     return
         except NETWORK_ERRORS as exc:  # the client went away while we wrote to it
@@ -194,8 +233,9 @@ class Connection:
         decode, handle = codec.decode_request, session.handle
         for frame in frames:
             if self._closing:
-                return
+                break
             handle(decode(frame))
+        self.flush()  # the burst's replies in one system call
 
     def _protocol_error(self, codec: ClientCodec, exc: RemoteProtocolError) -> None:
         LOGGER.warning("closing %s connection %s:%d: %s", codec.name, *self.address, exc)

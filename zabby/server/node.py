@@ -22,13 +22,13 @@ from typing import Any
 
 import trio
 
-from zabby.config import ServerConfig
+from zabby.config import ServerConfig, write_dynamic_config
 from zabby.core.messages import Message, Snap
 from zabby.core.peer import DurableState
 from zabby.engine import (
     ClientSink,
     CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
-    Recovered, Reload, Send, WriteSnapshot, core_timing,
+    Reconfigure, Recovered, Reload, Send, WriteSnapshot, core_timing,
 )  # fmt: skip
 from zabby.server.disk import DiskWorker, fail_stop
 from zabby.server.forks import DiskImage, ForkFreezer
@@ -40,16 +40,19 @@ from zabby.storage.datadir import DataDir, RecoveryError
 from zabby.storage.epochs import read_epoch, write_epoch
 from zabby.storage.files import DiskFailure
 from zabby.storage.txnlog import CorruptLogError, TxnLog
-from zabby.tree.datatree import DataTree
+from zabby.membership import Membership
+from zabby.tree.datatree import ZOOKEEPER_CONFIG, DataTree
 from zabby.tree.txns import decode_txn, encode_txn, zxid_epoch
 
 LOGGER = logging.getLogger("zabby.server")
 FSYNC_WARNING_S = 1.0
+FSYNC_INLINE_S_MAX = 0.02  # a disk slower than this on average keeps its fsyncs off the loop
 
 
-def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, history_count: int, *, snapshot_wanted: bool = False) -> DurableState:
+def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, config: ServerConfig, *, snapshot_wanted: bool = False) -> DurableState:
     last_logged = max(log.last_zxid, tree.last_zxid)
     # purge keeps the log short (the snapshots' worth); only the window's txns are decoded
+    history_count = config.commit_log_count
     tail = deque((payload for _, payload in log.read_from(0)), maxlen=max(1, history_count))
     default_epoch = zxid_epoch(last_logged)
     return DurableState(
@@ -60,7 +63,19 @@ def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, history_count: 
         history=tuple(decode_txn(payload) for payload in tail) if history_count else (),
         snapshot_zxid=datadir.newest_snapshot_zxid(),
         snapshot_wanted=snapshot_wanted,
+        membership=config.membership,
+        proposed=logged_membership(tree, config),
     )
+
+
+def logged_membership(tree: DataTree, config: ServerConfig) -> Membership | None:
+    """A membership a RECONFIG txn of the log names, newer than the configuration files': the
+    files are written once it commits, so until then it is only proposed."""
+    node = tree.nodes[ZOOKEEPER_CONFIG]
+    if not node.version or config.membership is None:
+        return None
+    membership = Membership.parse(node.data.decode())
+    return membership if membership.version > config.membership.version else None
 
 
 class SystemClock:
@@ -84,7 +99,7 @@ class ZabbyServer:
         self.disk = DiskWorker()
         self.connections: set[ClientSession] = set()  # every client session, attached or not
         self.core_tick_ms, peer_config = core_timing(config)
-        recovered = Recovered(tree, durable_state(datadir, tree, log, config.commit_log_count))
+        recovered = Recovered(tree, durable_state(datadir, tree, log, config))
         self.engine = Engine(config, peer_config, self.core_tick_ms, recovered, clock=SystemClock(),
                              freezer=ForkFreezer(datadir.snap_dir), rng=random.SystemRandom(),
                              wake=self._wake_up, stats=self.stats)  # fmt: skip
@@ -95,6 +110,8 @@ class ZabbyServer:
         self._wake = trio.Event()
         self._unthrottled = trio.Event()
         self._unthrottled.set()
+        self._fsync_recent_s = 0.0  # a moving average of fsync times
+        self._to_flush: list[Any] = []  # connections with replies queued by the peer task
 
     # ----------------------------------------------------------------- what sessions see
     @property
@@ -202,6 +219,16 @@ class ZabbyServer:
     async def wait_unthrottled(self) -> None:
         await self._unthrottled.wait()
 
+    def flush_soon(self, connection: Any) -> None:
+        """A connection queued a reply: it is flushed when the running task's batch is done
+        (the reader flushes its own; the peer task flushes the rest after each step)."""
+        self._to_flush.append(connection)
+
+    def _flush_connections(self) -> None:
+        to_flush, self._to_flush = self._to_flush, []
+        for connection in to_flush:
+            connection.flush()
+
     # ----------------------------------------------------------------- inputs
     def _wake_up(self) -> None:
         self._wake.set()
@@ -229,6 +256,8 @@ class ZabbyServer:
         while True:
             effect = engine.next_effect(result, error)
             result, error = None, None
+            if self._to_flush:
+                self._flush_connections()
             if not engine.throttled:
                 self._unthrottled.set()
             if effect is None:
@@ -265,6 +294,8 @@ class ZabbyServer:
                 LOGGER.info("purged %d old snapshot/log files", len(removed))
         elif isinstance(effect, CheckSpace):
             return not await self.disk.run(self.log.retry_reserve)
+        elif isinstance(effect, Reconfigure):
+            await self._reconfigure(effect)
         elif isinstance(effect, Pause):
             await trio.sleep(max(0, effect.until_ms - SystemClock.monotonic_ms()) / 1000)
         elif isinstance(effect, FailStop):
@@ -288,14 +319,34 @@ class ZabbyServer:
             self.log.append([(txn.zxid, encode_txn(txn)) for txn in effect.append])
         if effect.sync:
             started = time.perf_counter()
-            await self.disk.run(self.log.sync)
+            if self._fsync_inline():
+                self.log.sync()
+            else:
+                await self.disk.run(self.log.sync)
             elapsed = time.perf_counter() - started
             self.stats.record_fsync(elapsed)
+            self._fsync_recent_s = 0.8 * self._fsync_recent_s + 0.2 * elapsed
             if elapsed > FSYNC_WARNING_S:
                 LOGGER.warning("fsync-ing the write ahead log took %.0f ms", elapsed * 1000)
         if effect.current_epoch is not None:  # last: only once the log holds what came with it
             await self.disk.run(write_epoch, self.datadir.current_epoch_path, effect.current_epoch)
         return self.log.space_low
+
+    def _fsync_inline(self) -> bool:
+        """Fsync right here, blocking the event loop, when a single write waits for it and
+        fsyncs are fast: the hop to the disk thread and back (a queue, a futex, trio's
+        wake-up socket) costs about what the fsync does.  Under pipelined load the disk
+        thread keeps the loop reading the next requests meanwhile (group commit)."""
+        return self.engine.outstanding <= 1 and self._fsync_recent_s < FSYNC_INLINE_S_MAX
+
+    async def _reconfigure(self, effect: Reconfigure) -> None:
+        """Reach the members of the new membership; record a committed one in the files."""
+        if self.transport is not None:
+            members = effect.membership.members + (effect.proposed.members if effect.proposed else ())
+            self.transport.add_peers(members)
+        if effect.committed and effect.membership.version and self.config.source is not None:
+            path = await self.disk.run(write_dynamic_config, self.config, effect.membership)
+            LOGGER.info("membership version %x written to %s", effect.membership.version, path)
 
     async def _reload(self, effect: Reload) -> Recovered:
         """Recover from disk as a restart would; a data dir that cannot be read back stops
@@ -303,8 +354,7 @@ class ZabbyServer:
         try:
             self.log.close()
             tree, self.log = await self.disk.run(self.datadir.recover)
-            durable = durable_state(self.datadir, tree, self.log, self.config.commit_log_count,
-                                    snapshot_wanted=effect.snapshot_wanted)  # fmt: skip
+            durable = durable_state(self.datadir, tree, self.log, self.config, snapshot_wanted=effect.snapshot_wanted)
         except (DiskFailure, RecoveryError, CorruptLogError, OSError) as exc:
             fail_stop(f"cannot reload the data dir ({effect.why}): {exc}")
         return Recovered(tree, durable)

@@ -15,7 +15,6 @@ from zabby.errors import Err, ZabbyError
 from zabby.opcodes import AddWatchMode, EventType, OpCode, WatcherType
 from zabby.tree import acl as acls
 from zabby.tree.datatree import DataTree, Znode
-from zabby.tree.paths import validate_path
 from zabby.tree.watches import WatchManager
 
 
@@ -33,9 +32,19 @@ class Asker(Hashable, Protocol):
     def superuser(self) -> bool: ...
 
 
+_JAVA_TRIMMED = "".join(chr(code) for code in range(33))  # what Java's String.trim() strips
+
+
+def _string(path: Any) -> str:
+    """A read's path is only looked up, never checked, as in ZooKeeper: no node has a bad
+    path, so a bad path is NONODE (or NOWATCHER)."""
+    if not isinstance(path, str):
+        raise ZabbyError(Err.BADARGUMENTS, f"path must be a string, not {type(path).__name__}")
+    return path
+
+
 def _node(tree: DataTree, path: Any) -> Znode:
-    validate_path(path)
-    node = tree.nodes.get(path)
+    node = tree.nodes.get(_string(path))
     if node is None:
         raise ZabbyError(Err.NONODE, path)
     return node
@@ -48,8 +57,9 @@ def _require(node: Znode, perm: int, who: Asker) -> None:
 
 def exists(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     path, watch = args
-    validate_path(path)
-    node = tree.nodes.get(path)
+    node = tree.nodes.get(_string(path))
+    if "\0" in path:  # the one check ZooKeeper makes on a read's path
+        raise ZabbyError(Err.BADARGUMENTS, "path must not contain a NUL")
     if node is not None:
         _require(node, acls.READ, who)
     if watch:
@@ -93,12 +103,15 @@ def get_acl(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) 
 
 
 def get_ephemerals(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
+    """The session's ephemerals whose path starts with ``prefix``, a string prefix, not a path:
+    ZooKeeper neither validates it nor cuts it at a "/"; a blank one or "/" means all."""
     (prefix,) = args
-    validate_path(prefix)
     owned = tree.ephemerals.get(who.session_id, ())
-    if prefix == "/":
+    if prefix is not None and not isinstance(prefix, str):
+        raise ZabbyError(Err.BADARGUMENTS, f"prefix must be a string, not {type(prefix).__name__}")
+    if prefix is None or not prefix.strip() or prefix.strip(_JAVA_TRIMMED) == "/":
         return [sorted(owned)]
-    return [sorted(p for p in owned if p == prefix or p.startswith(prefix))]
+    return [sorted(p for p in owned if p.startswith(prefix))]
 
 
 def get_all_children_number(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
@@ -110,10 +123,9 @@ def get_all_children_number(tree: DataTree, watches: WatchManager, who: Asker, a
 
 def add_watch(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     path, mode = args
-    validate_path(path)
     if mode not in (AddWatchMode.PERSISTENT, AddWatchMode.PERSISTENT_RECURSIVE):
         raise ZabbyError(Err.BADARGUMENTS, f"unknown addWatch mode {mode!r}")
-    node = tree.nodes.get(path)
+    node = tree.nodes.get(_string(path))
     if node is not None:
         _require(node, acls.READ, who)
     watches.add_persistent(path, who, recursive=mode == AddWatchMode.PERSISTENT_RECURSIVE)
@@ -138,8 +150,7 @@ def check_watches(tree: DataTree, watches: WatchManager, who: Asker, args: list[
 def _watch_op(operation: Callable[[str, Asker, int], bool], who: Asker, args: list[Any]) -> list[Any]:
     """removeWatches / checkWatches: NOWATCHER when the session has no such watch."""
     path, watcher_type = args
-    validate_path(path)
-    if not operation(path, who, _watcher_type(watcher_type)):
+    if not operation(_string(path), who, _watcher_type(watcher_type)):
         raise ZabbyError(Err.NOWATCHER, path)
     return []
 

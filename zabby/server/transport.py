@@ -21,7 +21,7 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -134,6 +134,12 @@ class Transport:
                 handler = self._incoming_handler(kind)
                 nursery.start_soon(trio.serve_listeners, partial(contained, f"a link from a peer ({kind})", LOGGER, handler), listeners)
             task_status.started()
+
+    def add_peers(self, members: Iterable[PeerAddress]) -> None:
+        """Servers a membership names: where to reach them from now on."""
+        for member in members:
+            if member.sid != self.sid and member.host:
+                self.peers[member.sid] = member
 
     # ----------------------------------------------------------------- sending
     def send(self, sid: int, message: Message) -> None:

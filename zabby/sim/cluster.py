@@ -34,7 +34,7 @@ from zabby.core.ready import SoftState
 from zabby.core.types import ServerState
 from zabby.engine import (
     CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
-    Recovered, Reload, Send, WriteSnapshot,
+    Reconfigure, Recovered, Reload, Send, WriteSnapshot,
 )  # fmt: skip
 from zabby.errors import ZabbyError
 from zabby.sim.checkers import Checker, Violation
@@ -299,6 +299,8 @@ class Cluster:
             raise Violation(f"server {node.sid} failed its disk in the simulator: {effect.reason}")
         elif isinstance(effect, (Purge, CheckSpace)):
             return False  # the sim disk purges as it saves a snapshot, and never fills up
+        elif isinstance(effect, Reconfigure):
+            pass  # every simulated server reaches every other by its id
         return None
 
     def _send(self, node: Node, effect: Send) -> None:

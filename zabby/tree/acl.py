@@ -120,7 +120,7 @@ def fix_acl(acl: object, auth_ids: list[AuthId]) -> tuple[ACL, ...]:
     """Validate a requested ACL and expand ``auth`` entries (ZooKeeper's ``fixupACL``).
 
     Raises INVALIDACL for an empty list, an unknown scheme, a malformed id or an ``auth``
-    entry on a session with no authenticated id.  ACLs without ``auth`` entries do not depend
+    entry on a session with no authenticated id; the permissions are any int, as in ZooKeeper.  ACLs without ``auth`` entries do not depend
     on the caller, so their validated form is cached (most requests repeat a few ACLs).
     """
     if not isinstance(acl, (list, tuple)) or not acl:
@@ -146,8 +146,8 @@ def _fix_acl(acl: list[object] | tuple[object, ...], auth_ids: list[AuthId]) -> 
         perms, scheme, acl_id = entry
         if not isinstance(perms, int) or not isinstance(scheme, str) or not isinstance(acl_id, str):
             raise ZabbyError(Err.INVALIDACL, f"bad ACL entry {entry!r}")
-        if perms & ~ALL or perms == 0:
-            raise ZabbyError(Err.INVALIDACL, f"bad permissions {perms} in {entry!r}")
+        if not -(2**31) <= perms < 2**31:  # any int, as ZooKeeper keeps: bits beyond ALL grant nothing
+            raise ZabbyError(Err.INVALIDACL, f"permissions {perms} in {entry!r} are not an int32")
         if scheme == "auth":
             authed = [(s, i) for s, i in auth_ids if s != "ip"]
             if not authed:

@@ -5,8 +5,10 @@ validated by ``prep`` against the tree plus the changes still in flight, so appl
 surprises; it still checks what it relies on and raises ``InvariantError`` when the check
 fails, because applying a txn that does not fit is a bug that must not pass silently.
 
-``apply`` returns the op's result and the watch triggers ``(EventType, path)`` in the order
-ZooKeeper fires them; delivering them is the watch manager's job.
+``apply`` returns the op's result and the watch triggers ``(EventType, path, acl)`` in the
+order ZooKeeper fires them, each with the ACL of the node it is about (the parent's for
+NodeChildrenChanged), since only watchers that may read that node get the event; delivering
+them is the watch manager's job.
 
 The tree digest (ZooKeeper 3.6+'s ``digest.enabled``): a 64-bit sum over every znode of a
 CRC of its path and Stat fields plus a CRC of its path and data, and over every session of
@@ -22,19 +24,22 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import sys
 import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from sortedcontainers import SortedList
+
 from zabby.errors import InvariantError
 from zabby.opcodes import CONTAINER_OWNER, EventType, OpCode, is_session_owner, owner_ttl_ms
 from zabby.tree import acl as acls
-from zabby.tree.paths import basename, parent_of
+from zabby.tree.paths import int32, parent_of
 from zabby.tree.txns import Txn
 
 Stat = tuple[int, int, int, int, int, int, int, int, int, int, int]
-Event = tuple[int, str]
+Event = tuple[int, str, tuple[acls.ACL, ...]]
 
 ZOOKEEPER = "/zookeeper"
 ZOOKEEPER_CONFIG = "/zookeeper/config"
@@ -48,7 +53,11 @@ _crc32 = zlib.crc32
 
 
 def _meta_digest(path: str, node: Znode) -> int:
-    """The CRC of a znode's path and the Stat fields a txn sets (derived ones left out)."""
+    """The CRC of a znode's path and the Stat fields a txn sets (derived ones left out).
+    ``/zookeeper`` and below count nothing, as in ZooKeeper: ``/zookeeper/config`` holds each
+    server's own view of the membership until a reconfig replicates one."""
+    if path.startswith(ZOOKEEPER) and (len(path) == len(ZOOKEEPER) or path[len(ZOOKEEPER)] == "/"):
+        return 0
     m = DIGEST_MASK  # any int fits (a test may set odd times); all servers mask alike
     stat = _STAT_DIGEST.pack(node.czxid & m, node.mzxid & m, node.pzxid & m, node.ctime & m, node.mtime & m,
                              node.version & m, node.cversion & m, node.aversion & m, node.ephemeral_owner & m)  # fmt: skip
@@ -57,6 +66,8 @@ def _meta_digest(path: str, node: Znode) -> int:
 
 def _data_digest(path: str, data: bytes) -> int:
     """Kept apart from the Stat's CRC, so a parent's child change never re-reads its data."""
+    if path.startswith(ZOOKEEPER) and (len(path) == len(ZOOKEEPER) or path[len(ZOOKEEPER)] == "/"):
+        return 0
     return _crc32(data, _crc32(path.encode(), 0x5A))
 
 
@@ -75,10 +86,41 @@ class Listing(list[str]):
         self.encoded: bytes | None = None
 
 
+NO_CHILDREN: tuple[str, ...] = ()  # every leaf shares it: an empty container costs ~60-200 B
+ACLS_INTERNED_MAX = 10_000
+_interned_acls: dict[tuple[acls.ACL, ...], tuple[acls.ACL, ...]] = {}
+
+
+def interned_acl(acl: Iterable[Iterable[Any]]) -> tuple[acls.ACL, ...]:
+    """One shared tuple per distinct ACL (nearly every znode has one of a few), instead of a
+    fresh tuple of tuples of fresh strings per znode (~230 B each).  Bounded: past
+    ``ACLS_INTERNED_MAX`` distinct ACLs, new ones are kept as they are."""
+    key = tuple(tuple(entry) for entry in acl)
+    shared = _interned_acls.get(key)
+    if shared is not None:
+        return shared
+    if len(_interned_acls) < ACLS_INTERNED_MAX:
+        key = tuple((perms, sys.intern(scheme), sys.intern(ident)) for perms, scheme, ident in key)  # type: ignore[misc]
+        _interned_acls[key] = key
+    return key
+
+
+class Children(SortedList):
+    """A znode's children's full paths, sorted (the very strings that key ``DataTree.nodes``,
+    so a child costs its parent one reference), with their names' listing cached."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cached_listing: Listing | None = None
+
+
+EMPTY_LISTING = Listing(())
+
+
 class Znode:
     __slots__ = (
         "data", "acl", "czxid", "mzxid", "pzxid", "ctime", "mtime",
-        "version", "cversion", "aversion", "ephemeral_owner", "children", "_listing",
+        "version", "cversion", "aversion", "ephemeral_owner", "children",
     )  # fmt: skip
 
     def __init__(self, data: bytes, acl: tuple[acls.ACL, ...], zxid: int, time_ms: int, owner: int) -> None:
@@ -88,30 +130,46 @@ class Znode:
         self.ctime = self.mtime = time_ms
         self.version = self.cversion = self.aversion = 0
         self.ephemeral_owner = owner
-        self.children: set[str] = set()
-        self._listing: Listing | None = None
+        self.children: Children | tuple[str, ...] = NO_CHILDREN  # its own Children once it has one
 
-    def add_child(self, name: str) -> None:
-        self.children.add(name)
-        self._listing = None
+    def add_child(self, path: str) -> None:
+        children = self.children
+        if not isinstance(children, Children):
+            children = self.children = Children()
+        children.add(path)
+        children.cached_listing = None
 
-    def remove_child(self, name: str) -> None:
-        self.children.discard(name)
-        self._listing = None
+    def remove_child(self, path: str) -> None:
+        children = self.children
+        assert isinstance(children, Children), "remove_child of a znode without children"
+        children.remove(path)
+        children.cached_listing = None
+        if not children:
+            self.children = NO_CHILDREN
 
     def listing(self) -> Listing:
         """The children's names, sorted, kept until they change: getChildren of a big node is
-        a hot read, and sorting (and encoding) is most of its cost."""
-        if self._listing is None:
-            self._listing = Listing(sorted(self.children))
-        return self._listing
+        a hot read.  Full paths under one parent sort as their names do."""
+        children = self.children
+        if not isinstance(children, Children):
+            return EMPTY_LISTING
+        if children.cached_listing is None:
+            children.cached_listing = Listing(path[path.rfind("/") + 1 :] for path in children)
+        return children.cached_listing
 
     def stat(self) -> Stat:
         """The Stat in jute field order: czxid mzxid ctime mtime version cversion aversion
-        ephemeralOwner dataLength numChildren pzxid."""
+        ephemeralOwner dataLength numChildren pzxid, as ZooKeeper's DataNode.copyStat shows it.
+
+        ``cversion`` is kept as ZooKeeper keeps it, a count of child creates (the sequential
+        suffix); a Stat counts deletes too, as 2 × creates − children (an int, as in Java).
+        Only a session shows as the owner: containers and TTL nodes show 0.
+        """
+        children = len(self.children)
+        owner = self.ephemeral_owner if is_session_owner(self.ephemeral_owner) else 0
         return (
-            self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion,
-            self.aversion, self.ephemeral_owner, len(self.data), len(self.children), self.pzxid,
+            self.czxid, self.mzxid, self.ctime, self.mtime, self.version,
+            int32(2 * self.cversion - children), self.aversion, owner, len(self.data), children, self.pzxid,
         )  # fmt: skip
 
     def record(self, path: str) -> tuple[Any, ...]:
@@ -141,7 +199,7 @@ class DataTree:
         self.nodes["/"] = Znode(b"", acls.OPEN_ACL_UNSAFE, 0, 0, 0)
         for path in (ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA):
             self.nodes[path] = Znode(b"", acls.OPEN_ACL_UNSAFE, 0, 0, 0)
-            self.nodes[parent_of(path)].add_child(basename(path))
+            self.nodes[parent_of(path)].add_child(path)
         self.nodes[ZOOKEEPER_CONFIG].acl = acls.READ_ACL_UNSAFE
         self.data_size = sum(len(path) for path in self.nodes)  # every node counts, as in _load_node
         self.digest = sum(_meta_digest(path, node) + _data_digest(path, node.data) for path, node in self.nodes.items())
@@ -157,14 +215,11 @@ class DataTree:
         return sum(len(paths) for paths in self.ephemerals.values())
 
     def count_descendants(self, path: str) -> int:
-        node = self.nodes[path]
-        total, stack = 0, [(path, node)]
+        total, stack = 0, [self.nodes[path]]
         while stack:
-            base, current = stack.pop()
-            for name in current.children:
-                child_path = base + name if base == "/" else f"{base}/{name}"
-                total += 1
-                stack.append((child_path, self.nodes[child_path]))
+            current = stack.pop()
+            total += len(current.children)
+            stack.extend(self.nodes[child] for child in current.children)
         return total
 
     # ----------------------------------------------------------------- apply
@@ -210,7 +265,29 @@ class DataTree:
             return self._close_session(txn, body[0], events)
         if txn_type == OpCode.ERROR:
             return body[0]
+        if txn_type == OpCode.RECONFIG:
+            return self._reconfig(txn, body[0], events)
         raise InvariantError(f"unknown txn type {txn_type}")
+
+    def _reconfig(self, txn: Txn, text: str, events: list[Event]) -> tuple[bytes, Stat]:
+        """A committed reconfiguration: ``/zookeeper/config`` holds the new membership."""
+        node = self.nodes[ZOOKEEPER_CONFIG]
+        data = text.encode()
+        self.data_size += len(data) - len(node.data)
+        node.data = data
+        node.version += 1
+        node.mzxid = txn.zxid
+        node.mtime = txn.time_ms
+        events.append((EventType.NODE_DATA_CHANGED, ZOOKEEPER_CONFIG))
+        return data, node.stat()
+
+    def show_config(self, text: str) -> None:
+        """This server's view of the membership in ``/zookeeper/config`` (ZooKeeper fills it
+        at start-up from its configuration files), unless a reconfig already wrote one."""
+        node = self.nodes[ZOOKEEPER_CONFIG]
+        if node.version == 0:
+            self.data_size += len(text) - len(node.data)
+            node.data = text.encode()
 
     def _create(self, txn: Txn, body: tuple[Any, ...], events: list[Event]) -> tuple[str, Stat]:
         path, data, acl, owner, parent_cversion = body
@@ -218,17 +295,17 @@ class DataTree:
         parent = self.nodes.get(parent_path)
         if parent is None or path in self.nodes:
             raise InvariantError(f"create {path}: parent missing or node exists")
-        node = Znode(data, tuple(tuple(entry) for entry in acl), txn.zxid, txn.time_ms, owner)
+        node = Znode(data, interned_acl(acl), txn.zxid, txn.time_ms, owner)
         self.nodes[path] = node
         self.digest -= _meta_digest(parent_path, parent)
-        parent.add_child(basename(path))
+        parent.add_child(path)
         parent.cversion = parent_cversion
         parent.pzxid = txn.zxid
         self.digest += _meta_digest(parent_path, parent) + _meta_digest(path, node) + _data_digest(path, data)
         self.data_size += len(data) + len(path)
         self._index_add(path, owner)
-        events.append((EventType.NODE_CREATED, path))
-        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path))
+        events.append((EventType.NODE_CREATED, path, node.acl))
+        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.acl))
         return path, node.stat()
 
     def _delete(self, zxid: int, path: str, events: list[Event]) -> None:
@@ -239,13 +316,13 @@ class DataTree:
         parent_path = parent_of(path)
         parent = self.nodes[parent_path]
         self.digest -= _meta_digest(path, node) + _data_digest(path, node.data) + _meta_digest(parent_path, parent)
-        parent.remove_child(basename(path))
+        parent.remove_child(path)
         parent.pzxid = zxid
         self.digest += _meta_digest(parent_path, parent)
         self.data_size -= len(node.data) + len(path)
         self._index_remove(path, node.ephemeral_owner)
-        events.append((EventType.NODE_DELETED, path))
-        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path))
+        events.append((EventType.NODE_DELETED, path, node.acl))
+        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.acl))
 
     def _set_data(self, txn: Txn, body: tuple[Any, ...], events: list[Event]) -> Stat:
         path, data, version = body
@@ -259,7 +336,7 @@ class DataTree:
         node.mzxid = txn.zxid
         node.mtime = txn.time_ms
         self.digest += _meta_digest(path, node) + _data_digest(path, data)
-        events.append((EventType.NODE_DATA_CHANGED, path))
+        events.append((EventType.NODE_DATA_CHANGED, path, node.acl))
         return node.stat()
 
     def _set_acl(self, body: tuple[Any, ...]) -> Stat:
@@ -268,7 +345,7 @@ class DataTree:
         if node is None:
             raise InvariantError(f"setACL {path}: no node")
         self.digest -= _meta_digest(path, node)
-        node.acl = tuple(tuple(entry) for entry in acl)
+        node.acl = interned_acl(acl)
         node.aversion = aversion
         self.digest += _meta_digest(path, node)
         return node.stat()
@@ -336,12 +413,12 @@ class DataTree:
 
     def _load_node(self, record: tuple[Any, ...]) -> None:
         path, data, acl, czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner = record
-        node = Znode(data, tuple(tuple(entry) for entry in acl), czxid, ctime, owner)
+        node = Znode(data, interned_acl(acl), czxid, ctime, owner)
         node.mzxid, node.pzxid, node.mtime = mzxid, pzxid, mtime
         node.version, node.cversion, node.aversion = version, cversion, aversion
         self.nodes[path] = node
         if path != "/":
-            self.nodes[parent_of(path)].add_child(basename(path))
+            self.nodes[parent_of(path)].add_child(path)
         self.data_size += len(data) + len(path)
         self.digest += _meta_digest(path, node) + _data_digest(path, data)
         self._index_add(path, owner)
@@ -362,7 +439,8 @@ class DataTree:
         h = hashlib.blake2b(digest_size=16)
         for path in sorted(self.nodes):
             node = self.nodes[path]
-            h.update(repr((path, node.data, node.acl, node.stat())).encode())
+            data = node.data if path != ZOOKEEPER_CONFIG or node.version else b""  # a local view until a reconfig
+            h.update(repr((path, data, node.acl, node.stat()[:8], node.stat()[9:])).encode())
         h.update(repr(sorted(self.sessions.items())).encode())
         return h.hexdigest()
 

@@ -52,10 +52,14 @@ def join(parent: str, name: str) -> str:
     return parent + name if parent == "/" else f"{parent}/{name}"
 
 
+def int32(value: int) -> int:
+    """``value`` wrapped as Java's int arithmetic wraps it (cversion is a Java int)."""
+    return (value + 2**31) % 2**32 - 2**31
+
+
 def sequential_name(path: str, counter: int) -> str:
     """ZooKeeper's ``%010d`` suffix; the counter is a signed 32-bit value that wraps."""
-    counter = (counter + 2**31) % 2**32 - 2**31
-    return f"{path}{counter:010d}"
+    return f"{path}{int32(counter):010d}"
 
 
 def ancestors(path: str) -> list[str]:

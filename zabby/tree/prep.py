@@ -161,10 +161,9 @@ class Preparer:
     def _create(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
         path, data, acl, flags, ttl_ms = args
         mode = self._create_mode(op, flags, ttl_ms)
-        validate_path(path, sequential=mode.is_sequential)
+        parent_path = _parent_unchecked(path)  # the whole path is checked once it has its name
         self._check_data(data)
         fixed_acl = acls.fix_acl(acl, caller.auth_ids)
-        parent_path = parent_of(path)
         parent = self._existing(parent_path)
         self._check_acl(parent, acls.CREATE, caller)
         if mode.is_sequential:
@@ -214,13 +213,12 @@ class Preparer:
 
     def _delete(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
         path, version = args
-        validate_path(path)
+        parent_path = _parent_unchecked(path)  # ZooKeeper never checks a delete's path further
         if path in PROTECTED_PATHS:
             raise ZabbyError(Err.BADARGUMENTS, f"{path} cannot be deleted")
-        parent_path = parent_of(path)
         parent = self._existing(parent_path)
+        self._check_acl(parent, acls.DELETE, caller)  # before the node's lookup: NOAUTH, not NONODE
         node = self._existing(path)
-        self._check_acl(parent, acls.DELETE, caller)
         _check_version(version, node.version, path)
         if node.num_children:
             raise ZabbyError(Err.NOTEMPTY, path)
@@ -309,6 +307,15 @@ class Preparer:
             return self._dispatch[op](op, tuple(rest), caller, zxid, now_ms)
         except (TypeError, ValueError) as exc:
             raise ZabbyError(Err.BADARGUMENTS, f"bad arguments for op {op}: {exc}") from None
+
+
+def _parent_unchecked(path: Any) -> str:
+    """What comes before the last "/" of a create's or delete's path, as ZooKeeper's prep
+    takes it: it refuses only a path with no "/" or with a NUL, so "/a/." or "/a//b" meets
+    NONODE or NOAUTH before any BADARGUMENTS."""
+    if not isinstance(path, str) or "/" not in path or "\0" in path:
+        raise ZabbyError(Err.BADARGUMENTS, f"bad path {path!r}")
+    return path[: path.rindex("/")] or "/"
 
 
 def _check_version(expected: Any, actual: int, path: str) -> None:

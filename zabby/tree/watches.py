@@ -1,17 +1,25 @@
 """The watch registry of one server: which watcher waits for what (ZooKeeper's WatchManager).
 
-Watchers are opaque hashable objects (the server's connections).  ``trigger`` turns the
-``(EventType, path)`` list that ``DataTree.apply`` returned into ``(watcher, type, path)``
-deliveries, removing one-shot watches as they fire; a watcher that holds several watches on
-a path gets one event, as in ZooKeeper.  Persistent watches stay; recursive ones fire for the
-whole subtree and never with NodeChildrenChanged.
+Watchers are the server's sessions: hashable, with the ids they proved (``auth_ids``,
+``superuser``).  ``trigger`` turns the ``(EventType, path, acl)`` list that
+``DataTree.apply`` returned into ``(watcher, type, path)`` deliveries, removing one-shot
+watches as they fire; a watcher that holds several watches on a path gets one event, as in
+ZooKeeper.  Persistent watches stay; recursive ones fire for the whole subtree and never
+with NodeChildrenChanged.
+
+An event goes only to watchers that may READ the node it is about (ZooKeeper's fix of
+CVE-2024-23944, in 3.8.4 and Debian's 3.8.0): else a persistent recursive watch would
+reveal the paths of nodes its session cannot read.  A one-shot watch whose event is held
+back is used up all the same, as in ZooKeeper, which removes it before the check.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
+from typing import Any
 
 from zabby.opcodes import EventType, WatcherType
+from zabby.tree import acl as acls
 from zabby.tree.paths import ancestors
 
 Delivery = tuple[Hashable, int, str]
@@ -41,9 +49,9 @@ class WatchManager:
     def add_persistent(self, path: str, watcher: Hashable, recursive: bool) -> None:
         self.add(self.recursive if recursive else self.persistent, path, watcher)
 
-    def trigger(self, events: Iterable[tuple[int, str]]) -> list[Delivery]:
+    def trigger(self, events: Iterable[tuple[int, str, tuple[acls.ACL, ...]]]) -> list[Delivery]:
         out: list[Delivery] = []
-        for event_type, path in events:
+        for event_type, path, acl in events:
             watchers: set[Hashable] = set()
             if event_type == EventType.NODE_CHILDREN_CHANGED:
                 watchers.update(self.child.pop(path, ()))
@@ -56,7 +64,7 @@ class WatchManager:
                 watchers.update(self.recursive.get(path, ()))
                 for ancestor in ancestors(path):
                     watchers.update(self.recursive.get(ancestor, ()))
-            out.extend((watcher, event_type, path) for watcher in watchers)
+            out.extend((watcher, event_type, path) for watcher in watchers if _may_read(watcher, acl))
         return out
 
     def _tables_for(self, watcher_type: int) -> tuple[dict[str, set[Hashable]], ...]:
@@ -112,3 +120,7 @@ class WatchManager:
             for path, watchers in table.items():
                 out.setdefault(path, set()).update(watchers)
         return out
+
+
+def _may_read(watcher: Any, acl: tuple[acls.ACL, ...]) -> bool:
+    return acls.check(acl, acls.READ, watcher.auth_ids, watcher.superuser)

@@ -108,7 +108,7 @@ def _multi_result(request_op: int, result: list[Any]) -> tuple[int, int, jute.Re
     result_type, err, value = result
     if result_type == OpCode.ERROR or err:  # a failed multi: every op is an error (0: rolled back)
         return -1, err, jute.ErrorResponse(err)
-    if request_op == OpCode.CREATE:
+    if request_op in (OpCode.CREATE, OpCode.CREATE2):  # ZooKeeper's multi answers a create2 as a create
         return OpCode.CREATE, 0, jute.CreateResponse(value[0])
     if request_op in _CREATE_OPS:
         return OpCode.CREATE2, 0, jute.Create2Response(value[0], _stat(value[1]))

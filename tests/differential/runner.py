@@ -1,0 +1,122 @@
+"""Run seeded workloads against ZooKeeper and zabby side by side; stop a seed at its first
+divergence and report it with the seed, the op and what each system answered."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tests.differential.compare import Normalizer, first_difference, kind_of
+from tests.differential.execute import Executor
+from tests.differential.model import Op, Outcome
+from tests.differential.workload import Workload
+
+RECENT_OPS = 8  # ops shown before a divergence
+
+
+@dataclass
+class Divergence:
+    seed: int
+    index: int
+    op: Op
+    where: str
+    reference: Any
+    zabby: Any
+    raw: tuple[Outcome, Outcome]
+    recent: list[str] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return kind_of(self.op.kind, self.where)
+
+    def __str__(self) -> str:
+        lines = [
+            f"seed {self.seed}: first divergence at op {self.index}: {self.op}",
+            f"  at {self.where}: ZooKeeper {self.reference!r}, zabby {self.zabby!r}",
+            f"  ZooKeeper raw: {self.raw[0]}",
+            f"  zabby raw:     {self.raw[1]}",
+            "  ops before it:",
+            *(f"    {line}" for line in self.recent),
+        ]
+        return "\n".join(lines)
+
+
+@dataclass
+class SeedResult:
+    seed: int
+    ops_run: int
+    divergence: Divergence | None = None
+
+
+class Pair:
+    """The two systems' client addresses: the reference (ZooKeeper) and zabby."""
+
+    def __init__(self, reference_hosts: str, zabby_hosts: str) -> None:
+        self.reference_hosts = reference_hosts
+        self.zabby_hosts = zabby_hosts
+
+
+class OpSource(Protocol):
+    def next_op(self) -> Op: ...
+
+    def observe(self, op: Op, result: tuple[Any, ...]) -> None: ...
+
+
+class Script:
+    """A fixed list of ops (the examples of known differences)."""
+
+    def __init__(self, ops: list[Op]) -> None:
+        self._ops = iter(ops)
+
+    def next_op(self) -> Op:
+        return next(self._ops)
+
+    def observe(self, op: Op, result: tuple[Any, ...]) -> None:
+        pass
+
+
+def run_seed(pair: Pair, seed: int, ops: int) -> SeedResult:
+    root = f"/diff-{seed}"
+    return run_ops(pair, seed, root, Workload(seed, root), ops)
+
+
+def run_ops(pair: Pair, seed: int, root: str, source: OpSource, ops: int) -> SeedResult:
+    """Send ``ops`` ops from ``source`` to both systems under ``root``; stop at the first divergence."""
+    reference, zabby = Executor(pair.reference_hosts, root), Executor(pair.zabby_hosts, root)
+    reference_norm, zabby_norm = Normalizer(), Normalizer()
+    recent: list[str] = []
+    reference.open()
+    try:
+        zabby.open()
+        try:
+            for index in range(ops):
+                op = source.next_op()
+                outcomes = reference.run(op), zabby.run(op)
+                unordered = op.kind == "reopen"  # a session close: see compare
+                mine = reference_norm.outcome(outcomes[0], reference.owners, events_unordered=unordered)
+                theirs = zabby_norm.outcome(outcomes[1], zabby.owners, events_unordered=unordered)
+                found = first_difference(mine, theirs)
+                if found is not None:
+                    return SeedResult(seed, index + 1, Divergence(seed, index, op, *found, outcomes, recent[-RECENT_OPS:]))
+                source.observe(op, outcomes[0].result)
+                recent.append(f"{index}: {op} -> {outcomes[0].result}")
+            return SeedResult(seed, ops)
+        finally:
+            zabby.close()
+    finally:
+        reference.close()
+
+
+def run_seeds(pair: Pair, seeds: Iterable[int], ops: int) -> Iterator[SeedResult]:
+    for seed in seeds:
+        yield run_seed(pair, seed, ops)
+
+
+def summary(results: list[SeedResult]) -> str:
+    passed = sum(1 for result in results if result.divergence is None)
+    kinds = Counter(result.divergence.kind for result in results if result.divergence is not None)
+    lines = [f"{passed} of {len(results)} seeds identical ({sum(r.ops_run for r in results)} ops run)"]
+    lines += [f"  {count:4d}  {kind}" for kind, count in kinds.most_common()]
+    return "\n".join(lines)

@@ -1,0 +1,71 @@
+"""The same seeded random operations through kazoo to Apache ZooKeeper 3.8 (Debian's jars) and
+to zabby, both standalone; every result, error, Stat, watch event and its order must match
+(tests/differential/runner.py says how they are compared).  A failure names the seed and
+the op: ``python scripts/diff_zookeeper.py --seeds N --ops M --verbose`` replays it.
+
+The differences ZooKeeper 3.8.0 is known to have are listed in tests/differential/known.py
+and docs/zookeeper-compat.md; the workload steers around them, and each one's example is
+checked here to still be what the list says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.differential.known import KNOWN, KnownDifference, example_ops, under
+from tests.differential.runner import Pair, Script, run_ops, run_seed, run_seeds, summary
+from tests.differential.servers import ZooKeeperServer, ZooKeeperUnavailable, ensure_zookeeper, zabby_server
+
+SHORT_SEEDS = range(10)
+SHORT_OPS = 300
+LONG_SEEDS = range(200)
+LONG_OPS = 500
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    """ZooKeeper and zabby, started once for the module; each seed works under its own root
+    and deletes it afterwards."""
+    try:
+        ensure_zookeeper()
+    except ZooKeeperUnavailable as exc:
+        pytest.skip(f"ZooKeeper 3.8 cannot run here: {exc}")
+    workdir = Path(tmp_path_factory.mktemp("differential"))
+    reference, zabby = ZooKeeperServer(workdir / "zookeeper"), zabby_server(workdir / "zabby")
+    try:
+        reference.start()
+        zabby.start(60)
+        yield Pair(reference.hosts, zabby.hosts)
+    finally:
+        zabby.kill()
+        reference.kill()
+
+
+@pytest.mark.parametrize("seed", SHORT_SEEDS)
+def test_short_run_answers_as_zookeeper(pair: Pair, seed: int) -> None:
+    result = run_seed(pair, seed, SHORT_OPS)
+    assert result.divergence is None, str(result.divergence)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(6 * 3600)
+def test_long_run_answers_as_zookeeper(pair: Pair) -> None:
+    results = list(run_seeds(pair, LONG_SEEDS, LONG_OPS))
+    divergences = [str(result.divergence) for result in results if result.divergence is not None]
+    assert not divergences, summary(results) + "\n\n" + "\n\n".join(divergences)
+
+
+@pytest.mark.parametrize("known", KNOWN, ids=[known.name for known in KNOWN])
+def test_known_difference_is_still_as_documented(pair: Pair, known: KnownDifference) -> None:
+    root = f"/known-{KNOWN.index(known)}"
+    result = run_ops(pair, 0, root, Script(example_ops(known, root)), len(known.example))
+    divergence = result.divergence
+    assert divergence is not None, (
+        f"{known.name!r} is gone: drop it from tests/differential/known.py, docs/zookeeper-compat.md "
+        "and the workload's steering"
+    )
+    found = (divergence.index, divergence.where, divergence.reference, divergence.zabby)
+    assert found == (len(known.example) - 1, known.where, under(root, known.reference), under(root, known.zabby))

@@ -1,0 +1,71 @@
+"""Watch delivery: each event goes only to watchers that may READ the node it is about (the
+fix of CVE-2024-23944 that ZooKeeper 3.8.4 and Debian's 3.8.0 carry), and a one-shot watch
+whose event is held back is used up all the same, as ZooKeeper removes it before the check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.tree.harness import OPEN, Harness
+from zabby.opcodes import EventType
+from zabby.tree import acl as acls
+from zabby.tree.watches import WatchManager
+
+BOB = ("digest", "bob:hash")
+BOB_ONLY = ((31, "digest", "bob:hash"),)
+CREATED, DELETED, CHANGED, CHILD = (EventType.NODE_CREATED, EventType.NODE_DELETED,
+                                    EventType.NODE_DATA_CHANGED, EventType.NODE_CHILDREN_CHANGED)  # fmt: skip
+
+
+@dataclass(eq=False)
+class Session:
+    """What the watch manager needs of a watcher: identity and proven ids."""
+
+    name: str
+    auth_ids: list[acls.AuthId] = field(default_factory=lambda: [("ip", "127.0.0.1")])
+    superuser: bool = False
+
+
+@pytest.fixture
+def h() -> Harness:
+    return Harness()
+
+
+def test_events_carry_the_acl_of_the_node_they_are_about(h: Harness) -> None:
+    h.create("/p", acl=OPEN)
+    h.create("/p/secret", acl=BOB_ONLY)
+    assert h.last_acls == [BOB_ONLY, OPEN]  # NodeCreated: the new node's; NodeChildrenChanged: the parent's
+    h.set_data("/p/secret", b"x", caller=h.caller(1, [BOB]))
+    assert h.last_acls == [BOB_ONLY]
+    h.delete("/p/secret")
+    assert h.last_acls == [BOB_ONLY, OPEN]
+
+
+def test_a_recursive_watch_hears_only_of_nodes_its_session_may_read() -> None:
+    watches = WatchManager()
+    anyone, bob, root = Session("anyone"), Session("bob", [BOB]), Session("root", [], superuser=True)
+    for session in (anyone, bob, root):
+        watches.add_persistent("/p", session, recursive=True)
+    delivered = watches.trigger([(CREATED, "/p/secret", BOB_ONLY), (CHILD, "/p", OPEN)])
+    assert sorted((w.name, t, p) for w, t, p in delivered) == [("bob", CREATED, "/p/secret"), ("root", CREATED, "/p/secret")]
+    delivered = watches.trigger([(CREATED, "/p/open", OPEN)])
+    assert sorted(w.name for w, _, _ in delivered) == ["anyone", "bob", "root"]
+
+
+def test_a_one_shot_watch_held_back_by_the_acl_is_used_up() -> None:
+    watches = WatchManager()
+    anyone = Session("anyone")
+    watches.add_data("/n", anyone)
+    watches.add_child("/n", anyone)
+    assert watches.trigger([(CHANGED, "/n", BOB_ONLY)]) == []  # the node's ACL changed after the watch was set
+    assert watches.trigger([(CHANGED, "/n", OPEN)]) == []  # ... and the data watch is gone
+    assert watches.trigger([(CHILD, "/n", OPEN)]) == [(anyone, CHILD, "/n")]
+
+
+def test_an_empty_acl_hides_nothing() -> None:
+    watches = WatchManager()
+    anyone = Session("anyone")
+    watches.add_data("/n", anyone)
+    assert watches.trigger([(DELETED, "/n", ())]) == [(anyone, DELETED, "/n")]
