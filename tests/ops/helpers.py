@@ -35,9 +35,12 @@ def admin(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+SYSTEM = "/zookeeper"  # each server shows its own membership there (outside the digest, as in ZooKeeper)
+
+
 def read_tree(client: Any, root: str = "/") -> dict[str, tuple[bytes, tuple[int, ...]]]:
-    """Every znode under ``root`` as ``path -> (data, Stat in jute order)``, read through a
-    client with pipelined requests (one layer of the tree at a time)."""
+    """Every znode under ``root`` but ``/zookeeper`` as ``path -> (data, Stat in jute
+    order)``, read through a client with pipelined requests (one layer at a time)."""
     found: dict[str, tuple[bytes, tuple[int, ...]]] = {}
     layer = [root]
     while layer:
@@ -46,10 +49,15 @@ def read_tree(client: Any, root: str = "/") -> dict[str, tuple[bytes, tuple[int,
         for path, pending in gets:
             data, stat = pending.get(timeout=30)
             found[path] = (data, tuple(stat))
-        layer = [(f"{path.rstrip('/')}/{name}") for path, pending in lists for name in pending.get(timeout=30)]
+        layer = [child for path, pending in lists for name in pending.get(timeout=30)
+                 if not _system(child := f"{path.rstrip('/')}/{name}")]  # fmt: skip
     return found
 
 
 def tree_nodes(tree: DataTree) -> dict[str, tuple[bytes, tuple[int, ...]]]:
     """The same view of a DataTree (a snapshot's)."""
-    return {path: (node.data, tuple(node.stat())) for path, node in tree.nodes.items()}
+    return {path: (node.data, tuple(node.stat())) for path, node in tree.nodes.items() if not _system(path)}
+
+
+def _system(path: str) -> bool:
+    return path == SYSTEM or path.startswith(SYSTEM + "/")

@@ -10,10 +10,12 @@ import pytest
 
 from tests.ops.helpers import admin
 from tests.storage.helpers import TxnMaker, tree_of
+from zabby.opcodes import OpCode
 from zabby.storage.datadir import DataDir
 from zabby.storage.epochs import read_epoch
 from zabby.storage.snapshot import write_snapshot
-from zabby.tree.datatree import DataTree
+from zabby.tree.datatree import ZOOKEEPER_CONFIG, DataTree
+from zabby.tree.txns import Txn, make_zxid
 
 
 def snapshot_of(folder: Path, tree: DataTree) -> Path:
@@ -111,3 +113,21 @@ def test_restore_checks_its_input_before_writing(tmp_path: Path, tree: DataTree)
     broken.write_bytes(snapshot.read_bytes()[:-1])
     code, _, err = admin("snapshot", "restore", str(broken), "--data-dir", str(data), "--myid", "1")
     assert code == 1 and "snapshot" in err and not data.exists()
+
+
+def test_restore_leaves_out_the_old_ensembles_reconfigured_membership(tmp_path: Path) -> None:
+    maker = TxnMaker(epoch=2)
+    txns = maker.some(20)
+    old_members = "server.1=10.0.0.1:2888:3888:participant;2181\nversion=200000015\n"
+    reconfig = Txn(make_zxid(2, 21), 0x100, 99, 1_700_000_000_999, OpCode.RECONFIG, (old_members,))
+    tree = tree_of([*txns, reconfig])
+    assert tree.nodes[ZOOKEEPER_CONFIG].version == 1
+    snapshot = snapshot_of(tmp_path / "backup", tree)
+    data = tmp_path / "data"
+    code, out, err = admin("snapshot", "restore", str(snapshot), "--data-dir", str(data), "--myid", "1")
+    assert code == 0 and "left out the old ensemble's reconfigured membership" in out, err
+    restored, log = DataDir(data).recover()
+    log.close()
+    node = restored.nodes[ZOOKEEPER_CONFIG]
+    assert (node.data, node.version, node.mzxid) == (b"", 0, 0) and restored.digest == tree.digest
+    assert restored.last_zxid == tree.last_zxid and restored.node_count() == tree.node_count()

@@ -134,6 +134,8 @@ def cmd_snapshot_restore(args: argparse.Namespace, out: TextIO) -> int:
     result = restore.restore(args.file, args.data_dir, args.myid, data_log_dir=args.data_log_dir, force=args.force)
     for aside in result.moved_aside:
         print(f"moved the previous history aside: {aside}", file=out)
+    if result.membership_dropped:
+        print("left out the old ensemble's reconfigured membership (/zookeeper/config): this server's comes from its zoo.cfg", file=out)
     info = result.snapshot
     print(f"restored {info.znodes} znodes at zxid 0x{info.zxid:x} (digest 0x{info.digest:016x}) into {result.written}", file=out)
     print(f"myid {args.myid}, acceptedEpoch = currentEpoch = {result.epoch}: the ensemble's next leader starts epoch {result.epoch + 1}", file=out)

@@ -52,7 +52,7 @@ def tree_info(tree: DataTree) -> TreeInfo:
     paths = sorted(tree.nodes, key=lambda p: (-depth_of(p), p))  # children before their parents
     for path in paths:
         node = tree.nodes[path]
-        children = [path + name if path == "/" else f"{path}/{name}" for name in node.children]
+        children = node.children  # their full paths
         info.descendant_bytes[path] = len(node.data) + sum(info.descendant_bytes[c] for c in children)
         info.descendant_count[path] = len(children) + sum(info.descendant_count[c] for c in children)
     info.by_depth = [[] for _ in range(max(map(depth_of, tree.nodes)) + 1)]

@@ -9,6 +9,11 @@ in a new epoch.  Seed every server of a new ensemble from the *same* file; a sin
 seeded this way and started inside a running ensemble is brought to the ensemble's state by
 the usual sync (SNAP or TRUNC+DIFF), like any server that was away.
 
+A snapshot whose ``/zookeeper/config`` holds the membership a reconfig committed in the old
+ensemble is written without it (``DataTree.forget_reconfig``): a server takes a logged
+membership newer than its configuration's, and the old ensemble's hosts and ports are not
+the new one's.  The digest leaves ``/zookeeper`` out, so it does not change.
+
 A data dir that already holds snapshots, logs or epochs is refused, unless ``force``: then
 its ``version-2`` folders are moved aside (``version-2.before-restore-<time>``), never
 deleted.
@@ -22,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zabby.ops.errors import UsageError
-from zabby.ops.snapfile import SnapshotInfo, status
+from zabby.ops.snapfile import SnapshotInfo, load_tree, summarize
 from zabby.storage.datadir import MYID, VERSION_DIR
 from zabby.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH, write_epoch
 from zabby.storage.files import fsync_dir, write_atomically, write_chunks_atomically
-from zabby.storage.snapshot import CHUNK_BYTES, snapshot_name
+from zabby.storage.snapshot import CHUNK_BYTES, snapshot_name, write_snapshot
 from zabby.tree.txns import zxid_epoch
 
 SERVER_ID_MAX = 255  # ZooKeeper's limit: the id is the top byte of session ids
@@ -39,6 +44,7 @@ class RestoreResult:
     written: Path
     epoch: int
     moved_aside: tuple[Path, ...]
+    membership_dropped: bool  # the snapshot's reconfig membership was left out
 
 
 def _in_use(version_dir: Path) -> list[str]:
@@ -85,16 +91,21 @@ def restore(snapshot: Path, data_dir: Path, myid: int, *, data_log_dir: Path | N
         UsageError: a missing snapshot, a bad id, or a data dir in use (without ``force``).
         DataError: the snapshot is damaged (it is checked whole before anything is written).
     """
-    info = status(snapshot)
+    tree = load_tree(snapshot)
+    info = summarize(snapshot, tree)
     _check_myid(data_dir, myid, force)
     snap_dir, log_dir = data_dir / VERSION_DIR, (data_log_dir or data_dir) / VERSION_DIR
     moved = _clear(sorted({snap_dir, log_dir}), force)
     for folder in (snap_dir, log_dir):
         folder.mkdir(parents=True, exist_ok=True)
-    target = snap_dir / snapshot_name(info.zxid)
-    _copy(snapshot, target)
+    dropped = tree.forget_reconfig()
+    if dropped:
+        target = write_snapshot(snap_dir, info.zxid, tree.records())
+    else:
+        target = snap_dir / snapshot_name(info.zxid)
+        _copy(snapshot, target)
     epoch = zxid_epoch(info.zxid)
     write_epoch(snap_dir / ACCEPTED_EPOCH, epoch)
     write_epoch(snap_dir / CURRENT_EPOCH, epoch)
     write_atomically(data_dir / MYID, f"{myid}\n".encode())
-    return RestoreResult(info, data_dir, target, epoch, moved)
+    return RestoreResult(info, data_dir, target, epoch, moved, dropped)

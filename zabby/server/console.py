@@ -11,9 +11,11 @@ Access (``admin.console.*`` in zoo.cfg):
 - ``admin.console.auth=user:base64(sha1(user:password))`` (``zabby-admin digest`` prints
   it): HTTP Basic credentials are asked for and checked against that digest.
 
-The ensemble view asks every server of the configuration for ``mntr`` on its client port
-(``server.N=host:q:e;clientPort``, or this server's clientPort when the line names none),
-two seconds at most each; this server's row comes from its own statistics.  Everything the
+The ensemble view asks every member for ``mntr`` on its client port, two seconds at most
+each: the members are the committed membership this server shows in ``/zookeeper/config``
+(which a reconfig changes), else the configuration's ``server.N`` lines; a member's client
+port is the one its line names (``server.N=host:q:e;clientPort``), else this server's.
+This server's row comes from its own statistics.  Everything the
 page shows comes from the same frozen statistics as the four-letter words, except the tree
 browser, which reads one znode of the live tree as a client read would.
 """
@@ -31,13 +33,15 @@ from typing import Any
 
 import trio
 
-from zabby.config import PeerAddress, ServerConfig
+from zabby.config import ServerConfig
 from zabby.errors import InvariantError
+from zabby.membership import Member, Membership, MembershipError
 from zabby.server import fourletter
 from zabby.server.console_views import BadRequest, ServerRow, ensemble_rows, node_view, row_from_mntr, sessions_view, watches_view
 from zabby.server.http import Request, Response
 from zabby.server.statistics import Monitored, Reset, ServerStatistics, snapshot
 from zabby.tree import acl
+from zabby.tree.datatree import ZOOKEEPER_CONFIG
 
 PREFIX = "/console"
 PEER_TIMEOUT_S = 2.0
@@ -121,11 +125,23 @@ async def four_letter(host: str, port: int, word: str) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-async def _peer_row(config: ServerConfig, peer: PeerAddress) -> ServerRow:
+def members(server: Monitored) -> tuple[Member, ...]:
+    """The committed membership (``/zookeeper/config``), else the configuration's."""
+    node = server.tree.get(ZOOKEEPER_CONFIG)
+    if node is not None and node.data:
+        try:
+            return Membership.parse(node.data.decode()).members
+        except (MembershipError, UnicodeDecodeError):
+            pass
+    return server.config.peers
+
+
+async def _peer_row(config: ServerConfig, peer: Member) -> ServerRow:
+    host = peer.client_host if peer.client_host not in (None, "0.0.0.0", "::") else peer.host
     port = peer.client_port or config.client_port
-    address = f"{peer.host}:{port}"
+    address = f"{host}:{port}"
     try:
-        return row_from_mntr(peer.sid, address, await four_letter(peer.host, port, "mntr"))
+        return row_from_mntr(peer.sid, address, await four_letter(host, port, "mntr"))
     except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
         return ServerRow(peer.sid, address, "down", note=str(exc) or type(exc).__name__)
 
@@ -134,11 +150,11 @@ async def ensemble(server: Monitored) -> dict[str, Any]:
     config = server.config
     rows: dict[int, ServerRow] = {config.server_id: _own_row(config, snapshot(server))}
 
-    async def ask(peer: PeerAddress) -> None:
+    async def ask(peer: Member) -> None:
         rows[peer.sid] = await _peer_row(config, peer)
 
     async with trio.open_nursery() as nursery:
-        for peer in config.peers:
+        for peer in members(server):
             if peer.sid != config.server_id:
                 nursery.start_soon(ask, peer)
     return {"servers": [row.as_dict() for row in ensemble_rows([rows[sid] for sid in sorted(rows)])]}
