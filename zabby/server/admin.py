@@ -32,6 +32,7 @@ from zabby.server.transport import relay_forked
 from zabby.storage.snapshot import snapshot_name
 
 LOGGER = logging.getLogger("zabby.server.admin")
+SNAPSHOT_COMMAND = "snapshot"
 SNAPSHOT_STATES = frozenset({"leader", "follower", "observer", "standalone"})  # serving: the tree is current
 
 ALIASES = {
@@ -59,7 +60,7 @@ def render(server: Monitored, target: str) -> tuple[str, str, bytes]:
     if path == "/metrics":
         return "200 OK", "text/plain; version=0.0.4", generate_latest(server.stats.registry)
     if path == prefix:
-        names = sorted(set(fourletter.DATA) | set(ALIASES))
+        names = sorted(set(fourletter.DATA) | set(ALIASES) | {SNAPSHOT_COMMAND})
         return "200 OK", "application/json", json.dumps({"commands": names}).encode()
     if path.startswith(prefix + "/"):
         name = path[len(prefix) + 1 :]
@@ -101,7 +102,11 @@ async def _stream_snapshot(server: Monitored, request: http.Request, stream: tri
         forked, zxid, digest = download_image(server.tree)
         headers = ((http.SNAPSHOT_ZXID_HEADER, f"0x{zxid:x}"), (http.SNAPSHOT_DIGEST_HEADER, f"0x{digest:016x}"),
                    ("Content-Disposition", f'attachment; filename="{snapshot_name(zxid)}"'))  # fmt: skip
-        await stream.send_all(http.Response("200 OK", "application/octet-stream", headers=headers).head(None))
+        try:
+            await stream.send_all(http.Response("200 OK", "application/octet-stream", headers=headers).head(None))
+        except BaseException:  # the caller went away before the first byte: stop the child
+            forked.abandon()
+            raise
         started = time.perf_counter()
         sent, failure = await relay_forked(forked, stream)
     if failure is not None:
@@ -115,7 +120,7 @@ async def _handle(server: Monitored, busy: trio.Lock, stream: trio.SocketStream)
         request = http.parse_request(await _read_head(stream), stream.socket.getsockname()[0])
         if request is None:
             response = http.Response("400 Bad Request", "text/plain", b"only GET is supported\n")
-        elif request.path == server.config.admin_command_url.rstrip("/") + "/snapshot":
+        elif request.path == f"{server.config.admin_command_url.rstrip('/')}/{SNAPSHOT_COMMAND}":
             await _stream_snapshot(server, request, stream, busy)
             return
         elif server.config.console_enabled and (request.path == console.PREFIX or request.path.startswith(console.PREFIX + "/")):
