@@ -46,7 +46,7 @@ def write_config(sid: int, size: int) -> Path:
             "tickTime=2000", "initLimit=10", "syncLimit=5", f"dataDir={folder / 'data'}",
             f"clientPort={client_port(sid)}", "clientPortAddress=127.0.0.1", "admin.serverAddress=127.0.0.1",
             f"admin.serverPort={8079 + sid}", "4lw.commands.whitelist=*",
-        ] + [f"server.{n}=127.0.0.1:{2887 + n}:{3887 + n}" for n in range(1, size + 1)]  # fmt: skip
+        ] + [f"server.{n}=127.0.0.1:{2887 + n}:{3887 + n};127.0.0.1:{client_port(n)}" for n in range(1, size + 1)]  # fmt: skip
         text = "\n".join(lines) + "\n"
     path = folder / "zoo.cfg"
     path.write_text(text)

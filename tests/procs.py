@@ -34,10 +34,10 @@ def wait_until(predicate: Callable[[], object], timeout_s: float = 10.0, what: s
 class ServerProcess:
     """One standalone server: its config file, data dir and process."""
 
-    def __init__(self, workdir: Path, **overrides: object) -> None:
+    def __init__(self, workdir: Path, *, port: int | None = None, **overrides: object) -> None:
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.port = port or free_port()
         self.admin_port = free_port()
         self.data_dir = workdir / "data"
         self.log_path = workdir / "server.log"
@@ -55,6 +55,7 @@ class ServerProcess:
         self.config_path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         self.proc: subprocess.Popen[bytes] | None = None
         self.environment: dict[str, str] = {}  # added to the server's environment at launch
+        self.options: list[str] = []  # zabby-server options before the config file (e.g. --log-format json)
 
     @property
     def hosts(self) -> str:
@@ -71,7 +72,7 @@ class ServerProcess:
     def launch(self) -> None:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "zabby.server.main", str(self.config_path)],
+            [sys.executable, "-m", "zabby.server.main", *self.options, str(self.config_path)],
             stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, **self.environment},
         )  # fmt: skip
         log.close()
@@ -149,6 +150,7 @@ class Ensemble:
         self.proxies: dict[tuple[int, int], tuple[LinkProxy, LinkProxy]] = {}
         total = size + observers
         ports = {sid: (free_port(), free_port()) for sid in range(1, total + 1)}
+        clients = {sid: free_port() for sid in ports}  # in the server lines: the web console asks each server
         role = {sid: ":observer" if sid > size else "" for sid in ports}
         for sid in range(1, total + 1):
             lines = {}
@@ -156,11 +158,11 @@ class Ensemble:
                 if proxied and other != sid:
                     pair = self.proxies[(sid, other)] = (LinkProxy(q), LinkProxy(e))
                     q, e = pair[0].port, pair[1].port
-                lines[f"server.{other}"] = f"127.0.0.1:{q}:{e}{role[other]}"
+                lines[f"server.{other}"] = f"127.0.0.1:{q}:{e}{role[other]};127.0.0.1:{clients[other]}"
             folder = workdir / f"server{sid}"
             (folder / "data").mkdir(parents=True, exist_ok=True)
             (folder / "data" / "myid").write_text(f"{sid}\n")
-            self.servers[sid] = ServerProcess(folder, **{"initLimit": 10, "syncLimit": 5, **lines, **overrides})
+            self.servers[sid] = ServerProcess(folder, port=clients[sid], **{"initLimit": 10, "syncLimit": 5, **lines, **overrides})
 
     def partition(self, group: set[int], cut: bool = True) -> None:
         """Cut (or heal) every link between ``group`` and the other servers, both ways."""

@@ -7,7 +7,10 @@ with system properties it does not know; a bad value is a ``ConfigError`` naming
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +77,9 @@ class ServerConfig:
     admin_address: str = "0.0.0.0"
     admin_port: int = 8080
     admin_command_url: str = "/commands"
+    console_enabled: bool = True  # admin.console.enabled: the read-only web console at /console
+    console_address: str = "127.0.0.1"  # admin.console.address: it answers requests arriving here only
+    console_auth: str | None = None  # admin.console.auth: user:base64(sha1(user:password)), asked by HTTP Basic
     ttl_enabled: bool = True
     container_check_interval_ms: int = 60_000
     super_digest: str | None = None
@@ -184,6 +190,21 @@ def _whitelist(text: str | None) -> frozenset[str]:
     return frozenset(words & ALL_4LW)
 
 
+def _digest_user(text: str | None) -> str | None:
+    """``user:base64(sha1(user:password))``, ZooKeeper's digest form (``zabby.tree.acl.digest``)."""
+    if text is None:
+        return None
+    user, _, encoded = text.strip().partition(":")
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except binascii.Error:
+        raw = b""
+    if not user or len(raw) != hashlib.sha1().digest_size:
+        raise ConfigError(f"admin.console.auth={text!r}: expected user:base64(sha1(user:password)), "
+                          "as `zabby-admin digest user:password` prints it")  # fmt: skip
+    return f"{user}:{encoded}"
+
+
 def _peer(key: str, value: str) -> PeerAddress:
     try:
         return parse_member(key, value)
@@ -245,6 +266,9 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         admin_address=raw.pop("admin.serverAddress", "0.0.0.0"),
         admin_port=_int(raw, "admin.serverPort", 8080),
         admin_command_url=raw.pop("admin.commandURL", "/commands"),
+        console_enabled=_bool(raw, "admin.console.enabled", True),
+        console_address=raw.pop("admin.console.address", "127.0.0.1"),
+        console_auth=_digest_user(raw.pop("admin.console.auth", None)),
         ttl_enabled=_bool(raw, "extendedTypesEnabled", True),
         container_check_interval_ms=_int(raw, "znode.container.checkIntervalMs", 60_000, 1),
         super_digest=raw.pop("superDigest", None),

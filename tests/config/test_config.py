@@ -119,3 +119,12 @@ def test_client_configuration_is_zookeepers_properties(tmp_path: Path) -> None:
     (tmp_path / "jks.properties").write_text("zookeeper.ssl.trustStore.type=JKS\n")
     with pytest.raises(zoo_config.ConfigError, match="PEM files only"):
         zoo_config.load_client_configuration(tmp_path / "jks.properties")
+def test_console_keys(tmp_path: Path) -> None:
+    cfg = zoo_config.load(_write(tmp_path, "dataDir=data\n"))
+    assert cfg.console_enabled and cfg.console_address == "127.0.0.1" and cfg.console_auth is None
+    digest = "admin:fvr2cB/fjGeAiX8g1aGhUm3ZICk="  # zabby-admin digest admin:secret
+    cfg = zoo_config.load(_write(tmp_path, f"dataDir=data\nadmin.console.auth={digest}\nadmin.console.address=0.0.0.0\n"))
+    assert cfg.console_auth == digest and cfg.console_address == "0.0.0.0"
+    for bad in ("admin:secret", "admin", ":fvr2cB/fjGeAiX8g1aGhUm3ZICk=", "admin:bm90IDIwIGJ5dGVz"):
+        with pytest.raises(zoo_config.ConfigError, match="admin.console.auth=.*zabby-admin digest"):
+            zoo_config.load(_write(tmp_path, f"dataDir=data\nadmin.console.auth={bad}\n"))

@@ -12,23 +12,13 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from tests.procs import ROOT, ServerProcess
-
-INSTALL_SCRIPT = ROOT / "scripts" / "install_zookeeper.sh"
-APT_UNAVAILABLE = 3  # the script's exit code when apt-get (or root) is not there
-
+from tests.debian import installed
+from tests.procs import ServerProcess
 
 @pytest.fixture(scope="module")
 def zkcli() -> str:
     """The path of zkCli.sh, installing Debian's zookeeper package when it is missing."""
-    try:
-        done = subprocess.run(["bash", str(INSTALL_SCRIPT)], capture_output=True, text=True, timeout=900, check=False)
-    except subprocess.TimeoutExpired:
-        pytest.fail("scripts/install_zookeeper.sh did not finish in 15 minutes")
-    if done.returncode == APT_UNAVAILABLE:
-        pytest.skip(f"zkCli.sh is not installed and cannot be: {done.stderr.strip()}")
-    assert done.returncode == 0, f"scripts/install_zookeeper.sh failed:\n{done.stderr}"
-    return done.stdout.strip().splitlines()[-1]
+    return installed("install_zookeeper.sh")
 
 
 class ZkCli:

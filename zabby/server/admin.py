@@ -1,6 +1,10 @@
 """The admin HTTP endpoint: ``/commands/<name>`` answers each four-letter word as JSON and
-``/metrics`` serves Prometheus text (prometheus_client), mntr's figures included.  Both read a
-frozen snapshot of the server (``zabby.server.statistics``).
+``/metrics`` serves Prometheus text (prometheus_client), mntr's figures and zabby's own
+(``zabby.server.metrics``).  Both read a frozen snapshot of the server
+(``zabby.server.statistics``).  ``/commands/snapshot`` streams a snapshot file made by a
+forked child (ZooKeeper 3.9's ``snapshot?streaming=true``), and ``/console`` is the read-only
+web console (``zabby.server.console``); both are guarded by ``admin.console.address`` and
+``admin.console.auth``.
 
 A deliberately small HTTP/1.0-style server on trio: one request per connection, GET only,
 bounded request size.  A busy port is logged and the server goes on without the endpoint.
@@ -11,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import time
 from collections.abc import Iterator
 
 import trio
@@ -18,12 +23,17 @@ from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from zabby.server import fourletter
+from zabby.server import console, fourletter, http
+from zabby.server.forks import download_image
 from zabby.server.guard import contained
+from zabby.server.metrics import ZabbyCollector
 from zabby.server.statistics import Monitored, reset, snapshot
+from zabby.server.transport import relay_forked
+from zabby.storage.snapshot import snapshot_name
 
 LOGGER = logging.getLogger("zabby.server.admin")
-REQUEST_BYTES_MAX = 8192
+SNAPSHOT_COMMAND = "snapshot"
+SNAPSHOT_STATES = frozenset({"leader", "follower", "observer", "standalone"})  # serving: the tree is current
 
 ALIASES = {
     "configuration": "conf", "config": "conf", "connections": "cons", "connection_stat_reset": "crst",
@@ -58,7 +68,7 @@ def render(server: Monitored, target: str) -> tuple[str, str, bytes]:
     if path == "/metrics":
         return "200 OK", "text/plain; version=0.0.4", generate_latest(server.stats.registry)
     if path == prefix:
-        names = sorted(set(fourletter.DATA) | set(ALIASES))
+        names = sorted(set(fourletter.DATA) | set(ALIASES) | {SNAPSHOT_COMMAND})
         return "200 OK", "application/json", json.dumps({"commands": names}).encode()
     if path.startswith(prefix + "/"):
         name = path[len(prefix) + 1 :]
@@ -71,22 +81,61 @@ def render(server: Monitored, target: str) -> tuple[str, str, bytes]:
     return "404 Not Found", "text/plain", b"not found\n"
 
 
-async def _handle(server: Monitored, stream: trio.SocketStream) -> None:
+async def _read_head(stream: trio.SocketStream) -> bytes:
+    data = b""
+    with trio.move_on_after(10):
+        while not http.head_complete(data):
+            chunk = await stream.receive_some(4096)
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+async def _stream_snapshot(server: Monitored, request: http.Request, stream: trio.SocketStream, busy: trio.Lock) -> None:
+    """``GET <commandURL>/snapshot``: a snapshot file of the tree at one zxid, written by a
+    forked child and relayed as it is written (see ``zabby.ops.fetch`` for the client)."""
+    denied = console.refusal(server.config, request)
+    if denied is not None:
+        await stream.send_all(denied.encode())
+        return
+    if server.state not in SNAPSHOT_STATES:
+        refused = http.Response("503 Service Unavailable", "application/json", b'{"error": "this server is not serving: take the snapshot from one that is"}')
+        await stream.send_all(refused.encode())
+        return
+    if busy.locked():
+        await stream.send_all(http.Response("429 Too Many Requests", "application/json", b'{"error": "a snapshot is already streaming"}').encode())
+        return
+    async with busy:
+        forked, zxid, digest = download_image(server.tree)
+        headers = ((http.SNAPSHOT_ZXID_HEADER, f"0x{zxid:x}"), (http.SNAPSHOT_DIGEST_HEADER, f"0x{digest:016x}"),
+                   ("Content-Disposition", f'attachment; filename="{snapshot_name(zxid)}"'))  # fmt: skip
+        try:
+            await stream.send_all(http.Response("200 OK", "application/octet-stream", headers=headers).head(None))
+        except BaseException:  # the caller went away before the first byte: stop the child
+            forked.abandon()
+            raise
+        started = time.perf_counter()
+        sent, failure = await relay_forked(forked, stream)
+    if failure is not None:
+        LOGGER.error("snapshot download at 0x%x cut short after %d bytes: %s", zxid, sent, failure)
+        return
+    LOGGER.info("streamed a snapshot at 0x%x: %d bytes in %.2f s", zxid, sent, time.perf_counter() - started)
+
+
+async def _handle(server: Monitored, busy: trio.Lock, stream: trio.SocketStream) -> None:
     async with stream:
-        data = b""
-        with trio.move_on_after(10):
-            while b"\r\n\r\n" not in data and b"\n\n" not in data and len(data) < REQUEST_BYTES_MAX:
-                chunk = await stream.receive_some(4096)
-                if not chunk:
-                    break
-                data += chunk
-        parts = data.split(b"\r\n", 1)[0].split()
-        if len(parts) < 2 or parts[0] not in (b"GET", b"HEAD"):
-            status, ctype, body = "400 Bad Request", "text/plain", b"only GET is supported\n"
+        request = http.parse_request(await _read_head(stream), stream.socket.getsockname()[0])
+        if request is None:
+            response = http.Response("400 Bad Request", "text/plain", b"only GET is supported\n")
+        elif request.path == f"{server.config.admin_command_url.rstrip('/')}/{SNAPSHOT_COMMAND}":
+            await _stream_snapshot(server, request, stream, busy)
+            return
+        elif server.config.console_enabled and (request.path == console.PREFIX or request.path.startswith(console.PREFIX + "/")):
+            response = await console.respond(server, request)
         else:
-            status, ctype, body = render(server, parts[1].decode("latin-1"))
-        head = f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        await stream.send_all(head.encode() + (body if parts[:1] != [b"HEAD"] else b""))
+            response = http.Response(*render(server, request.target))
+        await stream.send_all(response.encode(send_body=request is None or request.method != "HEAD"))
 
 
 async def serve_admin(server: Monitored, *, task_status: trio.TaskStatus[int | None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -98,7 +147,9 @@ async def serve_admin(server: Monitored, *, task_status: trio.TaskStatus[int | N
         task_status.started(None)
         return
     server.stats.registry.register(MntrCollector(server))
+    server.stats.registry.register(ZabbyCollector(server))
     port = listeners[0].socket.getsockname()[1]
     LOGGER.info("admin server on http://%s:%d%s", config.admin_address, port, config.admin_command_url)
     task_status.started(port)
-    await trio.serve_listeners(lambda stream: contained("an admin request", LOGGER, _handle, server, stream), listeners)
+    busy = trio.Lock()  # one snapshot stream at a time: each holds a forked child
+    await trio.serve_listeners(lambda stream: contained("an admin request", LOGGER, _handle, server, busy, stream), listeners)

@@ -3,7 +3,8 @@
 A forked child holds a copy-on-write image of the whole process, so the tree as it is at the
 fork stays readable by the child however the parent changes it afterwards.  A SNAP's child
 writes the tree's records as SnapChunk frames into a pipe that the peer link relays; a
-snapshot's child writes the snapshot file.  Children die with the server (PR_SET_PDEATHSIG),
+snapshot's child writes the snapshot file; a download's child writes a snapshot file's bytes
+into a pipe that the admin endpoint relays (``zabby-admin snapshot save``).  Children die with the server (PR_SET_PDEATHSIG),
 so a killed server's child never holds its listening sockets against a restart.
 """
 
@@ -21,7 +22,7 @@ from typing import Any, BinaryIO
 
 from zabby.core.messages import SnapChunk, encode
 from zabby.server.transport import ForkedStream
-from zabby.storage.snapshot import write_snapshot
+from zabby.storage.snapshot import write_snapshot, write_snapshot_stream
 from zabby.tree.datatree import DataTree
 from zabby.wire.framing import encode_frame
 
@@ -70,6 +71,36 @@ def write_snapshot_frames(pipe: BinaryIO, records: Iterable[tuple[Any, ...]]) ->
     pipe.write(encode_frame(encode(SnapChunk(records=tuple(chunk), last=True))))
 
 
+def download_image(tree: DataTree) -> tuple[ForkedStream, int, int]:
+    """A child writes a snapshot file of the tree as it is now into a pipe (the admin
+    endpoint's ``snapshot`` command); returns it with the tree's zxid and digest.  Call it
+    from the trio thread, between two engine steps (the tree is then whole)."""
+    zxid, digest, records = tree.last_zxid, tree.digest, tree.records
+
+    def stream_file(write_fd: int) -> None:
+        try:
+            write_snapshot_stream(write_fd, zxid, records())
+        finally:
+            os.close(write_fd)
+
+    return _forked_pipe(stream_file, f"a snapshot at 0x{zxid:x} for download"), zxid, digest
+
+
+def _forked_pipe(work: Callable[[int], None], what: str) -> ForkedStream:
+    """A child running ``work(write_fd)`` on its copy-on-write image, read through a pipe."""
+    read_fd, write_fd = os.pipe()
+    with contextlib.suppress(OSError, AttributeError):  # a bigger pipe: fewer wake-ups (Linux)
+        fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+
+    def in_child() -> None:
+        os.close(read_fd)
+        work(write_fd)
+
+    pid = fork_child(in_child)
+    os.close(write_fd)
+    return ForkedStream(pid, read_fd, what)
+
+
 @dataclass(frozen=True, slots=True)
 class DiskImage:
     """A child writing the snapshot of the tree at ``zxid`` into the snapshot folder."""
@@ -85,19 +116,13 @@ class ForkFreezer:
     def image_for_peer(self, tree: DataTree, sid: int) -> ForkedStream:
         """A child streams the tree's records as it is now into a pipe (the tree is never
         held twice; the pipe is the buffer)."""
-        read_fd, write_fd = os.pipe()
-        with contextlib.suppress(OSError, AttributeError):  # a bigger pipe: fewer wake-ups (Linux)
-            fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
         records = tree.records
 
-        def stream_tree() -> None:
-            os.close(read_fd)
+        def stream_tree(write_fd: int) -> None:
             with os.fdopen(write_fd, "wb", buffering=1 << 20) as pipe:
                 write_snapshot_frames(pipe, records())
 
-        pid = fork_child(stream_tree)
-        os.close(write_fd)
-        return ForkedStream(pid, read_fd, f"a snapshot at 0x{tree.last_zxid:x} to server {sid}")
+        return _forked_pipe(stream_tree, f"a snapshot at 0x{tree.last_zxid:x} to server {sid}")
 
     def image_for_disk(self, tree: DataTree) -> DiskImage:
         snap_dir, zxid, records = self.snap_dir, tree.last_zxid, tree.records

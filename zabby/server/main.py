@@ -11,12 +11,14 @@ import sys
 import time
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import trio
 
 from zabby import config as zoo_config
 from zabby import tls
 from zabby.server.admin import serve_admin
+from zabby.server import logsetup
 from zabby.server.client_conn import Connection, open_secure, refuse_plaintext
 from zabby.server.guard import contained
 from zabby.server.node import ZabbyServer
@@ -144,19 +146,25 @@ def check_tls(config: zoo_config.ServerConfig) -> None:
         tls.peer_client_context(config.quorum_tls)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zabby-server", description="Run a zabby server from a zoo.cfg file.")
     parser.add_argument("config", help="path to a zoo.cfg file")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--log-format", choices=["text", "json"], default="text", help="text lines, or one JSON object per line")
+    parser.add_argument("--log-config", type=Path, help="a logging config file (dictConfig JSON, or .ini); overrides the two above")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if not __debug__:
         print("zabby-server: refusing to run under python -O (its invariant checks are assertions)", file=sys.stderr)
         return 2
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        logsetup.configure(args.log_level, args.log_format, args.log_config)
         config = zoo_config.load(args.config)
         check_tls(config)
-    except (zoo_config.ConfigError, tls.TlsSetupError) as exc:
+    except (zoo_config.ConfigError, tls.TlsSetupError, logsetup.LogConfigError) as exc:
         print(f"zabby-server: {exc}", file=sys.stderr)
         return 2
     trio.run(_run, config)

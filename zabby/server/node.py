@@ -167,6 +167,18 @@ class ZabbyServer:
     def membership(self) -> Membership | None:
         """The committed membership, addresses and all (None for a standalone server)."""
         return self.engine.peer.membership if self.config.peers else None
+    def current_epoch(self) -> int:
+        return int(self.engine.peer.current_epoch)
+
+    @property
+    def space_low(self) -> bool:
+        return bool(self.engine.space_low)
+
+    def learner_acked(self) -> tuple[tuple[int, int], ...]:
+        """The leader's learners and the last zxid each acknowledged (empty elsewhere)."""
+        if not self.engine.is_leader:
+            return ()
+        return tuple((learner.sid, learner.acked_zxid) for learner in self.engine.peer.status().learners)
 
     @property
     def last_proposal_bytes(self) -> tuple[int, int, int]:

@@ -40,6 +40,7 @@ class Part(enum.Flag):
     DISK = enum.auto()  # sizes of the data folders (conf, dirs)
     PROCESS = enum.auto()  # file descriptors open and allowed (mntr)
     DIGESTS = enum.auto()  # the tree digests of the last txns (hash)
+    DISK_SPACE = enum.auto()  # free and total bytes where the data folders live (/metrics)
 
 
 class Reset(enum.Enum):
@@ -76,6 +77,14 @@ class SessionTables:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DiskSpace:
+    folder: str  # "data" (dataDir: snapshots, epochs) or "log" (dataLogDir: the txn log)
+    path: str
+    free_bytes: int  # available to the server's user
+    total_bytes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ServerStatistics:
     config: ServerConfig
     state: str  # standalone, leader, follower, observer, looking, syncing
@@ -101,6 +110,10 @@ class ServerStatistics:
     file_descriptors: tuple[int, int] | None = None  # (open, allowed); open is -1 without /proc
     digests: tuple[tuple[int, int], ...] | None = None  # (zxid, digest), newest first
     quotas: tuple[QuotaFigures, ...] = ()  # per namespace: O(quota roots), taken always
+    current_epoch: int  # the Zab epoch this server last acknowledged (a new leader starts a new one)
+    learner_acked: tuple[tuple[int, int], ...]  # the leader's (learner sid, last zxid it acked); empty elsewhere
+    space_low: bool  # the txn log could not reserve space: writes are refused
+    disk_space: tuple[DiskSpace, ...] | None = None
 
 
 class MonitoredConnection(Protocol):
@@ -138,7 +151,11 @@ class Monitored(Protocol):
     def datadir(self) -> DataDir: ...
     @property
     def membership(self) -> Membership | None: ...
+    def current_epoch(self) -> int: ...
+    @property
+    def space_low(self) -> bool: ...
     def learner_counts(self) -> dict[str, int]: ...
+    def learner_acked(self) -> tuple[tuple[int, int], ...]: ...
 
 
 def snapshot(server: Monitored, parts: Part = Part.NONE) -> ServerStatistics:
@@ -169,6 +186,10 @@ def snapshot(server: Monitored, parts: Part = Part.NONE) -> ServerStatistics:
         file_descriptors=_file_descriptors() if Part.PROCESS in parts else None,
         digests=tuple(reversed(tree.digest_log)) if Part.DIGESTS in parts else None,
         quotas=figures(tree),
+        current_epoch=server.current_epoch,
+        learner_acked=server.learner_acked(),
+        space_low=server.space_low,
+        disk_space=_disk_space(server.datadir) if Part.DISK_SPACE in parts else None,
     )
 
 
@@ -199,6 +220,14 @@ def _session_tables(server: Monitored) -> SessionTables:
         expiry_buckets=tuple((expiry, tuple(ids)) for expiry, ids in server.sessions.expiry_buckets().items()),
         ephemerals=tuple((session_id, tuple(paths)) for session_id, paths in server.tree.ephemerals.items()),
     )
+
+
+def _disk_space(datadir: DataDir) -> tuple[DiskSpace, ...]:
+    found = []
+    for folder, path in (("data", datadir.snap_dir), ("log", datadir.log_dir)):
+        fs = os.statvfs(path)
+        found.append(DiskSpace(folder=folder, path=str(path), free_bytes=fs.f_bavail * fs.f_frsize, total_bytes=fs.f_blocks * fs.f_frsize))
+    return tuple(found)
 
 
 def _file_descriptors() -> tuple[int, int]:

@@ -76,6 +76,31 @@ class ForkedStream:
         _reap_later(self.pid)
 
 
+async def relay_forked(forked: ForkedStream, stream: trio.abc.SendStream) -> tuple[int, str | None]:
+    """Copy what a forked child writes into its pipe to ``stream`` until the child exits.
+
+    Returns:
+        (bytes sent, None) or, when the child failed, (bytes sent, the reason): the receiver
+        then got a partial stream.  If sending fails (or is cancelled) the child is killed.
+    """
+    sent = 0
+    pipe = trio.lowlevel.FdStream(forked.fd)
+    try:
+        while data := await pipe.receive_some(1 << 20):
+            await stream.send_all(data)
+            sent += len(data)
+    except BaseException:
+        os.kill(forked.pid, signal.SIGKILL)
+        _reap_later(forked.pid)
+        raise
+    finally:
+        await pipe.aclose()
+    _, status = await trio.to_thread.run_sync(os.waitpid, forked.pid, 0)
+    if status != 0:
+        return sent, f"the {forked.what} child failed (status {status})"
+    return sent, None
+
+
 def _reap_later(pid: int) -> None:
     """Collect an exited (or killed) child without blocking the event loop."""
     trio.lowlevel.spawn_system_task(trio.to_thread.run_sync, _wait_quietly, pid)
@@ -267,24 +292,12 @@ class Transport:
     async def _relay(self, forked: ForkedStream, stream: trio.abc.Stream) -> str | None:
         """Copy the child's frames to ``stream`` until it exits; a reason if it failed (the
         peer then got a partial stream, so the link must go)."""
-        started, sent = time.perf_counter(), 0
-        pipe = trio.lowlevel.FdStream(forked.fd)
-        try:
-            while data := await pipe.receive_some(1 << 20):
-                await stream.send_all(data)
-                sent += len(data)
-        except BaseException:
-            os.kill(forked.pid, signal.SIGKILL)
-            _reap_later(forked.pid)
-            raise
-        finally:
-            await pipe.aclose()
-        _, status = await trio.to_thread.run_sync(os.waitpid, forked.pid, 0)
+        started = time.perf_counter()
+        sent, failure = await relay_forked(forked, stream)
         self.bytes_sent += sent
-        if status != 0:
-            return f"the {forked.what} child failed (status {status})"
-        LOGGER.info("sent %s: %d bytes in %.2f s", forked.what, sent, time.perf_counter() - started)
-        return None
+        if failure is None:
+            LOGGER.info("sent %s: %d bytes in %.2f s", forked.what, sent, time.perf_counter() - started)
+        return failure
 
     @staticmethod
     async def _watch_close(stream: trio.abc.Stream, scope: trio.CancelScope) -> None:

@@ -79,7 +79,8 @@ class LocalEnsemble:
         self.workdir = Path(workdir)
         ports = free_ports(4 * size)
         quorum = {sid: (ports[4 * (sid - 1)], ports[4 * (sid - 1) + 1]) for sid in range(1, size + 1)}
-        lines = {f"server.{sid}": f"127.0.0.1:{q}:{e}" for sid, (q, e) in quorum.items()} if size > 1 else {}
+        clients = {sid: ports[4 * (sid - 1) + 2] for sid in quorum}  # named in the lines: the web console asks each server
+        lines = {f"server.{sid}": f"127.0.0.1:{q}:{e};127.0.0.1:{clients[sid]}" for sid, (q, e) in quorum.items()} if size > 1 else {}
         self.servers: dict[int, LocalServer] = {}
         for sid in range(1, size + 1):
             folder = self.workdir / f"server{sid}"

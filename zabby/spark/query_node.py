@@ -56,6 +56,7 @@ class QueryNode:
         self.view_path = Path(view_path) if view_path else None
         self._log_file: Any = None
         self._guard = threading.Lock()
+        self._view_lock = threading.Lock()  # the main thread and the cache's callbacks both write the view
         self.changes: list[dict[str, Any]] = []
         self.initialized = threading.Event()
         self.max_zxid = 0
@@ -159,8 +160,9 @@ class QueryNode:
         if self.view_path is None:
             return
         tmp = self.view_path.with_name(self.view_path.name + ".tmp")
-        tmp.write_text(json.dumps(self.view(), indent=1))
-        os.replace(tmp, self.view_path)
+        with self._view_lock:
+            tmp.write_text(json.dumps(self.view(), indent=1))
+            os.replace(tmp, self.view_path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from zabby.storage.faults import inject
@@ -78,16 +79,27 @@ def write_all(fd: int, data: bytes | bytearray | memoryview, what: str = "a file
 
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: write ``path.tmp``, fsync, rename, fsync the directory."""
+    write_chunks_atomically(path, [data])
+
+
+def write_chunks_atomically(path: Path, chunks: Iterable[bytes]) -> None:
+    """``write_atomically`` for data that arrives in pieces (a copy, a download): nothing
+    has the final name until every chunk is written and fsynced.  If ``chunks`` raises, the
+    ``.tmp`` file is removed and the error propagates."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         raise disk_error(exc, f"create {tmp}") from exc
     try:
-        write_all(fd, data, str(tmp))
+        for chunk in chunks:
+            write_all(fd, chunk, str(tmp))
         fsync(fd, str(tmp))
-    finally:
+    except BaseException:
         os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
 

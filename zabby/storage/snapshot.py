@@ -64,7 +64,7 @@ def write_snapshot(snap_dir: Path, zxid: int, records: Iterable[tuple[Any, ...]]
     except OSError as exc:
         raise disk_error(exc, f"create {tmp}") from exc
     try:
-        _write_body(fd, zxid, records)
+        write_snapshot_stream(fd, zxid, records)
         fsync(fd, str(tmp))
     except BaseException:
         os.close(fd)
@@ -76,7 +76,9 @@ def write_snapshot(snap_dir: Path, zxid: int, records: Iterable[tuple[Any, ...]]
     return path
 
 
-def _write_body(fd: int, zxid: int, records: Iterable[tuple[Any, ...]]) -> None:
+def write_snapshot_stream(fd: int, zxid: int, records: Iterable[tuple[Any, ...]]) -> None:
+    """The bytes of a snapshot file (header, records, trailer) written to ``fd``: a file, or
+    a pipe that streams the snapshot elsewhere (``zabby-admin snapshot save``)."""
     pack = msgpack.Packer(use_bin_type=True).pack
     buffer = bytearray(_HEADER.pack(MAGIC, VERSION, zxid))
     crc, count = 0, 0

@@ -86,7 +86,7 @@ class _BadRecord(Exception):
         self.reason = reason
 
 
-class _Scan(NamedTuple):
+class SegmentScan(NamedTuple):
     """What validating one segment found: the good prefix ends at ``good_bytes``."""
 
     good_bytes: int
@@ -142,13 +142,18 @@ def _check_file_header(path: Path, raw: bytes) -> str | None:
     return None
 
 
-def _scan_segment(path: Path, first_zxid: int, prev_zxid: int) -> _Scan:
-    """Validate every record of one segment; stop at the first bad one."""
+def scan_segment(path: Path, first_zxid: int, prev_zxid: int) -> SegmentScan:
+    """Validate every record of one segment (read-only); stop at the first bad one.
+
+    Raises:
+        CorruptLogError: the file is not a zabby segment, or its first record is not the
+            zxid its name says.
+    """
     file_bytes = path.stat().st_size
     with path.open("rb") as f:
         reason = _check_file_header(path, f.read(_FILE_HEADER.size))
         if reason is not None:
-            return _Scan(0, file_bytes, 0, prev_zxid, reason)
+            return SegmentScan(0, file_bytes, 0, prev_zxid, reason)
         good_bytes, count, last_zxid = _FILE_HEADER.size, 0, prev_zxid
         try:
             for zxid, _payload, end in _records(f, good_bytes, file_bytes, prev_zxid):
@@ -156,8 +161,26 @@ def _scan_segment(path: Path, first_zxid: int, prev_zxid: int) -> _Scan:
                     raise CorruptLogError(f"{path}: first record has zxid 0x{zxid:x}, the name says 0x{first_zxid:x}")
                 good_bytes, count, last_zxid = end, count + 1, zxid
         except _BadRecord as bad:
-            return _Scan(bad.offset, file_bytes, count, last_zxid, bad.reason)
-    return _Scan(good_bytes, file_bytes, count, last_zxid, None)
+            return SegmentScan(bad.offset, file_bytes, count, last_zxid, bad.reason)
+    return SegmentScan(good_bytes, file_bytes, count, last_zxid, None)
+
+
+def read_segment(path: Path, prev_zxid: int = 0) -> Iterator[tuple[int, bytes, int]]:
+    """Read-only: ``(zxid, payload, end_offset)`` of each record of one segment file, for tools
+    that must not repair what they read (``TxnLog.open`` cuts a torn tail).
+
+    Raises (while iterating):
+        CorruptLogError: at the first bad record or a bad file header, naming the offset.
+    """
+    file_bytes = path.stat().st_size
+    with path.open("rb") as f:
+        reason = _check_file_header(path, f.read(_FILE_HEADER.size))
+        if reason is not None:
+            raise CorruptLogError(f"txn log {path}: {reason} at offset 0")
+        try:
+            yield from _records(f, _FILE_HEADER.size, file_bytes, prev_zxid)
+        except _BadRecord as bad:
+            raise CorruptLogError(f"txn log {path}: {bad.reason} at offset {bad.offset}") from None
 
 
 class TxnLog:
@@ -204,7 +227,7 @@ class TxnLog:
         found = list_segments(self.log_dir)
         prev_zxid = 0
         for index, (first_zxid, path) in enumerate(found):
-            scan = _scan_segment(path, first_zxid, prev_zxid)
+            scan = scan_segment(path, first_zxid, prev_zxid)
             is_last = index == len(found) - 1
             if (scan.error is not None or scan.record_count == 0) and not is_last:
                 where = f"at offset {scan.good_bytes}: {scan.error}" if scan.error else "it holds no records"
@@ -224,7 +247,7 @@ class TxnLog:
             self._open_for_append(self._segments[-1][1])
         self._opened = True
 
-    def _cut_torn_tail(self, path: Path, scan: _Scan) -> None:
+    def _cut_torn_tail(self, path: Path, scan: SegmentScan) -> None:
         cut_bytes = scan.file_bytes - scan.good_bytes
         logger.warning(
             "txn log %s: %s at offset %d; cutting %d bytes after the last good record "

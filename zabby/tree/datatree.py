@@ -291,6 +291,19 @@ class DataTree:
             self.data_size += len(text) - len(node.data)
             node.data = text.encode()
 
+    def forget_reconfig(self) -> bool:
+        """``/zookeeper/config`` as a fresh tree has it, for a snapshot restored into a new
+        ensemble, whose membership is its own configuration's (``zabby-admin snapshot
+        restore``).  True if a reconfig's membership was there.  The digest leaves
+        ``/zookeeper`` out, so it does not change."""
+        node = self.nodes[ZOOKEEPER_CONFIG]
+        if not node.version:
+            return False
+        self.data_size -= len(node.data)
+        node.data = b""
+        node.version = node.mzxid = node.mtime = 0
+        return True
+
     def _create(self, txn: Txn, body: tuple[Any, ...], events: list[Event]) -> tuple[str, Stat]:
         path, data, acl, owner, parent_cversion = body
         parent_path = parent_of(path)

@@ -1,0 +1,51 @@
+"""Who may see the console: the address a request arrived on, and HTTP Basic credentials
+checked against the digest of admin.console.auth."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from zabby.config import ServerConfig
+from zabby.server.console import authorized, refusal
+from zabby.server.http import Request
+
+DIGEST = "admin:fvr2cB/fjGeAiX8g1aGhUm3ZICk="  # zabby-admin digest admin:secret
+
+
+def request(local_address: str, authorization: str | None = None) -> Request:
+    headers = {"authorization": authorization} if authorization else {}
+    return Request("GET", "/console", headers, local_address)
+
+
+def basic(credentials: str) -> str:
+    return "Basic " + base64.b64encode(credentials.encode()).decode()
+
+
+CONFIG = ServerConfig(data_dir=Path("/nowhere"), data_log_dir=Path("/nowhere"))
+
+
+@pytest.mark.parametrize("console_address, local, allowed", [
+    ("127.0.0.1", "127.0.0.1", True), ("127.0.0.1", "::1", True), ("127.0.0.1", "::ffff:127.0.0.1", True),
+    ("127.0.0.1", "10.1.2.3", False), ("127.0.0.1", "127.0.0.2", True), ("10.1.2.3", "127.0.0.1", False),
+    ("10.1.2.3", "10.1.2.3", True), ("0.0.0.0", "10.1.2.3", True),
+])  # fmt: skip
+def test_the_console_answers_on_its_address(console_address: str, local: str, allowed: bool) -> None:
+    config = dataclasses.replace(CONFIG, console_address=console_address)
+    answer = refusal(config, request(local))
+    assert (answer is None) == allowed
+    if not allowed:
+        assert answer is not None and answer.status.startswith("403")
+
+
+def test_credentials_are_checked_against_the_digest() -> None:
+    config = dataclasses.replace(CONFIG, console_auth=DIGEST)
+    assert authorized(DIGEST, basic("admin:secret"))
+    for header in (None, basic("admin:wrong"), basic("root:secret"), basic("adminsecret"), "Basic !!!", "Bearer x"):
+        assert not authorized(DIGEST, header)
+        answer = refusal(config, request("127.0.0.1", header))
+        assert answer is not None and answer.status.startswith("401") and ("WWW-Authenticate", 'Basic realm="zabby console", charset="UTF-8"') in answer.headers
+    assert refusal(config, request("127.0.0.1", basic("admin:secret"))) is None

@@ -1,0 +1,216 @@
+"""The read-only web console on the admin port: ``/console`` (one page) and its JSON API
+under ``/console/api/``: ``server``, ``ensemble``, ``tree?path=&offset=&limit=``,
+``sessions`` and ``watches``.
+
+Access (``admin.console.*`` in zoo.cfg):
+
+- ``admin.console.address`` (default 127.0.0.1): the console answers only requests that
+  arrive on this local address, whatever ``admin.serverAddress`` the endpoint listens on, so
+  ``/metrics`` can be scraped from elsewhere while the console stays on the host; 0.0.0.0
+  opens it to every address.
+- ``admin.console.auth=user:base64(sha1(user:password))`` (``zabby-admin digest`` prints
+  it): HTTP Basic credentials are asked for and checked against that digest.
+
+The ensemble view asks every member for ``mntr`` on its client port, two seconds at most
+each: the members are the committed membership this server shows in ``/zookeeper/config``
+(which a reconfig changes), else the configuration's ``server.N`` lines; a member's client
+port is the one its line names (``server.N=host:q:e;clientPort``), else this server's.
+This server's row comes from its own statistics.  Everything the
+page shows comes from the same frozen statistics as the four-letter words, except the tree
+browser, which reads one znode of the live tree as a client read would.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import importlib.resources
+import ipaddress
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from zabby.config import ServerConfig
+from zabby.errors import InvariantError
+from zabby.membership import Member, Membership, MembershipError
+from zabby.server import fourletter
+from zabby.server.console_views import BadRequest, ServerRow, ensemble_rows, node_view, row_from_mntr, sessions_view, watches_view
+from zabby.server.http import Request, Response
+from zabby.server.statistics import Monitored, Reset, ServerStatistics, snapshot
+from zabby.tree import acl
+from zabby.tree.datatree import ZOOKEEPER_CONFIG
+
+PREFIX = "/console"
+PEER_TIMEOUT_S = 2.0
+REPLY_BYTES_MAX = 1 << 20
+ANY_ADDRESS = frozenset({"0.0.0.0", "::", "*"})
+REALM = 'Basic realm="zabby console", charset="UTF-8"'
+_NO_STORE = (("Cache-Control", "no-store"),)
+
+
+def _json(status: str, body: Any) -> Response:
+    return Response(status, "application/json", json.dumps(body, default=str).encode(), _NO_STORE)
+
+
+def authorized(expected: str, header: str | None) -> bool:
+    """Do HTTP Basic credentials in ``header`` hash to the digest ``user:base64(sha1)``?"""
+    scheme, _, encoded = (header or "").partition(" ")
+    if scheme.lower() != "basic":
+        return False
+    try:
+        user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode("utf-8").partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return False
+    return bool(sep) and hmac.compare_digest(acl.digest(user, password), expected)
+
+
+def _loopback(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1 on a dual-stack socket
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def arrived_on(address: str, request: Request) -> bool:
+    """Did the request arrive on ``address`` (any loopback address stands for another)?"""
+    if address in ANY_ADDRESS or request.local_address == address:
+        return True
+    return _loopback(address) and _loopback(request.local_address)
+
+
+def refusal(config: ServerConfig, request: Request) -> Response | None:
+    """Why this request may not see the console (or the snapshot stream), if it may not."""
+    if not arrived_on(config.console_address, request):
+        return _json("403 Forbidden", {"error": f"the console answers on {config.console_address} only (admin.console.address)"})
+    if config.console_auth is not None and not authorized(config.console_auth, request.headers.get("authorization")):
+        return Response("401 Unauthorized", "application/json", b'{"error": "credentials required"}',
+                        (("WWW-Authenticate", REALM), *_NO_STORE))  # fmt: skip
+    return None
+
+
+# ----------------------------------------------------------------------------- data
+def _word(server: Monitored, word: str) -> dict[str, Any]:
+    """A four-letter word's data, as ``/commands/<word>`` serves it (read-only words only)."""
+
+    def no_reset(_: Reset) -> None:
+        raise InvariantError(f"the console asked {word}, which changes state")
+
+    return fourletter.data(word, snapshot(server, fourletter.parts(word)), no_reset)
+
+
+def _own_row(config: ServerConfig, stats: ServerStatistics) -> ServerRow:
+    latency = stats.counters.latency
+    return ServerRow(
+        config.server_id, f"{config.client_port_address}:{config.client_port}", stats.state, zxid=stats.last_zxid,
+        digest=f"0x{stats.digest:016x}", connections=stats.connection_count, latency_avg_ms=latency.avg_ms,
+        latency_max_ms=latency.max_ms, this_server=True,
+    )  # fmt: skip
+
+
+async def four_letter(host: str, port: int, word: str) -> str:
+    """A four-letter word asked of another server (bounded in time and size)."""
+    with trio.fail_after(PEER_TIMEOUT_S):
+        stream = await trio.open_tcp_stream(host, port)
+        async with stream:
+            await stream.send_all(word.encode("ascii"))
+            chunks, size = [], 0
+            while size < REPLY_BYTES_MAX and (chunk := await stream.receive_some(65536)):
+                chunks.append(chunk)
+                size += len(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def members(server: Monitored) -> tuple[Member, ...]:
+    """The committed membership (``/zookeeper/config``), else the configuration's."""
+    node = server.tree.get(ZOOKEEPER_CONFIG)
+    if node is not None and node.data:
+        try:
+            return Membership.parse(node.data.decode()).members
+        except (MembershipError, UnicodeDecodeError):
+            pass
+    return server.config.peers
+
+
+async def _peer_row(config: ServerConfig, peer: Member) -> ServerRow:
+    host = peer.client_host if peer.client_host not in (None, "0.0.0.0", "::") else peer.host
+    port = peer.client_port or config.client_port
+    address = f"{host}:{port}"
+    try:
+        return row_from_mntr(peer.sid, address, await four_letter(host, port, "mntr"))
+    except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
+        return ServerRow(peer.sid, address, "down", note=str(exc) or type(exc).__name__)
+
+
+async def ensemble(server: Monitored) -> dict[str, Any]:
+    config = server.config
+    rows: dict[int, ServerRow] = {config.server_id: _own_row(config, snapshot(server))}
+
+    async def ask(peer: Member) -> None:
+        rows[peer.sid] = await _peer_row(config, peer)
+
+    async with trio.open_nursery() as nursery:
+        for peer in members(server):
+            if peer.sid != config.server_id:
+                nursery.start_soon(ask, peer)
+    return {"servers": [row.as_dict() for row in ensemble_rows([rows[sid] for sid in sorted(rows)])]}
+
+
+def _int(query: dict[str, str], name: str, default: int) -> int:
+    try:
+        return int(query.get(name, default))
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer") from None
+
+
+async def _tree(server: Monitored, request: Request) -> dict[str, Any]:
+    query = request.query
+    return node_view(server.tree, query.get("path", "/"), _int(query, "offset", 0), _int(query, "limit", 100))
+
+
+async def _server(server: Monitored, request: Request) -> dict[str, Any]:
+    config = server.config
+    return {"sid": config.server_id, "mode": server.state, "address": f"{config.client_port_address}:{config.client_port}"}
+
+
+async def _ensemble(server: Monitored, request: Request) -> dict[str, Any]:
+    return await ensemble(server)
+
+
+async def _sessions(server: Monitored, request: Request) -> dict[str, Any]:
+    return {"sessions": sessions_view(_word(server, "dump"), _word(server, "cons"))}
+
+
+async def _watches(server: Monitored, request: Request) -> dict[str, Any]:
+    return watches_view(_word(server, "wchs"), _word(server, "wchp"))
+
+
+API: dict[str, Callable[[Monitored, Request], Awaitable[dict[str, Any]]]] = {
+    "/api/server": _server, "/api/ensemble": _ensemble, "/api/tree": _tree, "/api/sessions": _sessions,
+    "/api/watches": _watches,
+}  # fmt: skip
+
+
+def page() -> bytes:
+    return importlib.resources.files("zabby.server").joinpath("console.html").read_bytes()
+
+
+async def respond(server: Monitored, request: Request) -> Response:
+    """The answer to a request for ``/console`` or below."""
+    denied = refusal(server.config, request)
+    if denied is not None:
+        return denied
+    route = request.path[len(PREFIX) :]
+    if route in ("", "/"):
+        return Response("200 OK", "text/html; charset=utf-8", page(), _NO_STORE)
+    handler = API.get(route)
+    if handler is None:
+        return _json("404 Not Found", {"error": f"no such console page: {request.path}"})
+    try:
+        return _json("200 OK", await handler(server, request))
+    except BadRequest as exc:
+        return _json("400 Bad Request", {"error": str(exc)})
