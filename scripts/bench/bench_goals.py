@@ -139,7 +139,13 @@ def scale_tables(records: list[dict[str, Any]]) -> str:
         for system, r in memory.items():
             for role, server in r["servers"].items():
                 rows.append([system, role, f"{r['znodes_before']:,} → {r['znodes_after']:,}", *(_growth(server, key) for key in ("rss", "rss_gc", "live", "used"))])
-        parts.append("Memory per znode: growth between the two points ÷ the znodes added (from → to: per znode):\n\n" + markdown_table(
+        traced = _by_kind(records, "scale-tracemalloc").get("zabby")
+        if traced and "traced_per_znode" in traced:
+            rows.append(["zabby", f"server {traced['sid']} recovered by itself", f"{traced['znodes']:,}", "—", "—",
+                         f"tracemalloc: {_mib(traced['traced_bytes'])}: **{traced['traced_per_znode']:,.0f} B**", "—"])  # fmt: skip
+        parts.append("Memory per znode: growth between the two points ÷ the znodes added (from → to: per znode). zabby's last row: "
+                     "the Python objects alive after a separate process recovered a follower's data dir (snapshot + log) under "
+                     "tracemalloc, ÷ its znodes; not a growth.\n\n" + markdown_table(
             rows, ["system", "server", "znodes", "RSS", "RSS after a forced full GC", "live heap (class histogram after a full GC)", "heap used after that GC"]))
     resync, restart = _by_kind(records, "scale-resync"), _by_kind(records, "scale-restart")
     if resync or restart:

@@ -22,13 +22,19 @@ Theory of operation, for one system:
    ``startup_snap_load_time``, its snapshot load plus log replay; ZooKeeper: its log's
    "Snapshot loaded in" and "txns loaded in" lines).
 8. Throughput at ~N znodes: as in 2.
+9. zabby only, once the ensemble is stopped: its Python heap per znode, by tracemalloc in a
+   separate process that recovers G's data dir as a server does at start-up.
 
 Every wait is bounded; memory is checked against MemAvailable before an ensemble starts.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -164,8 +170,9 @@ def throughput(ctx: Context, run: Run, system: System, opts: ScaleOptions, tree:
                     extra={"tree": tree, "znodes_at_start": count, "repeat": repeat, "load": report.loadavg()})  # fmt: skip
 
 
-def scale_system(ctx: Context, run: Run, system: System, opts: ScaleOptions) -> None:
-    """Steps 1-8 of the module docstring on a started 3-server ``system``."""
+def scale_system(ctx: Context, run: Run, system: System, opts: ScaleOptions) -> int:
+    """Steps 1-8 of the module docstring on a started 3-server ``system``; the follower restarted
+    in step 7."""
     base = {"system": system.name, "deployment": system.deployment, "series": "scale"}
 
     def add(kind: str, **fields: Any) -> None:
@@ -209,6 +216,36 @@ def scale_system(ctx: Context, run: Run, system: System, opts: ScaleOptions) -> 
     add("scale-restart", znodes=count1, seconds=seconds, snapshot_zxid=hex(snapshot_zxid), zxid=hex(zxid), txns_after_snapshot=replay,
         server=startup_figures(system, kept, offset), rss_after=rss_bytes(system.pid(kept)))  # fmt: skip
     throughput(ctx, run, system, opts, "large")
+    return kept
+
+
+# Run in a fresh interpreter from the zabby checkout: the tree a server recovers from a data
+# dir (newest snapshot + log replay, as at start-up), traced by tracemalloc from before the load.
+TRACEMALLOC_PROBE = """
+import json, sys, tracemalloc
+from zabby import config as zoo_config
+from zabby.storage.datadir import DataDir
+cfg = zoo_config.load(sys.argv[1])
+tracemalloc.start()
+tree, log = DataDir(cfg.data_dir, cfg.data_log_dir, snap_retain_count=cfg.snap_retain_count).recover()
+traced, peak = tracemalloc.get_traced_memory()
+log.close()
+print(json.dumps({"traced_bytes": traced, "peak_bytes": peak, "znodes": tree.node_count()}))
+"""
+
+
+def tracemalloc_probe(system: System, sid: int, wait_s: float = 900.0) -> dict[str, Any]:
+    """zabby's Python heap per znode: the Python objects alive after recovering server ``sid``'s
+    data dir in a separate process (the server is stopped), per znode of the recovered tree."""
+    proc = system.procs[sid]  # type: ignore[attr-defined]
+    env = {**os.environ, "PYTHONPATH": str(system.root)}  # type: ignore[attr-defined]
+    done = subprocess.run([sys.executable, "-c", TRACEMALLOC_PROBE, str(proc.config_path)], cwd=system.root,  # type: ignore[attr-defined]
+                          capture_output=True, text=True, timeout=wait_s, env=env, check=False)  # fmt: skip
+    if done.returncode != 0:
+        return {"error": done.stderr.strip()[-600:]}
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    out["traced_per_znode"] = round(out["traced_bytes"] / max(out["znodes"], 1), 1)
+    return out
 
 
 def run_scale(ctx: Context, run: Run, systems: list[str], opts: ScaleOptions, make: Any, notes: list[str]) -> None:
@@ -222,9 +259,10 @@ def run_scale(ctx: Context, run: Run, systems: list[str], opts: ScaleOptions, ma
             continue
         system: System = make(name)
         print(f"starting {name} 3-server for --scale ({opts.znodes:,} znodes), load {report.loadavg():.2f}", flush=True)
+        kept = None
         try:
             system.start()
-            scale_system(ctx, run, system, opts)
+            kept = scale_system(ctx, run, system, opts)
         except Exception as exc:  # noqa: BLE001 - the other system still runs
             traceback.print_exc()
             run.add({"system": name, "deployment": "3-server", "series": "scale", "kind": "scale-error",
@@ -232,3 +270,6 @@ def run_scale(ctx: Context, run: Run, systems: list[str], opts: ScaleOptions, ma
             run.path.with_name(f"scale-failure-{name}.log").write_text(system.log_tail())
         finally:
             system.stop()
+        if name == "zabby" and kept is not None:
+            print(f"zabby: tracemalloc of a recovery of server {kept}'s data dir", flush=True)
+            run.add({"system": name, "deployment": "3-server", "series": "scale", "kind": "scale-tracemalloc", "sid": kept, **tracemalloc_probe(system, kept)})
