@@ -155,7 +155,7 @@ def scale_tables(records: list[dict[str, Any]]) -> str:
             server = (b or {}).get("server", {})
             own = f"{server['load_ms']:,.0f} ms" if server.get("load_ms") is not None else "—"
             if "txns_loaded" in server:
-                own += f" ({server['txns_loaded']:,} txns replayed)"
+                own += f" ({server['txns_loaded']:,} txns replayed in {server.get('txns_load_ms', 0):,} ms)"
             rows.append([system, f"{a['seconds']:.2f} s ({a['mode']}, {a['behind']:,} behind)" if a else "—", _mib((a or {}).get("rss_after")),
                          f"{b['seconds']:.2f} s" if b else "—", "—" if not b or b.get("txns_after_snapshot") is None else f"{b['txns_after_snapshot']:,}",
                          own, _mib((b or {}).get("rss_after"))])  # fmt: skip

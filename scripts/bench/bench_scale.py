@@ -140,15 +140,15 @@ def startup_figures(system: System, sid: int, log_offset: int) -> dict[str, Any]
     with system.log_path(sid).open("rb") as log:
         log.seek(log_offset)
         text = log.read().decode(errors="replace")
-    out: dict[str, Any] = {"what": "ZooKeeper's log: snapshot load, then txns loaded from the log"}
+    # ZKDatabase.loadDataBase logs "Snapshot loaded in" for the whole restore (the snapshot and
+    # the txns after it); FileTxnSnapLog logs the txns part as "N txns loaded in M ms"
+    out: dict[str, Any] = {"what": "ZooKeeper's log: Snapshot loaded in (snapshot + log replay), of which txns loaded in"}
     snap = re.findall(r"Snapshot loaded in (\d+) ms, highest zxid is 0x([0-9a-f]+)", text)
     txns = re.findall(r"(\d+) txns loaded in (\d+) ms", text)
     if snap:
-        out["snapshot_load_ms"], out["snapshot_zxid"] = int(snap[-1][0]), int(snap[-1][1], 16)
+        out["load_ms"], out["loaded_zxid"] = int(snap[0][0]), int(snap[0][1], 16)
     if txns:
-        out["txns_loaded"], out["txns_load_ms"] = int(txns[-1][0]), int(txns[-1][1])
-    if snap or txns:
-        out["load_ms"] = out.get("snapshot_load_ms", 0) + out.get("txns_load_ms", 0)
+        out["txns_loaded"], out["txns_load_ms"] = int(txns[0][0]), int(txns[0][1])
     return out
 
 
