@@ -306,14 +306,19 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
     assert run is not None
-    machine["load_at_end"] = report.loadavg()
-    machine["quiet"] = quiet
+    machine.update(load_at_end=report.loadavg(), quiet=quiet)
     minutes = (time.monotonic() - started) / 60
     meta = {"kind": "meta", "command": command, "machine": machine, "workloads": plan["workloads"], "notes": notes,
             "limits": vars(limits), "minutes": round(minutes, 1), "znodes": scale.znodes if mode == "scale" else None, "zk_heap": zk_heap}  # fmt: skip
+    return finish(run, meta, report_path, out_dir, trailing)
+
+
+def finish(run: Run, meta: dict[str, Any], report_path: Path, out_dir: Path, trailing: dict[str, dict[str, Any]]) -> int:
+    """The meta record, the report; 1 when any run failed."""
     run.add(meta)
-    print(f"\nzabby vs ZooKeeper 3.8 ({machine.get('cores')} cores, {machine.get('ram_gib')} GiB, kernel {machine.get('kernel')}), {minutes:.1f} min")
-    if mode == "scale":
+    machine = meta["machine"]
+    print(f"\nzabby vs ZooKeeper 3.8 ({machine.get('cores')} cores, {machine.get('ram_gib')} GiB, kernel {machine.get('kernel')}), {meta['minutes']:.1f} min")
+    if meta["znodes"]:
         write_scale_report(report_path, run.records, meta)
     else:
         write_report(report_path, out_dir, meta, run.records, trailing)

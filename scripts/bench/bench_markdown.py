@@ -126,7 +126,7 @@ def write_report(path: Path, out_dir: Path, meta: dict[str, Any], records: list[
              f"* 1-minute load average {machine.get('load_at_start', -1):.2f} at the start, {machine.get('load_at_end', -1):.2f} at the end"
              + ("" if machine.get("quiet") else " — **the machine was not quiet** (other work was running; absolute numbers are low and noisy, "
                 "the ratios less so since both systems ran side by side, alternating workload by workload)"),
-             "", "## Method", "", *method(limits, "512m"), ""]  # fmt: skip
+             "", "## Method", "", *method(limits, meta.get("zk_heap") or "512m"), ""]  # fmt: skip
     if meta["notes"]:
         lines += ["## Notes on this run", ""] + [f"* {note}" for note in meta["notes"]] + [""]
     goals = goals_table(records, scale)

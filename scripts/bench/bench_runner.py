@@ -305,6 +305,16 @@ def prepare_children(ctx: Context, system: System, driver: str) -> None:
     system.children_ready = True  # type: ignore[attr-defined]
 
 
+def host_order(system: System, modes: dict[int, str], workload: Workload) -> list[str]:
+    """Every server's address; a latency workload's one connection goes to a follower, where
+    2 of 3 connections of an application land."""
+    hosts = system.host_list()
+    if workload.kind == "latency" and len(hosts) > 1:
+        by_port = {port: modes[sid] for sid, port in system.ports.items()}
+        hosts.sort(key=lambda host: by_port[int(host.rsplit(":", 1)[1])] != "follower")
+    return hosts
+
+
 def run_workload(ctx: Context, system: System, driver: str, workload: Workload, shape: Shape | None = None,
                  profile: dict[int, Path] | None = None) -> dict[str, Any]:
     """One measured run; the JSON-able record."""
@@ -323,12 +333,8 @@ def run_workload(ctx: Context, system: System, driver: str, workload: Workload, 
         ops = lim.create_ops
     if workload.mode == "children":
         prepare_children(ctx, system, driver)
-    hosts = system.host_list()
     modes = system.modes()
-    if workload.kind == "latency" and len(hosts) > 1:
-        # one connection: on a follower, where 2 of 3 connections of an application land
-        by_port = {port: modes[sid] for sid, port in system.ports.items()}
-        hosts.sort(key=lambda host: by_port[int(host.rsplit(":", 1)[1])] != "follower")
+    hosts = host_order(system, modes, workload)
     cfgs = []
     for index in range(procs):
         cfgs.append({
