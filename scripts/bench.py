@@ -335,7 +335,8 @@ def write_scale_report(path: Path, records: list[dict[str, Any]], meta: dict[str
     machine = meta["machine"]
     text = "\n\n".join([
         f"# zabby vs ZooKeeper 3.8 at {meta['znodes']:,} znodes (3 servers)",
-        f"`{meta['command']}`: {meta['minutes']:.1f} minutes, zabby {machine.get('zabby_commit')}, ZooKeeper -Xmx{meta['zk_heap']}; "
+        " and ".join(f"`{c}`" for c in meta.get("commands", [meta["command"]])) +
+        f": {meta['minutes']:.1f} minutes, zabby {machine.get('zabby_commit')}, ZooKeeper -Xmx{meta['zk_heap']}; "
         f"1-minute load {machine['load_at_start']:.2f} at the start, {machine['load_at_end']:.2f} at the end.",
         *(["\n".join(f"* {note}" for note in meta["notes"])] if meta["notes"] else []),
         "## Goals", goals_table([], records), "## Tables", scale_tables(records),

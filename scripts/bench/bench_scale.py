@@ -78,8 +78,17 @@ def memory_available() -> int:
     return 0
 
 
-def znode_count(system: System, sid: int) -> int:
-    return int(system.mntr(sid)["zk_znode_count"])
+def znode_count(system: System, sid: int, wait_s: float = 60.0) -> int:
+    """srvr's Node count of server ``sid``, asked again while the server is too busy to answer
+    in 2 s (a zabby leader under a fill can be)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        count = system.srvr(sid).get("Node count")
+        if count is not None:
+            return int(count)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{system.name}: server {sid} did not answer srvr for {wait_s} s")
+        time.sleep(0.5)
 
 
 def memory(system: System, sids: list[int]) -> dict[int, dict[str, int]]:
@@ -121,7 +130,8 @@ def fill(ctx: Context, system: System, live: list[int], opts: ScaleOptions, path
             time.sleep(0.5)
             if time.monotonic() - shown >= 20:
                 shown = time.monotonic()
-                print(f"    filling: {znode_count(system, live[0]):,} znodes, load {report.loadavg():.2f}", flush=True)
+                count = system.srvr(live[0]).get("Node count", "? (srvr not answered in 2 s)")
+                print(f"    filling: {count} znodes, load {report.loadavg():.2f}", flush=True)
 
     results, cpu, wall, _ = run_clients(ctx, system, "java", cfgs, progress, timeout_s=opts.fill_seconds + 180)
     ops = sum(r["ops"] for r in results)
