@@ -5,7 +5,7 @@
     python scripts/bench.py --full           # everything; rewrites docs/benchmarks.md and docs/bench/
     python scripts/bench.py --scale          # 1,000,000 znodes on 3 servers of each system, in turn
     python scripts/bench.py --profile-write  # py-spy of the zabby server during one-at-a-time creates
-    python scripts/bench.py --profile-write --profile-label before --zabby-root /tmp/zabby-old
+    python scripts/bench.py --profile-write --baseline-root /tmp/zabby-old   # old and this checkout, alternating
 
 The script starts every system under test itself, in a temporary folder, on free 127.0.0.1
 ports: zabby standalone and a 3-server zabby ensemble (python -m zabby.server.main, from this
@@ -95,6 +95,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argpars
     parser.add_argument("--zk-heap", help="ZooKeeper's -Xmx (default 512m; 4g with --scale)")
     parser.add_argument("--profile-label", help="--profile-write: name of the output files (default: the zabby commit)")
     parser.add_argument("--zabby-root", type=Path, default=ROOT, help="run the zabby servers from this checkout (e.g. a git worktree of an older commit)")
+    parser.add_argument("--baseline-root", type=Path, help="--profile-write: also profile this checkout, alternating with --zabby-root run by run")
+    parser.add_argument("--baseline-label", help="--profile-write: name of the baseline's output files (default: its zabby commit)")
     parser.add_argument("--wait-quiet", type=float, help="minutes to wait for the 1-minute load average to fall below --quiet-load (default 20 with --full, 0 otherwise)")
     parser.add_argument("--quiet-load", type=float, default=0.7)
     parser.add_argument("--from-records", type=Path, help="measure nothing: rebuild the table, plots and report from this results.jsonl (and what lies beside it)")
@@ -109,15 +111,15 @@ class Session:
         self.workdir, self.zabby_root, self.zk_heap = workdir, zabby_root, zk_heap
         self.live: list[System] = []
 
-    def bring_up(self, name: str, deployment: str, tag: str) -> System:
-        system = self.make(name, deployment, tag)
+    def bring_up(self, name: str, deployment: str, tag: str, zabby_root: Path | None = None) -> System:
+        system = self.make(name, deployment, tag, zabby_root)
         print(f"starting {name} {deployment} ({tag})", flush=True)
         system.start()
         return system
 
-    def make(self, name: str, deployment: str, tag: str) -> System:
+    def make(self, name: str, deployment: str, tag: str, zabby_root: Path | None = None) -> System:
         servers = 1 if deployment == "standalone" else 3
-        system = make_system(name, self.workdir / f"{name}-{deployment}-{tag}", servers, zabby_root=self.zabby_root, zk_heap=self.zk_heap)
+        system = make_system(name, self.workdir / f"{name}-{deployment}-{tag}", servers, zabby_root=zabby_root or self.zabby_root, zk_heap=self.zk_heap)
         self.live.append(system)
         return system
 
@@ -225,8 +227,16 @@ def prepare(parser: argparse.ArgumentParser, args: argparse.Namespace, mode: str
     for workload in workloads:
         if workload not in WORKLOADS:
             parser.error(f"unknown workload {workload!r}")
-    if not (args.zabby_root / "zabby" / "server" / "main.py").exists():
-        parser.error(f"--zabby-root {args.zabby_root}: no zabby/server/main.py there")
+    checkouts = []  # --profile-write: (label, root, commit), the baseline first
+    for root, label in ((args.baseline_root, args.baseline_label), (args.zabby_root, args.profile_label)):
+        if root is None:
+            continue
+        if not (root / "zabby" / "server" / "main.py").exists():
+            parser.error(f"{root}: no zabby/server/main.py there (--zabby-root and --baseline-root name a zabby checkout)")
+        commit = report.git_commit(root)
+        checkouts.append((label or commit.replace("+local changes", "-dirty"), root.resolve(), commit))
+    if len({label for label, _, _ in checkouts}) < len(checkouts):
+        parser.error("--profile-write: the two checkouts need different labels (--baseline-label, --profile-label)")
     if "zookeeper" in systems:
         why = ensure_zookeeper()
         if why:
@@ -247,7 +257,7 @@ def prepare(parser: argparse.ArgumentParser, args: argparse.Namespace, mode: str
     if ((mode == "full" and not args.no_profile) or mode == "profile") and py_spy() is None:
         parser.error("profiles need py-spy, which is not installed: pip install -e '.[bench]' (or pass --no-profile)")
     default_deployments = {"full": "standalone,3-server", "scale": "3-server"}.get(mode, "standalone")
-    return {"systems": systems, "drivers": drivers, "workloads": workloads, "java_build": java_build, "full": mode == "full",
+    return {"systems": systems, "drivers": drivers, "workloads": workloads, "java_build": java_build, "full": mode == "full", "checkouts": checkouts,
             "deployments": (args.deployments or default_deployments).split(","), "layouts": args.layouts.split(","),
             "resync_behind": tuple(int(n) for n in args.resync_behind.split(",")) if args.resync_behind else RESYNC_BEHIND}  # fmt: skip
 
@@ -287,8 +297,7 @@ def main(argv: list[str] | None = None) -> int:
             ctx = Context(Path(tmp), plan["java_build"], limits)
             try:
                 if mode == "profile":
-                    label = args.profile_label or str(machine.get("zabby_commit", "zabby")).split("+")[0]
-                    run_profile_write(ctx, out_dir, label, plan["deployments"], session.bring_up, session.bring_down, machine, command)
+                    run_profile_write(ctx, out_dir, plan["checkouts"], plan["deployments"], session, command)
                     return 0
                 if mode == "scale":
                     assert run is not None

@@ -48,14 +48,20 @@ def machine_info(zabby_root: Path | None = None) -> dict[str, Any]:
             info[key] = text[0] if text else ""
         except (OSError, subprocess.TimeoutExpired):
             pass
-    try:
-        root = zabby_root or Path(__file__).resolve().parents[2]
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=False).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=10, check=False).stdout.strip()
-        info["zabby_commit"] = rev + ("+local changes" if dirty else "")
-    except (OSError, subprocess.TimeoutExpired):
-        pass
+    info["zabby_commit"] = git_commit(zabby_root or Path(__file__).resolve().parents[2])
     return info
+
+
+def git_commit(root: Path) -> str:
+    """The short commit that last changed a checkout's zabby/ (the server's code, whatever the
+    branch added elsewhere), "+local changes" when its files there differ from it."""
+    try:
+        rev = subprocess.run(["git", "log", "-1", "--format=%h", "--", "zabby"], cwd=root, capture_output=True, text=True, timeout=10, check=False).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "zabby"], cwd=root, capture_output=True, text=True, timeout=10,
+                               check=False).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    return (rev or "?") + ("+local changes" if dirty else "")
 
 
 def loadavg() -> float:
