@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """zabby vs Apache ZooKeeper 3.8: the same workloads, the same machine, the same run.
 
-    python scripts/bench.py --quick          # standalone, the main workloads, short windows (< 5 min)
+    python scripts/bench.py --quick          # the issue's workloads, both deployments, short windows (~4 min)
     python scripts/bench.py --full           # everything; rewrites docs/benchmarks.md and docs/bench/
     python scripts/bench.py --scale          # 1,000,000 znodes on 3 servers of each system, in turn
     python scripts/bench.py --profile-write  # py-spy of the zabby server during one-at-a-time creates
@@ -70,15 +70,16 @@ RESYNC_BEHIND = (300, 10_000, 100_000)
 def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="standalone only, the main workloads, short windows (the default)")
+    mode.add_argument("--quick", action="store_true", help="create/setData/getData pipelined and one at a time, standalone and 3-server, "
+                      "Java client and kazoo, short windows (the default)")
     mode.add_argument("--full", action="store_true", help="everything: both deployments, every workload, scaling, resync, profiles")
     mode.add_argument("--scale", action="store_true", help="grow a 3-server ensemble of each system (in turn) to --scale-znodes: memory, restart, resync, throughput")
     mode.add_argument("--profile-write", action="store_true", help="py-spy profile of the zabby server during one-at-a-time creates (Java client)")
     parser.add_argument("--out", type=Path, help="folder for records, plots and profiles (default: docs/bench with --full and --profile-write, run/bench-quick or run/bench-scale otherwise)")
     parser.add_argument("--report", type=Path, help="the Markdown report (default: docs/benchmarks.md with --full, <out>/benchmarks.md or <out>/scale.md otherwise)")
     parser.add_argument("--systems", default="zabby,zookeeper")
-    parser.add_argument("--deployments", help="standalone,3-server (default: standalone with --quick and --profile-write, both with --full)")
-    parser.add_argument("--drivers", default=",".join(DRIVERS), help=f"subset of {','.join(DRIVERS)}")
+    parser.add_argument("--deployments", help="standalone,3-server (default: both with --quick and --full, standalone with --profile-write)")
+    parser.add_argument("--drivers", help=f"subset of {','.join(DRIVERS)} (default: java,kazoo with --quick, all with --full)")
     parser.add_argument("--workloads", help=f"comma-separated subset of: {', '.join(WORKLOADS)}")
     parser.add_argument("--layouts", default="default,spread", help=f"default and/or spread ({SPREAD.label()} Java client, for {', '.join(SPREAD_WORKLOADS)})")
     parser.add_argument("--spread", choices=("rotate", "shuffle"), default=SPREAD.spread,
@@ -220,7 +221,7 @@ def prepare(parser: argparse.ArgumentParser, args: argparse.Namespace, mode: str
     systems = [s for s in args.systems.split(",") if s]
     if mode == "profile":
         systems = ["zabby"]
-    drivers = [d for d in args.drivers.split(",") if d]
+    drivers = [d for d in (args.drivers or (",".join(DRIVERS) if mode == "full" else "java,kazoo")).split(",") if d]
     if mode in ("scale", "profile"):
         drivers = ["java"]
     workloads = args.workloads.split(",") if args.workloads else (list(WORKLOADS) if mode == "full" else QUICK_WORKLOADS)
@@ -256,7 +257,7 @@ def prepare(parser: argparse.ArgumentParser, args: argparse.Namespace, mode: str
             java_build = built
     if ((mode == "full" and not args.no_profile) or mode == "profile") and py_spy() is None:
         parser.error("profiles need py-spy, which is not installed: pip install -e '.[bench]' (or pass --no-profile)")
-    default_deployments = {"full": "standalone,3-server", "scale": "3-server"}.get(mode, "standalone")
+    default_deployments = {"profile": "standalone", "scale": "3-server"}.get(mode, "standalone,3-server")
     return {"systems": systems, "drivers": drivers, "workloads": workloads, "java_build": java_build, "full": mode == "full", "checkouts": checkouts,
             "deployments": (args.deployments or default_deployments).split(","), "layouts": args.layouts.split(","),
             "resync_behind": tuple(int(n) for n in args.resync_behind.split(",")) if args.resync_behind else RESYNC_BEHIND}  # fmt: skip
