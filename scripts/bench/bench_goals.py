@@ -71,6 +71,21 @@ def _rates(records: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[flo
     return out
 
 
+def _scale_runs(records: list[dict[str, Any]], system: str, workload: str, tree: str) -> list[dict[str, Any]]:
+    return [r for r in records if r.get("series") == "scale" and r.get("kind") == "throughput" and "rate" in r
+            and (r["system"], r["workload"], r["tree"]) == (system, workload, tree)]  # fmt: skip
+
+
+def _cpu_per_op(records: list[dict[str, Any]], system: str, workload: str, tree: str) -> str:
+    runs = _scale_runs(records, system, workload, tree)
+    return f"{mean(1e6 * r['server_cpu_s'] / max(r['ops'], 1) for r in runs):,.0f} µs" if runs else "—"
+
+
+def _loads(records: list[dict[str, Any]], system: str, workload: str, tree: str) -> str:
+    runs = _scale_runs(records, system, workload, tree)
+    return ", ".join(f"{r['load']:.1f}" for r in runs if "load" in r) or "—"
+
+
 def memory_per_znode(rec: dict[str, Any], key: str) -> float | None:
     """The mean over the leader and the live follower of ``<key>_per_znode``."""
     values = [server[f"{key}_per_znode"] for server in rec["servers"].values() if f"{key}_per_znode" in server]
@@ -170,7 +185,12 @@ def scale_tables(records: list[dict[str, Any]]) -> str:
                 small, large = rates.get((system, workload, "small")), rates.get((system, workload, "large"))
                 if small or large:
                     text = [f"{mean(v):,.0f} ({' / '.join(f'{x:,.0f}' for x in v)})" if v else "—" for v in (small, large)]
-                    rows.append([system, workload, *text, f"{mean(large) / mean(small):.2f}" if small and large else "—"])
-        parts.append("Throughput with the tree small (~1k znodes) and large, ops/s (mean of the repeats, each in brackets):\n\n"
-                     + markdown_table(rows, ["system", "workload", "small tree", "large tree", "large ÷ small"]))  # fmt: skip
+                    rows.append([system, workload, *text, f"{mean(large) / mean(small):.2f}" if small and large else "—",
+                                 " → ".join(_cpu_per_op(records, system, workload, tree) for tree in ("small", "large")),
+                                 " / ".join(_loads(records, system, workload, tree) for tree in ("small", "large"))])  # fmt: skip
+        parts.append("Throughput with the tree small (~1k znodes) and large, ops/s (mean of the repeats, each in brackets), and the "
+                     "servers' CPU per op (all servers' CPU s over the window ÷ ops, mean of the repeats), which the machine's load "
+                     "moves less than the rate:\n\n"
+                     + markdown_table(rows, ["system", "workload", "small tree", "large tree", "large ÷ small", "server CPU per op, small → large",
+                                             "1-minute load, small / large"]))  # fmt: skip
     return "\n\n".join(parts)

@@ -57,8 +57,8 @@ def test_scale_tables_and_goals() -> None:
                                         "live_after": 2**29, "live_per_znode": 528.5}}}  # fmt: skip
     restart = [{"system": s, "kind": "scale-restart", "znodes": 1_001_000, "seconds": t, "txns_after_snapshot": 50_000,
                 "server": {"load_ms": 1000.0 * t}} for s, t in (("zabby", 8.0), ("zookeeper", 4.0))]  # fmt: skip
-    rates = [{"system": "zabby", "series": "scale", "kind": "throughput", "workload": "getData", "tree": tree, "rate": rate}
-             for tree, rate in (("small", 10_000), ("small", 12_000), ("large", 10_500))]  # fmt: skip
+    rates = [{"system": "zabby", "series": "scale", "kind": "throughput", "workload": "getData", "tree": tree, "rate": rate,
+              "ops": 5 * rate, "server_cpu_s": 5 * rate * 40e-6, "load": 1.0} for tree, rate in (("small", 10_000), ("small", 12_000), ("large", 10_500))]  # fmt: skip
     records = [memory, zk_memory, *restart, *rates]
     goals = goals_table([], records)
     assert "| memory per znode ≤ ZK's live heap per znode |" in goals and "| 918 B | 528 B | 0.58× | ≥ 1.00× | **no** |" in goals
@@ -66,7 +66,7 @@ def test_scale_tables_and_goals() -> None:
     assert "| getData with the tree large within 10% of small |" in goals and "| 0.95 | — | — | ≥ 0.90 | yes |" in goals
     tables = scale_tables(records)
     assert "| zabby | leader | 1,000 → 1,001,000 | 50 MiB → 950 MiB: **944 B** |" in tables
-    assert "| zabby | getData | 11,000 (10,000 / 12,000) | 10,500 (10,500) | 0.95 |" in tables
+    assert "| zabby | getData | 11,000 (10,000 / 12,000) | 10,500 (10,500) | 0.95 | 40 µs → 40 µs | 1.0, 1.0 / 1.0 |" in tables
 
 
 def test_icicle_graph(tmp_path: Path) -> None:
