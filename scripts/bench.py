@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 import bench_report as report  # noqa: E402
 from bench_goals import goals_table, scale_tables  # noqa: E402
-from bench_markdown import read_records, rebuild, trailing_profiles, write_report  # noqa: E402
+from bench_markdown import SCALE_METHOD, read_records, rebuild, trailing_profiles, write_report  # noqa: E402
 from bench_profile import run_profile_write  # noqa: E402
 from bench_runner import DRIVERS, SPREAD, SPREAD_WORKLOADS, WORKLOADS, Context, Limits, Shape, build_java, py_spy  # noqa: E402
 from bench_scale import ScaleOptions, run_scale  # noqa: E402
@@ -349,6 +349,7 @@ def write_scale_report(path: Path, records: list[dict[str, Any]], meta: dict[str
         f": {meta['minutes']:.1f} minutes, zabby {machine.get('zabby_commit')}, ZooKeeper -Xmx{meta['zk_heap']}; "
         f"1-minute load {machine['load_at_start']:.2f} at the start, {machine['load_at_end']:.2f} at the end.",
         *(["\n".join(f"* {note}" for note in meta["notes"])] if meta["notes"] else []),
+        "## Method", SCALE_METHOD.replace("`-Xmx` as said", f"`-Xmx{meta['zk_heap']}`"),
         "## Goals", goals_table([], records), "## Tables", scale_tables(records),
     ])  # fmt: skip
     print("\n" + text)

@@ -71,8 +71,10 @@ SCALE_METHOD = (
     "what the process costs the machine. Then the stopped follower is started (resync: process start until it serves as a "
     "follower at the leader's zxid), the other follower is killed and started again (restart: its newest snapshot loaded, the "
     "log after it replayed, a DIFF of nothing from the leader, until it serves at the leader's zxid), and the throughput is "
-    "measured again with the tree large. zabby: the zoo.cfg settings above (snapCount 100000, the defaults); ZooKeeper: the "
-    "same, `-Xmx` as said."
+    "measured again with the tree large. For ZooKeeper the RSS is read again after the forced GC (G1 may give heap back). Last, "
+    "zabby's Python heap: a separate process recovers the restarted follower's data dir under tracemalloc (objects alive ÷ "
+    "znodes). Both systems with the same zoo.cfg as the other tables (tickTime 2000, snapCount 100000 — the default —, "
+    "forceSync yes; zabby's commitLogCount 500, ZooKeeper's default); ZooKeeper with `-Xmx` as said."
 )
 
 
