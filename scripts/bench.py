@@ -1,27 +1,35 @@
 #!/usr/bin/env python3
 """zabby vs Apache ZooKeeper 3.8: the same workloads, the same machine, the same run.
 
-    python scripts/bench.py --quick     # standalone, a few workloads, short windows (< 5 min)
-    python scripts/bench.py --full      # everything; rewrites docs/benchmarks.md and docs/bench/
+    python scripts/bench.py --quick          # the issue's workloads, both deployments, short windows (~4 min)
+    python scripts/bench.py --full           # everything; rewrites docs/benchmarks.md and docs/bench/
+    python scripts/bench.py --scale          # 1,000,000 znodes on 3 servers of each system, in turn
+    python scripts/bench.py --profile-write  # py-spy of the zabby server during one-at-a-time creates
+    python scripts/bench.py --profile-write --baseline-root /tmp/zabby-old   # old and this checkout, alternating
 
 The script starts every system under test itself, in a temporary folder, on free 127.0.0.1
-ports: zabby standalone and a 3-server zabby ensemble (python -m zabby.server.main), and
-Apache ZooKeeper 3.8 standalone and 3-server from Debian's `zookeeper` package (installed
-with apt-get by scripts/install_zookeeper.sh when missing; JVMs run as
-`java -Xmx512m -cp zookeeper.jar:... QuorumPeerMain zoo.cfg` with our own config: forceSync
-on, 4lw enabled, AdminServer off).  Both systems get the same tickTime, snapCount and limits.
+ports: zabby standalone and a 3-server zabby ensemble (python -m zabby.server.main, from this
+checkout or --zabby-root), and Apache ZooKeeper 3.8 standalone and 3-server from Debian's
+`zookeeper` package (installed with apt-get by scripts/install_zookeeper.sh when missing; JVMs
+run as `java -Xmx512m -cp zookeeper.jar:... QuorumPeerMain zoo.cfg`, -Xmx4g with --scale, with
+our own config: forceSync on, 4lw enabled, AdminServer off).  Both systems get the same
+tickTime, snapCount and limits.
 
 Load comes from several client processes, each with several connections and pipelined
 requests, bounded by op count and wall time, and always through ZooKeeper's wire protocol
 (zabby's jute codec) for the comparison: ZooKeeper's own async Java client (a small
 generator, scripts/bench/ZkLoad.java, compiled at run time with javac against Debian's
-jars) and kazoo; zabby alone is also measured through its msgpack Client.  Every run
-records the CPU seconds of the servers (/proc/<pid>/stat) and of the client processes.
+jars) and kazoo; zabby alone is also measured through its msgpack Client.  Two layouts: the
+default one per client (Java: 2 processes x 4 connections x 16 in flight, pinned round-robin
+to the servers) and, for create/setData/getData, the spread one (Java: 4 processes x 1
+connection x 32 in flight, each connection given every server).  Every run records the CPU
+seconds of the servers (/proc/<pid>/stat) and of the client processes.
 
-Output: one JSON line per run (<out>/results.jsonl), the side-by-side Markdown table with
-zabby/ZooKeeper ratios (printed, and <out>/../benchmarks.md with --full), PNG plots
-(throughput vs client count, latency CDFs, ratios) and, with --full, py-spy profiles of the
-zabby server on the two workloads where zabby trails most.
+Output: one JSON line per run (<out>/results.jsonl; --scale: <out>/scale.jsonl), the
+side-by-side Markdown table with zabby/ZooKeeper ratios and the issue's goals (printed, and
+<out>/../benchmarks.md with --full), PNG plots and, with --full, py-spy profiles of the zabby
+server on the two workloads where zabby trails most.  docs/benchmarks.md also shows the
+scale tables and the profiles of one write found in its folder (docs/bench).
 """
 
 from __future__ import annotations
@@ -32,7 +40,6 @@ import signal
 import sys
 import tempfile
 import time
-import traceback
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,113 +49,88 @@ sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 sys.path.insert(0, str(ROOT))
 
 import bench_report as report  # noqa: E402
-from bench_runner import DRIVERS, SHAPES, WORKLOADS, Context, Limits, Shape, build_java, py_spy, run_clients, run_workload  # noqa: E402
+from bench_goals import goals_table, scale_tables  # noqa: E402
+from bench_markdown import SCALE_METHOD, read_records, rebuild, trailing_profiles, write_report  # noqa: E402
+from bench_profile import run_profile_write  # noqa: E402
+from bench_runner import DRIVERS, SPREAD, SPREAD_WORKLOADS, WORKLOADS, Context, Limits, Shape, build_java, py_spy  # noqa: E402
+from bench_scale import ScaleOptions, run_scale  # noqa: E402
+from bench_series import Run, measure, resync  # noqa: E402
 from bench_systems import System, ensure_zookeeper, make_system  # noqa: E402
 
-QUICK_WORKLOADS = ["getData", "mix-90/10", "create-100B", "latency-read", "latency-write"]
+QUICK_WORKLOADS = ["getData", "setData", "create-100B", "latency-read", "latency-write", "latency-set"]
 QUICK_LIMITS = Limits(seconds=3.0, ops=100_000, create_ops=60_000, latency_ops=1000, latency_seconds=4.0, watchers=50, watch_rounds=15)
 FULL_LIMITS = Limits(seconds=5.0, latency_seconds=10.0, watch_rounds=40)
+SCALE_LIMITS = Limits(seconds=5.0, ops=200_000, create_ops=20_000)
+PROFILE_LIMITS = Limits(latency_ops=1_000_000, latency_seconds=10.0)  # the window is the time limit
 SCALING_PROCS = (1, 2, 4)
 SCALING_WORKLOADS = ("create-100B", "getData")
 RESYNC_BEHIND = (300, 10_000, 100_000)
 
 
-class Run:
-    """The records of this run, appended to results.jsonl as they come."""
-
-    def __init__(self, out_dir: Path) -> None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        self.path = out_dir / "results.jsonl"
-        self.path.write_text("")
-        self.records: list[dict[str, Any]] = []
-
-    def add(self, record: dict[str, Any]) -> None:
-        record = {"ts": round(time.time(), 1), **record}
-        self.records.append(record)
-        with self.path.open("a") as out:
-            out.write(json.dumps(record) + "\n")
-        brief = {k: v for k, v in record.items() if k not in ("cdf_ms", "ts")}
-        print("  " + json.dumps(brief), flush=True)
-
-
-def measure(ctx: Context, run: Run, system: System, driver: str, workload: str, series: str = "main", shape: Shape | None = None,
-            profile: Path | None = None) -> dict[str, Any]:  # fmt: skip
-    try:
-        record = run_workload(ctx, system, driver, WORKLOADS[workload], shape, profile)
-    except Exception as exc:  # noqa: BLE001 - one failed run must not lose the others
-        traceback.print_exc()
-        record = {"system": system.name, "deployment": system.deployment, "driver": driver, "workload": workload,
-                  "kind": WORKLOADS[workload].kind, "error": f"{type(exc).__name__}: {exc}"[:900], "server_modes": system.modes()}  # fmt: skip
-        failure = run.path.with_name(f"failure-{ctx.counter}.log")
-        failure.write_text(f"{record['error']}\nmodes: {record['server_modes']}\n\n{system.log_tail()}\n")
-        print(f"  server state: {record['server_modes']}; server logs: {failure}", flush=True)
-    record["series"] = series
-    run.add(record)
-    return record
-
-
-def resync(ctx: Context, run: Run, system: System, behind: int, driver: str) -> None:
-    """Kill a follower, write ``behind`` 1 KB znodes, restart it; time until its znode count
-    reaches the leader's, and whether the leader sent a DIFF or a SNAP."""
-    record: dict[str, Any] = {"system": system.name, "deployment": system.deployment, "kind": "resync", "behind": behind, "series": "resync"}
-    try:
-        leader = system.leader()
-        follower = next(sid for sid in system.ports if sid != leader)
-        # first a follower that is in sync and has recent txns (as in production): 1,000 small
-        # writes, then wait until its znode count is the leader's
-        warm = {"hosts": system.hosts, "mode": "fill", "conns": 2, "inflight": 32, "count": 1000, "seconds": 120, "size": 100,
-                "path": f"/resync-warm{behind}"}  # fmt: skip
-        run_clients(ctx, system, driver, [warm], timeout_s=200)
-        wait_synced(system, follower, int(system.mntr(leader)["zk_znode_count"]), 120)
-        before = system.mntr(leader)
-        system.kill(follower)
-        live = [f"127.0.0.1:{port}" for sid, port in system.ports.items() if sid != follower]
-        cfg = {"hosts": ",".join(live), "mode": "fill", "conns": 4, "inflight": 32, "count": behind, "seconds": 600, "size": 1024,
-               "path": f"/resync{behind}"}  # fmt: skip
-        results, *_ = run_clients(ctx, system, driver, [cfg], timeout_s=700)
-        record["fill_rate"] = round(results[0]["ops"] / max(results[0]["elapsed_s"], 1e-9), 1)
-        target = int(system.mntr(leader)["zk_znode_count"])
-        cpu0 = system.cpu()
-        started = time.monotonic()
-        system.launch(follower)
-        caught_up = wait_synced(system, follower, target, 600)
-        record["seconds"] = round(time.monotonic() - started, 3)
-        if not caught_up:
-            raise TimeoutError(f"follower {follower} not caught up after 600 s")
-        total_cpu = system.cpu()
-        follower_pid = system.pid(follower)  # type: ignore[attr-defined]
-        from bench_systems import cpu_of
-
-        follower_cpu = cpu_of(follower_pid) if follower_pid else 0.0
-        record["follower_cpu_s"] = round(follower_cpu, 2)
-        record["leader_cpu_s"] = round(total_cpu - follower_cpu - cpu0, 2)  # the other (live) servers
-        after = system.mntr(leader)
-        snaps = int(after.get("zk_snap_count", 0)) - int(before.get("zk_snap_count", 0))
-        diffs = int(after.get("zk_diff_count", 0)) - int(before.get("zk_diff_count", 0))
-        record["mode"] = "SNAP" if snaps > 0 else "DIFF" if diffs > 0 else "?"
-        record["leader_counts"] = {"snap": snaps, "diff": diffs}
-        if hasattr(system, "learner_sync_modes"):
-            logged = system.learner_sync_modes(follower)  # type: ignore[attr-defined]
-            record["follower_log"] = logged[-1] if logged else None
-        record["target_znodes"] = target
-    except Exception as exc:  # noqa: BLE001
-        traceback.print_exc()
-        record["error"] = f"{type(exc).__name__}: {exc}"[:400]
-    run.add(record)
+def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="create/setData/getData pipelined and one at a time, standalone and 3-server, "
+                      "Java client and kazoo, short windows (the default)")
+    mode.add_argument("--full", action="store_true", help="everything: both deployments, every workload, scaling, resync, profiles")
+    mode.add_argument("--scale", action="store_true", help="grow a 3-server ensemble of each system (in turn) to --scale-znodes: memory, restart, resync, throughput")
+    mode.add_argument("--profile-write", action="store_true", help="py-spy profile of the zabby server during one-at-a-time creates (Java client)")
+    parser.add_argument("--out", type=Path, help="folder for records, plots and profiles (default: docs/bench with --full and --profile-write, run/bench-quick or run/bench-scale otherwise)")
+    parser.add_argument("--report", type=Path, help="the Markdown report (default: docs/benchmarks.md with --full, <out>/benchmarks.md or <out>/scale.md otherwise)")
+    parser.add_argument("--systems", default="zabby,zookeeper")
+    parser.add_argument("--deployments", help="standalone,3-server (default: both with --quick and --full, standalone with --profile-write)")
+    parser.add_argument("--drivers", help=f"subset of {','.join(DRIVERS)} (default: java,kazoo with --quick, all with --full)")
+    parser.add_argument("--workloads", help=f"comma-separated subset of: {', '.join(WORKLOADS)}")
+    parser.add_argument("--layouts", default="default,spread", help=f"default and/or spread ({SPREAD.label()} Java client, for {', '.join(SPREAD_WORKLOADS)})")
+    parser.add_argument("--spread", choices=("rotate", "shuffle"), default=SPREAD.spread,
+                        help="spread layout: each process's server list starts at a different server (rotate), or ZooKeeper's client shuffles it")  # fmt: skip
+    parser.add_argument("--seconds", type=float, help="measuring window of the throughput workloads")
+    parser.add_argument("--latency-ops", type=int, help="requests of the one-at-a-time latency workloads")
+    parser.add_argument("--watchers", type=int, help="connections watching the node in watch-fanout")
+    parser.add_argument("--resync-behind", help="comma-separated znode counts a restarted follower is behind by (default 300,10000,100000)")
+    parser.add_argument("--no-scaling", action="store_true")
+    parser.add_argument("--no-resync", action="store_true")
+    parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--scale-znodes", type=int, default=1_000_000, help="--scale: znodes of 100 B written while one follower is down")
+    parser.add_argument("--scale-repeats", type=int, default=2, help="--scale: runs of each throughput workload per tree size")
+    parser.add_argument("--zk-heap", help="ZooKeeper's -Xmx (default 512m; 4g with --scale)")
+    parser.add_argument("--profile-label", help="--profile-write: name of the output files (default: the zabby commit)")
+    parser.add_argument("--zabby-root", type=Path, default=ROOT, help="run the zabby servers from this checkout (e.g. a git worktree of an older commit)")
+    parser.add_argument("--baseline-root", type=Path, help="--profile-write: also profile this checkout, alternating with --zabby-root run by run")
+    parser.add_argument("--baseline-label", help="--profile-write: name of the baseline's output files (default: its zabby commit)")
+    parser.add_argument("--wait-quiet", type=float, help="minutes to wait for the 1-minute load average to fall below --quiet-load (default 20 with --full, 0 otherwise)")
+    parser.add_argument("--quiet-load", type=float, default=0.7)
+    parser.add_argument("--from-records", type=Path, help="measure nothing: rebuild the table, plots and report from this results.jsonl (and what lies beside it)")
+    parser.add_argument("--java-cache", type=Path, help="where ZkLoad.java is compiled (default ~/.cache/zabby-bench)")
+    return parser, parser.parse_args(argv)
 
 
-def wait_synced(system: System, sid: int, target: int, wait_s: float) -> bool:
-    """Until server ``sid`` is a follower whose znode count reached ``target``."""
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        try:
-            stats = system.mntr(sid)
-            if stats.get("zk_server_state") == "follower" and int(stats.get("zk_znode_count", -1)) >= target:
-                return True
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(0.01)
-    return False
+class Session:
+    """The systems of this run, in one temporary folder; every one is stopped on the way out."""
+
+    def __init__(self, workdir: Path, zabby_root: Path, zk_heap: str) -> None:
+        self.workdir, self.zabby_root, self.zk_heap = workdir, zabby_root, zk_heap
+        self.live: list[System] = []
+
+    def bring_up(self, name: str, deployment: str, tag: str, zabby_root: Path | None = None) -> System:
+        system = self.make(name, deployment, tag, zabby_root)
+        print(f"starting {name} {deployment} ({tag})", flush=True)
+        system.start()
+        return system
+
+    def make(self, name: str, deployment: str, tag: str, zabby_root: Path | None = None) -> System:
+        servers = 1 if deployment == "standalone" else 3
+        system = make_system(name, self.workdir / f"{name}-{deployment}-{tag}", servers, zabby_root=zabby_root or self.zabby_root, zk_heap=self.zk_heap)
+        self.live.append(system)
+        return system
+
+    def bring_down(self, system: System) -> None:
+        system.stop()
+        self.live.remove(system)
+
+    def stop_all(self) -> None:
+        for system in list(self.live):
+            self.bring_down(system)
 
 
 def wait_quiet(minutes: float, threshold: float) -> tuple[bool, float]:
@@ -162,61 +144,100 @@ def wait_quiet(minutes: float, threshold: float) -> tuple[bool, float]:
 
 
 def pick_trailing(records: list[dict[str, Any]], count: int = 2) -> list[str]:
-    """The workloads where zabby trails ZooKeeper most (standalone, Java client)."""
-    by = {(r["system"], r["workload"]): r for r in report.main_records(records) if r["deployment"] == "standalone" and r["driver"] == "java"}
+    """The workloads where zabby trails ZooKeeper most (standalone, Java client, default layout)."""
+    by = report.keyed(records)
     scored = []
     for workload in WORKLOADS:
-        r = report.ratio(by.get(("zabby", workload)), by.get(("zookeeper", workload)))
+        r = report.ratio(by.get(("standalone", "java", "default", workload, "zabby")), by.get(("standalone", "java", "default", workload, "zookeeper")))
         if r is not None and workload != "watch-fanout":
             scored.append((r, workload))
     return [w for _, w in sorted(scored)[:count]]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="standalone only, a few workloads, short windows (the default)")
-    size.add_argument("--full", action="store_true", help="everything: both deployments, every workload, scaling, resync, profiles")
-    parser.add_argument("--out", type=Path, help="folder for results.jsonl, plots and profiles (default: docs/bench with --full, run/bench-quick otherwise)")
-    parser.add_argument("--report", type=Path, help="the Markdown report (default: docs/benchmarks.md with --full, <out>/benchmarks.md otherwise)")
-    parser.add_argument("--systems", default="zabby,zookeeper")
-    parser.add_argument("--deployments", help="standalone,3-server (default: standalone with --quick, both with --full)")
-    parser.add_argument("--drivers", default=",".join(DRIVERS), help=f"subset of {','.join(DRIVERS)}")
-    parser.add_argument("--workloads", help=f"comma-separated subset of: {', '.join(WORKLOADS)}")
-    parser.add_argument("--seconds", type=float, help="measuring window of the throughput workloads")
-    parser.add_argument("--latency-ops", type=int, help="requests of the one-at-a-time latency workloads")
-    parser.add_argument("--watchers", type=int, help="connections watching the node in watch-fanout")
-    parser.add_argument("--resync-behind", help="comma-separated znode counts a restarted follower is behind by (default 10000,100000)")
-    parser.add_argument("--no-scaling", action="store_true")
-    parser.add_argument("--no-resync", action="store_true")
-    parser.add_argument("--no-profile", action="store_true")
-    parser.add_argument("--wait-quiet", type=float, help="minutes to wait for the 1-minute load average to fall below --quiet-load (default 20 with --full, 0 otherwise)")
-    parser.add_argument("--quiet-load", type=float, default=0.7)
-    parser.add_argument("--from-records", type=Path, help="measure nothing: rebuild the table, plots and report from this results.jsonl (and its profile-*.json)")
-    parser.add_argument("--java-cache", type=Path, help="where ZkLoad.java is compiled (default ~/.cache/zabby-bench)")
-    args = parser.parse_args(argv)
-    full = bool(args.full)
-    limits = replace(FULL_LIMITS if full else QUICK_LIMITS)
-    if args.seconds:
-        limits.seconds = args.seconds
-    if args.latency_ops:
-        limits.latency_ops = args.latency_ops
-    if args.watchers:
-        limits.watchers = args.watchers
-    resync_behind = tuple(int(n) for n in args.resync_behind.split(",")) if args.resync_behind else RESYNC_BEHIND
-    out_dir = args.out or (ROOT / "docs" / "bench" if full else ROOT / "run" / "bench-quick")
-    report_path = args.report or (ROOT / "docs" / "benchmarks.md" if full else out_dir / "benchmarks.md")
+def layouts(driver: str, workload: str, chosen: list[str], spread: Shape) -> list[Shape | None]:
+    """The default layout of the driver (None), and the spread one where it applies."""
+    out: list[Shape | None] = [None] if "default" in chosen else []
+    if "spread" in chosen and driver == "java" and workload in SPREAD_WORKLOADS:
+        out.append(spread)
+    return out
+
+
+def run_matrix(args: argparse.Namespace, ctx: Context, run: Run, session: Session, plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """--quick / --full: every deployment x driver x workload x layout, the systems side by side;
+    with --full also scaling, resync and the profiles of the trailing workloads."""
+    systems, drivers, workloads, full = plan["systems"], plan["drivers"], plan["workloads"], plan["full"]
+    spread = replace(SPREAD, spread=args.spread)
+    for deployment in plan["deployments"]:
+        for driver in drivers:
+            # both systems up side by side, each workload run on one then the other, so a
+            # change of background load hits both alike (an idle server costs ~nothing)
+            group = [session.bring_up(name, deployment, driver) for name in systems if not (name == "zookeeper" and driver == "zabby-msgpack")]
+            try:
+                for workload in workloads:
+                    for shape in layouts(driver, workload, plan["layouts"], spread):
+                        for system in group:
+                            print(f"{system.name} {deployment} {driver} {workload}" + (f" {shape.label()}" if shape else ""), flush=True)
+                            measure(ctx, run, system, driver, workload, shape=shape)
+            finally:
+                for system in group:
+                    session.bring_down(system)
+        if full and not args.no_scaling and "java" in drivers:
+            group = [session.bring_up(name, deployment, "scaling") for name in systems]
+            try:
+                for workload in SCALING_WORKLOADS:
+                    for procs in SCALING_PROCS:
+                        for system in group:
+                            print(f"{system.name} {deployment} scaling {workload} x{procs}", flush=True)
+                            measure(ctx, run, system, "java", workload, "scaling", Shape(procs, 4, 16))
+            finally:
+                for system in group:
+                    session.bring_down(system)
+        if deployment != "standalone" and full and not args.no_resync:
+            fill_driver = "java" if "java" in drivers else "kazoo"
+            for name in systems:
+                system = session.bring_up(name, deployment, "resync")
+                try:
+                    for behind in plan["resync_behind"]:
+                        print(f"{name} {deployment} resync behind {behind}", flush=True)
+                        resync(ctx, run, system, behind, fill_driver)
+                finally:
+                    session.bring_down(system)
+    profiled = []
+    if full and not args.no_profile and "zabby" in systems and "zookeeper" in systems and "java" in drivers:
+        for workload in pick_trailing(run.records):
+            profiled.append(workload)
+            system = session.bring_up("zabby", "standalone", "profile")
+            try:
+                raw = run.path.parent / f"profile-{workload.replace('/', '-')}.txt"
+                print(f"profiling zabby standalone on {workload}", flush=True)
+                measure(ctx, run, system, "java", workload, "profile", profile={system.pids()[0]: raw})
+            finally:
+                session.bring_down(system)
+    return trailing_profiles(run.path.parent, profiled)
+
+
+def prepare(parser: argparse.ArgumentParser, args: argparse.Namespace, mode: str, notes: list[str]) -> dict[str, Any]:
+    """What to run: systems, deployments, drivers and workloads that exist here; the Java build."""
     systems = [s for s in args.systems.split(",") if s]
-    deployments = (args.deployments or ("standalone,3-server" if full else "standalone")).split(",")
-    drivers = [d for d in args.drivers.split(",") if d]
-    workloads = args.workloads.split(",") if args.workloads else (list(WORKLOADS) if full else QUICK_WORKLOADS)
+    if mode == "profile":
+        systems = ["zabby"]
+    drivers = [d for d in (args.drivers or (",".join(DRIVERS) if mode == "full" else "java,kazoo")).split(",") if d]
+    if mode in ("scale", "profile"):
+        drivers = ["java"]
+    workloads = args.workloads.split(",") if args.workloads else (list(WORKLOADS) if mode == "full" else QUICK_WORKLOADS)
     for workload in workloads:
         if workload not in WORKLOADS:
             parser.error(f"unknown workload {workload!r}")
-    notes: list[str] = []
-    if args.from_records:
-        return rebuild(args.from_records, args.out or args.from_records.parent, report_path)
-
+    checkouts = []  # --profile-write: (label, root, commit), the baseline first
+    for root, label in ((args.baseline_root, args.baseline_label), (args.zabby_root, args.profile_label)):
+        if root is None:
+            continue
+        if not (root / "zabby" / "server" / "main.py").exists():
+            parser.error(f"{root}: no zabby/server/main.py there (--zabby-root and --baseline-root name a zabby checkout)")
+        commit = report.git_commit(root)
+        checkouts.append((label or commit.replace("+local changes", "-dirty"), root.resolve(), commit))
+    if len({label for label, _, _ in checkouts}) < len(checkouts):
+        parser.error("--profile-write: the two checkouts need different labels (--baseline-label, --profile-label)")
     if "zookeeper" in systems:
         why = ensure_zookeeper()
         if why:
@@ -227,235 +248,113 @@ def main(argv: list[str] | None = None) -> int:
     if "java" in drivers:
         built = build_java(args.java_cache)
         if isinstance(built, str):
+            if mode in ("scale", "profile"):
+                parser.error(f"--{mode} needs the Java client: {built}")
             notes.append(f"The Java client was not used: {built}")
             print(notes[-1], file=sys.stderr)
             drivers.remove("java")
         else:
             java_build = built
+    if ((mode == "full" and not args.no_profile) or mode == "profile") and py_spy() is None:
+        parser.error("profiles need py-spy, which is not installed: pip install -e '.[bench]' (or pass --no-profile)")
+    default_deployments = {"profile": "standalone", "scale": "3-server"}.get(mode, "standalone,3-server")
+    return {"systems": systems, "drivers": drivers, "workloads": workloads, "java_build": java_build, "full": mode == "full", "checkouts": checkouts,
+            "deployments": (args.deployments or default_deployments).split(","), "layouts": args.layouts.split(","),
+            "resync_behind": tuple(int(n) for n in args.resync_behind.split(",")) if args.resync_behind else RESYNC_BEHIND}  # fmt: skip
 
-    if full and not args.no_profile and py_spy() is None:
-        parser.error("--full profiles the server with py-spy, which is not installed: "
-                     "pip install -e '.[bench]' (or pass --no-profile)")
 
-    quiet_minutes = args.wait_quiet if args.wait_quiet is not None else (20.0 if full else 0.0)
+def main(argv: list[str] | None = None) -> int:
+    parser, args = parse_args(argv)
+    mode = "profile" if args.profile_write else "scale" if args.scale else "full" if args.full else "quick"
+    limits = replace({"full": FULL_LIMITS, "scale": SCALE_LIMITS, "profile": PROFILE_LIMITS}.get(mode, QUICK_LIMITS))
+    limits.seconds = args.seconds or limits.seconds
+    limits.latency_ops = args.latency_ops or limits.latency_ops
+    limits.watchers = args.watchers or limits.watchers
+    out_dir = args.out or (ROOT / "docs" / "bench" if mode in ("full", "profile") else ROOT / "run" / f"bench-{mode}")
+    report_path = args.report or (ROOT / "docs" / "benchmarks.md" if mode == "full" else out_dir / ("scale.md" if mode == "scale" else "benchmarks.md"))
+    if args.from_records and args.from_records.name == "scale.jsonl":
+        records = read_records(args.from_records)
+        write_scale_report(args.report or args.from_records.with_name("scale.md"), records, next(r for r in reversed(records) if r.get("kind") == "meta"))
+        return 0
+    if args.from_records:
+        return rebuild(args.from_records, args.out or args.from_records.parent, report_path)
+    notes: list[str] = []
+    plan = prepare(parser, args, mode, notes)
+    quiet_minutes = args.wait_quiet if args.wait_quiet is not None else (20.0 if mode == "full" else 0.0)
     quiet, load_start = wait_quiet(quiet_minutes, args.quiet_load) if quiet_minutes > 0 else (report.loadavg() < args.quiet_load, report.loadavg())
-    machine = report.machine_info()
+    machine = report.machine_info(args.zabby_root)
     machine["load_at_start"] = load_start
     command = "python scripts/bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
     print(f"{command}\nmachine: {json.dumps(machine)}", flush=True)
     started = time.monotonic()
-    run = Run(out_dir)
-    live: list[System] = []
-
-    def on_term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous_handler = signal.signal(signal.SIGTERM, on_term)
-    profiles: dict[str, dict[str, Any]] = {}
+    zk_heap = args.zk_heap or ("4g" if mode == "scale" else "512m")
+    run = Run(out_dir, "scale.jsonl" if mode == "scale" else "results.jsonl") if mode != "profile" else None
+    previous_handler = signal.signal(signal.SIGTERM, _on_term)
+    trailing: dict[str, dict[str, Any]] = {}
+    scale = ScaleOptions(znodes=args.scale_znodes, zk_heap=zk_heap, repeats=args.scale_repeats)
     try:
         with tempfile.TemporaryDirectory(prefix="zabby-bench-") as tmp:
-            workdir = Path(tmp)
-            ctx = Context(workdir, java_build, limits)
-
-            def bring_up(name: str, deployment: str, tag: str) -> System:
-                servers = 1 if deployment == "standalone" else 3
-                system = make_system(name, workdir / f"{name}-{deployment}-{tag}", servers)
-                live.append(system)
-                print(f"starting {name} {deployment} ({tag})", flush=True)
-                system.start()
-                return system
-
-            def bring_down(system: System) -> None:
-                system.stop()
-                live.remove(system)
-
-            for deployment in deployments:
-                for driver in drivers:
-                    # both systems up side by side, each workload run on one then the other, so a
-                    # change of background load hits both alike (an idle server costs ~nothing)
-                    group = [bring_up(name, deployment, driver) for name in systems if not (name == "zookeeper" and driver == "zabby-msgpack")]
-                    try:
-                        for workload in workloads:
-                            for system in group:
-                                print(f"{system.name} {deployment} {driver} {workload}", flush=True)
-                                measure(ctx, run, system, driver, workload)
-                    finally:
-                        for system in group:
-                            bring_down(system)
-                if full and not args.no_scaling and "java" in drivers:
-                    group = [bring_up(name, deployment, "scaling") for name in systems]
-                    try:
-                        for workload in SCALING_WORKLOADS:
-                            for procs in SCALING_PROCS:
-                                for system in group:
-                                    print(f"{system.name} {deployment} scaling {workload} x{procs}", flush=True)
-                                    measure(ctx, run, system, "java", workload, "scaling", Shape(procs, 4, 16))
-                    finally:
-                        for system in group:
-                            bring_down(system)
-                if deployment != "standalone" and full and not args.no_resync:
-                    fill_driver = "java" if "java" in drivers else "kazoo"
-                    for name in systems:
-                        system = bring_up(name, deployment, "resync")
-                        try:
-                            for behind in resync_behind:
-                                print(f"{name} {deployment} resync behind {behind}", flush=True)
-                                resync(ctx, run, system, behind, fill_driver)
-                        finally:
-                            bring_down(system)
-            if full and not args.no_profile and "zabby" in systems and "zookeeper" in systems and "java" in drivers:
-                for workload in pick_trailing(run.records):
-                    system = bring_up("zabby", "standalone", "profile")
-                    try:
-                        raw = out_dir / f"profile-{workload.replace('/', '-')}.txt"
-                        print(f"profiling zabby standalone on {workload}", flush=True)
-                        measure(ctx, run, system, "java", workload, "profile", profile=raw)
-                        if raw.exists():
-                            profiles[workload] = report.summarise_profile(raw)
-                            gil = raw.with_name(raw.stem + "-gil.txt")
-                            if gil.exists():
-                                profiles[workload]["gil"] = report.summarise_profile(gil)
-                            (out_dir / f"profile-{workload.replace('/', '-')}.json").write_text(json.dumps(profiles[workload], indent=1))
-                    finally:
-                        bring_down(system)
+            session = Session(Path(tmp), args.zabby_root.resolve(), zk_heap)
+            ctx = Context(Path(tmp), plan["java_build"], limits)
+            try:
+                if mode == "profile":
+                    run_profile_write(ctx, out_dir, plan["checkouts"], plan["deployments"], session, command)
+                    return 0
+                if mode == "scale":
+                    assert run is not None
+                    run_scale(ctx, run, plan["systems"], scale, lambda name: session.make(name, "3-server", "scale"), notes)
+                else:
+                    assert run is not None
+                    trailing = run_matrix(args, ctx, run, session, plan)
+            finally:
+                session.stop_all()
     except KeyboardInterrupt:
         notes.append("The run was interrupted; the tables hold what finished.")
         print(notes[-1], file=sys.stderr)
+        if run is None:
+            return 1
     finally:
-        for system in list(live):
-            system.stop()
         signal.signal(signal.SIGTERM, previous_handler)
-    machine["load_at_end"] = report.loadavg()
-    machine["quiet"] = quiet
+    assert run is not None
+    machine.update(load_at_end=report.loadavg(), quiet=quiet)
     minutes = (time.monotonic() - started) / 60
-    run.add({"kind": "meta", "command": command, "machine": machine, "workloads": workloads, "notes": notes,
-             "limits": vars(limits), "minutes": round(minutes, 1)})  # fmt: skip
-    print(f"\nzabby vs ZooKeeper 3.8 ({machine.get('cores')} cores, {machine.get('ram_gib')} GiB, kernel {machine.get('kernel')}), {minutes:.1f} min")
-    table = report.print_side_by_side(run.records, workloads)
-    resync_md = report.resync_table(run.records)
-    if resync_md:
-        print("\n" + resync_md)
-    plots = report.plots(run.records, out_dir)
-    write_report(report_path, out_dir, command, machine, run.records, workloads, table, resync_md, plots, profiles, notes, limits, minutes)
+    meta = {"kind": "meta", "command": command, "machine": machine, "workloads": plan["workloads"], "notes": notes,
+            "limits": vars(limits), "minutes": round(minutes, 1), "znodes": scale.znodes if mode == "scale" else None, "zk_heap": zk_heap}  # fmt: skip
+    return finish(run, meta, report_path, out_dir, trailing)
+
+
+def finish(run: Run, meta: dict[str, Any], report_path: Path, out_dir: Path, trailing: dict[str, dict[str, Any]]) -> int:
+    """The meta record, the report; 1 when any run failed."""
+    run.add(meta)
+    machine = meta["machine"]
+    print(f"\nzabby vs ZooKeeper 3.8 ({machine.get('cores')} cores, {machine.get('ram_gib')} GiB, kernel {machine.get('kernel')}), {meta['minutes']:.1f} min")
+    if meta["znodes"]:
+        write_scale_report(report_path, run.records, meta)
+    else:
+        write_report(report_path, out_dir, meta, run.records, trailing)
     print(f"\nrecords: {run.path}\nreport: {report_path}")
     return 0 if not any("error" in r for r in run.records) else 1
 
 
-def rebuild(records_path: Path, out_dir: Path, report_path: Path) -> int:
-    """The table, plots and report again from a run's records (e.g. after editing docs/bench/notes.md)."""
-    records = [json.loads(line) for line in records_path.read_text().splitlines() if line.strip()]
-    meta = next((r for r in reversed(records) if r.get("kind") == "meta"), None)
-    if meta is None:
-        print(f"{records_path} has no meta record (an interrupted run?)", file=sys.stderr)
-        return 2
-    profiles = {}
-    for path in sorted(records_path.parent.glob("profile-*.json")):
-        workload = next((w for w in WORKLOADS if f"profile-{w.replace('/', '-')}.json" == path.name), None)
-        if workload:
-            raw = path.with_suffix(".txt")
-            profiles[workload] = report.summarise_profile(raw) if raw.exists() else json.loads(path.read_text())
-            gil = raw.with_name(raw.stem + "-gil.txt")
-            if gil.exists():
-                profiles[workload]["gil"] = report.summarise_profile(gil)
-            path.write_text(json.dumps(profiles[workload], indent=1))
-    workloads = meta["workloads"]
-    table = report.print_side_by_side(records, workloads)
-    resync_md = report.resync_table(records)
-    plots = report.plots(records, out_dir)
-    write_report(report_path, out_dir, "\n".join(meta.get("commands", [meta["command"]])), meta["machine"], records, workloads, table, resync_md, plots, profiles,
-                 meta["notes"], Limits(**meta["limits"]), meta["minutes"])  # fmt: skip
-    print(f"report: {report_path}")
-    return 0
+def _on_term(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
-def write_report(path: Path, out_dir: Path, command: str, machine: dict[str, Any], records: list[dict[str, Any]], workloads: list[str],
-                 table: str, resync_md: str, plots: list[str], profiles: dict[str, dict[str, Any]], notes: list[str], limits: Limits,
-                 minutes: float) -> None:  # fmt: skip
-    try:
-        plot_prefix = out_dir.relative_to(path.parent).as_posix()
-    except ValueError:
-        plot_prefix = out_dir.as_posix()
-    leads, trails, _ = report.leads_and_trails(records, workloads)
-    lines = [
-        "# Benchmarks: zabby vs Apache ZooKeeper 3.8",
-        "",
-        "<!-- generated by scripts/bench.py; hand-written commentary lives in docs/bench/notes.md and is included below -->",
-        "",
-        f"Produced by `{command.splitlines()[0]}` ({minutes:.0f} minutes)" + (" and a second run (see the notes on this run)" if "\n" in command else "")
-        + f", zabby {machine.get('zabby_commit', '?')}.",
-        "",
-        "## Machine",
-        "",
-        f"* {machine.get('cores')} cores ({machine.get('cpu', '?')}), {machine.get('ram_gib')} GiB RAM, Linux {machine.get('kernel')}",
-        f"* Python {machine.get('python')}; {machine.get('java', 'java ?')}; Debian zookeeper {machine.get('zookeeper', '?')}",
-        f"* 1-minute load average {machine.get('load_at_start', -1):.2f} at the start, {machine.get('load_at_end', -1):.2f} at the end"
-        + ("" if machine.get("quiet") else " — **the machine was not quiet** (other work was running; absolute numbers are low and noisy, the ratios less so since both systems ran side by side, alternating workload by workload)"),
-        "",
-        "## Method",
-        "",
-        "* Every system is started by the script on 127.0.0.1 in a temporary folder: zabby "
-        "(`python -m zabby.server.main zoo.cfg`) and ZooKeeper (`java -Xmx512m -cp zookeeper.jar:... QuorumPeerMain zoo.cfg`, "
-        "Debian's jars), standalone and 3-server, the same zoo.cfg settings for both: `tickTime=2000`, `snapCount=100000`, "
-        "`forceSync=yes` (every write fsynced before it is acknowledged), `maxClientCnxns=0`, 4lw enabled, AdminServer off.",
-        "* Both systems run side by side, fresh for each client library; each workload runs on one and then the other.",
-        f"* Throughput: several client processes × connections × outstanding requests (Java client "
-        f"{SHAPES['java'].procs}×{SHAPES['java'].conns}×{SHAPES['java'].inflight}, kazoo and zabby's msgpack Client "
-        f"{SHAPES['kazoo'].procs}×{SHAPES['kazoo'].conns}×{SHAPES['kazoo'].inflight}), each run bounded by "
-        f"{limits.seconds:g} s and {limits.ops:,} ops ({limits.create_ops:,} for creates); value 100 B unless said. "
-        "The processes meet at a barrier after their set-up, so the window holds load only.",
-        f"* Latency: one connection, one request at a time, {limits.latency_ops:,} requests (at most {limits.latency_seconds:g} s): p50 / p99 / p999.",
-        f"* Session churn: {limits.churn_threads} threads per client process, each connecting, creating an ephemeral and closing, in a loop.",
-        f"* Watch fan-out: {limits.watchers} connections each hold a data watch on one node (re-armed after every event); "
-        f"{limits.watch_rounds} times, once `wchs` shows every watch armed, another client sets the node; the time from the "
-        "setData call until the last watcher got its event (monotonic clock shared by all processes): p50 / p99 over the rounds.",
-        "* Resync: in a 3-server ensemble (`commitLogCount=500` in zabby, ZooKeeper's default 500 and `snapshotSizeFactor` 0.33) "
-        "1,000 small znodes are written and the follower is let catch up, then it is killed (SIGKILL), N 1 KB znodes are written, "
-        "the follower is restarted; "
-        "the time until its `mntr` znode count reaches the leader's. DIFF or SNAP from the leader's `zk_diff_count`/`zk_snap_count`.",
-        "* The clients all speak ZooKeeper's wire protocol to both systems (zabby's jute codec): ZooKeeper's own async Java client "
-        "(`scripts/bench/ZkLoad.java`, compiled at run time against Debian's `libzookeeper-java`) and kazoo; zabby is also "
-        "measured through its own msgpack Client (no ZooKeeper column there).",
-        "* CPU seconds: the servers' utime+stime from `/proc/<pid>/stat` over the run, and the client processes' own "
-        "(getrusage / the JVM's process CPU time). On 2 cores, a side using ~1 CPU s per window second per process "
-        "(Python is single-threaded) or ~2 in total is the bottleneck.",
-        "* **zabby ÷ ZK** is > 1 when zabby is better: throughput zabby/ZooKeeper; latency and fan-out ZooKeeper p50 / zabby p50.",
-        "",
-    ]
-    if notes:
-        lines += ["## Notes on this run", ""] + [f"* {note}" for note in notes] + [""]
-    lines += ["## Results", "", "Throughput in ops/s; latency p50 / p99 / p999; fan-out p50 / p99. "
-              "CPU s: server / client processes over the run (window s: zabby/ZK wall time of the run).", table, ""]  # fmt: skip
-    if resync_md:
-        lines += ["### Follower resync (3-server)", "", resync_md, ""]
-    for name, title in (("ratios.png", "zabby ÷ ZooKeeper per workload (Java client)"), ("throughput_vs_clients.png", "Throughput vs client count"),
-                        ("latency_cdf.png", "Latency CDFs (one request at a time)")):  # fmt: skip
-        if name in plots:
-            lines += [f"### {title}", "", f"![{title}]({plot_prefix}/{name})", ""]
-    lines += ["## Where zabby leads and trails", ""]
-    lines += ["Leads (ratio ≥ 1): " + ("; ".join(leads) if leads else "none") + ".", "", "Trails: " + ("; ".join(trails) if trails else "none") + ".", ""]
-    if profiles:
-        lines += ["## Profiles of the zabby server where it trails most", "",
-                  "py-spy (`py-spy record --nonblocking -r 200 -f raw`) attached to the zabby standalone server for the window of "
-                  "a fresh run of the workload with the Java client; % of samples (idle time in epoll is not sampled).", ""]  # fmt: skip
-        for workload, summary in profiles.items():
-            stem = f"{plot_prefix}/profile-{workload.replace('/', '-')}"
-            lines += [f"### {workload}", "",
-                      f"Raw stacks: `{stem}.txt` (every non-idle thread, {summary.get('samples', 0)} samples; fsync in trio's "
-                      f"worker threads shows here) and `{stem}-gil.txt` (only the thread holding the GIL: Python CPU time, "
-                      f"{summary.get('gil', {}).get('samples', 0)} samples).", ""]  # fmt: skip
-            gil = summary.get("gil", {})
-            rows = [("self time by file, GIL holder", gil.get("self_by_file")), ("self time by function, GIL holder", gil.get("self_by_function")),
-                    ("inclusive, zabby frames, GIL holder", gil.get("inclusive_zabby")), ("self time by function, all non-idle threads", summary.get("self_by_function"))]  # fmt: skip
-            for title, entries in rows:
-                if entries:
-                    lines += [f"{title}:", ""] + [f"* {pct:.1f}% {name}" for name, pct in entries[:10]] + [""]
-    notes_file = ROOT / "docs" / "bench" / "notes.md"
-    if notes_file.exists() and path.resolve() == (ROOT / "docs" / "benchmarks.md").resolve():
-        lines += [notes_file.read_text().rstrip(), ""]
-    lines += ["## Reproduce", "", "```", "pip install -e '.[test,bench]'", command, "```", "",
-              f"Raw records: `{plot_prefix}/results.jsonl` (one JSON line per run).", ""]  # fmt: skip
+def write_scale_report(path: Path, records: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+    """The --scale tables alone (docs/benchmarks.md shows them when scale.jsonl lies in docs/bench)."""
+    machine = meta["machine"]
+    text = "\n\n".join([
+        f"# zabby vs ZooKeeper 3.8 at {meta['znodes']:,} znodes (3 servers)",
+        " and ".join(f"`{c}`" for c in meta.get("commands", [meta["command"]])) +
+        f": {meta['minutes']:.1f} minutes, zabby {machine.get('zabby_commit')}, ZooKeeper -Xmx{meta['zk_heap']}; "
+        f"1-minute load {machine['load_at_start']:.2f} at the start, {machine['load_at_end']:.2f} at the end.",
+        *(["\n".join(f"* {note}" for note in meta["notes"])] if meta["notes"] else []),
+        "## Method", SCALE_METHOD.replace("`-Xmx` as said", f"`-Xmx{meta['zk_heap']}`"),
+        "## Goals", goals_table([], records), "## Tables", scale_tables(records),
+    ])  # fmt: skip
+    print("\n" + text)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines))
+    path.write_text(text + "\n")
 
 
 if __name__ == "__main__":

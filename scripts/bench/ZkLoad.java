@@ -5,20 +5,27 @@
 //
 //   java -cp <zookeeper.jar>:<slf4j-nop.jar>:<build dir> ZkLoad key=value ...
 //
-// keys: hosts (comma-separated host:port; connection i uses host (first + i) % n), first,
-// mode (create|set|get|exists|children|mix|latency-write|latency-read|churn|watch|fill),
-// conns, inflight (outstanding requests per connection), ops (limit for this process),
-// seconds (wall-clock limit), size (value bytes), prefix (this process's own folder), path
-// (the shared node of children/watch/fill), count (fill), readpct (mix).
+// keys: hosts (comma-separated host:port), first, spread (how connection i picks its server:
+// "" pins it to host (first + i) % n; "rotate" gives it every host, starting at that one, tried
+// in order; "shuffle" gives it every host and lets ZooKeeper's StaticHostProvider shuffle them,
+// as an application's connect string does), mode (create|set|get|exists|children|mix|
+// latency-write|latency-read|latency-set|churn|watch|fill), conns, inflight (outstanding requests
+// per connection), ops (limit for this process), seconds (wall-clock limit), size (value bytes),
+// prefix (this process's own folder), path (the shared node of children/watch/fill), count,
+// offset and fanout (fill: znodes number offset .. offset+count-1, as path/n<i>, or with
+// fanout > 0 as path/d<i / fanout>/n<i % fanout>), readpct (mix).
 //
 // Protocol with the harness: set-up (connect, create the keys), print "READY", wait for a
 // line "GO" on stdin, load, print one line "RESULT {json}" and exit.  watch mode loads until
-// a line "STOP" (or the wall-clock limit).  Every loop is bounded by ops and seconds.
+// a line "STOP" (or the wall-clock limit).  Every loop is bounded by ops and seconds.  The
+// result names the server port each connection ended up on ("ports").
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.lang.management.ManagementFactory;
+import java.net.InetSocketAddress;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -26,6 +33,8 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 import org.apache.zookeeper.AsyncCallback;
 import org.apache.zookeeper.CreateMode;
@@ -34,14 +43,15 @@ import org.apache.zookeeper.WatchedEvent;
 import org.apache.zookeeper.Watcher;
 import org.apache.zookeeper.ZooDefs;
 import org.apache.zookeeper.ZooKeeper;
+import org.apache.zookeeper.client.HostProvider;
 import org.apache.zookeeper.data.Stat;
 
 public class ZkLoad {
     static Map<String, String> opt = new HashMap<>();
-    static String mode;
+    static String mode, spread;
     static String[] hosts;
     static int first, conns, inflight, size, readPct;
-    static long opsMax, deadlineNs;
+    static long opsMax, deadlineNs, fillOffset, fanout;
     static double seconds;
     static byte[] value;
     static String prefix, path;
@@ -60,18 +70,62 @@ public class ZkLoad {
         return opt.getOrDefault(key, dflt);
     }
 
+    /** Every host, tried in the given order (no shuffle): the "rotate" spread. */
+    static final class InOrder implements HostProvider {
+        final List<InetSocketAddress> servers = new ArrayList<>();
+        int next;
+
+        InOrder(List<String> list) {
+            for (String host : list) {
+                int colon = host.lastIndexOf(':');
+                servers.add(InetSocketAddress.createUnresolved(host.substring(0, colon), Integer.parseInt(host.substring(colon + 1))));
+            }
+        }
+
+        public int size() { return servers.size(); }
+
+        public InetSocketAddress next(long spinDelay) {
+            InetSocketAddress at = servers.get(next++ % servers.size());
+            return new InetSocketAddress(at.getHostString(), at.getPort());
+        }
+
+        public void onConnected() { }
+
+        public boolean updateServerList(Collection<InetSocketAddress> list, InetSocketAddress current) { return false; }
+    }
+
     static ZooKeeper connect(int index) throws Exception {
-        String host = hosts[(first + index) % hosts.length];
+        int start = (first + index) % hosts.length;
+        List<String> order = new ArrayList<>();
+        for (int k = 0; k < hosts.length; k++) {
+            order.add(hosts[(start + k) % hosts.length]);
+        }
         CountDownLatch up = new CountDownLatch(1);
-        ZooKeeper zk = new ZooKeeper(host, 30000, event -> {
+        Watcher watcher = event -> {
             if (event.getState() == Watcher.Event.KeeperState.SyncConnected) {
                 up.countDown();
             }
-        });
+        };
+        String connectString = spread.isEmpty() ? order.get(0) : String.join(",", order);
+        ZooKeeper zk = spread.equals("rotate")
+            ? new ZooKeeper(connectString, 30000, watcher, false, new InOrder(order))
+            : new ZooKeeper(connectString, 30000, watcher);
         if (!up.await(30, TimeUnit.SECONDS)) {
-            throw new RuntimeException("no session with " + host + " after 30 s");
+            throw new RuntimeException("no session with " + connectString + " after 30 s");
         }
         return zk;
+    }
+
+    static final Pattern REMOTE = Pattern.compile("remoteserver:\\S*:(\\d+)");
+
+    /** The server port the connection is on, from ZooKeeper.toString(); -1 if not known. */
+    static int remotePort(ZooKeeper zk) {
+        Matcher m = REMOTE.matcher(zk.toString());
+        return m.find() ? Integer.parseInt(m.group(1)) : -1;
+    }
+
+    static String fillPath(long number) {
+        return fanout > 0 ? path + "/d" + (number / fanout) + "/n" + (number % fanout) : path + "/n" + number;
     }
 
     static void ensure(ZooKeeper zk, String p, byte[] data) throws Exception {
@@ -127,9 +181,10 @@ public class ZkLoad {
                     zk.create(prefix + "/n" + id + "-" + (index++), value, ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT, (AsyncCallback.StringCallback) this, null);
                     break;
                 case "fill":
-                    zk.create(path + "/n" + (n - 1), value, ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT, (AsyncCallback.StringCallback) this, null);
+                    zk.create(fillPath(fillOffset + n - 1), value, ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT, (AsyncCallback.StringCallback) this, null);
                     break;
                 case "set":
+                case "latency-set":
                     zk.setData(key, value, -1, (AsyncCallback.StatCallback) this, null);
                     break;
                 case "get":
@@ -182,6 +237,9 @@ public class ZkLoad {
             opt.put(arg.substring(0, eq), arg.substring(eq + 1));
         }
         mode = get("mode", "get");
+        spread = get("spread", "");
+        fillOffset = Long.parseLong(get("offset", "0"));
+        fanout = Long.parseLong(get("fanout", "0"));
         hosts = get("hosts", "127.0.0.1:2181").split(",");
         first = Integer.parseInt(get("first", "0"));
         conns = Integer.parseInt(get("conns", "1"));
@@ -212,10 +270,15 @@ public class ZkLoad {
         ZooKeeper admin = zks.get(0);
         if (mode.equals("fill") || watch || mode.equals("children")) {
             ensure(admin, path, watch ? value : new byte[0]);
+            if (mode.equals("fill") && fanout > 0 && opsMax > 0) {
+                for (long d = fillOffset / fanout; d <= (fillOffset + opsMax - 1) / fanout; d++) {
+                    ensure(admin, path + "/d" + d, new byte[0]);
+                }
+            }
         } else {
             ensure(admin, prefix, new byte[0]);
         }
-        if (mode.equals("set") || mode.equals("get") || mode.equals("exists") || mode.equals("mix") || mode.equals("latency-read")) {
+        if (mode.equals("set") || mode.equals("get") || mode.equals("exists") || mode.equals("mix") || mode.equals("latency-read") || mode.equals("latency-set")) {
             for (int lane = 0; lane < conns * inflight; lane++) {
                 ensure(admin, prefix + "/k" + lane, value);
             }
@@ -332,6 +395,12 @@ public class ZkLoad {
            .append(",\"elapsed_s\":").append(elapsed)
            .append(",\"cpu_s\":").append(cpu)
            .append(",\"go_ns\":").append(goNs);
+        out.append(",\"ports\":[");
+        for (int c = 0; c < zks.size(); c++) {
+            if (c > 0) out.append(',');
+            out.append(remotePort(zks.get(c)));
+        }
+        out.append(']');
         if (mode.startsWith("latency")) {
             int n = (int) Math.min(latencyCount.get(), latencies.length);
             out.append(",\"lat_us\":[");

@@ -6,7 +6,9 @@
 The same modes and protocol as ZkLoad.java: set-up (connect, create the keys), print
 ``READY``, wait for ``GO`` on stdin, load with ``conns`` connections x ``inflight`` requests
 outstanding each until ``ops`` or ``seconds``, print ``RESULT {json}`` and exit.  ``watch``
-mode loads until a line ``STOP``.  The result carries this process's CPU seconds (all its
+mode loads until a line ``STOP``.  ``spread`` as in ZkLoad.java: empty pins connection i to host
+``(first + i) % n``; ``rotate`` gives it every host starting there, in order; ``shuffle`` lets the
+client library shuffle them.  The result carries this process's CPU seconds (all its
 threads) over the loaded window.
 """
 
@@ -39,6 +41,7 @@ class Shared:
         self.mode: str = cfg["mode"]
         self.hosts: list[str] = cfg["hosts"].split(",")
         self.first: int = int(cfg.get("first", 0))
+        self.spread: str = cfg.get("spread", "")
         self.conns: int = int(cfg.get("conns", 1))
         self.inflight: int = int(cfg.get("inflight", 1))
         self.ops_max: int = int(cfg.get("count" if self.mode == "fill" else "ops", 1000))
@@ -58,10 +61,12 @@ class Shared:
         self.stopping = False
 
     def host(self, index: int) -> str:
-        return self.hosts[(self.first + index) % len(self.hosts)]
+        start = (self.first + index) % len(self.hosts)
+        order = self.hosts[start:] + self.hosts[:start]
+        return ",".join(order) if self.spread else order[0]
 
     def keyed(self) -> bool:
-        return self.mode in ("set", "get", "exists", "mix", "latency-read")
+        return self.mode in ("set", "get", "exists", "mix", "latency-read", "latency-set")
 
     def may_issue(self) -> int:
         """The op's sequence number (1-based), or 0 when the lane must stop."""
@@ -110,7 +115,7 @@ def run_kazoo(s: Shared) -> dict[str, Any]:
     from kazoo.exceptions import NodeExistsError
 
     def connect(index: int) -> Any:
-        client = KazooClient(hosts=s.host(index), timeout=30.0)
+        client = KazooClient(hosts=s.host(index), timeout=30.0, randomize_hosts=s.spread == "shuffle")
         client.start(timeout=30)
         return client
 
@@ -193,7 +198,7 @@ def run_kazoo(s: Shared) -> dict[str, Any]:
                 result = client.create_async(f"{s.prefix}/n{lane}-{next(counters['index'])}", s.value)
             elif mode == "fill":
                 result = client.create_async(f"{s.path}/n{number - 1}", s.value)
-            elif mode == "set":
+            elif mode in ("set", "latency-set"):
                 result = client.set_async(key, s.value)
             elif mode in ("get", "latency-read"):
                 result = client.get_async(key)
@@ -246,7 +251,7 @@ async def run_zabby(s: Shared) -> dict[str, Any]:
     from zabby.errors import NodeExistsError
 
     async def connect(index: int) -> Client:
-        client = Client(s.host(index), timeout=30.0)
+        client = Client(s.host(index), timeout=30.0, randomize_hosts=s.spread == "shuffle")
         await client.start(timeout=30)
         return client
 
@@ -284,7 +289,7 @@ async def run_zabby(s: Shared) -> dict[str, Any]:
                     await client.create(f"{s.prefix}/n{lane}-{index}", s.value)
                 elif mode == "fill":
                     await client.create(f"{s.path}/n{number - 1}", s.value)
-                elif mode == "set":
+                elif mode in ("set", "latency-set"):
                     await client.set(key, s.value)
                 elif mode in ("get", "latency-read"):
                     await client.get(key)

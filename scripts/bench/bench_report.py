@@ -13,9 +13,24 @@ from pathlib import Path
 from typing import Any
 
 DRIVER_LABEL = {"java": "Java client", "kazoo": "kazoo", "zabby-msgpack": "zabby msgpack Client"}
+LAYOUTS = ("default", "spread")
 
 
-def machine_info() -> dict[str, Any]:
+def client_label(driver: str, layout: str, rec: dict[str, Any] | None = None) -> str:
+    """The client column: the library, and for the spread layout its shape."""
+    if layout == "default":
+        return DRIVER_LABEL[driver]
+    shape = f"{rec['procs']}×{rec['conns']}×{rec['inflight']}" if rec and "procs" in rec else ""
+    return f"{DRIVER_LABEL[driver]}, {shape} spread".replace(",  spread", ", spread")
+
+
+def keyed(records: list[dict[str, Any]]) -> dict[tuple[str, str, str, str, str], dict[str, Any]]:
+    """The main records by (deployment, driver, layout, workload, system); a later record wins."""
+    return {(r["deployment"], r["driver"], r.get("layout", "default"), r["workload"], r["system"]): r for r in main_records(records)}
+
+
+def machine_info(zabby_root: Path | None = None) -> dict[str, Any]:
+    """The machine, the versions, and the commit of the zabby checkout the servers run from."""
     info: dict[str, Any] = {"cores": os.cpu_count(), "kernel": platform.release(), "python": sys.version.split()[0]}
     try:
         mem = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
@@ -33,14 +48,20 @@ def machine_info() -> dict[str, Any]:
             info[key] = text[0] if text else ""
         except (OSError, subprocess.TimeoutExpired):
             pass
-    try:
-        root = Path(__file__).resolve().parents[2]
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=False).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=10, check=False).stdout.strip()
-        info["zabby_commit"] = rev + ("+local changes" if dirty else "")
-    except (OSError, subprocess.TimeoutExpired):
-        pass
+    info["zabby_commit"] = git_commit(zabby_root or Path(__file__).resolve().parents[2])
     return info
+
+
+def git_commit(root: Path) -> str:
+    """The short commit that last changed a checkout's zabby/ (the server's code, whatever the
+    branch added elsewhere), "+local changes" when its files there differ from it."""
+    try:
+        rev = subprocess.run(["git", "log", "-1", "--format=%h", "--", "zabby"], cwd=root, capture_output=True, text=True, timeout=10, check=False).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "zabby"], cwd=root, capture_output=True, text=True, timeout=10,
+                               check=False).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    return (rev or "?") + ("+local changes" if dirty else "")
 
 
 def loadavg() -> float:
@@ -91,22 +112,21 @@ def main_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def side_by_side(records: list[dict[str, Any]], workload_order: list[str]) -> list[tuple[str, list[list[str]]]]:
     """Per deployment: rows of (workload, client, zabby, ZooKeeper, ratio, CPU zabby, CPU ZK, window)."""
-    by_key: dict[tuple[str, str, str, str], dict[str, Any]] = {}
-    for rec in main_records(records):
-        by_key[(rec["deployment"], rec["driver"], rec["workload"], rec["system"])] = rec
+    by_key = keyed(records)
     sections = []
     for deployment in ("standalone", "3-server"):
         rows = []
         for workload in workload_order:
             for driver in ("java", "kazoo", "zabby-msgpack"):
-                zab = by_key.get((deployment, driver, workload, "zabby"))
-                zk = by_key.get((deployment, driver, workload, "zookeeper"))
-                if zab is None and zk is None:
-                    continue
-                r = ratio(zab, zk)
-                windows = "/".join(f"{rec['wall_s']:.1f}" for rec in (zab, zk) if rec and "wall_s" in rec)
-                rows.append([workload, DRIVER_LABEL[driver], value_text(zab), value_text(zk),
-                             "—" if r is None else f"**{r:.2f}×**", cpu_text(zab), cpu_text(zk), windows])  # fmt: skip
+                for layout in LAYOUTS:
+                    zab = by_key.get((deployment, driver, layout, workload, "zabby"))
+                    zk = by_key.get((deployment, driver, layout, workload, "zookeeper"))
+                    if zab is None and zk is None:
+                        continue
+                    r = ratio(zab, zk)
+                    windows = "/".join(f"{rec['wall_s']:.1f}" for rec in (zab, zk) if rec and "wall_s" in rec)
+                    rows.append([workload, client_label(driver, layout, zab or zk), value_text(zab), value_text(zk),
+                                 "—" if r is None else f"**{r:.2f}×**", cpu_text(zab), cpu_text(zk), windows])  # fmt: skip
         if rows:
             sections.append((deployment, rows))
     return sections
@@ -148,17 +168,19 @@ def resync_table(records: list[dict[str, Any]]) -> str:
 
 def leads_and_trails(records: list[dict[str, Any]], workload_order: list[str]) -> tuple[list[str], list[str], list[tuple[float, str, str]]]:
     """Workloads zabby leads / trails on (by the Java client's ratio, both deployments)."""
-    by_key = {(r["deployment"], r["driver"], r["workload"], r["system"]): r for r in main_records(records)}
+    by_key = keyed(records)
     leads, trails, all_ratios = [], [], []
     for deployment in ("standalone", "3-server"):
         for workload in workload_order:
             for driver in ("java", "kazoo"):
-                r = ratio(by_key.get((deployment, driver, workload, "zabby")), by_key.get((deployment, driver, workload, "zookeeper")))
-                if r is None:
-                    continue
-                label = f"{workload} ({deployment}, {DRIVER_LABEL[driver]}): {r:.2f}×"
-                all_ratios.append((r, workload, deployment + "/" + driver))
-                (leads if r >= 1.0 else trails).append(label)
+                for layout in LAYOUTS:
+                    zab, zk = by_key.get((deployment, driver, layout, workload, "zabby")), by_key.get((deployment, driver, layout, workload, "zookeeper"))
+                    r = ratio(zab, zk)
+                    if r is None:
+                        continue
+                    label = f"{workload} ({deployment}, {client_label(driver, layout, zab)}): {r:.2f}×"
+                    all_ratios.append((r, workload + (" spread" if layout == "spread" else ""), deployment + "/" + driver))
+                    (leads if r >= 1.0 else trails).append(label)
     return leads, trails, sorted(all_ratios)
 
 
@@ -210,8 +232,8 @@ def plots(records: list[dict[str, Any]], out_dir: Path) -> list[str]:
 
     latency = [r for r in main_records(records) if r.get("kind") == "latency" and r.get("cdf_ms")]
     if latency:
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), squeeze=False)
-        for ax, workload in zip(axes[0], ("latency-write", "latency-read")):
+        fig, axes = plt.subplots(1, 3, figsize=(17, 4.5), squeeze=False)
+        for ax, workload in zip(axes[0], ("latency-write", "latency-set", "latency-read")):
             for r in latency:
                 if r["workload"] != workload:
                     continue

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_systems import JAVA_DIR, ZK_JAR, System, total_watches
+from bench_systems import JAVA_DIR, ZK_JAR, System, cpu_of, total_watches
 
 HERE = Path(__file__).resolve().parent
 JAVA_SOURCE = HERE / "ZkLoad.java"
@@ -51,6 +51,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("create-1KB", "create", "throughput", size=1024, description="create, 1 KB values (fsynced)"),
     Workload("latency-read", "latency-read", "latency", description="getData one at a time (1 connection, 1 outstanding)"),
     Workload("latency-write", "latency-write", "latency", description="create 100 B one at a time (1 connection, 1 outstanding)"),
+    Workload("latency-set", "latency-set", "latency", description="setData 100 B one at a time (1 connection, 1 outstanding)"),
     Workload("session-churn", "churn", "throughput", unit="sessions/s", description="connect, create an ephemeral, close"),
     Workload("watch-fanout", "watch", "fanout", description="N clients watch one node; setData; time until all N got the event"),
 ]}  # fmt: skip
@@ -58,9 +59,18 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
 
 @dataclass
 class Shape:
+    """A layout of the load: processes x connections each x requests outstanding per connection.
+    ``spread`` empty: connection i of process p is pinned to server (p * conns + i) mod n;
+    ``rotate``: every connection gets the whole server list, starting at that server, and keeps
+    to it in order; ``shuffle``: the client library shuffles the list (ZooKeeper's own client)."""
+
     procs: int
     conns: int
     inflight: int
+    spread: str = ""
+
+    def label(self) -> str:
+        return f"{self.procs}×{self.conns}×{self.inflight}" + (f" spread ({self.spread})" if self.spread else "")
 
 
 # Default load per driver: several processes x several connections x pipelined requests.
@@ -70,6 +80,11 @@ SHAPES = {
     "kazoo": Shape(4, 2, 16),
     "zabby-msgpack": Shape(4, 2, 16),
 }
+# The issue's layout: ZooKeeper's async Java client, 4 processes x 32 requests in flight, each
+# process with one connection, the connections spread over every server as an application's
+# connect string spreads them.  Measured beside the default layout for these workloads.
+SPREAD = Shape(4, 1, 32, "rotate")
+SPREAD_WORKLOADS = ("create-100B", "setData", "getData")
 
 
 @dataclass
@@ -203,9 +218,10 @@ def cdf_points(values: list[float], points: int = 200) -> list[float]:
 
 
 def run_clients(ctx: Context, system: System, driver: str, cfgs: list[dict[str, Any]], during: Any = None,
-                timeout_s: float = 120.0, profile: Path | None = None) -> tuple[list[dict[str, Any]], float, float, float]:
+                timeout_s: float = 120.0, profile: dict[int, Path] | None = None) -> tuple[list[dict[str, Any]], float, float, dict[int, float]]:
     """Start one process per cfg, barrier, GO; ``during(procs)`` runs after GO (watch rounds,
-    then STOP).  Returns (results, server CPU s, wall s, server CPU of the profiled pid)."""
+    then STOP).  ``profile`` maps server pids to py-spy raw outputs: each is sampled for the
+    window.  Returns (results, server CPU s, wall s, server CPU s by pid)."""
     procs: list[ClientProcess] = []
     spies: list[subprocess.Popen[bytes]] = []
     try:
@@ -214,17 +230,18 @@ def run_clients(ctx: Context, system: System, driver: str, cfgs: list[dict[str, 
         deadline = time.monotonic() + 120
         for proc in procs:
             proc.expect("READY", deadline)
-        if profile is not None:
-            pid = system.pids()[0]
-            seconds = max(2, int(cfgs[0].get("seconds", 5)))
+        seconds = max(2, int(cfgs[0].get("seconds", 5)))
+        for pid, out in (profile or {}).items():
             # every thread that is not idle (fsync in trio's worker threads shows), and the
             # thread holding the GIL only (where the Python CPU time goes)
-            for extra, out in (([], profile), (["--gil"], profile.with_name(profile.stem + "-gil.txt"))):
+            for extra, path in (([], out), (["--gil"], out.with_name(out.stem + "-gil.txt"))):
                 spies.append(subprocess.Popen(
-                    [py_spy() or "py-spy", "record", "-p", str(pid), "-d", str(seconds), "-r", "200", "-f", "raw", "-o", str(out), "--nonblocking", *extra],
+                    [py_spy() or "py-spy", "record", "-p", str(pid), "-d", str(seconds), "-r", "200", "-f", "raw", "-o", str(path), "--nonblocking", *extra],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))  # fmt: skip
+        if spies:
             time.sleep(0.7)
-        cpu0 = system.cpu()
+        pids = system.pids()
+        cpu0 = {pid: cpu_of(pid) for pid in pids}
         started = time.monotonic()
         for proc in procs:
             proc.send("GO")
@@ -236,13 +253,13 @@ def run_clients(ctx: Context, system: System, driver: str, cfgs: list[dict[str, 
             line = proc.expect("RESULT ", deadline)
             results.append(json.loads(line[len("RESULT "):]))
         wall = time.monotonic() - started
-        cpu = system.cpu() - cpu0
+        by_pid = {pid: cpu_of(pid) - cpu0[pid] for pid in pids}
         for spy in spies:
             try:
-                spy.wait(60)
+                spy.wait(seconds + 60)
             except subprocess.TimeoutExpired:
                 os.killpg(spy.pid, signal.SIGKILL)
-        return results, cpu, wall, 0.0
+        return results, sum(by_pid.values()), wall, by_pid
     finally:
         for proc in procs:
             proc.kill()
@@ -250,6 +267,30 @@ def run_clients(ctx: Context, system: System, driver: str, cfgs: list[dict[str, 
             if spy.poll() is None:
                 os.killpg(spy.pid, signal.SIGKILL)
                 spy.wait(10)
+
+
+def cpu_by_mode(system: System, modes: dict[int, str], cpu_by_pid: dict[int, float]) -> dict[str, float]:
+    """Server CPU seconds of the window by the servers' mode (followers added up)."""
+    out: dict[str, float] = {}
+    for sid in system.ports:
+        pid = system.pid(sid)
+        if pid in cpu_by_pid:
+            mode = modes.get(sid, "?")
+            out[mode] = round(out.get(mode, 0.0) + cpu_by_pid[pid], 2)
+    return out
+
+
+def placement(system: System, modes: dict[int, str], hosts: list[str], cfgs: list[dict[str, Any]], results: list[dict[str, Any]]) -> dict[str, int]:
+    """How many connections were on a server of each mode (leader, follower, standalone): as
+    the Java client reports them, else the first server of each connection's list."""
+    mode_of_port = {port: modes.get(sid, "?") for sid, port in system.ports.items()}
+    counts: dict[str, int] = {}
+    for cfg, result in zip(cfgs, results):
+        ports = result.get("ports") or [int(hosts[(cfg["first"] + i) % len(hosts)].rsplit(":", 1)[1]) for i in range(cfg["conns"])]
+        for port in ports:
+            mode = mode_of_port.get(port, "?")
+            counts[mode] = counts.get(mode, 0) + 1
+    return counts
 
 
 def prepare_children(ctx: Context, system: System, driver: str) -> None:
@@ -264,8 +305,18 @@ def prepare_children(ctx: Context, system: System, driver: str) -> None:
     system.children_ready = True  # type: ignore[attr-defined]
 
 
+def host_order(system: System, modes: dict[int, str], workload: Workload) -> list[str]:
+    """Every server's address; a latency workload's one connection goes to a follower, where
+    2 of 3 connections of an application land."""
+    hosts = system.host_list()
+    if workload.kind == "latency" and len(hosts) > 1:
+        by_port = {port: modes[sid] for sid, port in system.ports.items()}
+        hosts.sort(key=lambda host: by_port[int(host.rsplit(":", 1)[1])] != "follower")
+    return hosts
+
+
 def run_workload(ctx: Context, system: System, driver: str, workload: Workload, shape: Shape | None = None,
-                 profile: Path | None = None) -> dict[str, Any]:
+                 profile: dict[int, Path] | None = None) -> dict[str, Any]:
     """One measured run; the JSON-able record."""
     lim = ctx.limits
     shape = shape or SHAPES[driver]
@@ -282,11 +333,12 @@ def run_workload(ctx: Context, system: System, driver: str, workload: Workload, 
         ops = lim.create_ops
     if workload.mode == "children":
         prepare_children(ctx, system, driver)
-    hosts = system.host_list()
+    modes = system.modes()
+    hosts = host_order(system, modes, workload)
     cfgs = []
     for index in range(procs):
         cfgs.append({
-            "hosts": ",".join(hosts), "first": index * conns, "mode": workload.mode, "conns": conns,
+            "hosts": ",".join(hosts), "first": index * conns, "spread": shape.spread, "mode": workload.mode, "conns": conns,
             "inflight": inflight, "ops": max(1, ops // procs), "seconds": seconds, "size": workload.size,
             "prefix": f"/bench/r{run_id}/w{index}", "path": "/bench/children1000" if workload.mode == "children" else f"/bench/watch{run_id}",
             "expect": 1000 if workload.mode == "children" else 0,
@@ -320,13 +372,16 @@ def run_workload(ctx: Context, system: System, driver: str, workload: Workload, 
                 client.send("STOP")
 
     timeout_s = seconds + 120 if workload.mode != "watch" else lim.watch_rounds * 35 + 60
-    results, server_cpu, wall, _ = run_clients(ctx, system, driver, cfgs, watch_rounds if workload.mode == "watch" else None, timeout_s, profile)
+    results, server_cpu, wall, cpu_by_pid = run_clients(ctx, system, driver, cfgs, watch_rounds if workload.mode == "watch" else None, timeout_s, profile)
     record: dict[str, Any] = {
         "system": system.name, "deployment": system.deployment, "driver": driver, "workload": workload.name,
         "kind": workload.kind, "unit": workload.unit, "procs": procs, "conns": conns, "inflight": inflight,
+        "layout": "spread" if shape.spread and workload.kind == "throughput" else "default",
+        "placement": placement(system, modes, hosts, cfgs, results),
         "value_bytes": workload.size, "ops": sum(r["ops"] for r in results), "errors": sum(r["errors"] for r in results),
         "elapsed_s": round(max(r["elapsed_s"] for r in results), 3), "wall_s": round(wall, 3),
         "server_cpu_s": round(server_cpu, 2), "client_cpu_s": round(sum(r["cpu_s"] for r in results), 2),
+        "server_cpu_by_mode": cpu_by_mode(system, modes, cpu_by_pid),
     }  # fmt: skip
     if workload.kind == "throughput":
         record["rate"] = round(record["ops"] / max(record["elapsed_s"], 1e-9), 1)

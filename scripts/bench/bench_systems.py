@@ -2,15 +2,18 @@
 a 3-server ensemble on 127.0.0.1, each in its own folder of a temporary directory.
 
 Both expose the same small surface: ``start()``, ``stop()``, ``hosts`` (every client
-address), ``pids()`` (for CPU seconds), ``mntr(sid)``, ``leader()``, ``kill(sid)`` and
-``launch(sid)`` (a follower restarted for the resync workload).  Every server is started in
-its own process group and stopped (SIGKILL) by ``stop()``, which the harness calls in a
-``finally``.
+address), ``pids()`` (for CPU seconds), ``mntr(sid)``, ``srvr(sid)``, ``leader()``,
+``kill(sid)`` and ``launch(sid)`` (a follower restarted for the resync workload).  Every
+server is stopped (SIGKILL) by ``stop()``, which the harness calls in a ``finally``.
+
+zabby's servers run from ``zabby_root`` (default: this checkout), so the same harness can
+measure an older commit checked out elsewhere (``git worktree add /tmp/old <commit>``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -52,6 +55,42 @@ def cpu_of(pid: int) -> float:
 def mntr_of(port: int) -> dict[str, str]:
     text = four_letter(port, "mntr", 5.0)
     return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
+
+
+def srvr_of(port: int, timeout_s: float = 2.0) -> dict[str, str]:
+    """srvr's ``Key: value`` lines (Mode, Zxid, Node count); {} while the server is down or
+    not serving."""
+    try:
+        text = four_letter(port, "srvr", timeout_s)
+    except OSError:
+        return {}
+    fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+    return fields if "Mode" in fields else {}
+
+
+def rss_bytes(pid: int | None) -> int:
+    """Resident set size of a process (VmRSS), 0 when it is gone."""
+    try:
+        line = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return 0
+    return int(line.split()[1]) * 1024
+
+
+def jvm_live_heap(pid: int) -> dict[str, int]:
+    """The JVM's live heap: ``jcmd GC.class_histogram`` forces a full GC and sums the live
+    objects (``live_bytes``); ``jcmd GC.heap_info`` right after gives the heap's used and
+    committed bytes (after that GC)."""
+    out: dict[str, int] = {}
+    histogram = subprocess.run(["jcmd", str(pid), "GC.class_histogram"], capture_output=True, text=True, timeout=300, check=True).stdout
+    total = next((line for line in reversed(histogram.splitlines()) if line.strip().startswith("Total")), "")
+    if total:
+        out["live_bytes"] = int(total.split()[2])
+    info = subprocess.run(["jcmd", str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=120, check=True).stdout
+    match = re.search(r"heap\s+total (\d+)K, used (\d+)K", info)
+    if match:
+        out["committed_bytes"], out["used_bytes"] = int(match.group(1)) * 1024, int(match.group(2)) * 1024
+    return out
 
 
 def mode_of(port: int) -> str:
@@ -109,6 +148,24 @@ class System:
     def mntr(self, sid: int) -> dict[str, str]:
         return mntr_of(self.ports[sid])
 
+    def srvr(self, sid: int) -> dict[str, str]:
+        return srvr_of(self.ports[sid])
+
+    def pid(self, sid: int) -> int | None:
+        raise NotImplementedError
+
+    def log_path(self, sid: int) -> Path:
+        raise NotImplementedError
+
+    def data_dir(self, sid: int) -> Path:
+        raise NotImplementedError
+
+    def newest_snapshot_zxid(self, sid: int) -> int:
+        """From the file names ``<dataDir>/version-2/snapshot.<hex zxid>`` (both systems' layout)."""
+        zxids = [int(path.name.split(".", 1)[1], 16) for path in (self.data_dir(sid) / "version-2").glob("snapshot.*")
+                 if all(c in "0123456789abcdefABCDEF" for c in path.name.split(".", 1)[1])]  # fmt: skip
+        return max(zxids, default=0)
+
     def modes(self) -> dict[int, str]:
         return {sid: mode_of(port) for sid, port in self.ports.items()}
 
@@ -132,11 +189,22 @@ class System:
         raise TimeoutError(f"{self.name} {self.deployment}: not every server serving after {wait_s}s: {self.modes()}")
 
 
+def launch_zabby(proc: ServerProcess, root: Path) -> None:
+    """``python -m zabby.server.main zoo.cfg`` with ``root`` as the working folder and first on
+    the path, so the zabby package of that checkout is the one imported."""
+    log = open(proc.log_path, "ab")
+    env = {**os.environ, "PYTHONPATH": str(root), **proc.environment}
+    proc.proc = subprocess.Popen([sys.executable, "-m", "zabby.server.main", str(proc.config_path)],
+                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=root, env=env)  # fmt: skip
+    log.close()
+
+
 class ZabbySystem(System):
     name = "zabby"
 
-    def __init__(self, workdir: Path, servers: int) -> None:
+    def __init__(self, workdir: Path, servers: int, root: Path = ROOT) -> None:
         self.deployment = "standalone" if servers == 1 else f"{servers}-server"
+        self.root = root
         settings = {**COMMON, "commitLogCount": 500}
         if servers == 1:
             one = ServerProcess(workdir, **settings)
@@ -148,8 +216,8 @@ class ZabbySystem(System):
         self.ports = {sid: proc.port for sid, proc in self.procs.items()}
 
     def start(self) -> None:
-        for proc in self.procs.values():
-            proc.launch()
+        for sid in self.procs:
+            self.launch(sid)
         for proc in self.procs.values():
             proc.wait_serving(60)
         self.leader()
@@ -166,7 +234,7 @@ class ZabbySystem(System):
         self.procs[sid].kill()
 
     def launch(self, sid: int) -> None:
-        self.procs[sid].launch()
+        launch_zabby(self.procs[sid], self.root)
 
     def stop(self) -> None:
         for proc in self.procs.values():
@@ -177,6 +245,12 @@ class ZabbySystem(System):
 
     def log_tail(self) -> str:
         return "\n".join(f"[server {sid}]\n{proc.log_tail(40)}" for sid, proc in self.procs.items())
+
+    def log_path(self, sid: int) -> Path:
+        return self.procs[sid].log_path
+
+    def data_dir(self, sid: int) -> Path:
+        return self.procs[sid].data_dir
 
 
 LOG4J = """\
@@ -282,6 +356,12 @@ class ZooKeeperSystem(System):
                 parts.append(f"[server {sid} {name}]\n" + "\n".join(lines))
         return "\n".join(parts)
 
+    def log_path(self, sid: int) -> Path:
+        return self.dirs[sid] / "zookeeper.log"
+
+    def data_dir(self, sid: int) -> Path:
+        return self.dirs[sid] / "data"
+
     def learner_sync_modes(self, sid: int) -> list[str]:
         """DIFF/SNAP/TRUNC lines a learner logged ("Getting a diff from the leader ...")."""
         try:
@@ -299,5 +379,5 @@ class ZooKeeperSystem(System):
         return found
 
 
-def make_system(name: str, workdir: Path, servers: int) -> System:
-    return ZabbySystem(workdir, servers) if name == "zabby" else ZooKeeperSystem(workdir, servers)
+def make_system(name: str, workdir: Path, servers: int, *, zabby_root: Path = ROOT, zk_heap: str = "512m") -> System:
+    return ZabbySystem(workdir, servers, zabby_root) if name == "zabby" else ZooKeeperSystem(workdir, servers, zk_heap)

@@ -1,0 +1,88 @@
+"""The parts of scripts/bench.py that turn records into tables and pictures, on made-up
+records: the Goals table, the --scale tables, the icicle graph, the layouts per workload.
+Nothing is measured here."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts" / "bench"))
+
+from bench_flame import write_svg  # noqa: E402
+from bench_goals import goals_table, scale_tables  # noqa: E402
+from bench_report import print_side_by_side  # noqa: E402
+from bench_runner import SPREAD, SPREAD_WORKLOADS  # noqa: E402
+
+
+def _throughput(system: str, deployment: str, workload: str, rate: float, layout: str = "default") -> dict:
+    procs, conns, inflight = (4, 1, 32) if layout == "spread" else (2, 4, 16)
+    return {"system": system, "deployment": deployment, "driver": "java", "workload": workload, "kind": "throughput", "unit": "ops/s",
+            "layout": layout, "procs": procs, "conns": conns, "inflight": inflight, "rate": rate, "ops": int(rate), "errors": 0,
+            "wall_s": 5.0, "server_cpu_s": 4.0, "client_cpu_s": 3.0, "series": "main"}  # fmt: skip
+
+
+def _latency(system: str, deployment: str, driver: str, workload: str, p50: float) -> dict:
+    return {"system": system, "deployment": deployment, "driver": driver, "workload": workload, "kind": "latency", "layout": "default",
+            "p50_ms": p50, "p99_ms": 2 * p50, "p999_ms": 3 * p50, "ops": 1000, "errors": 0, "wall_s": 1.0, "server_cpu_s": 0.5,
+            "client_cpu_s": 0.5, "series": "main"}  # fmt: skip
+
+
+def test_goals_table_judges_each_target() -> None:
+    records = [
+        _throughput("zabby", "3-server", "setData", 16_000, "spread"),
+        _throughput("zookeeper", "3-server", "setData", 10_000, "spread"),
+        _throughput("zabby", "standalone", "create-100B", 9_000),
+        _throughput("zookeeper", "standalone", "create-100B", 10_000),
+        _latency("zabby", "3-server", "kazoo", "latency-set", 0.5),
+        _latency("zookeeper", "3-server", "kazoo", "latency-set", 0.6),
+    ]
+    table = goals_table(records, [])
+    rows = {line.split(" | ")[0].lstrip("| ") + " / " + line.split(" | ")[1]: line for line in table.splitlines()[2:]}
+    assert rows["pipelined setData ≥ 1.5× ZK / 3-server, Java client, 4×1×32 spread"].endswith("| 1.60× | ≥ 1.50× | yes |")
+    assert rows["pipelined create-100B ≥ 1.0× ZK / standalone, Java client"].endswith("| 0.90× | ≥ 1.00× | **no** |")
+    assert rows["one-at-a-time setData p50 ≤ ZK / 3-server, kazoo"].endswith("| 1.20× | ≥ 1.00× | yes |")
+    # the side-by-side table keeps the two layouts apart
+    text = print_side_by_side(records, ["setData", "create-100B"])
+    assert "| setData | Java client, 4×1×32 spread | 16,000 ops/s | 10,000 ops/s | **1.60×** |" in text
+
+
+def test_scale_tables_and_goals() -> None:
+    memory = {"system": "zabby", "kind": "scale-memory", "znodes_before": 1_000, "znodes_after": 1_001_000,
+              "servers": {"leader": {"rss_before": 50 * 2**20, "rss_after": 950 * 2**20, "rss_per_znode": 943.7},
+                          "follower": {"rss_before": 50 * 2**20, "rss_after": 900 * 2**20, "rss_per_znode": 891.3}}}  # fmt: skip
+    zk_memory = {"system": "zookeeper", "kind": "scale-memory", "znodes_before": 1_000, "znodes_after": 1_001_000,
+                 "servers": {"leader": {"rss_before": 2**28, "rss_after": 2**30, "rss_per_znode": 805.3, "live_before": 2**23,
+                                        "live_after": 2**29, "live_per_znode": 528.5}}}  # fmt: skip
+    restart = [{"system": s, "kind": "scale-restart", "znodes": 1_001_000, "seconds": t, "txns_after_snapshot": 50_000,
+                "server": {"load_ms": 1000.0 * t}} for s, t in (("zabby", 8.0), ("zookeeper", 4.0))]  # fmt: skip
+    rates = [{"system": "zabby", "series": "scale", "kind": "throughput", "workload": "getData", "tree": tree, "rate": rate,
+              "ops": 5 * rate, "server_cpu_s": 5 * rate * 40e-6, "load": 1.0} for tree, rate in (("small", 10_000), ("small", 12_000), ("large", 10_500))]  # fmt: skip
+    records = [memory, zk_memory, *restart, *rates]
+    goals = goals_table([], records)
+    assert "| memory per znode ≤ ZK's live heap per znode |" in goals and "| 918 B | 528 B | 0.58× | ≥ 1.00× | **no** |" in goals
+    assert "| restart with the znodes ≤ ZK | 3-server, 1,001,000 znodes | 8.0 s | 4.0 s | 0.50× |" in goals
+    assert "| getData with the tree large within 10% of small |" in goals and "| 0.95 | — | — | ≥ 0.90 | yes |" in goals
+    tables = scale_tables(records)
+    assert "| zabby | leader | 1,000 → 1,001,000 | 50 MiB → 950 MiB: **944 B** |" in tables
+    assert "| zabby | getData | 11,000 (10,000 / 12,000) | 10,500 (10,500) | 0.95 | 40 µs → 40 µs | 1.0, 1.0 / 1.0 |" in tables
+
+
+def test_icicle_graph(tmp_path: Path) -> None:
+    raw = tmp_path / "raw.txt"
+    raw.write_text("main (zabby/server/main.py:10);run (trio/_core/_run.py:5);apply (zabby/tree/datatree.py:171) 30\n"
+                   "main (zabby/server/main.py:10);run (trio/_core/_run.py:6);fsync (<built-in>) 10\n")  # fmt: skip
+    svg = tmp_path / "out.svg"
+    assert write_svg(raw, svg, "a <test>")
+    text = svg.read_text()
+    assert text.startswith("<svg") and text.rstrip().endswith("</svg>")
+    assert "a &lt;test&gt;" in text and "apply (zabby/tree/datatree.py) — 30 samples (75.0%)" in text
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert not write_svg(empty, tmp_path / "none.svg", "nothing")
+
+
+def test_spread_layout_is_the_issues() -> None:
+    assert (SPREAD.procs, SPREAD.conns, SPREAD.inflight) == (4, 1, 32) and SPREAD.spread
+    assert set(SPREAD_WORKLOADS) == {"create-100B", "setData", "getData"}
