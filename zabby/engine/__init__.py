@@ -20,3 +20,4 @@ from zabby.engine.effects import (
     WriteSnapshot as WriteSnapshot,
 )
 from zabby.engine.engine import Engine as Engine, core_timing as core_timing
+from zabby.engine.reconfig import logged_membership as logged_membership

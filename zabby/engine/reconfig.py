@@ -20,6 +20,7 @@ from zabby.errors import Err, ZabbyError
 from zabby.membership import Membership
 from zabby.opcodes import OpCode
 from zabby.tree import acl as acls
+from zabby.tree.datatree import ZOOKEEPER_CONFIG, DataTree
 from zabby.tree.prep import Caller
 
 
@@ -56,3 +57,13 @@ def _items(text: Any) -> list[str]:
     if isinstance(text, str):
         return [item.strip() for item in text.split(",") if item.strip()]
     return [str(item).strip() for item in text]
+
+
+def logged_membership(tree: DataTree, committed: Membership | None) -> Membership | None:
+    """A membership a RECONFIG txn of the log names, newer than the committed one: the
+    configuration files are written once it commits, so until then it is only proposed."""
+    node = tree.nodes[ZOOKEEPER_CONFIG]
+    if not node.version or committed is None:
+        return None
+    membership = Membership.parse(node.data.decode())
+    return membership if membership.version > committed.version else None

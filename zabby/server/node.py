@@ -28,7 +28,7 @@ from zabby.core.peer import DurableState
 from zabby.engine import (
     ClientSink,
     CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
-    Reconfigure, Recovered, Reload, Send, WriteSnapshot, core_timing,
+    Reconfigure, Recovered, Reload, Send, WriteSnapshot, core_timing, logged_membership,
 )  # fmt: skip
 from zabby.server.disk import DiskWorker, fail_stop
 from zabby.server.forks import DiskImage, ForkFreezer
@@ -41,7 +41,7 @@ from zabby.storage.epochs import read_epoch, write_epoch
 from zabby.storage.files import DiskFailure
 from zabby.storage.txnlog import CorruptLogError, TxnLog
 from zabby.membership import Membership
-from zabby.tree.datatree import ZOOKEEPER_CONFIG, DataTree
+from zabby.tree.datatree import DataTree
 from zabby.tree.txns import decode_txn, encode_txn, zxid_epoch
 
 LOGGER = logging.getLogger("zabby.server")
@@ -69,16 +69,6 @@ def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, config: ServerC
         membership=committed,
         proposed=logged_membership(tree, committed),
     )
-
-
-def logged_membership(tree: DataTree, committed: Membership | None) -> Membership | None:
-    """A membership a RECONFIG txn of the log names, newer than the committed one: the
-    files are written once it commits, so until then it is only proposed."""
-    node = tree.nodes[ZOOKEEPER_CONFIG]
-    if not node.version or committed is None:
-        return None
-    membership = Membership.parse(node.data.decode())
-    return membership if membership.version > committed.version else None
 
 
 class SystemClock:
@@ -167,6 +157,8 @@ class ZabbyServer:
     def membership(self) -> Membership | None:
         """The committed membership, addresses and all (None for a standalone server)."""
         return self.engine.peer.membership if self.config.peers else None
+
+    @property
     def current_epoch(self) -> int:
         return int(self.engine.peer.current_epoch)
 
