@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from zabby.opcodes import OpCode
 from zabby.sim.checkers import Checker, Violation
 from zabby.sim.disk import Disk, DiskFault, Snapshot
 from zabby.sim.network import Network
@@ -120,3 +121,16 @@ def test_a_leader_missing_a_committed_txn_is_caught() -> None:
     checker.on_apply(2, make_zxid(1, 1), chain, txn(1, epoch=2), committed=False)
     with pytest.raises(Violation):
         checker.on_established(2, 3, make_zxid(2, 1))
+
+
+def test_a_leader_without_a_quorum_of_the_committed_membership_is_caught() -> None:
+    """The reconfig committed at 0x100000001 made {3, 4, 5} the voters: a leader of a later
+    epoch established by {1, 2} (a quorum of the first membership only) is a split brain."""
+    checker = Checker()
+    checker.memberships.append((0, frozenset({1, 2, 3})))
+    members = "server.3=sim:3:3:participant\nserver.4=sim:4:4:participant\nserver.5=sim:5:5:participant\nversion=100000001\n"
+    reconfig = Txn(make_zxid(1, 1), 0, 1, 0, OpCode.RECONFIG, (members,))
+    checker.on_apply(3, 0, 0, reconfig, committed=True)
+    checker.on_established(4, 2, make_zxid(1, 1), frozenset({3, 4}))
+    with pytest.raises(Violation, match="no quorum of the membership committed at 0x100000001"):
+        checker.on_established(1, 3, make_zxid(1, 1), frozenset({1, 2}))

@@ -23,7 +23,9 @@ from zabby.tree.txns import Txn
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Notification:
-    """A fast-leader-election vote: who the sender proposes, and the sender's own state."""
+    """A fast-leader-election vote: who the sender proposes, and the sender's own state.
+    ``config``: the sender's committed membership once a reconfig made one (its text), so
+    that a server which missed the reconfig learns it while looking, as in ZooKeeper."""
 
     TYPE: ClassVar[int] = 100
     leader: int
@@ -31,6 +33,7 @@ class Notification:
     peer_epoch: int
     election_epoch: int
     state: str  # ServerState value of the sender
+    config: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -35,7 +35,7 @@ where recovery applied the whole log (a TRUNC then reloads the tree).
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from zabby.core.election import Election, Vote
 from zabby.core.history import History
@@ -129,6 +129,7 @@ class LeaderState:
     learners: dict[int, LearnerInfo] = field(default_factory=dict)
     newleader_acks: set[int] = field(default_factory=set)
     established: bool = False
+    established_by: frozenset[int] = frozenset()  # the voters whose NEWLEADER acks established us
     started_tick: int = 0
     last_proposed: int = 0
     commit_point: int = 0
@@ -210,21 +211,30 @@ class Peer:
         self.quorum = self._quorums()
         return True
 
-    def _adopt(self, text: str) -> None:
-        """A leader's committed membership, newer than ours (learned at NEWLEADER)."""
+    def _adopt(self, text: str) -> bool:
+        """A committed membership newer than ours (a leader's at NEWLEADER, or a vote's):
+        True if adopted."""
         if not text:
-            return
+            return False
         membership = Membership.parse(text)
-        if membership.version > self.membership.version:
-            self.membership = membership
-            if self.proposed is not None and self.proposed.version <= membership.version:
-                self.proposed = None
-            self.quorum = self._quorums()
+        if membership.version <= self.membership.version:
+            return False
+        self.membership = membership
+        if self.proposed is not None and self.proposed.version <= membership.version:
+            self.proposed = None
+        self.quorum = self._quorums()
+        return True
 
     def _role_changed(self) -> bool:
         """Following as a voter while the membership makes us an observer, or the reverse."""
-        observing = self.state == ServerState.OBSERVING
-        return self.learner is not None and observing != (self.sid not in self.quorum.voters)
+        return self.learner is not None and (self.state == ServerState.OBSERVING) != self._observes()
+
+    def _observes(self) -> bool:
+        """Learn as an observer: one in our view and no voter there.  A server no membership
+        names follows (a joining one, or one a reconfig removed): where a leader counts it
+        as a voter, its acks count."""
+        observers = self.membership.observers | (self.proposed.observers if self.proposed else frozenset())
+        return self.sid in observers and self.sid not in self.quorum.voters
 
     # ----------------------------------------------------------------- shell API
     def tick(self) -> None:
@@ -371,6 +381,8 @@ class Peer:
 
     # ----------------------------------------------------------------- helpers
     def _send(self, sid: int, message: Message) -> None:
+        if isinstance(message, Notification) and self.membership.version:
+            message = replace(message, config=self.membership.text())
         self._ready.messages.append((sid, message))
         self._regular_sids.add(sid)
 
@@ -461,6 +473,8 @@ class Peer:
             self._broadcast_notification()
 
     def _step_notification(self, sender: int, note: Notification) -> None:
+        if self.state == ServerState.LOOKING and note.config and self._adopt(note.config):
+            self._become_looking()  # a newer membership: vote again, with its servers
         if self.state != ServerState.LOOKING:
             if note.state == ServerState.LOOKING.value:
                 self._send(sender, self._current_vote_notification())
@@ -492,7 +506,7 @@ class Peer:
             self._leader_maybe_pick_epoch()
         else:
             self._early_followers.clear()
-            self.state = ServerState.OBSERVING if self.sid not in self.quorum.voters else ServerState.FOLLOWING
+            self.state = ServerState.OBSERVING if self._observes() else ServerState.FOLLOWING
             self.learner = LearnerState(leader=vote.leader, started_tick=self.now, heard_tick=self.now,
                                         commit_point=self.applied)  # fmt: skip
             self._send(vote.leader, FollowerInfo(accepted_epoch=self.accepted_epoch, last_zxid=self.last_logged,
@@ -660,6 +674,7 @@ class Peer:
         if leader.established or not self.quorum.has_quorum(voters_synced):
             return
         leader.established = True
+        leader.established_by = frozenset(voters_synced)
         leader.commit_point = self.last_logged
         self._apply_up_to(self.last_logged)
         designated = self._leader_activate(self.last_logged)

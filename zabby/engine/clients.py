@@ -130,7 +130,9 @@ class ClientCalls:
 
     def _prepare_reconfig(self, args: tuple[Any, ...], caller: Caller, zxid: int) -> tuple[int, tuple[Any, ...]]:
         peer = self.peer
-        synced = {self.config.server_id} | {info.sid for info in peer.status().learners if info.uptodate}
+        # As ZooKeeper's isQuorumSynced: followers only.  An observer is sent no proposals, so
+        # it could not ack the reconfig that makes it a voter (it must follow first).
+        synced = {self.config.server_id} | {info.sid for info in peer.status().learners if info.uptodate and not info.observer}
         in_progress = peer.proposed is not None or any(t.type == OpCode.RECONFIG for t in self._proposals)
         return prepare_reconfig(args, caller, zxid, enabled=self.config.reconfig_enabled, committed=peer.membership,
                                 in_progress=in_progress, config_acl=self.tree.nodes[ZOOKEEPER_CONFIG].acl, synced=synced)  # fmt: skip

@@ -1,6 +1,7 @@
 """Safety invariants, checked after every step of the simulation (Zab.tla's, in practice).
 
-* one established leader per epoch;
+* one established leader per epoch, established by a quorum of the membership committed
+  last before its epoch (across reconfigurations: no two leaders of disjoint quorums);
 * every txn committed on any server is in the log of every later leader (checked when a
   leader becomes established: its tree — its whole log applied — passes through the
   highest zxid committed anywhere in an earlier epoch);
@@ -18,6 +19,9 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+from zabby.core.quorum import Majority
+from zabby.membership import Membership
+from zabby.opcodes import OpCode
 from zabby.sim.disk import chain_next
 from zabby.tree.txns import Txn, make_zxid
 
@@ -44,6 +48,8 @@ class Checker:
     acked: list[AckedWrite] = field(default_factory=list)
     acked_max: int = 0
     applies: int = 0
+    memberships: list[tuple[int, frozenset[int]]] = field(default_factory=list)  # committed: (version, voters)
+    reconfigs: dict[int, frozenset[int]] = field(default_factory=dict)  # every RECONFIG applied: zxid -> voters
 
     # ----------------------------------------------------------------- applies
     def on_apply(self, sid: int, tree_zxid: int, tree_chain: int, txn: Txn, *, committed: bool) -> int:
@@ -59,11 +65,20 @@ class Checker:
                 f"server {sid} applied 0x{txn.zxid:x} after 0x{tree_zxid:x} with a different history than "
                 f"another server (which applied it after 0x{seen[1]:x})"
             )
-        if committed and txn.zxid not in self.committed_set:
-            self.committed_set.add(txn.zxid)
-            bisect.insort(self.committed, txn.zxid)
+        if txn.type == OpCode.RECONFIG:
+            self.reconfigs[txn.zxid] = Membership.parse(txn.body[0]).voters
+        if committed:
+            self._commit(txn.zxid)
         self.applies += 1
         return new
+
+    def _commit(self, zxid: int) -> None:
+        if zxid in self.committed_set:
+            return
+        self.committed_set.add(zxid)
+        bisect.insort(self.committed, zxid)
+        if zxid in self.reconfigs:
+            bisect.insort(self.memberships, (zxid, self.reconfigs[zxid]))
 
     def chain_hash(self, zxid: int) -> int:
         found = self.chain.get(zxid)
@@ -77,16 +92,36 @@ class Checker:
                 raise Violation(f"server {sid} truncated committed txn 0x{txn.zxid:x} from its log")
 
     # ----------------------------------------------------------------- leaders
-    def on_established(self, sid: int, epoch: int, tree_zxid: int) -> None:
+    def on_established(self, sid: int, epoch: int, tree_zxid: int, established_by: frozenset[int] | None = None) -> None:
+        """``established_by``: None if the leader already stepped down in the same Ready."""
         other = self.epoch_leaders.setdefault(epoch, sid)
         if other != sid:
             raise Violation(f"two established leaders in epoch {epoch}: {other} and {sid}")
         index = bisect.bisect_left(self.committed, make_zxid(epoch, 0))
-        if index == 0:
-            return
-        needed = self.committed[index - 1]
-        if not self.on_chain(tree_zxid, needed):
+        needed = self.committed[index - 1] if index else 0
+        if needed and not self.on_chain(tree_zxid, needed):
             raise Violation(f"leader {sid} of epoch {epoch} lacks committed txn 0x{needed:x} (its tree is at 0x{tree_zxid:x})")
+        self._commit_history(tree_zxid)
+        if established_by is not None:
+            self._check_quorum(sid, epoch, established_by)
+
+    def _commit_history(self, head: int) -> None:
+        """An established leader has committed its whole history (some of it only applied
+        at a restart's replay until now)."""
+        while head > 0 and head not in self.committed_set:
+            self._commit(head)
+            head = self.chain[head][1]
+
+    def _check_quorum(self, sid: int, epoch: int, established_by: frozenset[int]) -> None:
+        """A leader is established by a quorum of the membership last committed before its
+        epoch: two leaders of a reconfiguration's old and new memberships then share a voter."""
+        index = bisect.bisect_left(self.memberships, (make_zxid(epoch, 0), frozenset()))
+        if not index:
+            return  # the first membership was never given (a test of one checker's part)
+        version, voters = self.memberships[index - 1]
+        if not Majority(voters).has_quorum(established_by):
+            raise Violation(f"leader {sid} of epoch {epoch} established by {sorted(established_by)}, no quorum of the "
+                            f"membership committed at 0x{version:x} (voters {sorted(voters)})")  # fmt: skip
 
     def on_chain(self, head: int, zxid: int) -> bool:
         """True if the applied history ending at ``head`` contains ``zxid``."""

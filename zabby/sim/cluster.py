@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zabby.config import PeerAddress, ServerConfig
+from zabby.config import ServerConfig
 from zabby.core.messages import Diff, Request, Snap, SnapChunk, Sync, Trunc
 from zabby.core.peer import DurableState, Peer, PeerConfig
 from zabby.core.ready import SoftState
@@ -36,7 +36,9 @@ from zabby.engine import (
     CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
     Reconfigure, Recovered, Reload, Send, WriteSnapshot,
 )  # fmt: skip
+from zabby.engine.reconfig import logged_membership
 from zabby.errors import ZabbyError
+from zabby.membership import Member
 from zabby.sim.checkers import Checker, Violation
 from zabby.sim.disk import Disk, Snapshot
 from zabby.sim.network import Event, Network
@@ -118,20 +120,25 @@ class Node:
 
 
 def _configs(options: SimOptions) -> dict[int, tuple[ServerConfig, PeerConfig]]:
+    """The first membership's servers, and spares outside it: a spare starts as a server
+    joining does, with the first membership plus itself (a participant) in its configuration."""
     voters = frozenset(range(1, options.voter_count + 1))
-    observers = frozenset(range(options.voter_count + 1, options.node_count + 1))
-    sids = sorted(voters | observers)
-    addresses = tuple(PeerAddress(sid, "sim", sid, sid, sid in observers) for sid in sids) if len(sids) > 1 else ()
+    observers = frozenset(range(options.voter_count + 1, options.voter_count + options.observer_count + 1))
+    spares = frozenset(range(options.voter_count + options.observer_count + 1, options.node_count + 1))
+    members = sorted(voters | observers)
     out = {}
-    for sid in sids:
+    for sid in sorted(voters | observers | spares):
+        known = members + [sid] if sid in spares else members
+        addresses = tuple(sim_member(peer, peer in observers) for peer in known) if len(known) > 1 else ()
         config = ServerConfig(
             data_dir=Path(f"/sim/{sid}"), data_log_dir=Path(f"/sim/{sid}"), tick_ms=4 * TICK_MS,
             session_timeout_ms_min=8 * TICK_MS, session_timeout_ms_max=400 * TICK_MS,
             snap_count=max(2, options.snapshot_every_txns), container_check_interval_ms=40 * TICK_MS,
             commit_log_count=options.commit_log_count, peers=addresses, server_id=sid,
+            reconfig_enabled=options.reconfig_probability > 0,
         )  # fmt: skip
         peer_config = PeerConfig(
-            sid=sid, voters=voters, observers=observers,
+            sid=sid, voters=voters | {sid} if sid in spares else voters, observers=observers,
             init_limit_ticks=options.init_limit_ticks, sync_limit_ticks=options.sync_limit_ticks,
             ping_interval_ticks=options.ping_interval_ticks, finalize_wait_ticks=options.finalize_wait_ticks,
             notify_interval_ticks_min=options.notify_interval_ticks_min,
@@ -140,6 +147,11 @@ def _configs(options: SimOptions) -> dict[int, tuple[ServerConfig, PeerConfig]]:
         )  # fmt: skip
         out[sid] = (config, peer_config)
     return out
+
+
+def sim_member(sid: int, observer: bool = False) -> Member:
+    """A simulated server's addresses: every one reaches every other by its id."""
+    return Member(sid, "sim", sid, sid, observer)
 
 
 class Cluster:
@@ -194,8 +206,9 @@ class Cluster:
             tree.apply(txn)
             self._track_apply(node, txn, committed=False)
         history = tuple(txn for txn, _ in disk.log[-node.peer_config.commit_log_count:])
+        committed = disk.membership or node.config.membership
         durable = DurableState(disk.accepted_epoch, disk.current_epoch, disk.last_zxid, tree.last_zxid, history,
-                               snapshot.zxid, snapshot_wanted)  # fmt: skip
+                               snapshot.zxid, snapshot_wanted, committed, logged_membership(tree, committed))  # fmt: skip
         return Recovered(tree, durable)
 
     def crash(self, node: Node, *, in_ready: bool = False) -> None:
@@ -299,8 +312,11 @@ class Cluster:
             raise Violation(f"server {node.sid} failed its disk in the simulator: {effect.reason}")
         elif isinstance(effect, (Purge, CheckSpace)):
             return False  # the sim disk purges as it saves a snapshot, and never fills up
-        elif isinstance(effect, Reconfigure):
-            pass  # every simulated server reaches every other by its id
+        elif isinstance(effect, Reconfigure):  # every simulated server reaches every other by its id
+            if effect.committed and effect.membership.version:
+                node.disk.membership = effect.membership
+                self.log(f"server {node.sid} records membership {effect.membership.version:x}: "
+                         f"voters {sorted(effect.membership.voters)} observers {sorted(effect.membership.observers)}")  # fmt: skip
         return None
 
     def _send(self, node: Node, effect: Send) -> None:
@@ -378,7 +394,8 @@ class Cluster:
         if soft.serving and not node.disk.snapshot.confirmed:
             node.disk.snapshot.confirmed = True  # the leader is established: that history is committed
         if soft.serving and soft.state == ServerState.LEADING and not (old is not None and old.serving and old.state == ServerState.LEADING):
-            self.checker.on_established(node.sid, soft.epoch, node.tree_zxid)
+            leader = node.peer.leader
+            self.checker.on_established(node.sid, soft.epoch, node.tree_zxid, leader.established_by if leader else None)
 
     def _check_settled(self, node: Node) -> None:
         """With no work pending, the core, the tree and the disk agree."""

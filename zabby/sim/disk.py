@@ -16,6 +16,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from zabby.membership import Membership
 from zabby.tree.txns import Txn
 
 
@@ -43,6 +44,7 @@ class Disk:
     snapshot: Snapshot = field(default_factory=Snapshot)
     log: list[tuple[Txn, int]] = field(default_factory=list)  # (txn, chain after it)
     synced: int = 0  # log entries that survive a crash
+    membership: Membership | None = None  # the dynamic configuration file: the last committed reconfig
 
     @property
     def last_zxid(self) -> int:

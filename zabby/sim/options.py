@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +18,7 @@ class SimOptions:
     seed: int
     voter_count: int = 3
     observer_count: int = 0
+    spare_count: int = 0  # servers outside the first membership, for reconfigs to add
     # phases
     ticks_safety: int = 600
     ticks_liveness_max: int = 1500
@@ -54,10 +56,11 @@ class SimOptions:
     request_probability: float = 0.3  # per idle client per tick
     sync_probability: float = 0.1  # of a client's operations, how many are syncs
     request_timeout_ticks: int = 120
+    reconfig_probability: float = 0.0  # of a client's writes, how many are reconfigs (super user)
 
     @property
     def node_count(self) -> int:
-        return self.voter_count + self.observer_count
+        return self.voter_count + self.observer_count + self.spare_count
 
     def calm(self) -> SimOptions:
         """The liveness phase: no more faults of any kind."""
@@ -66,6 +69,9 @@ class SimOptions:
             partition_probability=0.0, crash_probability=0.0, clock_jump_probability=0.0,
             clock_stall_probability=0.0,
         )  # fmt: skip
+
+
+RECONFIG_SEEDS = 0.3  # the share of swarm seeds whose clients reconfigure
 
 
 def _maybe(rng: random.Random, p_on: float, high: float) -> float:
@@ -114,4 +120,11 @@ def swarm(rng: random.Random, seed: int) -> SimOptions:
         client_count=rng.randint(1, 5),
         request_probability=rng.uniform(0.05, 0.6),
         sync_probability=rng.uniform(0.0, 0.2),
+        **_reconfig_options(rng),  # drawn last: the seeds from before reconfig keep their options
     )
+
+
+def _reconfig_options(rng: random.Random) -> dict[str, Any]:
+    if rng.random() >= RECONFIG_SEEDS:
+        return {}
+    return {"spare_count": rng.choice((0, 1, 2)), "reconfig_probability": rng.uniform(0.01, 0.1)}

@@ -23,7 +23,7 @@ from typing import Any
 from zabby.errors import ZabbyError
 from zabby.opcodes import CreateMode, OpCode
 from zabby.sim.checkers import AckedWrite, Checker
-from zabby.sim.cluster import TICK_MS, Cluster, Node
+from zabby.sim.cluster import TICK_MS, Cluster, Node, sim_member
 from zabby.sim.options import SimOptions
 from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn
@@ -74,7 +74,7 @@ class Workload:
         sids = sorted(cluster.nodes)
         timeouts = (20 * TICK_MS, 80 * TICK_MS, 200 * TICK_MS)
         self.clients = [Client(self, i, rng.choice(sids), rng.choice(timeouts)) for i in range(options.client_count)]
-        self.stats = {"writes": 0, "acked": 0, "failed": 0, "syncs": 0, "synced": 0, "timeouts": 0,
+        self.stats = {"writes": 0, "reconfigs": 0, "acked": 0, "failed": 0, "syncs": 0, "synced": 0, "timeouts": 0,
                       "sessions": 0, "expired": 0, "closed": 0}  # fmt: skip
         cluster.on_clients_closed = self.on_clients_closed
         cluster.on_node_down = self.on_clients_closed
@@ -173,10 +173,11 @@ class Workload:
                 self.stats["syncs"] += 1
                 node.engine.client_sync(client.session_id, client.cxid, lambda: self._synced(client, node))
             else:
-                op, args = self._op(client)
+                reconfig = self.rng.random() < self.options.reconfig_probability
+                op, args = (OpCode.RECONFIG, self._reconfig(node)) if reconfig else self._op(client)
                 client.outstanding = Outstanding(client.cxid, "write", now, 0)
-                self.stats["writes"] += 1
-                caller = Caller(client.session_id, [])
+                self.stats["reconfigs" if reconfig else "writes"] += 1
+                caller = Caller(client.session_id, [], superuser=reconfig)
                 node.engine.submit(op, args, caller, client.cxid, lambda txn, result: self._answered(client, node, txn))
         except ZabbyError:
             client.outstanding = None
@@ -214,6 +215,34 @@ class Workload:
         ]
         return OpCode.MULTI, (ops,)
 
+    def _reconfig(self, node: Node) -> tuple[Any, ...]:
+        """A reconfig as an operator would ask for one, of the membership ``node`` knows:
+        add a server (a spare, or one removed before), remove one, flip one's role, or name
+        a whole new membership; conditional on the version sometimes (and then sometimes a
+        stale one).  Some make no valid membership: those must fail cleanly."""
+        rng = self.rng
+        membership = node.peer.membership
+        members = sorted(membership.sids)
+        outside = sorted(set(self.cluster.nodes) - membership.sids)
+        joining: list[str] = []
+        leaving: list[int] = []
+        new_members: list[str] = []
+        kind = rng.random()
+        if kind < 0.35 and outside:
+            joining.append(_spec(rng.choice(outside), rng.random() < 0.2))
+        elif kind < 0.65:
+            leaving.append(rng.choice(members))
+        elif kind < 0.8:
+            sid = rng.choice(members)
+            joining.append(_spec(sid, sid in membership.voters))
+        else:
+            chosen = rng.sample(sorted(self.cluster.nodes), rng.randint(1, len(self.cluster.nodes)))
+            new_members = [_spec(sid, rng.random() < 0.2) for sid in sorted(chosen)]
+        from_config = rng.choice((-1, -1, membership.version, max(0, membership.version - 1)))
+        self.cluster.log(f"reconfig of {membership.version:x} asked of server {node.sid}: joining {joining} "
+                         f"leaving {leaving} members {new_members} from {from_config:x}")  # fmt: skip
+        return (",".join(joining), ",".join(str(sid) for sid in leaving), ",".join(new_members), from_config)
+
     # ----------------------------------------------------------------- answers
     def _answered(self, client: Client, node: Node, txn: Txn) -> None:
         out = client.outstanding
@@ -236,3 +265,7 @@ class Workload:
         self.stats["synced"] += 1
         self.cluster.log(f"client {client.index} synced by server {node.sid} at 0x{node.tree_zxid:x}")
         self.checker.on_sync_answered(node.sid, node.tree_zxid, out.needed)
+
+
+def _spec(sid: int, observer: bool) -> str:
+    return f"server.{sid}={sim_member(sid, observer).spec()}"
