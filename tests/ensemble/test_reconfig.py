@@ -326,3 +326,55 @@ def wait_until_leader(ensemble: Ensemble, group: set[int], timeout_s: float = 30
 
     wait_until(elected, timeout_s, f"a leader among {sorted(group)}")
     return found[0]
+
+
+def client_address(ensemble: Ensemble, sid: int) -> tuple[str, int]:
+    return ("127.0.0.1", ensemble.ports[sid][2])
+
+
+def connected_to(ensemble: Ensemble, client: SyncClient) -> int | None:
+    """The server the client's session is on now."""
+    host = client._client._current_host if client.connected else None  # noqa: SLF001 - no public name for it
+    return next((sid for sid in ensemble.servers if client_address(ensemble, sid) == host), None)
+
+
+def test_follow_config_moves_the_host_list_and_the_session_off_a_removed_server(tmp_path: Path, tmp_ensembles: list[Ensemble]) -> None:
+    ensemble = started(tmp_ensembles, tmp_path, 3)
+    fixed = SyncClient(ensemble.hosts, timeout=6.0)
+    follower = SyncClient(ensemble.servers[1].hosts, timeout=6.0, follow_config=True)  # knows one server to begin with
+    ensemble.new_server(4, {1, 2, 3}).start(30)
+    follower.start(timeout=20)
+    fixed.start(timeout=20)
+    try:
+        def hosts_are(client: SyncClient, sids: set[int]) -> bool:
+            return set(client.hosts) == {client_address(ensemble, sid) for sid in sids}
+
+        wait_until(lambda: hosts_are(follower, {1, 2, 3}), 10.0, "the host list from /zookeeper/config")
+        session = follower.client_id
+        reconfigure(ensemble, 2, joining=ensemble.spec(4))
+        wait_until(lambda: hosts_are(follower, {1, 2, 3, 4}), 10.0, "the added server in the host list")
+        assert hosts_are(fixed, {1, 2, 3})  # only a client that follows the configuration moves
+
+        wait_until(lambda: connected_to(ensemble, follower) is not None, 10.0, "a connection")
+        current = connected_to(ensemble, follower)
+        assert current is not None
+        membership = reconfigure(ensemble, 4 if current != 4 else 1, leaving=str(current))
+        remaining = {1, 2, 3, 4} - {current}
+        wait_until(lambda: hosts_are(follower, remaining), 10.0, "the host list without the removed server")
+        wait_until(lambda: connected_to(ensemble, follower) in remaining, 10.0, "the session on a remaining server")
+        ensemble.servers[current].stop()
+        assert follower.client_id == session  # the same session, moved
+        follower.create("/moved", b"m")
+        assert follower.get("/moved")[0] == b"m"
+        check_membership(ensemble, remaining, membership.version)
+
+        # update_server_list by hand: a client whose server is not in the new list moves
+        target = min(remaining)
+        fixed.update_server_list(f"127.0.0.1:{ensemble.ports[target][2]}")
+        wait_until(lambda: connected_to(ensemble, fixed) == target, 10.0, "the client on the one server listed")
+        assert fixed.exists("/moved") is not None
+        for sid in remaining:  # the client's watch on /zookeeper/config is on every server it visited
+            assert "Traceback" not in ensemble.servers[sid].log_path.read_text(), ensemble.servers[sid].log_tail()
+    finally:
+        follower.stop()
+        fixed.stop()
