@@ -167,6 +167,8 @@ class ZabbyServer:
     def membership(self) -> Membership | None:
         """The committed membership, addresses and all (None for a standalone server)."""
         return self.engine.peer.membership if self.config.peers else None
+
+    @property
     def current_epoch(self) -> int:
         return int(self.engine.peer.current_epoch)
 
