@@ -10,8 +10,10 @@ configuration file was rewritten with that version, and ``conf`` shows it.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -217,6 +219,18 @@ def test_grow_three_to_five_under_writes_and_restart_with_the_new_membership(tmp
     ensemble.servers[5].restart()  # its zoo.cfg names the dynamic file: the same membership comes back
     ensemble.servers[5].wait_mode({"follower", "leader"})
     check_membership(ensemble, {1, 2, 3, 4, 5}, membership.version)
+
+    # the admin endpoint: the voting view (ZooKeeper's QuorumServerView), conf, the initial zoo.cfg
+    admin = f"http://127.0.0.1:{ensemble.servers[1].admin_port}/commands"
+    view = json.load(urllib.request.urlopen(f"{admin}/voting_view", timeout=5))["current_config"]
+    quorum, election, client = ensemble.ports[4]
+    assert sorted(view) == ["1", "2", "3", "4", "5"]
+    assert view["4"] == {"server_addresses": [f"127.0.0.1:{quorum}"], "election_addresses": [f"127.0.0.1:{election}"],
+                         "client_address": f"127.0.0.1:{client}", "learner_type": "participant"}  # fmt: skip
+    conf = json.load(urllib.request.urlopen(f"{admin}/configuration", timeout=5))
+    assert conf["version"] == f"{membership.version:x}" and "server.5" in conf
+    initial = json.load(urllib.request.urlopen(f"{admin}/icfg", timeout=5))["initial_configuration"]
+    assert "server.4" not in initial and "dynamicConfigFile" not in initial  # as it started: three servers
 
 
 def test_shrink_five_to_three_under_writes(tmp_path: Path, tmp_ensembles: list[Ensemble]) -> None:
