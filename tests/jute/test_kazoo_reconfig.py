@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NoAuthError
+from kazoo.exceptions import BadVersionError, NoAuthError, UnimplementedError
 from kazoo.security import make_digest_acl_credential
 
 from tests.jute.conftest import start_kazoo, stop_kazoo
-from tests.procs import Ensemble
+from tests.procs import Ensemble, ServerProcess
 from zabby.membership import Membership
 
 
@@ -64,3 +64,20 @@ def test_kazoo_reconfig_add_remove_and_members(ensemble: Ensemble) -> None:
         stop_kazoo(admin)
         stop_kazoo(anyone)
         joiner.stop()
+
+
+def test_a_standalone_server_has_no_configuration_and_cannot_be_reconfigured(tmp_path: Path) -> None:
+    """As ZooKeeper's standalone server: ``/zookeeper/config`` is empty (it was a made-up
+    ``server.0=:0:0:participant``) and reconfig answers UNIMPLEMENTED once it is enabled (it
+    answered NEWCONFIGNOQUORUM)."""
+    server = ServerProcess(tmp_path, reconfigEnabled="true", skipACL="yes")
+    server.start()
+    kz = start_kazoo(server.hosts)
+    try:
+        assert kz.get("/zookeeper/config")[0] == b""
+        with pytest.raises(UnimplementedError):
+            kz.reconfig(joining="server.2=127.0.0.1:1:2;3", leaving=None, new_members=None)
+        assert kz.exists("/") is not None
+    finally:
+        stop_kazoo(kz)
+        server.kill()

@@ -129,6 +129,8 @@ class ClientCalls:
         self._proposals.append(Txn(zxid, caller.session_id, cxid, now, txn_type, body))
 
     def _prepare_reconfig(self, args: tuple[Any, ...], caller: Caller, zxid: int) -> tuple[int, tuple[Any, ...]]:
+        if self.config.reconfig_enabled and not self.config.peers:  # as ZooKeeper's PrepRequestProcessor
+            raise ZabbyError(Err.UNIMPLEMENTED, "a standalone server cannot be reconfigured")
         peer = self.peer
         synced = {self.config.server_id} | {info.sid for info in peer.status().learners if info.uptodate}
         in_progress = peer.proposed is not None or any(t.type == OpCode.RECONFIG for t in self._proposals)
