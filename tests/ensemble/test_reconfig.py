@@ -246,7 +246,7 @@ def test_shrink_five_to_three_under_writes(tmp_path: Path, tmp_ensembles: list[E
             ensemble.servers[sid].stop()
         writers.wait_progress()
     check_after(ensemble, writers, remaining, membership.version)
-    assert ensemble.wait_leader() == leader
+    assert ensemble.wait_leader() in remaining
 
     # the whole ensemble restarted: the three come back as a three-server ensemble, where two
     # are a quorum (they would not be of the five)
@@ -278,17 +278,16 @@ def test_replace_a_server_with_a_new_one_in_one_reconfig(tmp_path: Path, tmp_ens
 
 def test_remove_the_leader_under_writes_the_designated_leader_takes_over(tmp_path: Path, tmp_ensembles: list[Ensemble]) -> None:
     ensemble = started(tmp_ensembles, tmp_path, 3)
-    leader = ensemble.wait_leader()
-    remaining = set(ensemble.servers) - {leader}
     with Writers(ensemble.hosts) as writers:
         writers.wait_progress()
+        leader = ensemble.wait_leader()
+        remaining = set(ensemble.servers) - {leader}
         membership = reconfigure(ensemble, leader, leaving=str(leader))
         assert membership.voters == remaining
+        wait_until_leader(ensemble, remaining)
         writers.wait_progress()  # under the new leader, the old one still running
         ensemble.servers[leader].stop()
         writers.wait_progress()
-    new_leader = next(sid for sid in remaining if ensemble.servers[sid].mode() == "leader")
-    assert new_leader in remaining
     check_after(ensemble, writers, remaining, membership.version)
 
 
@@ -298,7 +297,7 @@ def test_a_reconfig_in_a_partition_commits_only_where_both_quorums_are(tmp_path:
     quorum of the old membership can ack it: it fails and changes nothing anywhere.  The
     majority elects a leader, and a different reconfig asked there commits; when the partition
     heals, the old leader drops its uncommitted proposal and takes the majority's membership."""
-    ensemble = Ensemble(tmp_path, 5, proxied=True, **SETTINGS)
+    ensemble = Ensemble(tmp_path, 5, proxied=True, syncLimit=10, **SETTINGS)  # 2 s: no election by a loaded machine
     tmp_ensembles.append(ensemble)
     ensemble.start()
     leader = ensemble.wait_leader()
@@ -309,6 +308,7 @@ def test_a_reconfig_in_a_partition_commits_only_where_both_quorums_are(tmp_path:
     with Writers(",".join(ensemble.servers[sid].hosts for sid in majority)) as writers:
         writers.wait_progress()
         with SyncClient(ensemble.servers[leader].hosts, timeout=4.0) as admin:
+            assert ensemble.wait_leader() == leader, "an election meanwhile: the machine is too loaded for this test"
             ensemble.blackhole(minority)
             with pytest.raises(Exception):  # noqa: B017 - refused, timed out or cut: anything but a commit
                 admin.reconfig(None, str(min(majority)), None, timeout=6.0)
