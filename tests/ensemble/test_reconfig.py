@@ -269,7 +269,8 @@ def test_replace_a_server_with_a_new_one_in_one_reconfig(tmp_path: Path, tmp_ens
     with Writers(ensemble.hosts) as writers:
         writers.wait_progress()
         ensemble.new_server(4, {1, 2, 3}).start(30)
-        membership = reconfigure(ensemble, gone, joining=ensemble.spec(4), leaving=str(gone))  # asked of the leaving one
+        asked = next(sid for sid in (1, 2, 3) if sid not in (gone, leader))  # a follower: it forwards the request
+        membership = reconfigure(ensemble, asked, joining=ensemble.spec(4), leaving=str(gone))
         assert membership.voters == {1, 2, 3, 4} - {gone}
         ensemble.servers[gone].stop()
         writers.wait_progress()
