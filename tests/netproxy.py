@@ -2,7 +2,9 @@
 
 Only loopback: it listens on 127.0.0.1 and forwards to 127.0.0.1.  Cutting closes the
 live connections and refuses new ones until healed, which is what a partition looks like to
-the servers (connections break, reconnects fail).
+the servers (connections break, reconnects fail).  A black hole instead keeps the connections
+and drops what they carry, so that the servers notice only by their timeouts; healing one
+closes the connections it spoiled.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ class LinkProxy:
         self.target_port = target_port
         self.port = free_port()
         self.cut = False
+        self.blackhole = False
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self._listener = socket.create_server(("127.0.0.1", self.port))
@@ -49,7 +52,8 @@ class LinkProxy:
                 data = source.recv(65536)
                 if not data:
                     break
-                dest.sendall(data)
+                if not self.blackhole:
+                    dest.sendall(data)
         except OSError:
             pass
         finally:
@@ -70,6 +74,14 @@ class LinkProxy:
                     sock.close()
                 except OSError:
                     pass
+
+    def set_blackhole(self, on: bool) -> None:
+        if on or not self.blackhole:
+            self.blackhole = on
+            return
+        self.set_cut(True)  # the streams lost bytes: start over
+        self.blackhole = False
+        self.set_cut(False)
 
     def close(self) -> None:
         self._closed = True

@@ -148,9 +148,12 @@ class Ensemble:
 
         self.servers: dict[int, ServerProcess] = {}
         self.proxies: dict[tuple[int, int], tuple[LinkProxy, LinkProxy]] = {}
+        self.workdir = workdir
+        self.overrides = overrides
         total = size + observers
         ports = {sid: (free_port(), free_port()) for sid in range(1, total + 1)}
         clients = {sid: free_port() for sid in ports}  # in the server lines: the web console asks each server
+        self.ports = {sid: (q, e, clients[sid]) for sid, (q, e) in ports.items()}  # each server's own (unproxied) ports
         role = {sid: ":observer" if sid > size else "" for sid in ports}
         for sid in range(1, total + 1):
             lines = {}
@@ -164,12 +167,36 @@ class Ensemble:
             (folder / "data" / "myid").write_text(f"{sid}\n")
             self.servers[sid] = ServerProcess(folder, port=clients[sid], **{"initLimit": 10, "syncLimit": 5, **lines, **overrides})
 
+    def spec(self, sid: int, observer: bool = False) -> str:
+        """Server ``sid``'s line of a dynamic configuration (its own ports, never a proxy's)."""
+        quorum, election, client = self.ports[sid]
+        return f"server.{sid}=127.0.0.1:{quorum}:{election}:{'observer' if observer else 'participant'};127.0.0.1:{client}"
+
+    def new_server(self, sid: int, members: set[int]) -> ServerProcess:
+        """A server that is to join: its config lists ``members`` and itself (as ZooKeeper's
+        joining servers do; it syncs without voting until a reconfig adds it).  Not started."""
+        self.ports[sid] = (free_port(), free_port(), free_port())
+        folder = self.workdir / f"server{sid}"
+        (folder / "data").mkdir(parents=True, exist_ok=True)
+        (folder / "data" / "myid").write_text(f"{sid}\n")
+        lines = dict(self.spec(other).split("=", 1) for other in sorted(members | {sid}))
+        server = self.servers[sid] = ServerProcess(folder, port=self.ports[sid][2], **{"initLimit": 10, "syncLimit": 5, **lines, **self.overrides})
+        return server
+
     def partition(self, group: set[int], cut: bool = True) -> None:
         """Cut (or heal) every link between ``group`` and the other servers, both ways."""
         for (source, target), pair in self.proxies.items():
             if (source in group) != (target in group):
                 for proxy in pair:
                     proxy.set_cut(cut)
+
+    def blackhole(self, group: set[int], on: bool = True) -> None:
+        """Drop (or stop dropping) what every link between ``group`` and the others carries,
+        both ways, keeping the connections up: the servers notice only by their timeouts."""
+        for (source, target), pair in self.proxies.items():
+            if (source in group) != (target in group):
+                for proxy in pair:
+                    proxy.set_blackhole(on)
 
     @property
     def hosts(self) -> str:

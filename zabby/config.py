@@ -96,6 +96,7 @@ class ServerConfig:
     dynamic_config_file: Path | None = None  # dynamicConfigFile: where the server.N lines live
     membership_version: int = 0  # the dynamic file's version= (0: a static configuration)
     source: Path | None = None  # the zoo.cfg this came from (a reconfig rewrites its dynamicConfigFile)
+    initial_text: str = ""  # that file's text at start (the admin's initial_configuration)
     peers: tuple[PeerAddress, ...] = ()
     server_id: int = 0
     extra: dict[str, str] = field(default_factory=dict)
@@ -233,7 +234,7 @@ def load(path: str | Path) -> ServerConfig:
     except OSError as exc:
         raise ConfigError(f"cannot read config {config_path}: {exc}") from None
     config = from_dict(parse_lines(text), base=config_path.resolve().parent)
-    return dataclasses.replace(config, source=config_path.resolve())
+    return dataclasses.replace(config, source=config_path.resolve(), initial_text=text)
 
 
 def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # noqa: PLR0915

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tests.procs import ServerProcess
 from tests.server.wire import raw_session
+from zabby.server import fourletter
 
 
 def _mntr(server: ServerProcess) -> dict[str, str]:
@@ -77,6 +78,12 @@ def test_admin_endpoint_and_metrics(zabby_server: ServerProcess) -> None:
     assert "zk_znode_count " in metrics
     assert "zabby_fsync_latency_seconds_bucket" in metrics
     assert 'zabby_request_latency_seconds_count{kind="write"}' in metrics
+    # the AdminServer's configuration commands; a standalone server has no voting view
+    assert json.load(urllib.request.urlopen(f"{base}/commands/voting_view", timeout=5))["current_config"] == {}
+    initial = json.load(urllib.request.urlopen(f"{base}/commands/initial_configuration", timeout=5))
+    assert initial["command"] == "initial_configuration"
+    assert initial["initial_configuration"] == zabby_server.config_path.read_text()
+    assert fourletter._masked("clientPort=1\nssl.keyStore.password=secret\n") == "clientPort=1\nssl.keyStore.password=********\n"
 
 
 def test_busy_admin_port_is_logged_and_server_serves(tmp_path: Path, zabby_server: ServerProcess) -> None:

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from tests.tree.harness import OPEN, Harness
-from zabby.opcodes import EventType
+from zabby.opcodes import EventType, OpCode
 from zabby.tree import acl as acls
+from zabby.tree.txns import Txn
 from zabby.tree.watches import WatchManager
 
 BOB = ("digest", "bob:hash")
@@ -69,3 +70,17 @@ def test_an_empty_acl_hides_nothing() -> None:
     anyone = Session("anyone")
     watches.add_data("/n", anyone)
     assert watches.trigger([(DELETED, "/n", ())]) == [(anyone, DELETED, "/n")]
+
+
+def test_a_committed_reconfig_reaches_the_watchers_of_zookeeper_config(h: Harness) -> None:
+    """The RECONFIG txn's event carries /zookeeper/config's ACL like every other event: without
+    it, applying a reconfig on a server where any watch was set failed the core (found by the
+    kazoo reconfig test: the server restarted its core, the client saw ConnectionLoss)."""
+    watches = WatchManager()
+    anyone = Session("anyone")
+    watches.add_data("/zookeeper/config", anyone)
+    text = "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\nversion=100000001\n"
+    h.zxid = 0x100000001
+    _, events = h.apply(Txn(h.zxid, 1, 1, h.now, OpCode.RECONFIG, (text,)))
+    assert events == [(CHANGED, "/zookeeper/config")] and h.last_acls == [acls.READ_ACL_UNSAFE]
+    assert watches.trigger(h.tree.apply(Txn(h.zxid + 1, 1, 2, h.now, OpCode.RECONFIG, (text,)))[1]) == [(anyone, CHANGED, "/zookeeper/config")]

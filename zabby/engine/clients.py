@@ -129,6 +129,8 @@ class ClientCalls:
         self._proposals.append(Txn(zxid, caller.session_id, cxid, now, txn_type, body))
 
     def _prepare_reconfig(self, args: tuple[Any, ...], caller: Caller, zxid: int) -> tuple[int, tuple[Any, ...]]:
+        if self.config.reconfig_enabled and not self.config.peers:  # as ZooKeeper's PrepRequestProcessor
+            raise ZabbyError(Err.UNIMPLEMENTED, "a standalone server cannot be reconfigured")
         peer = self.peer
         # As ZooKeeper's isQuorumSynced: followers only.  An observer is sent no proposals, so
         # it could not ack the reconfig that makes it a voter (it must follow first).

@@ -143,7 +143,8 @@ class Engine(ClientCalls):
         self._snapshot_running = False
         self._next_session_id = first_session_id(config.server_id, clock.wall_ms())
         self._membership_seen = (self.peer.membership, self.peer.proposed)
-        self.tree.show_config(self.peer.membership.text())
+        if not self.standalone:  # a standalone server's /zookeeper/config is empty, as ZooKeeper's
+            self.tree.show_config(self.peer.membership.text())
 
     # ----------------------------------------------------------------- state
     @property
@@ -576,7 +577,8 @@ class Engine(ClientCalls):
         self._replace_tree(recovered.tree)
         self._tree_committed = False
         self.peer = Peer(self.peer_config, recovered.durable)
-        self.tree.show_config(self.peer.membership.text())
+        if not self.standalone:
+            self.tree.show_config(self.peer.membership.text())
         self.soft = self.peer.soft_state()
         self.looking_since_ms = self.clock.monotonic_ms()
         LOGGER.info("core restarted from disk at 0x%x; looking for the leader", self.tree.last_zxid)

@@ -37,7 +37,7 @@ SNAPSHOT_STATES = frozenset({"leader", "follower", "observer", "standalone"})  #
 
 ALIASES = {
     "configuration": "conf", "config": "conf", "connections": "cons", "connection_stat_reset": "crst",
-    "environment": "envi", "env": "envi", "is_read_only": "isro", "monitor": "mntr",
+    "environment": "envi", "env": "envi", "initial_configuration": "icfg", "is_read_only": "isro", "monitor": "mntr",
     "server_stats": "srvr", "stats": "stat", "stat_reset": "srst", "watches": "wchc",
     "watches_by_path": "wchp", "watch_summary": "wchs",
 }  # fmt: skip

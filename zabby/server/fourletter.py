@@ -193,6 +193,35 @@ def _quorum_conf(c: ServerConfig, membership: Membership | None) -> dict[str, An
     }
 
 
+def voting_view_data(s: ServerStatistics) -> dict[str, Any]:
+    """ZooKeeper's AdminServer ``voting_view``: the voting members of the committed membership,
+    each as its QuorumServerView (``current_config`` is empty on a standalone server)."""
+    if s.membership is None:
+        return {"current_config": {}}
+    view = {}
+    for m in s.membership.members:
+        if m.observer:
+            continue
+        client_host = m.client_host or "0.0.0.0"
+        view[m.sid] = {
+            "server_addresses": [f"{m.host}:{m.quorum_port}"],
+            "election_addresses": [f"{m.host}:{m.election_port}"],
+            "client_address": f"{client_host}:{m.client_port}" if m.client_port is not None else "",
+            "learner_type": "participant",
+        }
+    return {"current_config": view}
+
+
+def _masked(config_text: str) -> str:
+    """The zoo.cfg text with the value of every ``*password*`` key hidden (ZooKeeper's
+    initial_configuration shows the file as it is)."""
+    lines = []
+    for line in config_text.splitlines(keepends=True):
+        key, sep, _ = line.partition("=")
+        lines.append(f"{key}=********\n" if sep and "password" in key.lower() else line)
+    return "".join(lines)
+
+
 def cons_data(s: ServerStatistics) -> dict[str, Any]:
     out = []
     for conn in sorted(_part(s.connections, Part.CONNECTIONS), key=lambda c: c.established_ms):
@@ -340,6 +369,9 @@ DATA: dict[str, Callable[[ServerStatistics], dict[str, Any]]] = {
     "srst": lambda s: {},
     "dirs": dirs_data,
     "hash": lambda s: {"digests": [{"zxid": z, "digest": d} for z, d in _part(s.digests, Part.DIGESTS)]},
+    # the AdminServer's own commands, no four-letter word
+    "icfg": lambda s: {"initial_configuration": _masked(s.config.initial_text)},
+    "voting_view": voting_view_data,
 }
 
 # What each command reads beyond the server's figures: the parts its snapshot must take.

@@ -280,7 +280,7 @@ class DataTree:
         node.version += 1
         node.mzxid = txn.zxid
         node.mtime = txn.time_ms
-        events.append((EventType.NODE_DATA_CHANGED, ZOOKEEPER_CONFIG))
+        events.append((EventType.NODE_DATA_CHANGED, ZOOKEEPER_CONFIG, node.acl))
         return data, node.stat()
 
     def show_config(self, text: str) -> None:
