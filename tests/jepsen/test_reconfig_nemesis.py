@@ -112,7 +112,7 @@ def test_redirect_library_sends_a_connect_to_the_link_proxy(tmp_path) -> None:  
         except OSError:
             pass
 
-    threads = [threading.Thread(target=accept, args=(s, n), daemon=True) for s, n in ((proxy, "proxy"), (real, "real"))]
+    threads = [threading.Thread(target=accept, args=(proxy, "proxy"), daemon=True)]  # (real only listens)
     for thread in threads:
         thread.start()
     real_port, proxy_port = real.getsockname()[1], proxy.getsockname()[1]
@@ -121,5 +121,9 @@ def test_redirect_library_sends_a_connect_to_the_link_proxy(tmp_path) -> None:  
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=30)
     threads[0].join(10)
     assert seen == ["proxy"]
-    proxy.close()
+    # nobody listens behind the proxy: refused at once, as without a proxy
     real.close()
+    refused = f"import socket\ntry:\n socket.create_connection(('127.0.0.1', {real_port}), timeout=10)\nexcept ConnectionRefusedError:\n print('refused')"
+    done = subprocess.run([sys.executable, "-c", refused], env=env, check=True, timeout=30, capture_output=True, text=True)
+    assert done.stdout.strip() == "refused"
+    proxy.close()

@@ -113,9 +113,11 @@ class Server:
             return [self.dir / "server.log"]
         return [self.dir / "zookeeper.log", self.dir / "stdout.log"]
 
-    def member_spec(self, observer: bool = False) -> str:
-        """This server's ``server.N=`` line (real ports; the redirect library finds the proxies)."""
-        return f"server.{self.sid}=127.0.0.1:{self.quorum_port}:{self.election_port}:{'observer' if observer else 'participant'}"
+    def member_spec(self, observer: bool = False, client: bool = False) -> str:
+        """This server's ``server.N=`` line (real ports; the redirect library finds the proxies);
+        ``client``: with its client address, which ZooKeeper requires in a reconfig's joining."""
+        line = f"server.{self.sid}=127.0.0.1:{self.quorum_port}:{self.election_port}:{'observer' if observer else 'participant'}"
+        return f"{line};127.0.0.1:{self.client_port}" if client else line
 
     def write_config(self, members: list[str]) -> None:
         """A fresh zoo.cfg whose membership is ``members`` (``server.N=...`` lines); any

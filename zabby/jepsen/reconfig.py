@@ -173,7 +173,7 @@ class Reconfigurer:
 
     def _lines(self, change: Change) -> list[str]:
         every = self.cluster.every
-        return [every[sid].member_spec() for sid in change.joining] + [every[sid].member_spec(observer=True) for sid in change.observers]
+        return [every[sid].member_spec(client=True) for sid in change.joining] + [every[sid].member_spec(observer=True, client=True) for sid in change.observers]
 
     def apply(self, change: Change, current: Membership) -> str:
         """Start who must start, reconfigure, stop who must stop; the reconfig's outcome."""
