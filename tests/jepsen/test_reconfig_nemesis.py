@@ -127,3 +127,9 @@ def test_redirect_library_sends_a_connect_to_the_link_proxy(tmp_path) -> None:  
     done = subprocess.run([sys.executable, "-c", refused], env=env, check=True, timeout=30, capture_output=True, text=True)
     assert done.stdout.strip() == "refused"
     proxy.close()
+
+
+def test_servers_run_this_checkouts_code() -> None:
+    from zabby.jepsen import cluster
+
+    assert (cluster.CHECKOUT / "zabby" / "jepsen" / "cluster.py").resolve() == __import__("pathlib").Path(cluster.__file__).resolve()

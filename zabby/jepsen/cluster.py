@@ -46,6 +46,7 @@ PROCESS_WAIT_S = 10.0
 RESTARTS_MAX = 5  # per server and run, for servers that died on their own
 ZK_HEAP = "256m"
 REDIRECT_SOURCE = Path(__file__).with_name("redirect.c")
+CHECKOUT = Path(__file__).resolve().parents[2]  # the zabby servers run this checkout's code
 REDIRECT_ENV = "ZABBY_JEPSEN_REDIRECT"
 
 TRACEBACK_MARKERS = {
@@ -148,6 +149,8 @@ class Server:
 
     def launch(self) -> None:
         env = {**os.environ, "ZABBY_DISK_FAULTS": str(self.disk_faults_path), REDIRECT_ENV: ",".join(f"{a}={b}" for a, b in sorted(self.redirect.items()))}
+        # not whatever checkout the interpreter has installed (an editable install of another one)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH", "")]))
         if self.redirect_library is not None:
             env["LD_PRELOAD"] = " ".join(filter(None, [str(self.redirect_library), os.environ.get("LD_PRELOAD", "")]))
         log_name = "server.log" if self.spec.system == "zabby" else "stdout.log"
