@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -92,7 +93,7 @@ def test_roles_read_zookeeper_and_zabby_config_text() -> None:
     assert roles(membership) == {1: "participant", 2: "observer"} and membership.version == 0x100000003
 
 
-def test_redirect_library_sends_a_connect_to_the_link_proxy(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_redirect_library_sends_a_connect_to_the_link_proxy() -> None:
     from zabby.jepsen.cluster import REDIRECT_ENV, build_redirect
 
     try:
@@ -117,7 +118,7 @@ def test_redirect_library_sends_a_connect_to_the_link_proxy(tmp_path) -> None:  
         thread.start()
     real_port, proxy_port = real.getsockname()[1], proxy.getsockname()[1]
     code = f"import socket; socket.create_connection(('127.0.0.1', {real_port}), timeout=10).close()"
-    env = {"LD_PRELOAD": str(library), REDIRECT_ENV: f"1={proxy_port + 0},{real_port}={proxy_port}"}
+    env = {"LD_PRELOAD": str(library), REDIRECT_ENV: f"1={proxy_port},{real_port}={proxy_port}"}  # (a mapping it never uses first)
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=30)
     threads[0].join(10)
     assert seen == ["proxy"]
@@ -132,4 +133,4 @@ def test_redirect_library_sends_a_connect_to_the_link_proxy(tmp_path) -> None:  
 def test_servers_run_this_checkouts_code() -> None:
     from zabby.jepsen import cluster
 
-    assert (cluster.CHECKOUT / "zabby" / "jepsen" / "cluster.py").resolve() == __import__("pathlib").Path(cluster.__file__).resolve()
+    assert (cluster.CHECKOUT / "zabby" / "jepsen" / "cluster.py").resolve() == Path(cluster.__file__).resolve()
