@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from zabby.jepsen import report  # noqa: E402
 from zabby.jepsen.cluster import ZK_JAR  # noqa: E402
-from zabby.jepsen.nemesis import GROUPS, KINDS  # noqa: E402
+from zabby.jepsen.nemesis import ALL_KINDS, GROUPS  # noqa: E402
 from zabby.jepsen.runner import RunSpec, run_once  # noqa: E402
 from zabby.jepsen.workloads import WorkloadSpec  # noqa: E402
 
@@ -36,7 +36,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--servers", type=int, choices=[3, 5], default=3)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of workload under faults, per run")
-    parser.add_argument("--nemesis", default="mixed", help=f"a group {sorted(GROUPS)} or a comma-separated list of {list(KINDS)}")
+    parser.add_argument("--nemesis", default="mixed", help=f"a group {sorted(GROUPS)} or a comma-separated list of {list(ALL_KINDS)}")
     parser.add_argument("--seed", type=int, help="the first run's seed (the next runs use seed+1, ...); random if not given")
     parser.add_argument("--clients", default="zabby,kazoo", help="client kinds the workers take turns with (zookeeper: kazoo only)")
     parser.add_argument("--workers", type=int, default=4)
@@ -90,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     failed = [r for r in records if not r["ok"]]
     print(f"\n{len(records) - len(failed)}/{len(records)} runs passed (seeds {first_seed}..{first_seed + args.runs - 1})\n")
     print(report.markdown_table(records))
+    if any("reconfigs" in record for record in records):
+        (args.out / "reconfig-table.md").write_text(report.reconfig_table(report.read_jsonl(args.out / "results.jsonl")))
+        print(report.reconfig_table(records))
     for record in failed:
         print(f"failed seed {record['seed']}: {record['reproduce']}")
     return 1 if failed else 0

@@ -68,3 +68,20 @@ def test_local_sessions_live_with_their_connection_and_go_when_a_leader_is_found
 def test_no_local_session_unless_read_only() -> None:
     with pytest.raises(ZabbyError):
         make_engine(read_only_enabled=True).create_local_session(4000)
+
+
+def test_a_learner_whose_core_left_its_leader_refuses_writes_until_the_shell_catches_up() -> None:
+    """Jepsen reconfig run (seed 14201): a reconfig committed that took the leader out; the
+    follower's core went looking in the Ready being carried out while the shell still showed
+    it serving, and a client write in that window hit ``forward`` with no leader to forward to
+    (InvariantError: only a learner forwards requests).  It is a lost connection instead."""
+    engine = make_engine([create(1)])
+    Driver(engine).run()
+    assert engine.peer.learner is None  # the core is looking...
+    engine.soft = SoftState(ServerState.FOLLOWING, ZabPhase.BROADCAST, 2, 1, True)  # ...the shell not yet
+    with pytest.raises(ZabbyError) as refused:
+        engine.submit(int(OpCode.CREATE), ("/x", b"", [], 0, None), Caller(0, []), 1, lambda txn, result: None)
+    assert refused.value.code == Err.CONNECTIONLOSS
+    with pytest.raises(ZabbyError) as refused:
+        engine.client_sync(0, 2, lambda: None)
+    assert refused.value.code == Err.CONNECTIONLOSS

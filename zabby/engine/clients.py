@@ -141,14 +141,16 @@ class ClientCalls:
 
     def _check_serving(self) -> None:
         """A leader whose core stepped down in the Ready being carried out still looks like
-        one until that Ready is done: it takes nothing more.
+        one until that Ready is done: it takes nothing more.  So does a learner whose core
+        left its leader (a committed reconfig took the leader out): it has nobody to forward to.
 
         Raises:
             ZabbyError: NOTREADONLY in read-only mode, CONNECTIONLOSS when not serving.
         """
         if self.read_only:
             raise ZabbyError(Err.NOTREADONLY, "this server is in read-only mode: writes and syncs need a quorum")
-        if not self.serving or (self.is_leader and not self.peer.established_leader):
+        stale = not self.peer.established_leader if self.is_leader else self.peer.learner is None
+        if not self.serving or stale:
             raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
 
     def _session_open(self, session_id: int) -> bool:

@@ -1,10 +1,13 @@
 """N real server processes of zabby or of Apache ZooKeeper 3.8 on 127.0.0.1, every peer link
 and every client connection through a proxy of ``zabby.jepsen.proxy``.
 
-Layout: server i's zoo.cfg names its own quorum and election ports as they are, and server
-j's ports as the ports of proxy (i -> j) (one proxy per directed link and port kind), so
-each server reaches each other one only through a link the nemesis controls; ZooKeeper
-accepts a different zoo.cfg per server just as zabby does.  Clients reach server i through
+Layout: every server's zoo.cfg names every server's real quorum and election ports (one
+membership for all, as a reconfig hands out), and server i runs with ``redirect.c``
+preloaded: its connect() to server j's quorum or election port goes to the proxy of the
+directed link (i -> j) instead (one proxy per directed link and port kind), so each server
+reaches each other one only through a link the nemesis controls, before and after any
+reconfig.  Spare servers (``spares``, for the reconfig nemesis) have their ports, folders and
+links from the start, and run only while they are members.  Clients reach server i through
 client proxy i (so their connections can be reset mid-request); the harness's own checks
 (four-letter words, per-server reads) go to the real client ports.
 
@@ -16,6 +19,7 @@ SIGKILL, SIGSTOP and SIGCONT reach all of it.  ``stop()`` kills every group; cal
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import os
 import re
@@ -24,12 +28,14 @@ import subprocess
 import sys
 import threading
 import time
+import tempfile
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from zabby.local import four_letter, free_port
+from zabby.membership import Membership
 from zabby.jepsen.proxy import LinkProxy, ProxyHub
 
 JAVA_DIR = Path("/usr/share/java")
@@ -39,6 +45,9 @@ FOUR_LETTER_TIMEOUT_S = 2.0
 PROCESS_WAIT_S = 10.0
 RESTARTS_MAX = 5  # per server and run, for servers that died on their own
 ZK_HEAP = "256m"
+REDIRECT_SOURCE = Path(__file__).with_name("redirect.c")
+CHECKOUT = Path(__file__).resolve().parents[2]  # the zabby servers run this checkout's code
+REDIRECT_ENV = "ZABBY_JEPSEN_REDIRECT"
 
 TRACEBACK_MARKERS = {
     "zabby": ("Traceback (most recent call last)", " CRITICAL "),
@@ -67,6 +76,8 @@ class ClusterSpec:
     init_limit: int = 10
     sync_limit: int = 5
     snap_count: int = 2000  # small, so snapshots (and SNAP syncs) happen during a run
+    reconfig: bool = False  # reconfigEnabled=true and skipACL=yes (every session a superuser)
+    spares: int = 0  # servers n+1.. that only run while a reconfig made them members
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,6 +104,9 @@ class Server:
         self.down_by_nemesis = False  # killed on purpose: not a death
         self.paused = False
         self.restarts_after_death = 0
+        self.removed = False  # stopped because a reconfig took it out: only a rejoin restarts it
+        self.redirect: dict[int, int] = {}  # real peer port -> the port of this server's link proxy
+        self.redirect_library: Path | None = None
 
     @property
     def log_paths(self) -> list[Path]:
@@ -100,17 +114,25 @@ class Server:
             return [self.dir / "server.log"]
         return [self.dir / "zookeeper.log", self.dir / "stdout.log"]
 
-    def write_config(self, peers: dict[int, tuple[int, int]]) -> None:
-        """``peers``: sid -> (quorum port, election port) as this server must dial them."""
+    def member_spec(self, observer: bool = False, client: bool = False) -> str:
+        """This server's ``server.N=`` line (real ports; the redirect library finds the proxies);
+        ``client``: with its client address, which ZooKeeper requires in a reconfig's joining."""
+        line = f"server.{self.sid}=127.0.0.1:{self.quorum_port}:{self.election_port}:{'observer' if observer else 'participant'}"
+        return f"{line};127.0.0.1:{self.client_port}" if client else line
+
+    def write_config(self, members: list[str]) -> None:
+        """A fresh zoo.cfg whose membership is ``members`` (``server.N=...`` lines); any
+        dynamicConfigFile a reconfig made the server write is forgotten."""
         settings: dict[str, object] = {
             "tickTime": self.spec.tick_ms, "initLimit": self.spec.init_limit, "syncLimit": self.spec.sync_limit,
             "dataDir": self.data_dir, "clientPort": self.client_port, "clientPortAddress": "127.0.0.1",
             "maxClientCnxns": 0, "snapCount": self.spec.snap_count, "4lw.commands.whitelist": "*",
             "admin.enableServer": "false", "forceSync": "yes",
         }  # fmt: skip
-        for other, (quorum, election) in sorted(peers.items()):
-            settings[f"server.{other}"] = f"127.0.0.1:{quorum}:{election}"
-        self.config_path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        if self.spec.reconfig:
+            settings.update({"reconfigEnabled": "true", "skipACL": "yes"})
+        lines = [f"{key}={value}\n" for key, value in settings.items()] + [f"{line}\n" for line in members]
+        self.config_path.write_text("".join(lines))
         if self.spec.system == "zookeeper":
             (self.dir / "log4j.properties").write_text(LOG4J)
 
@@ -119,19 +141,24 @@ class Server:
             return [sys.executable, "-m", "zabby.server.main", str(self.config_path)]
         classpath = ":".join([str(self.dir), str(ZK_JAR), str(JAVA_DIR / "slf4j-log4j12.jar"), str(JAVA_DIR / "log4j-1.2.jar")])
         return [
-            "java", f"-Xmx{ZK_HEAP}", "-XX:+UseG1GC", f"-Dzookeeper.log.dir={self.dir}",
+            "java", f"-Xmx{ZK_HEAP}", "-XX:+UseG1GC", "-Djava.net.preferIPv4Stack=true", f"-Dzookeeper.log.dir={self.dir}",
             f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}", "-Dzookeeper.admin.enableServer=false",
             "-Dzookeeper.jmx.log4j.disable=true", "-cp", classpath,
             "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.config_path),
         ]  # fmt: skip
 
     def launch(self) -> None:
-        env = {**os.environ, "ZABBY_DISK_FAULTS": str(self.disk_faults_path)}
+        env = {**os.environ, "ZABBY_DISK_FAULTS": str(self.disk_faults_path), REDIRECT_ENV: ",".join(f"{a}={b}" for a, b in sorted(self.redirect.items()))}
+        # not whatever checkout the interpreter has installed (an editable install of another one)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH", "")]))
+        if self.redirect_library is not None:
+            env["LD_PRELOAD"] = " ".join(filter(None, [str(self.redirect_library), os.environ.get("LD_PRELOAD", "")]))
         log_name = "server.log" if self.spec.system == "zabby" else "stdout.log"
         with open(self.dir / log_name, "ab") as log:
             self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.dir, env=env, start_new_session=True)
         self.down_by_nemesis = False
         self.paused = False
+        self.removed = False
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -200,6 +227,22 @@ class Server:
                     in_traceback = False
         return crashes, errors
 
+    def dynamic_membership(self) -> Membership | None:
+        """The membership in this server's files: the dynamicConfigFile its zoo.cfg names (as a
+        reconfig rewrites them), or else the zoo.cfg's own server lines; None if unreadable."""
+        try:
+            text = self.config_path.read_text()
+            names = [line.split("=", 1)[1].strip() for line in text.splitlines() if line.startswith("dynamicConfigFile=")]
+            if not names:
+                return Membership.parse(text)
+            path = Path(names[-1]) if Path(names[-1]).is_absolute() else self.dir / names[-1]
+            membership = Membership.parse(path.read_text())
+            if "version=" not in path.read_text():  # ZooKeeper's file carries it in its name only
+                membership = membership.with_version(int(path.name.rsplit(".", 1)[1], 16))
+            return membership
+        except (OSError, ValueError):  # (MembershipError is a ValueError)
+            return None
+
     def set_slow_disk(self, fsync_delay_ms: int) -> None:
         """The zabby server rereads this file at most every ~100 ms (ZABBY_DISK_FAULTS)."""
         if fsync_delay_ms > 0:
@@ -225,39 +268,47 @@ class Cluster:
         self.spec = spec
         self.hub = ProxyHub()
         _live_clusters.add(self)
-        self.servers = {sid: Server(spec, sid) for sid in range(1, spec.servers + 1)}
+        every = {sid: Server(spec, sid) for sid in range(1, spec.servers + spec.spares + 1)}
+        self.servers = {sid: every[sid] for sid in range(1, spec.servers + 1)}  # the servers in play (members, or removed ones)
+        self.spares = {sid: server for sid, server in every.items() if sid not in self.servers}  # not in play, not running
+        self.original = tuple(sorted(self.servers))  # the voters every heal restores
         self.links: dict[tuple[int, int], tuple[LinkProxy, LinkProxy]] = {}
         self.client_proxies: dict[int, LinkProxy] = {}
         self.deaths: list[Death] = []
         self.clock: Callable[[], float] = time.monotonic  # the runner sets its history's clock
         self._lock = threading.RLock()  # the nemesis, the monitor and the runner all change processes
-        for sid, server in self.servers.items():
-            peers = {}
-            for other, target in self.servers.items():
+        library = build_redirect()
+        members = [server.member_spec() for server in self.servers.values()]
+        for sid, server in every.items():
+            server.redirect_library = library
+            for other, target in every.items():
                 if other == sid:
-                    peers[other] = (server.quorum_port, server.election_port)
                     continue
                 pair = (self.hub.add(target.quorum_port, f"{sid}->{other} quorum"), self.hub.add(target.election_port, f"{sid}->{other} election"))
                 self.links[(sid, other)] = pair
-                peers[other] = (pair[0].port, pair[1].port)
-            server.write_config(peers)
+                server.redirect[target.quorum_port], server.redirect[target.election_port] = pair[0].port, pair[1].port
+            server.write_config(members if sid in self.servers else [*members, server.member_spec()])
             self.client_proxies[sid] = self.hub.add(server.client_port, f"clients->{sid}")
 
     # -- addresses -----------------------------------------------------------------------------
 
     @property
+    def every(self) -> dict[int, Server]:
+        return {**self.servers, **self.spares}
+
+    @property
     def hosts(self) -> str:
-        """Every server, through its client proxy (what the workload's clients use)."""
+        """Every server (spares too), through its client proxy (what the workload's clients use)."""
         return ",".join(f"127.0.0.1:{proxy.port}" for proxy in self.client_proxies.values())
 
     def direct_hosts(self, sid: int) -> str:
-        return f"127.0.0.1:{self.servers[sid].client_port}"
+        return f"127.0.0.1:{self.every[sid].client_port}"
 
     def pids(self) -> dict[int, int]:
-        return {sid: s.proc.pid for sid, s in self.servers.items() if s.proc is not None and s.alive()}
+        return {sid: s.proc.pid for sid, s in self.every.items() if s.proc is not None and s.alive()}
 
     def log_paths(self) -> dict[int, list[Path]]:
-        return {sid: s.log_paths for sid, s in self.servers.items()}
+        return {sid: s.log_paths for sid, s in self.every.items()}
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -308,12 +359,36 @@ class Cluster:
             self.servers[sid].signal_group(signal.SIGCONT)
             self.servers[sid].paused = False
 
+    def remove(self, sid: int) -> None:
+        """Stop a server a reconfig took out: no heal restarts it, only ``rejoin``."""
+        with self._lock:
+            self.kill(sid)
+            self.every[sid].removed = True
+
+    def rejoin(self, sid: int, members: list[str]) -> None:
+        """(Re)start a server with a zoo.cfg listing ``members`` (the current members plus
+        itself, as a joining server is started); a spare comes into play."""
+        with self._lock:
+            server = self.every[sid]
+            server.kill()
+            server.write_config(members)
+            self.servers[sid] = self.spares.pop(sid, server)
+            server.launch()
+
+    def retire(self, sid: int) -> None:
+        """A spare that left the membership: stopped and out of play again."""
+        with self._lock:
+            if sid in self.original:
+                return
+            self.remove(sid)
+            self.spares[sid] = self.servers.pop(sid)
+
     def reap_deaths(self) -> list[Death]:
         """Servers that exited without the nemesis killing them: record each death once and
         start the server again (a supervisor would), at most RESTARTS_MAX times."""
         found = []
         with self._lock:
-            for sid, server in self.servers.items():
+            for sid, server in self.every.items():
                 if server.proc is None or server.alive() or server.down_by_nemesis:
                     continue
                 death = Death(sid=sid, exit_code=server.proc.returncode, time_s=self.clock())
@@ -334,13 +409,13 @@ class Cluster:
                 server.set_slow_disk(0)
                 if server.paused:
                     self.resume(sid)
-                if server.down_by_nemesis and not server.alive():
+                if server.down_by_nemesis and not server.removed and not server.alive():
                     server.launch()
 
     def stop(self) -> None:
         """Kill every server and close every proxy.  Bounded; safe to call twice."""
         with self._lock:
-            for server in self.servers.values():
+            for server in self.every.values():
                 try:
                     server.kill()
                 except Exception:  # noqa: BLE001 - stop the others all the same
@@ -348,3 +423,14 @@ class Cluster:
                 server.down_by_nemesis = True  # stopped on purpose: a later heal must not relaunch
         self.hub.close()
         _live_clusters.discard(self)
+
+
+def build_redirect() -> Path:
+    """``redirect.c`` compiled once per source version (cached in the temp dir)."""
+    digest = hashlib.sha256(REDIRECT_SOURCE.read_bytes()).hexdigest()[:16]
+    library = Path(tempfile.gettempdir()) / f"zabby-jepsen-redirect-{digest}.so"
+    if not library.exists():
+        partial = library.with_name(f"{library.name}.{os.getpid()}")
+        subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(partial), str(REDIRECT_SOURCE), "-ldl"], check=True, capture_output=True, timeout=60)
+        os.replace(partial, library)
+    return library

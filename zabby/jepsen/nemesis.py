@@ -21,6 +21,11 @@ Fault kinds (``KINDS``):
   mid-request since the workers never pause;
 * ``slow-disk``: fsync on the leader, or on a majority, delayed by 200 ms (zabby only: the
   server reads ``ZABBY_DISK_FAULTS``; ZooKeeper has no such hook).
+
+Membership changes (``RECONFIG_KINDS``, ``zabby.jepsen.reconfig``): ``reconfig-remove``,
+``reconfig-observer``, ``reconfig-replace`` and ``reconfig-partition``, in the groups
+``reconfig`` and ``mixed-reconfig`` (every kind above and these); ``mixed`` does not draw
+them.  With a ``Reconfigurer``, every heal also puts the original membership back.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from dataclasses import dataclass
 from zabby.jepsen.cluster import Cluster
 from zabby.jepsen.history import FAIL, OK, History
 from zabby.jepsen.proxy import Direction, Mode
+from zabby.jepsen.reconfig import RECONFIG_KINDS, Reconfigurer
 
 KINDS = (
     "kill-leader", "kill-follower", "kill-random", "kill-majority", "pause-leader", "pause-random",
@@ -48,7 +54,10 @@ GROUPS = {
     "clients": ("client-reset",),
     "disk": ("slow-disk",),
     "none": (),
+    "reconfig": RECONFIG_KINDS,
+    "mixed-reconfig": KINDS + RECONFIG_KINDS,
 }
+ALL_KINDS = KINDS + RECONFIG_KINDS
 ZABBY_ONLY = frozenset({"slow-disk"})
 SLOW_FSYNC_MS = 200
 FAULTS_MAX = 10_000
@@ -69,10 +78,20 @@ def kinds_for(nemesis: str) -> tuple[str, ...]:
     names = GROUPS.get(nemesis)
     if names is None:
         names = tuple(part.strip() for part in nemesis.split(",") if part.strip())
-        unknown = [name for name in names if name not in KINDS]
+        unknown = [name for name in names if name not in ALL_KINDS]
         if unknown:
-            raise ValueError(f"unknown nemesis {unknown}: use one of {sorted(GROUPS)} or kinds {list(KINDS)}")
+            raise ValueError(f"unknown nemesis {unknown}: use one of {sorted(GROUPS)} or kinds {list(ALL_KINDS)}")
     return names
+
+
+def reconfigures(kinds: tuple[str, ...]) -> bool:
+    """Whether the servers must accept reconfig (reconfigEnabled, a superuser)."""
+    return any(kind in RECONFIG_KINDS for kind in kinds)
+
+
+def spares_for(kinds: tuple[str, ...]) -> int:
+    """Spare servers a schedule of ``kinds`` needs (one, to replace a member with)."""
+    return 1 if "reconfig-replace" in kinds else 0
 
 
 def supported(kind: str, system: str) -> bool:
@@ -98,9 +117,10 @@ def schedule(seed: int, duration_s: float, kinds: tuple[str, ...], fault_s: floa
 class Nemesis(threading.Thread):
     """Runs a schedule against a cluster, recording every fault in the history."""
 
-    def __init__(self, cluster: Cluster, history: History, faults: list[Fault], stop: threading.Event) -> None:
+    def __init__(self, cluster: Cluster, history: History, faults: list[Fault], stop: threading.Event, reconfigurer: Reconfigurer | None = None) -> None:
         super().__init__(name="nemesis", daemon=True)
         self.cluster, self.history, self.faults, self.stop_event = cluster, history, faults, stop
+        self.reconfigurer = reconfigurer
         self.injected: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()  # kinds this system has no hook for
         self.error = ""
@@ -123,7 +143,7 @@ class Nemesis(threading.Thread):
         rng = random.Random(fault.draw)
         op_id = self.history.invoke("nemesis", fault.kind, "", None)
         try:
-            target = START[fault.kind](self.cluster, rng)
+            target = self._reconfig(fault.kind, rng) if fault.kind in RECONFIG_KINDS else START[fault.kind](self.cluster, rng)
             self.injected[fault.kind] += 1
             self.history.complete(op_id, OK, target)
             ends_at = self.history.now_s() + fault.duration_s
@@ -138,7 +158,21 @@ class Nemesis(threading.Thread):
         finally:
             heal_id = self.history.invoke("nemesis", "heal", "", None)
             self.cluster.heal()
-            self.history.complete(heal_id, OK, None)
+            restored = self.reconfigurer.restore() if self.reconfigurer is not None else True
+            self.cluster.heal()  # (a server the restore started or stopped is as it should be)
+            self.history.complete(heal_id, OK if restored else FAIL, None, "" if restored else "the original membership is not back")
+
+    def _reconfig(self, kind: str, rng: random.Random) -> object:
+        if self.reconfigurer is None:
+            raise RuntimeError("no reconfigurer: the servers do not accept reconfig")
+        if kind != "reconfig-partition":
+            return self.reconfigurer.fault(kind, rng)
+        cut = _halves(self.cluster, rng) if rng.random() < 0.5 else [_isolate_leader(self.cluster, rng, Mode.CUT)]
+        self.stop_event.wait(rng.uniform(0.2, 2.0))  # the servers notice the cut, or not yet
+        try:
+            return {"cut": cut, **self.reconfigurer.fault(kind, rng)}
+        except Exception as exc:  # noqa: BLE001 - no quorum on the admin's side: the cut still counts
+            return {"cut": cut, "reconfig": f"not attempted: {type(exc).__name__}: {exc}"[:300]}
 
     def _flap(self, group: list[int], rng: random.Random, ends_at: float) -> None:
         cut = True

@@ -75,4 +75,38 @@ def run_line(record: dict[str, Any]) -> str:
         f"({ops.get('ok', 0)} ok, {ops.get('fail', 0)} fail, {ops.get('unknown', 0)} unknown), "
         f"faults {sum(record.get('faults', {}).values())}, linearizable {record.get('linearizable')}, "
         f"converged in {record.get('converge_s')} s, longest write gap {record.get('longest_write_gap_s')} s"
+        + (f", reconfigs {_outcomes(record['reconfigs'])}" if record.get("reconfigs") else "")
     )
+
+
+def _outcomes(counts: dict[str, int]) -> str:
+    return f"{counts.get('ok', 0)} ok / {counts.get('fail', 0)} failed / {counts.get('unknown', 0)} unknown"
+
+
+RECONFIG_HEADER = (
+    "| system | servers | nemesis | runs | failed runs | operations (ok / fail / unknown) | reconfig faults injected "
+    "| reconfigs (ok / failed / unknown) | linearizable | lost / duplicated writes | server processes died "
+    "| membership restored on every server | converge after heal (median / max) | commit |"
+)
+
+
+def reconfig_table(records: list[dict[str, Any]]) -> str:
+    """The runs that reconfigured, one row per configuration (docs/reliability.md, Reconfiguration)."""
+    groups: dict[tuple[str, int, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        if "reconfigs" in record:
+            groups[configuration(record)].append(record)
+    rows = []
+    for (system, servers, _, nemesis), runs in sorted(groups.items()):
+        cells = _row((system, servers, "-", nemesis), runs).strip("| ").split(" | ")
+        reconfigs: Counter[str] = Counter()
+        faults: Counter[str] = Counter()
+        for run in runs:
+            reconfigs.update(run.get("reconfigs", {}))
+            faults.update({kind: n for kind, n in run.get("faults", {}).items() if kind.startswith("reconfig-")})
+        restored = sum(1 for run in runs if run.get("membership") and not any("membership" in f or "dynamic config" in f or "config version" in f for f in run.get("failures", [])))
+        fault_text = f"{sum(faults.values())} (" + ", ".join(f"{kind} {count}" for kind, count in sorted(faults.items())) + ")"
+        row = [system, str(servers), nemesis, cells[4], cells[5], cells[6], fault_text, _outcomes(reconfigs), cells[8], cells[9], cells[10], f"{restored} / {len(runs)} runs", cells[12], cells[13]]
+        rows.append("| " + " | ".join(row) + " |")
+    rule = "|" + "---|" * RECONFIG_HEADER.count(" | ") + "---|"
+    return "\n".join([RECONFIG_HEADER, rule, *rows]) + "\n"

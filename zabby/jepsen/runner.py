@@ -31,7 +31,9 @@ from zabby.jepsen import checker, clients
 from zabby.jepsen.cluster import Cluster, ClusterSpec
 from zabby.jepsen.converge import Convergence, Inspector, ServingClock, Tree, reader_kind
 from zabby.jepsen.history import OK, History, longest_write_gap_s
-from zabby.jepsen.nemesis import SLOW_FSYNC_MS, Nemesis, kinds_for, schedule
+from zabby.jepsen.nemesis import SLOW_FSYNC_MS, Nemesis, kinds_for, reconfigures, schedule, spares_for
+from zabby.jepsen.reconfig import CONFIG_PATH, Reconfigurer
+from zabby.membership import Membership
 from zabby.jepsen.workloads import EPHEMERALS, INITIAL_VALUE, SEQUENCE, SessionChurner, Worker, WorkloadSpec, register_path, setup
 
 MONITOR_POLL_S = 0.5
@@ -86,7 +88,9 @@ def run_once(spec: RunSpec) -> dict[str, Any]:
                               "clients": list(effective_clients(spec)), "duration_s": spec.duration_s, "tick_ms": spec.tick_ms,
                               "dir": str(run_dir), "commit": git_commit(), "reproduce": reproduce_command(spec),
                               "failures": [], "notes": []}  # fmt: skip
-    cluster = Cluster(ClusterSpec(system=spec.system, servers=spec.servers, workdir=run_dir, tick_ms=spec.tick_ms, init_limit=spec.init_limit, sync_limit=spec.sync_limit))
+    kinds = kinds_for(spec.nemesis)
+    cluster = Cluster(ClusterSpec(system=spec.system, servers=spec.servers, workdir=run_dir, tick_ms=spec.tick_ms, init_limit=spec.init_limit, sync_limit=spec.sync_limit,
+                                  reconfig=reconfigures(kinds), spares=spares_for(kinds)))  # fmt: skip
     cluster.clock = history.now_s
     abort = threading.Event()
     watchdog = threading.Timer(_budget_s(spec), _fire_watchdog, args=(cluster, abort, result))
@@ -157,7 +161,8 @@ class _Run:
         workers = [Worker(f"w{i}-{kinds[i % len(kinds)]}", kinds[i % len(kinds)], self.cluster.hosts, self.history, keys, spec.workload, self.rng.getrandbits(32), stop_workers) for i in range(spec.workers)]
         churner = SessionChurner(kinds, self.cluster.hosts, self.history, spec.workload, self.rng.getrandbits(32), stop_workers)
         faults = schedule(self.rng.getrandbits(32), spec.duration_s, kinds_for(spec.nemesis), spec.fault_s, spec.quiet_s)
-        nemesis = Nemesis(self.cluster, self.history, faults, stop_nemesis)
+        reconfigurer = Reconfigurer(self.cluster, self.history, reader_kind(spec.system)) if self.cluster.spec.reconfig else None
+        nemesis = Nemesis(self.cluster, self.history, faults, stop_nemesis, reconfigurer)
         monitor = threading.Thread(target=self._monitor, args=(stop_workers,), name="monitor", daemon=True)
         heal_s = spec.duration_s
         for thread in (*workers, churner, monitor, nemesis):
@@ -167,6 +172,8 @@ class _Run:
             stop_nemesis.set()
             nemesis.join(spec.fault_s * 2 + JOIN_MARGIN_S)
             self.cluster.heal()
+            if reconfigurer is not None:
+                self._restore_membership(reconfigurer)
             heal_s = self.history.now_s()
             clock = ServingClock(self.cluster, spec.converge_s)
             clock.start()
@@ -177,9 +184,51 @@ class _Run:
         finally:
             stop_workers.set()
             stop_nemesis.set()
+            if reconfigurer is not None:
+                reconfigurer.close()
+                self.result["reconfigs"] = {status: reconfigurer.outcomes[status] for status in ("ok", "fail", "unknown")}
             with ThreadPoolExecutor(max(1, len(workers))) as pool:
                 list(pool.map(lambda w: w.client is not None and clients.close_quietly(w.client), workers))
         self._summarize(workers, churner, nemesis, heal_s)
+
+    def _restore_membership(self, reconfigurer: Reconfigurer) -> None:
+        """The final heal: the original membership back (the nemesis's last heal usually did it)."""
+        op_id = self.history.invoke("nemesis", "restore-membership")
+        restored = reconfigurer.restore()
+        self.cluster.heal()
+        self.history.complete(op_id, OK if restored else "fail", None)
+        if not restored:
+            self.failures.append(f"the original membership {list(self.cluster.original)} was not back within the restore's bound (last error: {reconfigurer.last_error or 'none'})")
+
+    def _check_membership(self, inspector: Inspector) -> None:
+        """After the final heal: every server reports the original voters (no observer, no
+        one else) at one config version, and the dynamic config files agree with it."""
+        original = set(self.cluster.original)
+        reported: dict[int, str] = {}
+        for sid in sorted(self.cluster.servers):
+            try:
+                reader = inspector.reader(sid)
+                clients.call(reader.sync_async, "/", timeout_s=20.0)
+                data, _ = clients.call(reader.get_async, CONFIG_PATH, timeout_s=20.0)
+                membership = Membership.parse(data.decode())
+                reported[sid] = f"voters {sorted(membership.voters)} observers {sorted(membership.observers)} version {membership.version:x}"
+                if membership.voters != original or membership.observers:
+                    self.failures.append(f"server {sid} reports membership {reported[sid]}, not the original voters {sorted(original)}")
+            except Exception as exc:  # noqa: BLE001
+                reported[sid] = f"unreadable: {type(exc).__name__}: {exc}"[:200]
+                self.failures.append(f"server {sid}'s {CONFIG_PATH}: {reported[sid]}")
+        versions = {text.rsplit(" ", 1)[1] for text in reported.values() if not text.startswith("unreadable")}
+        if len(versions) > 1:
+            self.failures.append(f"servers report different config versions: {reported}")
+        files = {sid: server.dynamic_membership() for sid, server in sorted(self.cluster.servers.items())}
+        shapes = {sid: None if m is None else (m.version, tuple((x.sid, x.host, x.quorum_port, x.election_port, x.observer) for x in m.members)) for sid, m in files.items()}
+        self.result["membership"] = {"reported": reported, "files": {sid: None if m is None else m.text() for sid, m in files.items()}}
+        if any(m is None for m in files.values()):
+            self.failures.append(f"dynamic config files unreadable on servers {[sid for sid, m in files.items() if m is None]}")
+        elif len(set(shapes.values())) > 1:
+            self.failures.append(f"dynamic config files disagree: { {sid: m.text() for sid, m in files.items()} }")
+        elif any(m.voters != original or m.observers for m in files.values() if m is not None):
+            self.failures.append(f"dynamic config files hold another membership: {next(iter(files.values())).text()!r}")  # type: ignore[union-attr]
 
     def _setup(self) -> list[str]:
         hosts = ",".join(self.cluster.direct_hosts(sid) for sid in self.cluster.servers)
@@ -221,6 +270,8 @@ class _Run:
                 else:
                     self.failures.append(f"servers disagree again after the expiries: {final.reason}")
             self._check_data(tree, keys, sessions)
+            if self.cluster.spec.reconfig:
+                self._check_membership(inspector)
         finally:
             inspector.close()
 
