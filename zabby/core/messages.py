@@ -112,10 +112,14 @@ class NewLeader:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FollowerInfo:
+    """``config_version``: the version of the learner's committed membership (ZooKeeper's
+    LearnerInfo carries it too): a leader that knows no membership that recent is stale."""
+
     TYPE: ClassVar[int] = 11
     accepted_epoch: int
     last_zxid: int
     observer: bool = False
+    config_version: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -510,7 +510,8 @@ class Peer:
             self.learner = LearnerState(leader=vote.leader, started_tick=self.now, heard_tick=self.now,
                                         commit_point=self.applied)  # fmt: skip
             self._send(vote.leader, FollowerInfo(accepted_epoch=self.accepted_epoch, last_zxid=self.last_logged,
-                                                 observer=self.state == ServerState.OBSERVING))  # fmt: skip
+                                                 observer=self.state == ServerState.OBSERVING,
+                                                 config_version=self.membership.version))  # fmt: skip
 
     # ----------------------------------------------------------------- leader
     def _tick_leader(self) -> None:
@@ -566,6 +567,12 @@ class Peer:
     def _leader_follower_info(self, sender: int, info: FollowerInfo) -> None:
         leader = self.leader
         assert leader is not None
+        known = max(self.membership.version, self.proposed.version if self.proposed else 0)
+        if info.config_version > known:
+            # As ZooKeeper's "Follower is ahead of the leader": a membership committed after
+            # every one we know means we were voted in by an old one; its acks must not count.
+            self._become_looking()
+            return
         # A server that is no voter may still follow: its acks count where it votes (a new
         # server joins that way, before the reconfig that adds it commits).
         leader.learners[sender] = LearnerInfo(info.observer, info.accepted_epoch, self.now)
@@ -902,6 +909,9 @@ class Peer:
             self._learner_resync()  # NEWLEADER with no DIFF/TRUNC/SNAP before it: a broken stream
             return
         self._adopt(message.config)
+        if self._role_changed():  # the sync's RECONFIG makes us a voter where we observe, or the reverse
+            self._become_looking()  # reconnect as the other kind of learner, before acking
+            return
         self.current_epoch = self.accepted_epoch
         self._ready.current_epoch = self.current_epoch
         learner.acked = True

@@ -231,15 +231,15 @@ def _recover(node: Node) -> DataTree:
     return tree
 
 
-def options_for(seed: int, **overrides: object) -> SimOptions:
+def options_for(seed: int, reconfig_share: float = 0.0, **overrides: object) -> SimOptions:
     from dataclasses import replace
 
-    options = swarm(random.Random(seed ^ 0x5EED), seed)
+    options = swarm(random.Random(seed ^ 0x5EED), seed, reconfig_share)
     return replace(options, **overrides) if overrides else options  # type: ignore[arg-type]
 
 
-def run(seed: int, *, trace: Callable[[str], None] | None = None, **overrides: object) -> Result:
-    options = options_for(seed, **overrides)
+def run(seed: int, *, trace: Callable[[str], None] | None = None, reconfig_share: float = 0.0, **overrides: object) -> Result:
+    options = options_for(seed, reconfig_share, **overrides)
     sim = Simulation(options, trace)
     try:
         sim.run()
