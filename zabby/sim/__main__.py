@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         if not result.ok:
             failed.append(seed)
             print(f"seed {seed} FAILED at tick {result.ticks}: {result.error}")
-            print(result.reproduce() + (f" --reconfig {args.reconfig}" if args.reconfig else ""))
+            print(result.reproduce())
     elapsed = time.perf_counter() - started
     print(f"{len(seeds)} seeds, {len(failed)} failed, {elapsed:.1f} s ({len(seeds) / elapsed:.1f} seeds/s)")
     if len(seeds) > 1:
