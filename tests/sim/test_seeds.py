@@ -20,6 +20,7 @@ from zabby.sim.runner import Result, run
 # Sized for ~40 s on two idle cores (measured: ~13 seeds per CPU-second; 75 CPU-s in all).
 CI_SEEDS = range(1, 1001)
 SOAK_SEEDS = range(1, 10_001)
+RECONFIG_SHARE = 0.3  # of the CI and soak seeds, how many reconfigure (spare servers, super-user clients)
 
 # Seeds that once failed and led to a fix.  A seed replays its bug only with the simulator
 # it was found with: 41 was found once the simulator drove the server's own engine (checked
@@ -43,7 +44,7 @@ REGRESSIONS = {
 
 
 def _run(seed: int) -> Result:
-    return run(seed)
+    return run(seed, reconfig_share=RECONFIG_SHARE)
 
 
 def _failures(seeds: Iterable[int]) -> list[Result]:
@@ -72,6 +73,14 @@ def test_regression_seed(seed: int) -> None:
 def test_ci_seed_range() -> None:
     failures = _failures(CI_SEEDS)
     assert not failures, f"{len(failures)} of {len(CI_SEEDS)} seeds failed:\n{_report(failures)}"
+
+
+def test_reconfig_seeds_change_the_membership() -> None:
+    """The reconfiguring swarm does reconfigure: memberships commit, under faults."""
+    results = [run(seed, reconfig_share=1.0) for seed in range(1, 21)]
+    assert all(r.ok for r in results), _report([r for r in results if not r.ok])
+    assert sum(r.stats["memberships"] for r in results) >= 10
+    assert sum(r.stats["crashes"] + r.stats["breaks"] for r in results) > 0
 
 
 def test_replay_is_exact() -> None:

@@ -37,12 +37,18 @@ class Vote:
 
 
 class Election:
-    def __init__(self, sid: int, quorum: Majority, logical_clock: int, own: Vote, finalize_wait_ticks: int) -> None:
+    def __init__(self, sid: int, quorum: Majority, logical_clock: int, own: Vote, finalize_wait_ticks: int,
+                 candidates: frozenset[int] | None = None) -> None:  # fmt: skip
+        """``candidates``: who may be elected (default: every voter).  While a reconfig is
+        proposed, only the committed membership's voters: a server only the proposed one
+        names is no candidate for a voter that has not logged the proposal, and votes for
+        it would never make a quorum of both."""
         self.sid = sid
         self.quorum = quorum
+        self.candidates = quorum.voters if candidates is None else candidates
         self.logical_clock = logical_clock
         self.own = own
-        self.proposal = own if sid in quorum.voters else Vote(-1, -1, -1)
+        self.proposal = own if sid in self.candidates else Vote(-1, -1, -1)
         self.received: dict[int, Vote] = {}
         self.outside: dict[int, tuple[Vote, int, str]] = {}
         self.finalize_wait_ticks = finalize_wait_ticks
@@ -67,25 +73,28 @@ class Election:
         return False, self._join_established(vote, n.election_epoch)
 
     def _receive_looking(self, sender: int, vote: Vote, election_epoch: int) -> bool:
-        if vote.leader not in self.quorum.voters:
+        valid = vote.leader in self.candidates
+        if not valid and sender not in self.quorum.voters:
             return False
         changed = False
         if election_epoch > self.logical_clock:
+            # A voter's later election, even when it proposes nobody we could elect (a server
+            # a reconfig adds votes for nobody until it learns the membership that has it).
             self.logical_clock = election_epoch
             self.received = {}
-            base = self.own if self.sid in self.quorum.voters else Vote(-1, -1, -1)
-            self.proposal = vote if vote.beats(base) else base
+            base = self.own if self.sid in self.candidates else Vote(-1, -1, -1)
+            self.proposal = vote if valid and vote.beats(base) else base
             changed = True
         elif election_epoch < self.logical_clock:
             return False
-        elif vote.beats(self.proposal):
+        elif valid and vote.beats(self.proposal):
             self.proposal = vote
             changed = True
         if changed:
             self.finalize_at = None
             if self.sid in self.quorum.voters:
                 self.received[self.sid] = self.proposal
-        if sender in self.quorum.voters:
+        if valid and sender in self.quorum.voters:
             self.received[sender] = vote
         return changed
 

@@ -25,7 +25,9 @@ from zabby.tree.txns import Txn
 class Notification:
     """A fast-leader-election vote: who the sender proposes, and the sender's own state.
     ``config``: the sender's committed membership once a reconfig made one (its text), so
-    that a server which missed the reconfig learns it while looking, as in ZooKeeper."""
+    that a server which missed the reconfig learns it while looking, as in ZooKeeper;
+    ``proposed``: the one it logged and has not committed, which only makes the receiver's
+    quorums stricter (both memberships) until its next sync tells it the leader's."""
 
     TYPE: ClassVar[int] = 100
     leader: int
@@ -34,6 +36,7 @@ class Notification:
     election_epoch: int
     state: str  # ServerState value of the sender
     config: str = ""
+    proposed: str = ""  # the sender's proposed membership (a RECONFIG logged, not committed)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,19 +106,26 @@ class Inform:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewLeader:
     """``config``: the leader's committed membership (``zabby.membership`` text), which a
-    learner synced by SNAP could not learn from its log."""
+    learner synced by SNAP could not learn from its log; ``proposed``: the membership of a
+    RECONFIG it logged and has not committed (ZooKeeper's NEWLEADER carries this one, the
+    last seen), which a SNAP's tree holds but no logged txn names."""
 
     TYPE: ClassVar[int] = 10
     zxid: int
     config: str = ""
+    proposed: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FollowerInfo:
+    """``config_version``: the version of the learner's committed membership (ZooKeeper's
+    LearnerInfo carries it too): a leader that knows no membership that recent is stale."""
+
     TYPE: ClassVar[int] = 11
     accepted_epoch: int
     last_zxid: int
     observer: bool = False
+    config_version: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

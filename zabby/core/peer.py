@@ -158,6 +158,7 @@ class Peer:
         self.sid = config.sid
         self.membership = durable.membership or static_membership(config)
         self.proposed = durable.proposed
+        self.hinted: Membership | None = None  # a vote's proposed membership, for the next election only
         self.quorum = self._quorums()
         self.accepted_epoch = durable.accepted_epoch
         self.current_epoch = durable.current_epoch
@@ -192,7 +193,7 @@ class Peer:
         return sids - {self.sid}
 
     def _quorums(self) -> Quorums:
-        sets = [self.membership.voters] + ([self.proposed.voters] if self.proposed else [])
+        sets = [self.membership.voters] + [m.voters for m in (self.proposed, self.hinted) if m is not None]
         return Quorums(sets)
 
     def _propose_membership(self, txns: list[Txn]) -> None:
@@ -224,6 +225,33 @@ class Peer:
             self.proposed = None
         self.quorum = self._quorums()
         return True
+
+    def _adopt_hint(self, text: str) -> bool:
+        """A vote's proposed membership, newer than what we know: our next election needs a
+        quorum of it too, and it may make us a voter (then we follow rather than observe).
+        Only a log makes a membership proposed, so the hint goes once the election is over.
+        True if adopted."""
+        if not text:
+            return False
+        hinted = Membership.parse(text)
+        known = max(m.version for m in (self.membership, self.proposed, self.hinted) if m is not None)
+        if hinted.version <= known:
+            return False
+        self.hinted = hinted
+        self.quorum = self._quorums()
+        return True
+
+    def _drop_hint(self) -> None:
+        if self.hinted is not None:
+            self.hinted = None
+            self.quorum = self._quorums()
+
+    def _synced_proposed(self, text: str) -> None:
+        """At NEWLEADER our log is the leader's: so is the proposed membership (its RECONFIG
+        may be in the history just synced, maybe only inside a SNAP's tree), or none."""
+        proposed = Membership.parse(text) if text else None
+        self.proposed = proposed if proposed is not None and proposed.version > self.membership.version else None
+        self.quorum = self._quorums()
 
     def _role_changed(self) -> bool:
         """Following as a voter while the membership makes us an observer, or the reverse."""
@@ -381,8 +409,9 @@ class Peer:
 
     # ----------------------------------------------------------------- helpers
     def _send(self, sid: int, message: Message) -> None:
-        if isinstance(message, Notification) and self.membership.version:
-            message = replace(message, config=self.membership.text())
+        if isinstance(message, Notification) and (self.membership.version or self.proposed):
+            message = replace(message, config=self.membership.text() if self.membership.version else "",
+                              proposed=self.proposed.text() if self.proposed else "")  # fmt: skip
         self._ready.messages.append((sid, message))
         self._regular_sids.add(sid)
 
@@ -450,7 +479,8 @@ class Peer:
         self.leader = self.learner = None
         self.logical_clock += 1
         own = Vote(vote_for or self.sid, self.last_logged, self.current_epoch)
-        self.election = Election(self.sid, self.quorum, self.logical_clock, own, self.config.finalize_wait_ticks)
+        self.election = Election(self.sid, self.quorum, self.logical_clock, own, self.config.finalize_wait_ticks,
+                                 self.membership.voters)  # fmt: skip
         self._notify_interval = self.config.notify_interval_ticks_min
         self._broadcast_notification()
         if self.quorum.voters == {self.sid}:
@@ -473,7 +503,7 @@ class Peer:
             self._broadcast_notification()
 
     def _step_notification(self, sender: int, note: Notification) -> None:
-        if self.state == ServerState.LOOKING and note.config and self._adopt(note.config):
+        if self.state == ServerState.LOOKING and (self._adopt(note.config) | self._adopt_hint(note.proposed)):
             self._become_looking()  # a newer membership: vote again, with its servers
         if self.state != ServerState.LOOKING:
             if note.state == ServerState.LOOKING.value:
@@ -486,7 +516,10 @@ class Peer:
             self._decide(decided)
         elif changed:
             self._broadcast_notification()
-        elif note.state == ServerState.LOOKING.value and note.election_epoch < self.logical_clock:
+        elif note.state == ServerState.LOOKING.value and (note.election_epoch < self.logical_clock
+                                                          or sender not in self.quorum.voters):  # fmt: skip
+            # Behind us, or a server we do not count (ZooKeeper answers those too): it may
+            # count us, in a membership it knows and we have not learnt yet.
             self._send(sender, self.election.notification(self.state))
 
     def _current_vote_notification(self) -> Notification:
@@ -496,6 +529,8 @@ class Peer:
 
     def _decide(self, vote: Vote) -> None:
         self.election = None
+        if vote.leader == self.sid:
+            self._drop_hint()  # a leader's memberships are its log's
         if vote.leader == self.sid:
             self.state = ServerState.LEADING
             self.leader = LeaderState(started_tick=self.now, previous_epoch=self.current_epoch,
@@ -507,10 +542,12 @@ class Peer:
         else:
             self._early_followers.clear()
             self.state = ServerState.OBSERVING if self._observes() else ServerState.FOLLOWING
+            self._drop_hint()
             self.learner = LearnerState(leader=vote.leader, started_tick=self.now, heard_tick=self.now,
                                         commit_point=self.applied)  # fmt: skip
             self._send(vote.leader, FollowerInfo(accepted_epoch=self.accepted_epoch, last_zxid=self.last_logged,
-                                                 observer=self.state == ServerState.OBSERVING))  # fmt: skip
+                                                 observer=self.state == ServerState.OBSERVING,
+                                                 config_version=self.membership.version))  # fmt: skip
 
     # ----------------------------------------------------------------- leader
     def _tick_leader(self) -> None:
@@ -566,6 +603,12 @@ class Peer:
     def _leader_follower_info(self, sender: int, info: FollowerInfo) -> None:
         leader = self.leader
         assert leader is not None
+        known = max(self.membership.version, self.proposed.version if self.proposed else 0)
+        if info.config_version > known:
+            # As ZooKeeper's "Follower is ahead of the leader": a membership committed after
+            # every one we know means we were voted in by an old one; its acks must not count.
+            self._become_looking()
+            return
         # A server that is no voter may still follow: its acks count where it votes (a new
         # server joins that way, before the reconfig that adds it commits).
         leader.learners[sender] = LearnerInfo(info.observer, info.accepted_epoch, self.now)
@@ -642,7 +685,8 @@ class Peer:
                 self._send(sender, Commit(zxid=committed[-1]))
         info.acked = base
         info.newleader_point = self.last_logged
-        self._send(sender, NewLeader(zxid=make_zxid(leader.epoch, 0), config=self.membership.text()))
+        self._send(sender, NewLeader(zxid=make_zxid(leader.epoch, 0), config=self.membership.text(),
+                                     proposed=self.proposed.text() if self.proposed else ""))  # fmt: skip
 
     def _leader_ack(self, sender: int, info: LearnerInfo, zxid: int) -> None:
         leader = self.leader
@@ -902,6 +946,10 @@ class Peer:
             self._learner_resync()  # NEWLEADER with no DIFF/TRUNC/SNAP before it: a broken stream
             return
         self._adopt(message.config)
+        self._synced_proposed(message.proposed)
+        if self._role_changed():  # the sync's RECONFIG makes us a voter where we observe, or the reverse
+            self._become_looking()  # reconnect as the other kind of learner, before acking
+            return
         self.current_epoch = self.accepted_epoch
         self._ready.current_epoch = self.current_epoch
         learner.acked = True

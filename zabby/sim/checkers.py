@@ -68,7 +68,7 @@ class Checker:
         if txn.type == OpCode.RECONFIG:
             self.reconfigs[txn.zxid] = Membership.parse(txn.body[0]).voters
         if committed:
-            self._commit(txn.zxid)
+            self._commit_history(txn.zxid)
         self.applies += 1
         return new
 
@@ -106,8 +106,8 @@ class Checker:
             self._check_quorum(sid, epoch, established_by)
 
     def _commit_history(self, head: int) -> None:
-        """An established leader has committed its whole history (some of it only applied
-        at a restart's replay until now)."""
+        """A committed txn commits its whole history, some of which a server may only have
+        applied at a restart's replay until now (so is an established leader's)."""
         while head > 0 and head not in self.committed_set:
             self._commit(head)
             head = self.chain[head][1]

@@ -40,9 +40,11 @@ class Result:
     ticks: int = 0
     options: SimOptions | None = None
     stats: dict[str, int] = field(default_factory=dict)
+    reconfig_share: float = 0.0
 
     def reproduce(self) -> str:
-        return f"reproduce: python -m zabby.sim --seed {self.seed}"
+        share = f" --reconfig {self.reconfig_share}" if self.reconfig_share else ""
+        return f"reproduce: python -m zabby.sim --seed {self.seed}{share}"
 
 
 class Simulation:
@@ -219,7 +221,8 @@ class Simulation:
         out.update(self.workload.stats)
         out.update(sent=net.sent, delivered=net.delivered, dropped=net.dropped, breaks=net.breaks,
                    duplicated=net.duplicated, reordered=net.reordered, applies=self.checker.applies,
-                   committed=len(self.checker.committed), ticks=self.cluster.now)  # fmt: skip
+                   committed=len(self.checker.committed), ticks=self.cluster.now,
+                   memberships=len(self.checker.memberships) - 1)  # fmt: skip
         return out
 
 
@@ -231,15 +234,15 @@ def _recover(node: Node) -> DataTree:
     return tree
 
 
-def options_for(seed: int, **overrides: object) -> SimOptions:
+def options_for(seed: int, reconfig_share: float = 0.0, **overrides: object) -> SimOptions:
     from dataclasses import replace
 
-    options = swarm(random.Random(seed ^ 0x5EED), seed)
+    options = swarm(random.Random(seed ^ 0x5EED), seed, reconfig_share)
     return replace(options, **overrides) if overrides else options  # type: ignore[arg-type]
 
 
-def run(seed: int, *, trace: Callable[[str], None] | None = None, **overrides: object) -> Result:
-    options = options_for(seed, **overrides)
+def run(seed: int, *, trace: Callable[[str], None] | None = None, reconfig_share: float = 0.0, **overrides: object) -> Result:
+    options = options_for(seed, reconfig_share, **overrides)
     sim = Simulation(options, trace)
     try:
         sim.run()
@@ -247,5 +250,5 @@ def run(seed: int, *, trace: Callable[[str], None] | None = None, **overrides: o
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         if not isinstance(exc, Violation):
             detail += "\n" + "".join(traceback.format_tb(exc.__traceback__)[-4:])
-        return Result(seed, False, detail, sim.cluster.now, options, sim.stats())
-    return Result(seed, True, "", sim.cluster.now, options, sim.stats())
+        return Result(seed, False, detail, sim.cluster.now, options, sim.stats(), reconfig_share)
+    return Result(seed, True, "", sim.cluster.now, options, sim.stats(), reconfig_share)
