@@ -162,7 +162,7 @@ def layouts(driver: str, workload: str, chosen: list[str], spread: Shape) -> lis
     return out
 
 
-def run_matrix(args: argparse.Namespace, ctx: Context, run: Run, session: Session, plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def run_matrix(args: argparse.Namespace, ctx: Context, run: Run, session: Session, plan: dict[str, Any]) -> dict[str, dict[str, Any]]:  # noqa: C901 -- one branch per system, driver, workload and --full extra
     """--quick / --full: every deployment x driver x workload x layout, the systems side by side;
     with --full also scaling, resync and the profiles of the trailing workloads."""
     systems, drivers, workloads, full = plan["systems"], plan["drivers"], plan["workloads"], plan["full"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command of the README: make (or reuse) .venv, install zabby with its test extra, run pytest.
+# The test command of the README: make (or reuse) .venv, install zabby with its test extra, run ruff, then pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
@@ -7,4 +7,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test,spark]'
+.venv/bin/python -m ruff check zabby tests scripts
 exec .venv/bin/python -m pytest -q "$@"

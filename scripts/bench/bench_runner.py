@@ -315,7 +315,7 @@ def host_order(system: System, modes: dict[int, str], workload: Workload) -> lis
     return hosts
 
 
-def run_workload(ctx: Context, system: System, driver: str, workload: Workload, shape: Shape | None = None,
+def run_workload(ctx: Context, system: System, driver: str, workload: Workload, shape: Shape | None = None,  # noqa: C901 -- one branch per workload kind and mode
                  profile: dict[int, Path] | None = None) -> dict[str, Any]:
     """One measured run; the JSON-able record."""
     lim = ctx.limits

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tests.differential.model import Op, Stat
+from tests.differential.model import Op
 from tests.differential.workload import digest_id
 
 OPEN = ((31, "world", "anyone"),)

@@ -8,6 +8,9 @@ from typing import Any
 
 from zabby.client.states import ZnodeStat as Stat  # ZooKeeper's Stat, kazoo's names, jute order
 
+# Stat is re-exported: compare.py, execute.py and the tests take it from here
+__all__ = ["ACLEntry", "CLIENTS", "CLIENT_USER", "CREDENTIALS", "Event", "Op", "Outcome", "Stat"]
+
 ACLEntry = tuple[int, str, str]  # (perms, scheme, id)
 Event = tuple[Any, ...]  # ("event", type, state, path) or ("reply", err)
 
