@@ -7,7 +7,10 @@
 * The engine knows clients only as its ``ClientSink``: it never reaches the session layer,
   the connection, the four-letter words or the driver.
 * Nothing they reach imports itself back: no import cycle.
-* ``zabby.wire`` is sans-I/O: no sockets, clocks, threads, randomness, files or event loop.
+* ``zabby.wire`` is sans-I/O: no sockets, clocks, threads, randomness, files or event loop;
+  ``zabby.core`` and ``zabby.tree`` import no trio, socket, os, time or threading either.
+* Layers (errors/opcodes/membership < tree, wire < core, storage < engine < server): no
+  module imports a layer above its own, but for the exceptions named in ``LAYER_EXCEPTIONS``.
 """
 
 from __future__ import annotations
@@ -137,3 +140,46 @@ def test_wire_is_sans_io() -> None:
             continue
         for imported in imports_of(name, path, modules):
             assert not any(imported == bad or imported.startswith(bad + ".") for bad in WIRE_FORBIDDEN), (name, imported)
+
+
+PURE_PACKAGES = ("zabby.core", "zabby.tree", "zabby.wire")
+PURE_FORBIDDEN = ("trio", "socket", "os", "time", "threading")
+# Lower layers first; a module may import its own layer and those below, never one above.
+LAYERS = (
+    ("zabby.errors", "zabby.opcodes", "zabby.membership"),
+    ("zabby.tree", "zabby.wire"),
+    ("zabby.core", "zabby.storage"),
+    ("zabby.engine",),
+    ("zabby.server",),
+)
+# Known exceptions, each a debt to pay: the engine counts into the server's stats object.
+LAYER_EXCEPTIONS = {("zabby.engine", "zabby.server.stats")}
+
+
+def _layer(module: str) -> int | None:
+    for rank, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank
+    return None
+
+
+def test_the_pure_layers_do_no_io() -> None:
+    """``zabby.core``, ``zabby.tree`` and ``zabby.wire``: no event loop, sockets, files, clocks or threads."""
+    modules = _modules()
+    for name, path in modules.items():
+        if not name.startswith(PURE_PACKAGES):
+            continue
+        for imported in imports_of(name, path, modules):
+            assert not any(imported == bad or imported.startswith(bad + ".") for bad in PURE_FORBIDDEN), (name, imported)
+
+
+def test_no_module_imports_a_layer_above_it() -> None:
+    graph = _graph()
+    for name, targets in graph.items():
+        rank = _layer(name)
+        if rank is None:
+            continue
+        for target in targets:
+            target_rank = _layer(target)
+            exempt = any(name.startswith(a) and target.startswith(b) for a, b in LAYER_EXCEPTIONS)
+            assert target_rank is None or target_rank <= rank or exempt, f"{name} imports {target}, a layer above it"
