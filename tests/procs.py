@@ -6,12 +6,13 @@ below the kernel's ephemeral range (see ``free_port``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from zabby.local import four_letter, free_port
@@ -235,3 +236,15 @@ class Ensemble:
         for pair in self.proxies.values():
             for proxy in pair:
                 proxy.close()
+
+
+@contextlib.contextmanager
+def started_ensemble(folder: Path, size: int, **settings: object) -> Iterator[Ensemble]:
+    """``size`` servers with a leader elected; every process killed afterwards."""
+    group = Ensemble(folder, size, **settings)
+    group.start()
+    try:
+        group.wait_leader()
+        yield group
+    finally:
+        group.kill_all()

@@ -75,3 +75,14 @@ def process_alive(pid: int) -> bool:
     except (OSError, IndexError):
         return True  # no /proc: trust kill(pid, 0)
     return state not in ("Z", "X")
+
+
+# ZooKeeper 3.8 (Debian's jars) logs to one file in its log dir: the fault harness and the
+# benchmarks read it.
+ZOOKEEPER_LOG4J = """\
+log4j.rootLogger=INFO, FILE
+log4j.appender.FILE=org.apache.log4j.FileAppender
+log4j.appender.FILE.File=${zookeeper.log.dir}/zookeeper.log
+log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
+log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
+"""

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.procs import Ensemble, ServerProcess, four_letter, free_port  # noqa: E402
+from zabby.local import ZOOKEEPER_LOG4J  # noqa: E402
 
 JAVA_DIR = Path("/usr/share/java")
 ZK_JAR = JAVA_DIR / "zookeeper.jar"  # its manifest's Class-Path names jute, netty, slf4j-api, ...
@@ -253,13 +254,6 @@ class ZabbySystem(System):
         return self.procs[sid].data_dir
 
 
-LOG4J = """\
-log4j.rootLogger=INFO, FILE
-log4j.appender.FILE=org.apache.log4j.FileAppender
-log4j.appender.FILE.File=${zookeeper.log.dir}/zookeeper.log
-log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
-log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
-"""
 
 
 class ZooKeeperSystem(System):
@@ -290,7 +284,7 @@ class ZooKeeperSystem(System):
                 for other, (q, e) in quorum.items():
                     settings[f"server.{other}"] = f"127.0.0.1:{q}:{e}"
             (folder / "conf" / "zoo.cfg").write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-            (folder / "conf" / "log4j.properties").write_text(LOG4J)
+            (folder / "conf" / "log4j.properties").write_text(ZOOKEEPER_LOG4J)
             self.dirs[sid] = folder
 
     def command(self, sid: int) -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.cli.helpers import run
 from tests.cli.test_main import cli
-from tests.procs import Ensemble, ServerProcess
+from tests.procs import Ensemble, ServerProcess, started_ensemble
 from zabby.cli import BufferWriter, Shell
 from zabby.membership import Membership
 
@@ -19,13 +19,8 @@ SETTINGS = {"tickTime": 200, "reconfigEnabled": "true", "skipACL": "yes"}
 
 @pytest.fixture
 def ensemble(tmp_path: Path) -> Iterator[Ensemble]:
-    group = Ensemble(tmp_path, 3, **SETTINGS)
-    group.start()
-    try:
-        group.wait_leader()
+    with started_ensemble(tmp_path, 3, **SETTINGS) as group:
         yield group
-    finally:
-        group.kill_all()
 
 
 def committed(out: str) -> Membership:

@@ -13,20 +13,15 @@ from kazoo.exceptions import BadVersionError, NoAuthError, UnimplementedError
 from kazoo.security import make_digest_acl_credential
 
 from tests.jute.conftest import start_kazoo, stop_kazoo
-from tests.procs import Ensemble, ServerProcess
+from tests.procs import Ensemble, ServerProcess, started_ensemble
 from zabby.membership import Membership
 
 
 @pytest.fixture
 def ensemble(tmp_path: Path) -> Iterator[Ensemble]:
     super_digest = make_digest_acl_credential("super", "secret")
-    group = Ensemble(tmp_path, 3, tickTime=200, reconfigEnabled="true", superDigest=super_digest)
-    group.start()
-    try:
-        group.wait_leader()
+    with started_ensemble(tmp_path, 3, tickTime=200, reconfigEnabled="true", superDigest=super_digest) as group:
         yield group
-    finally:
-        group.kill_all()
 
 
 def test_kazoo_reconfig_add_remove_and_members(ensemble: Ensemble) -> None:

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from zabby.local import four_letter, free_port
+from zabby.local import ZOOKEEPER_LOG4J, four_letter, free_port
 from zabby.membership import Membership
 from zabby.jepsen.proxy import LinkProxy, ProxyHub
 
@@ -134,7 +134,7 @@ class Server:
         lines = [f"{key}={value}\n" for key, value in settings.items()] + [f"{line}\n" for line in members]
         self.config_path.write_text("".join(lines))
         if self.spec.system == "zookeeper":
-            (self.dir / "log4j.properties").write_text(LOG4J)
+            (self.dir / "log4j.properties").write_text(ZOOKEEPER_LOG4J)
 
     def command(self) -> list[str]:
         if self.spec.system == "zabby":
@@ -251,13 +251,6 @@ class Server:
             self.disk_faults_path.unlink(missing_ok=True)
 
 
-LOG4J = """\
-log4j.rootLogger=INFO, FILE
-log4j.appender.FILE=org.apache.log4j.FileAppender
-log4j.appender.FILE.File=${zookeeper.log.dir}/zookeeper.log
-log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
-log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
-"""
 
 
 class Cluster:
