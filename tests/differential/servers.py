@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from tests.procs import ROOT, ServerProcess, four_letter, free_port
-from zabby.jepsen.cluster import JAVA_DIR, LOG4J, ZK_JAR
+from zabby.jepsen.cluster import JAVA_DIR, ZK_JAR
+from zabby.local import ZOOKEEPER_LOG4J
 
 INSTALL_SCRIPT = ROOT / "scripts" / "install_zookeeper.sh"
 APT_UNAVAILABLE = 3  # install_zookeeper.sh's exit code when apt-get (or root) is not there
@@ -68,7 +69,7 @@ class ZooKeeperServer:
         (workdir / "data").mkdir(parents=True, exist_ok=True)
         settings = {**COMMON, "dataDir": workdir / "data", "clientPort": self.port, "clientPortAddress": "127.0.0.1"}
         (workdir / "zoo.cfg").write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
-        (workdir / "log4j.properties").write_text(LOG4J)
+        (workdir / "log4j.properties").write_text(ZOOKEEPER_LOG4J)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
