@@ -188,8 +188,8 @@ class Peer:
     # ----------------------------------------------------------------- membership
     @property
     def peers(self) -> frozenset[int]:
-        """The servers to vote with: every member of the committed and proposed memberships."""
-        sids = self.membership.sids | (self.proposed.sids if self.proposed else frozenset())
+        """The servers to vote with: every member of the committed, proposed and hinted memberships."""
+        sids = self.membership.sids.union(*(m.sids for m in (self.proposed, self.hinted) if m is not None))
         return sids - {self.sid}
 
     def _quorums(self) -> Quorums:

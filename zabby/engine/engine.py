@@ -142,7 +142,7 @@ class Engine(ClientCalls):
         self._snapshot_due = self._snapshot_threshold()
         self._snapshot_running = False
         self._next_session_id = first_session_id(config.server_id, clock.wall_ms())
-        self._membership_seen = (self.peer.membership, self.peer.proposed)
+        self._membership_seen = (self.peer.membership, self.peer.proposed, self.peer.hinted)
         if not self.standalone:  # a standalone server's /zookeeper/config is empty, as ZooKeeper's
             self.tree.show_config(self.peer.membership.text())
 
@@ -476,7 +476,7 @@ class Engine(ClientCalls):
         yield from self._restart_core(snapshot_wanted=False, why="a SNAP was abandoned")
 
     def _membership_changed(self) -> Work:
-        seen = (self.peer.membership, self.peer.proposed)
+        seen = (self.peer.membership, self.peer.proposed, self.peer.hinted)
         if seen == self._membership_seen:
             return
         committed = seen[0] != self._membership_seen[0]
@@ -484,7 +484,7 @@ class Engine(ClientCalls):
         if committed:
             LOGGER.info("membership version %x active: voters %s, observers %s", seen[0].version,
                         sorted(seen[0].voters), sorted(seen[0].observers))  # fmt: skip
-        yield Reconfigure(seen[0], seen[1], committed)
+        yield Reconfigure(seen[0], seen[1] or seen[2], committed)  # a vote's hint: reach its servers too
 
     # ----------------------------------------------------------------- snapshots to disk
     def _maybe_snapshot(self) -> Work:
