@@ -189,12 +189,14 @@ class Peer:
     @property
     def peers(self) -> frozenset[int]:
         """The servers to vote with: every member of the committed, proposed and hinted memberships."""
-        sids = self.membership.sids.union(*(m.sids for m in (self.proposed, self.hinted) if m is not None))
-        return sids - {self.sid}
+        return frozenset().union(*(m.sids for m in self._views())) - {self.sid}
+
+    def _views(self) -> list[Membership]:
+        """The committed membership first, then the proposed and the hinted one where there are."""
+        return [m for m in (self.membership, self.proposed, self.hinted) if m is not None]
 
     def _quorums(self) -> Quorums:
-        sets = [self.membership.voters] + [m.voters for m in (self.proposed, self.hinted) if m is not None]
-        return Quorums(sets)
+        return Quorums(m.voters for m in self._views())
 
     def _propose_membership(self, txns: list[Txn]) -> None:
         """A logged RECONFIG txn: its membership is proposed from now on."""
@@ -234,8 +236,7 @@ class Peer:
         if not text:
             return False
         hinted = Membership.parse(text)
-        known = max(m.version for m in (self.membership, self.proposed, self.hinted) if m is not None)
-        if hinted.version <= known:
+        if hinted.version <= max(m.version for m in self._views()):
             return False
         self.hinted = hinted
         self.quorum = self._quorums()
@@ -603,8 +604,7 @@ class Peer:
     def _leader_follower_info(self, sender: int, info: FollowerInfo) -> None:
         leader = self.leader
         assert leader is not None
-        known = max(self.membership.version, self.proposed.version if self.proposed else 0)
-        if info.config_version > known:
+        if info.config_version > max(m.version for m in self._views()):  # a leader holds no hint
             # As ZooKeeper's "Follower is ahead of the leader": a membership committed after
             # every one we know means we were voted in by an old one; its acks must not count.
             self._become_looking()
