@@ -44,6 +44,7 @@ class ServerProcess:
         self.log_path = workdir / "server.log"
         settings: dict[str, object] = {
             "tickTime": 200,
+            "preAllocSize": 1024,  # KB: a test run starts hundreds of servers; 64 MB each filled CI's disk
             "dataDir": self.data_dir,
             "clientPort": self.port,
             "clientPortAddress": "127.0.0.1",
