@@ -23,7 +23,7 @@ from zabby.core.messages import (
     Trunc,
     UpToDate,
 )  # fmt: skip
-from zabby.core.peer import DurableState, Peer, PeerConfig
+from zabby.core.peer import DurableState, Peer, PeerConfig, static_membership
 from zabby.core.ready import Ready
 from zabby.core.types import ServerState, ZabPhase
 from zabby.tree.txns import Txn, make_zxid
@@ -392,3 +392,21 @@ def test_the_leader_takes_the_new_epoch_only_once_a_quorum_acked_it() -> None:
     drain(peer)
     peer.step(1, AckEpoch(current_epoch=1, last_zxid=z(1, 4)))
     assert peer.current_epoch == 2 and drain(peer).current_epoch == 2
+
+
+def test_a_joiner_that_the_initial_servers_do_not_list_votes_for_them() -> None:
+    """Sim seeds 7986 and 8607: a joiner's zoo.cfg lists the initial servers and itself, at
+    version 0 as theirs.  With the newest log and the highest sid it voted for itself, which
+    the initial servers cannot elect, while they needed its vote for a quorum of the proposed
+    membership that counts it: no leader, ever.  Their copy of version 0 leaves it out, so it
+    is no candidate and votes for one of them."""
+    joiner = Peer(PeerConfig(sid=4, voters=frozenset({1, 2, 3, 4})), DurableState(1, 1, z(1, 5), z(1, 5), (txn(1, 5),)))
+    assert {m.leader for m in sent(drain(joiner), Notification)} == {4}
+    initial = static_membership(PeerConfig(sid=3, voters=VOTERS)).text()
+    joiner.step(3, Notification(leader=3, zxid=z(1, 5), peer_epoch=1, election_epoch=1, state="looking", config=initial))
+    votes = sent(drain(joiner), Notification)
+    assert votes and {m.leader for m in votes} == {-1}  # a new round, in which it proposes nobody
+    joiner.step(3, Notification(leader=3, zxid=z(1, 5), peer_epoch=1, election_epoch=2, state="looking", config=initial))
+    assert {m.leader for m in sent(drain(joiner), Notification)} == {3}
+    joiner.step(2, Notification(leader=3, zxid=z(1, 5), peer_epoch=1, election_epoch=2, state="looking", config=initial))
+    assert joiner.election is not None and joiner.election.proposal.leader == 3  # no new round for each such vote

@@ -24,8 +24,9 @@ from zabby.tree.txns import Txn
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Notification:
     """A fast-leader-election vote: who the sender proposes, and the sender's own state.
-    ``config``: the sender's committed membership once a reconfig made one (its text), so
-    that a server which missed the reconfig learns it while looking, as in ZooKeeper;
+    ``config``: the sender's committed membership (its text), so that a server which missed
+    a reconfig learns it while looking, as in ZooKeeper, and a joiner whose zoo.cfg lists
+    itself beside the initial servers learns that they do not count it;
     ``proposed``: the one it logged and has not committed, which only makes the receiver's
     quorums stricter (both memberships) until its next sync tells it the leader's."""
 

@@ -159,6 +159,7 @@ class Peer:
         self.membership = durable.membership or static_membership(config)
         self.proposed = durable.proposed
         self.hinted: Membership | None = None  # a vote's proposed membership, for the next election only
+        self._disowned_at: int | None = None  # the committed version whose voters, as peers know them, leave us out
         self.quorum = self._quorums()
         self.accepted_epoch = durable.accepted_epoch
         self.current_epoch = durable.current_epoch
@@ -226,6 +227,26 @@ class Peer:
         if self.proposed is not None and self.proposed.version <= membership.version:
             self.proposed = None
         self.quorum = self._quorums()
+        return True
+
+    def _candidates(self) -> frozenset[int]:
+        """Whom we may elect: the committed voters, without us if a peer's copy of the same
+        version leaves us out (a joiner's zoo.cfg lists itself beside the initial servers,
+        both at version 0: voting for itself, it would deny the others the quorum of a
+        proposed membership that counts it)."""
+        if self._disowned_at == self.membership.version:
+            return self.membership.voters - {self.sid}
+        return self.membership.voters
+
+    def _disowned_by(self, text: str) -> bool:
+        """A peer's committed membership of our version, without us as a voter: True the
+        first time (we vote again, for others only)."""
+        if not text or self._disowned_at == self.membership.version or self.sid not in self.membership.voters:
+            return False
+        theirs = Membership.parse(text)
+        if theirs.version != self.membership.version or self.sid in theirs.voters:
+            return False
+        self._disowned_at = theirs.version
         return True
 
     def _adopt_hint(self, text: str) -> bool:
@@ -410,9 +431,8 @@ class Peer:
 
     # ----------------------------------------------------------------- helpers
     def _send(self, sid: int, message: Message) -> None:
-        if isinstance(message, Notification) and (self.membership.version or self.proposed):
-            message = replace(message, config=self.membership.text() if self.membership.version else "",
-                              proposed=self.proposed.text() if self.proposed else "")  # fmt: skip
+        if isinstance(message, Notification):  # our memberships: a peer may adopt them, or find it is no candidate
+            message = replace(message, config=self.membership.text(), proposed=self.proposed.text() if self.proposed else "")
         self._ready.messages.append((sid, message))
         self._regular_sids.add(sid)
 
@@ -481,7 +501,7 @@ class Peer:
         self.logical_clock += 1
         own = Vote(vote_for or self.sid, self.last_logged, self.current_epoch)
         self.election = Election(self.sid, self.quorum, self.logical_clock, own, self.config.finalize_wait_ticks,
-                                 self.membership.voters)  # fmt: skip
+                                 self._candidates())  # fmt: skip
         self._notify_interval = self.config.notify_interval_ticks_min
         self._broadcast_notification()
         if self.quorum.voters == {self.sid}:
@@ -504,8 +524,9 @@ class Peer:
             self._broadcast_notification()
 
     def _step_notification(self, sender: int, note: Notification) -> None:
-        if self.state == ServerState.LOOKING and (self._adopt(note.config) | self._adopt_hint(note.proposed)):
-            self._become_looking()  # a newer membership: vote again, with its servers
+        if self.state == ServerState.LOOKING and (self._adopt(note.config) | self._adopt_hint(note.proposed)
+                                                  | self._disowned_by(note.config)):  # fmt: skip
+            self._become_looking()  # a newer membership, or we are no candidate: vote again
         if self.state != ServerState.LOOKING:
             if note.state == ServerState.LOOKING.value:
                 self._send(sender, self._current_vote_notification())
