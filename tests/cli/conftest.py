@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.procs import ServerProcess
+from zabby.local.processes import ServerProcess
 from zabby import SyncClient
 from zabby.cli import BufferWriter, Shell
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.procs import ServerProcess
+from zabby.local.processes import ServerProcess
 from zabby import SyncClient
 from zabby.cli import Shell
 from zabby.cli.completion import ShellCompleter, complete

@@ -8,7 +8,9 @@ import subprocess
 import sys
 import time
 
-from tests.procs import ROOT, ServerProcess, free_port
+from tests import ROOT
+from zabby.local import free_port
+from zabby.local.processes import ServerProcess
 from zabby import SyncClient
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.procs import ROOT, ServerProcess
+from tests import ROOT
+from zabby.local.processes import ServerProcess
 from zabby import SyncClient
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")

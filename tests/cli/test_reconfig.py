@@ -10,7 +10,7 @@ import pytest
 
 from tests.cli.helpers import run
 from tests.cli.test_main import cli
-from tests.procs import Ensemble, ServerProcess, started_ensemble
+from zabby.local.processes import Ensemble, ServerProcess, started_ensemble
 from zabby.cli import BufferWriter, Shell
 from zabby.membership import Membership
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 import pytest
 
-from tests.procs import ServerProcess
+from zabby.local.processes import ServerProcess
 from zabby import Client, EventType, KazooState, ZnodeStat, make_digest_acl
 from zabby.errors import (
     BadVersionError,

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.client.conftest import wait_until
-from tests.procs import ServerProcess
+from zabby.local.processes import ServerProcess
 from zabby import SyncClient, TreeEvent
 from zabby.errors import LockTimeout, NoNodeError
 

@@ -20,7 +20,8 @@ import pytest
 
 from tests.console.cdp import Browser, Page
 from tests.debian import installed
-from tests.procs import ROOT, Ensemble, ServerProcess
+from tests import ROOT
+from zabby.local.processes import Ensemble, ServerProcess
 from zabby import SyncClient
 
 DIGEST = "admin:fvr2cB/fjGeAiX8g1aGhUm3ZICk="  # zabby-admin digest admin:secret

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.procs import Ensemble, wait_until
+from zabby.local.processes import Ensemble, wait_until
 from zabby import SyncClient
 from zabby.opcodes import OpCode
 from zabby.storage.datadir import DataDir

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import Ensemble, wait_until
+from zabby.local.processes import Ensemble, wait_until
 from zabby import SyncClient
 from zabby.errors import NodeExistsError
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import Ensemble
+from zabby.local.processes import Ensemble
 from tests.server.wire import OPEN_ACL, raw_session
 from zabby import SyncClient
 

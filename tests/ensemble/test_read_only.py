@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import ROOT, Ensemble, wait_until
+from tests import ROOT
+from zabby.local.processes import Ensemble, wait_until
 from zabby import SyncClient
 from zabby.client.states import KeeperState
 from zabby.errors import NotReadOnlyCallError

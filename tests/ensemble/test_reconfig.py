@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import Ensemble, ServerProcess, wait_until
+from zabby.local.processes import Ensemble, ServerProcess, wait_until
 from tests.server.wire import raw_session
 from zabby import SyncClient
 from zabby.membership import Membership

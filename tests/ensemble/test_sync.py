@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import ServerProcess, free_port, wait_until
+from zabby.local import free_port
+from zabby.local.processes import ServerProcess, wait_until
 from zabby import SyncClient
 from zabby.errors import KazooException
 from zabby.jepsen.proxy import LinkProxy, Mode, ProxyHub

@@ -4,7 +4,7 @@ bounded waiting."""
 
 from __future__ import annotations
 
-from tests.procs import wait_until  # noqa: F401  (re-exported for this folder's tests)
+from zabby.local.processes import wait_until  # noqa: F401  (re-exported for this folder's tests)
 
 import socket
 from typing import Any, Self

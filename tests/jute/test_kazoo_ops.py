@@ -33,7 +33,7 @@ from kazoo.security import make_digest_acl
 
 from tests.jute.conftest import start_kazoo, stop_kazoo
 from tests.jute.helpers import OPEN_ACL, jute_session, kazoo_call
-from tests.procs import ServerProcess
+from zabby.local.processes import ServerProcess
 from tests.server.wire import raw_session
 from zabby.opcodes import CreateMode, OpCode, WatcherType
 from zabby.wire import jute

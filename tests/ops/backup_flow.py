@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.ops.helpers import admin
-from tests.procs import Ensemble
+from zabby.local.processes import Ensemble
 from zabby import SyncClient
 from zabby.ops import compare, snapfile
 from zabby.tree.txns import zxid_epoch

@@ -8,7 +8,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.ops.helpers import admin, read_tree, tree_nodes
-from tests.procs import Ensemble
+from zabby.local.processes import Ensemble
 from tests.storage.helpers import TxnMaker, tree_of
 from zabby import SyncClient
 from zabby.storage.epochs import read_epoch

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.ops.helpers import admin
-from tests.procs import ServerProcess, free_port
+from zabby.local import free_port
+from zabby.local.processes import ServerProcess
 from tests.storage.helpers import TxnMaker, tree_of
 from zabby import SyncClient
 from zabby.ops.snapfile import status

@@ -6,7 +6,7 @@ import socket
 import struct
 import time
 
-from tests.procs import ServerProcess
+from zabby.local.processes import ServerProcess
 from tests.server.wire import OPEN_ACL, raw_session
 from zabby.errors import Err
 from zabby.wire.messages import pack_frame

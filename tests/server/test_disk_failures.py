@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import ServerProcess, wait_until
+from zabby.local.processes import ServerProcess, wait_until
 from tests.tmpfs import fill, small_tmpfs
 from zabby import SyncClient
 from zabby.errors import ConnectionLoss, SystemZookeeperError

@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.procs import ServerProcess
+from zabby.local.processes import ServerProcess
 from tests.server.wire import OPEN_ACL, raw_session
 
 WINDOW = 64

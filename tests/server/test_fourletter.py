@@ -6,7 +6,7 @@ import json
 import urllib.request
 from pathlib import Path
 
-from tests.procs import ServerProcess
+from zabby.local.processes import ServerProcess
 from tests.server.wire import raw_session
 from zabby.server import fourletter
 

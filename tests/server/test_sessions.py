@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.procs import ServerProcess
+from zabby.local.processes import ServerProcess
 from tests.server.wire import raw_session
 from zabby.errors import Err
 from zabby.opcodes import EventType

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.procs import ROOT, wait_until
+from tests import ROOT
+from zabby.local.processes import wait_until
 from zabby.local import process_alive
 from zabby.core.messages import SnapChunk, decode
 from zabby.server.forks import SNAP_CHUNK_RECORDS, write_snapshot_frames

@@ -3,7 +3,7 @@ guarantee, persistent and recursive watches, removeWatches, and setWatches after
 
 from __future__ import annotations
 
-from tests.procs import ServerProcess
+from zabby.local.processes import ServerProcess
 from tests.server.wire import raw_session
 from zabby.errors import Err
 from zabby.opcodes import AddWatchMode, EventType, WatcherType

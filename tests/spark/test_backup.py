@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from tests.ops.helpers import admin
-from tests.procs import ROOT, ServerProcess
+from tests import ROOT
+from zabby.local.processes import ServerProcess
 from tests.spark.test_metastore import CUBE, driver, segment
 from zabby import SyncClient
 from zabby.spark.backup import BackupError, backup_project, load_backup, node_file, restore_project

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from tests.procs import Ensemble
+from zabby.local.processes import Ensemble
 from tests.spark.conftest import wait_until
 from zabby.spark.epoch import EpochTaken, FencedError, ProjectEpoch
 from zabby.spark.metastore import ConflictError, MetaStore

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 
-from tests.procs import ROOT, Ensemble
+from tests import ROOT
+from zabby.local.processes import Ensemble
 from tests.spark.conftest import wait_until
 from zabby.spark.epoch import ProjectEpoch
 from zabby.spark.job import FAULT_ENV, CubeJob
