@@ -12,8 +12,8 @@ import pexpect
 import pytest
 
 from tests import ROOT
-from zabby.local.processes import ServerProcess
 from zabby import SyncClient
+from zabby.local.processes import ServerProcess
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from zabby.local.processes import ServerProcess
 from zabby import SyncClient
+from zabby.local.processes import ServerProcess
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import time
 import pytest
 
 from tests.client.conftest import wait_until
-from zabby.local.processes import ServerProcess
 from zabby import AsyncResult, KazooRetry, KazooState, KazooTimeoutError, SyncClient
 from zabby.errors import (
     AuthFailedError,
@@ -20,6 +19,7 @@ from zabby.errors import (
     RetryFailedError,
     SessionExpiredError,
 )
+from zabby.local.processes import ServerProcess
 
 
 def test_blocking_api_and_async_variants(client: SyncClient) -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests import ROOT
-from zabby.local.processes import Ensemble, wait_until
 from zabby import SyncClient
 from zabby.client.states import KeeperState
 from zabby.errors import NotReadOnlyCallError
+from zabby.local.processes import Ensemble, wait_until
 
 TICK_MS = 200
 

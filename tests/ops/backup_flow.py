@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.ops.helpers import admin
-from zabby.local.processes import Ensemble
 from zabby import SyncClient
+from zabby.local.processes import Ensemble
 from zabby.ops import compare, snapfile
 from zabby.tree.txns import zxid_epoch
 

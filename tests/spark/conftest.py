@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from zabby.local.processes import Ensemble
 from zabby import SyncClient
+from zabby.local.processes import Ensemble
 
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 
 from tests import ROOT
-from zabby.local.processes import Ensemble
 from tests.spark.conftest import wait_until
+from zabby.local.processes import Ensemble
 from zabby.spark.epoch import ProjectEpoch
 from zabby.spark.job import FAULT_ENV, CubeJob
 from zabby.spark.metastore import MetaStore
