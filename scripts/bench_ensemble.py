@@ -21,11 +21,12 @@ from pathlib import Path
 import trio
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # this checkout's zabby and scripts.bench_standalone
 
 from scripts.bench_standalone import percentile, print_table, run_throughput  # noqa: E402
-from tests.procs import Ensemble, four_letter  # noqa: E402
 from zabby.client.aio import Client  # noqa: E402
+from zabby.local import four_letter  # noqa: E402
+from zabby.local.processes import Ensemble  # noqa: E402
 
 
 def _mntr(port: int) -> dict[str, str]:

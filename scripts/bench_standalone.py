@@ -24,7 +24,7 @@ from typing import Any
 import trio
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # this checkout's zabby, not an installed one
 
 from zabby.client.aio import Client  # noqa: E402
 
@@ -112,8 +112,7 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def _start_server(workdir: Path) -> tuple[object, str]:
-    sys.path.insert(0, str(ROOT))
-    from tests.procs import ServerProcess
+    from zabby.local.processes import ServerProcess
 
     server = ServerProcess(workdir, tickTime=2000, **{"admin.enableServer": "false"})
     server.start()

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # this checkout's zabby, not an installed one
 
-from tests.procs import Ensemble  # noqa: E402
 from zabby import SyncClient  # noqa: E402
+from zabby.local.processes import Ensemble  # noqa: E402
 
 
 def latencies_ms(hosts: str, count: int) -> list[float]:

@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # this checkout's zabby, not an installed one
 
-from tests.differential.runner import Pair, SeedResult, run_seeds, summary  # noqa: E402
-from tests.differential.servers import ZooKeeperServer, ZooKeeperUnavailable, ensure_zookeeper, zabby_server  # noqa: E402
+from zabby.differential.runner import Pair, SeedResult, run_seeds, summary  # noqa: E402
+from zabby.differential.servers import ZooKeeperServer, ZooKeeperUnavailable, ensure_zookeeper, zabby_server  # noqa: E402
 
 
 def seed_range(text: str) -> range:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import ServerProcess
+from zabby.local.processes import ServerProcess
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.procs import ROOT
+from tests import ROOT
 
 APT_UNAVAILABLE = 3  # the install scripts' exit code when apt-get (or root) is not there
 

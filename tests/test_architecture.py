@@ -11,6 +11,11 @@
   ``zabby.core`` and ``zabby.tree`` import no trio, socket, os, time or threading either.
 * Layers (errors/opcodes/membership < tree, wire < core, storage < engine < server): no
   module imports a layer above its own, but for the exceptions named in ``LAYER_EXCEPTIONS``.
+* The harness that starts servers as subprocesses or drives them through kazoo
+  (``HARNESS``: ``zabby.local.processes``, ``netproxy``, ``backup_drill`` and
+  ``zabby.differential``) is imported by no other zabby module, and kazoo (a test
+  dependency) only by ``zabby.differential`` and ``zabby.jepsen``: the tests and the
+  scripts use the harnesses, the service never does.
 """
 
 from __future__ import annotations
@@ -183,3 +188,27 @@ def test_no_module_imports_a_layer_above_it() -> None:
             target_rank = _layer(target)
             exempt = any(name.startswith(a) and target.startswith(b) for a, b in LAYER_EXCEPTIONS)
             assert target_rank is None or target_rank <= rank or exempt, f"{name} imports {target}, a layer above it"
+
+
+HARNESS = ("zabby.local.processes", "zabby.local.netproxy", "zabby.local.backup_drill", "zabby.differential")
+KAZOO_USERS = ("zabby.differential", "zabby.jepsen")  # the two harnesses that compare with ZooKeeper through kazoo
+
+
+def _in(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_nothing_but_the_harness_reaches_the_harness() -> None:
+    graph = _graph()
+    for name in (m for m in graph if not _in(m, HARNESS)):
+        via = _reachable(graph, name)
+        reached = [m for m in via if _in(m, HARNESS)]
+        assert not reached, " -> ".join(_path_to(via, name, reached[0]))
+
+
+def test_only_the_zookeeper_harnesses_import_kazoo() -> None:
+    modules = _modules()
+    for name, path in modules.items():
+        if _in(name, KAZOO_USERS):
+            continue
+        assert not [m for m in imports_of(name, path, modules) if _in(m, ("kazoo",))], name

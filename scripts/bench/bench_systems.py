@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # this checkout's zabby, not an installed one
 
-from tests.procs import Ensemble, ServerProcess, four_letter, free_port  # noqa: E402
-from zabby.local import ZOOKEEPER_LOG4J  # noqa: E402
+from zabby.local import ZOOKEEPER_LOG4J, four_letter, free_port  # noqa: E402
+from zabby.local.processes import Ensemble, ServerProcess  # noqa: E402
 
 JAVA_DIR = Path("/usr/share/java")
 ZK_JAR = JAVA_DIR / "zookeeper.jar"  # its manifest's Class-Path names jute, netty, slf4j-api, ...

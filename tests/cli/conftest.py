@@ -4,9 +4,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.procs import ServerProcess
 from zabby import SyncClient
 from zabby.cli import BufferWriter, Shell
+from zabby.local.processes import ServerProcess
 
 
 @pytest.fixture

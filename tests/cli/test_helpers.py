@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.procs import ServerProcess
 from zabby import SyncClient
 from zabby.cli import Shell
 from zabby.cli.completion import ShellCompleter, complete
@@ -23,6 +22,7 @@ from zabby.cli.shell import (
 from zabby.cli.status import parse_mntr, parse_srvr
 from zabby.client.security import ACL, Id
 from zabby.client.states import EventType, KeeperState, WatchedEvent, ZnodeStat
+from zabby.local.processes import ServerProcess
 
 
 def test_parse_options() -> None:

@@ -8,8 +8,10 @@ import subprocess
 import sys
 import time
 
-from tests.procs import ROOT, ServerProcess, free_port
+from tests import ROOT
 from zabby import SyncClient
+from zabby.local import free_port
+from zabby.local.processes import ServerProcess
 
 
 def cli(*args: str, stdin: str | None = None, timeout_s: float = 20.0) -> subprocess.CompletedProcess[str]:

@@ -11,8 +11,9 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.procs import ROOT, ServerProcess
+from tests import ROOT
 from zabby import SyncClient
+from zabby.local.processes import ServerProcess
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")
 

@@ -14,9 +14,9 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import QuotaExceededError
 
-from tests.procs import ServerProcess, wait_until
 from zabby.cli import BufferWriter, Shell
 from zabby.cli.shell import FAILED, OK
+from zabby.local.processes import ServerProcess, wait_until
 
 
 @pytest.fixture

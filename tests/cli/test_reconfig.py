@@ -10,8 +10,8 @@ import pytest
 
 from tests.cli.helpers import run
 from tests.cli.test_main import cli
-from tests.procs import Ensemble, ServerProcess, started_ensemble
 from zabby.cli import BufferWriter, Shell
+from zabby.local.processes import Ensemble, ServerProcess, started_ensemble
 from zabby.membership import Membership
 
 SETTINGS = {"tickTime": 200, "reconfigEnabled": "true", "skipACL": "yes"}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
-from tests.procs import ServerProcess, free_port
 from zabby import SyncClient
 from zabby.cli import BufferWriter, Shell
 from zabby.cli.shell import FAILED, NOT_CONNECTED, OK, USAGE
+from zabby.local import free_port
+from zabby.local.processes import ServerProcess
 
 from .helpers import run
 

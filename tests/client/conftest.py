@@ -1,13 +1,13 @@
 from __future__ import annotations
 
-from tests.procs import wait_until  # noqa: F401  (re-exported for this folder's tests)
+from zabby.local.processes import wait_until  # noqa: F401  (re-exported for this folder's tests)
 
 from collections.abc import Iterator
 
 import pytest
 
-from tests.procs import ServerProcess
 from zabby import SyncClient
+from zabby.local.processes import ServerProcess
 
 
 @pytest.fixture

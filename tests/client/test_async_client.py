@@ -5,7 +5,6 @@ from __future__ import annotations
 import trio
 import pytest
 
-from tests.procs import ServerProcess
 from zabby import Client, EventType, KazooState, ZnodeStat, make_digest_acl
 from zabby.errors import (
     BadVersionError,
@@ -18,6 +17,7 @@ from zabby.errors import (
     RuntimeInconsistency,
     SessionExpiredError,
 )
+from zabby.local.processes import ServerProcess
 from zabby.opcodes import AddWatchMode, WatcherType
 
 

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from tests.client.conftest import wait_until
-from tests.procs import ServerProcess
 from zabby import SyncClient, TreeEvent
 from zabby.errors import LockTimeout, NoNodeError
+from zabby.local.processes import ServerProcess
 
 
 def test_lock_mutual_exclusion_threads_and_fencing(client: SyncClient) -> None:

@@ -8,7 +8,6 @@ import time
 import pytest
 
 from tests.client.conftest import wait_until
-from tests.procs import ServerProcess
 from zabby import AsyncResult, KazooRetry, KazooState, KazooTimeoutError, SyncClient
 from zabby.errors import (
     AuthFailedError,
@@ -20,6 +19,7 @@ from zabby.errors import (
     RetryFailedError,
     SessionExpiredError,
 )
+from zabby.local.processes import ServerProcess
 
 
 def test_blocking_api_and_async_variants(client: SyncClient) -> None:
@@ -71,7 +71,7 @@ def test_every_call_has_a_timeout(zabby_server: ServerProcess) -> None:
 
 
 def test_start_times_out_without_server() -> None:
-    from tests.procs import free_port
+    from zabby.local import free_port
 
     c = SyncClient(f"127.0.0.1:{free_port()}", timeout=2.0)
     t0 = time.monotonic()

@@ -20,8 +20,9 @@ import pytest
 
 from tests.console.cdp import Browser, Page
 from tests.debian import installed
-from tests.procs import ROOT, Ensemble, ServerProcess
+from tests import ROOT
 from zabby import SyncClient
+from zabby.local.processes import Ensemble, ServerProcess
 
 DIGEST = "admin:fvr2cB/fjGeAiX8g1aGhUm3ZICk="  # zabby-admin digest admin:secret
 BASIC = "Basic " + base64.b64encode(b"admin:secret").decode()

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.procs import ROOT, Ensemble
+from tests import ROOT
+from zabby.local.processes import Ensemble
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "zabby-dashboard.json"
 RULES = ROOT / "deploy" / "prometheus" / "zabby-alerts.yml"

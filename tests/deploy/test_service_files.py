@@ -11,7 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.procs import ROOT, ServerProcess
+from tests import ROOT
+from zabby.local.processes import ServerProcess
 from zabby.server.disk import EXIT_DISK_FAILURE
 from zabby.server.main import build_parser
 

@@ -1,9 +1,9 @@
 """The same seeded random operations through kazoo to Apache ZooKeeper 3.8 (Debian's jars) and
 to zabby, both standalone; every result, error, Stat, watch event and its order must match
-(tests/differential/runner.py says how they are compared).  A failure names the seed and
+(zabby/differential/runner.py says how they are compared).  A failure names the seed and
 the op: ``python scripts/diff_zookeeper.py --seeds N --ops M --verbose`` replays it.
 
-The differences ZooKeeper 3.8.0 is known to have are listed in tests/differential/known.py
+The differences ZooKeeper 3.8.0 is known to have are listed in zabby/differential/known.py
 and docs/zookeeper-compat.md; the workload steers around them, and each one's example is
 checked here to still be what the list says.
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.differential.known import KNOWN, KnownDifference, example_ops, under
-from tests.differential.runner import Pair, Script, run_ops, run_seed, run_seeds, summary
-from tests.differential.servers import ZooKeeperServer, ZooKeeperUnavailable, ensure_zookeeper, zabby_server
+from zabby.differential.known import KNOWN, KnownDifference, example_ops, under
+from zabby.differential.runner import Pair, Script, run_ops, run_seed, run_seeds, summary
+from zabby.differential.servers import ZooKeeperServer, ZooKeeperUnavailable, ensure_zookeeper, zabby_server
 
 SHORT_SEEDS = range(10)
 SHORT_OPS = 300
@@ -64,7 +64,7 @@ def test_known_difference_is_still_as_documented(pair: Pair, known: KnownDiffere
     result = run_ops(pair, 0, root, Script(example_ops(known, root)), len(known.example))
     divergence = result.divergence
     assert divergence is not None, (
-        f"{known.name!r} is gone: drop it from tests/differential/known.py, docs/zookeeper-compat.md "
+        f"{known.name!r} is gone: drop it from zabby/differential/known.py, docs/zookeeper-compat.md "
         "and the workload's steering"
     )
     found = (divergence.index, divergence.where, divergence.reference, divergence.zabby)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.procs import Ensemble, wait_until
 from zabby import SyncClient
+from zabby.local.processes import Ensemble, wait_until
 from zabby.opcodes import OpCode
 from zabby.storage.datadir import DataDir
 from zabby.storage.snapshot import list_snapshots

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import Ensemble, wait_until
 from zabby import SyncClient
 from zabby.errors import NodeExistsError
+from zabby.local.processes import Ensemble, wait_until
 
 TICK_MS = 200
 

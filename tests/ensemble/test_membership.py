@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.procs import Ensemble, ServerProcess, free_port
 from tests.server.wire import raw_session
+from zabby.local import free_port
+from zabby.local.processes import Ensemble, ServerProcess
 from zabby.opcodes import EventType
 
 TICK_MS = 200

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import Ensemble
 from tests.server.wire import OPEN_ACL, raw_session
 from zabby import SyncClient
+from zabby.local.processes import Ensemble
 
 TICK_MS = 200
 

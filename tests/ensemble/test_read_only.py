@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import ROOT, Ensemble, wait_until
+from tests import ROOT
 from zabby import SyncClient
 from zabby.client.states import KeeperState
 from zabby.errors import NotReadOnlyCallError
+from zabby.local.processes import Ensemble, wait_until
 
 TICK_MS = 200
 

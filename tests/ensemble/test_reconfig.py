@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import Ensemble, ServerProcess, wait_until
 from tests.server.wire import raw_session
 from zabby import SyncClient
+from zabby.local.processes import Ensemble, ServerProcess, wait_until
 from zabby.membership import Membership
-from zabby.ops.logtool import dump
 from zabby.opcodes import OpCode
+from zabby.ops.logtool import dump
 
 TICK_MS = 200
 SETTINGS = {"tickTime": TICK_MS, "reconfigEnabled": "true", "skipACL": "yes"}

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import ServerProcess, free_port, wait_until
 from zabby import SyncClient
 from zabby.errors import KazooException
 from zabby.jepsen.proxy import LinkProxy, Mode, ProxyHub
+from zabby.local import free_port
+from zabby.local.processes import ServerProcess, wait_until
 
 TICK_MS = 200
 LEADER_SYNC_LIMIT = 30  # 6 s before the old leader notices

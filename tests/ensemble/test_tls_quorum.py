@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.certs import Certs, make_certs
-from tests.procs import Ensemble, wait_until
 from zabby import SyncClient
+from zabby.local.processes import Ensemble, wait_until
 from zabby.tree import quota
 
 

@@ -11,8 +11,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.jute.helpers import OPEN_ACL, JuteSession, jute_session, read_all
-from tests.procs import ServerProcess
 from tests.server.wire import raw_session
+from zabby.local.processes import ServerProcess
 from zabby.opcodes import OpCode
 from zabby.wire import jute
 

@@ -32,9 +32,10 @@ from kazoo.security import Id as KazooId
 from kazoo.security import make_digest_acl
 
 from tests.jute.conftest import start_kazoo, stop_kazoo
-from tests.jute.helpers import OPEN_ACL, jute_session, kazoo_call
-from tests.procs import ServerProcess
+from tests.jute.helpers import OPEN_ACL, jute_session
 from tests.server.wire import raw_session
+from zabby.differential.kazoo_ops import kazoo_call
+from zabby.local.processes import ServerProcess
 from zabby.opcodes import CreateMode, OpCode, WatcherType
 from zabby.wire import jute
 

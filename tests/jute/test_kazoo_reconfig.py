@@ -13,7 +13,7 @@ from kazoo.exceptions import BadVersionError, NoAuthError, UnimplementedError
 from kazoo.security import make_digest_acl_credential
 
 from tests.jute.conftest import start_kazoo, stop_kazoo
-from tests.procs import Ensemble, ServerProcess, started_ensemble
+from zabby.local.processes import Ensemble, ServerProcess, started_ensemble
 from zabby.membership import Membership
 
 

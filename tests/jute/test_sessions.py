@@ -13,7 +13,7 @@ from kazoo.protocol.states import EventType, KazooState
 
 from tests.jute.conftest import start_kazoo, stop_kazoo
 from tests.jute.helpers import JuteSession, jute_session, read_all, wait_until
-from tests.procs import Ensemble, ServerProcess
+from zabby.local.processes import Ensemble, ServerProcess
 from zabby.opcodes import OpCode
 from zabby.wire import jute
 

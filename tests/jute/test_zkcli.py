@@ -13,7 +13,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.debian import installed
-from tests.procs import ServerProcess
+from zabby.local.processes import ServerProcess
 
 @pytest.fixture(scope="module")
 def zkcli() -> str:

@@ -3,8 +3,6 @@ script run in-process with its output and exit code."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +24,7 @@ def write_log(data_dir: Path, txns: list[Txn], **log_options: int) -> list[Txn]:
 
 def admin(*argv: str) -> tuple[int, str, str]:
     """``zabby-admin ARGV``: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err):
-        try:
-            code = admin_cli.main(list(argv), out=out)
-        except SystemExit as exc:  # argparse's usage errors
-            code = int(exc.code or 0)
-    return code, out.getvalue(), err.getvalue()
+    return admin_cli.main_captured(list(argv))
 
 
 SYSTEM = "/zookeeper"  # each server shows its own membership there (outside the digest, as in ZooKeeper)

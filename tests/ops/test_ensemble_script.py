@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.procs import ROOT
+from tests import ROOT
 from zabby.local import process_alive
 from zabby.membership import Membership
 

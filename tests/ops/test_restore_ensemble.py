@@ -8,9 +8,9 @@ import urllib.request
 from pathlib import Path
 
 from tests.ops.helpers import admin, read_tree, tree_nodes
-from tests.procs import Ensemble
 from tests.storage.helpers import TxnMaker, tree_of
 from zabby import SyncClient
+from zabby.local.processes import Ensemble
 from zabby.storage.epochs import read_epoch
 from zabby.storage.snapshot import write_snapshot
 from zabby.tree.txns import zxid_epoch

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.ops.helpers import admin
-from tests.procs import ServerProcess, free_port
 from tests.storage.helpers import TxnMaker, tree_of
 from zabby import SyncClient
+from zabby.local import free_port
+from zabby.local.processes import ServerProcess
 from zabby.ops.snapfile import status
 from zabby.storage.snapshot import write_snapshot
 

@@ -6,9 +6,9 @@ import socket
 import struct
 import time
 
-from tests.procs import ServerProcess
 from tests.server.wire import OPEN_ACL, raw_session
 from zabby.errors import Err
+from zabby.local.processes import ServerProcess
 from zabby.wire.messages import pack_frame
 
 

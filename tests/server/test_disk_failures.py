@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import ServerProcess, wait_until
 from tests.tmpfs import fill, small_tmpfs
 from zabby import SyncClient
 from zabby.errors import ConnectionLoss, SystemZookeeperError
+from zabby.local.processes import ServerProcess, wait_until
 from zabby.server.disk import EXIT_DISK_FAILURE
 
 

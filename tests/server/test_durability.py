@@ -7,8 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-from tests.procs import ServerProcess
 from tests.server.wire import OPEN_ACL, raw_session
+from zabby.local.processes import ServerProcess
 
 WINDOW = 64
 

@@ -6,8 +6,8 @@ import json
 import urllib.request
 from pathlib import Path
 
-from tests.procs import ServerProcess
 from tests.server.wire import raw_session
+from zabby.local.processes import ServerProcess
 from zabby.server import fourletter
 
 

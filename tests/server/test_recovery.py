@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.procs import ServerProcess
 from tests.server.wire import OPEN_ACL, raw_session
+from zabby.local.processes import ServerProcess
 
 
 def test_corrupt_newest_snapshot_falls_back(tmp_path: Path) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.procs import ServerProcess
 from tests.server.wire import raw_session
 from zabby.errors import Err
+from zabby.local.processes import ServerProcess
 from zabby.opcodes import EventType
 
 

@@ -7,9 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.procs import ROOT, wait_until
-from zabby.local import process_alive
+from tests import ROOT
 from zabby.core.messages import SnapChunk, decode
+from zabby.local import process_alive
+from zabby.local.processes import wait_until
 from zabby.server.forks import SNAP_CHUNK_RECORDS, write_snapshot_frames
 from zabby.tree.datatree import DataTree
 from zabby.wire.framing import FrameDecoder

@@ -15,10 +15,12 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError as KazooLibTimeout
 
 from tests.certs import Certs, make_certs, secure_port_settings
-from tests.procs import ROOT, ServerProcess, free_port
+from tests import ROOT
 from zabby import SyncClient
 from zabby.client.exceptions import KazooTimeoutError
 from zabby.errors import AuthFailedError
+from zabby.local import free_port
+from zabby.local.processes import ServerProcess
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,9 @@ guarantee, persistent and recursive watches, removeWatches, and setWatches after
 
 from __future__ import annotations
 
-from tests.procs import ServerProcess
 from tests.server.wire import raw_session
 from zabby.errors import Err
+from zabby.local.processes import ServerProcess
 from zabby.opcodes import AddWatchMode, EventType, WatcherType
 
 

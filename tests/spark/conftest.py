@@ -3,7 +3,7 @@ SparkSession (skipped, with the reason, only when Java or pyspark is missing).""
 
 from __future__ import annotations
 
-from tests.procs import wait_until  # noqa: F401  (re-exported for this folder's tests)
+from zabby.local.processes import wait_until  # noqa: F401  (re-exported for this folder's tests)
 
 import shutil
 import subprocess
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import Ensemble
 from zabby import SyncClient
+from zabby.local.processes import Ensemble
 
 
 

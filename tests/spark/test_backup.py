@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from tests.ops.helpers import admin
-from tests.procs import ROOT, ServerProcess
+from tests import ROOT
 from tests.spark.test_metastore import CUBE, driver, segment
 from zabby import SyncClient
+from zabby.local.processes import ServerProcess
 from zabby.spark.backup import BackupError, backup_project, load_backup, node_file, restore_project
 from zabby.spark.demo import metadata_round_trip
 from zabby.spark.epoch import EpochTaken, ProjectEpoch

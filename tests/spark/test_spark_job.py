@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 
-from tests.procs import ROOT, Ensemble
+from tests import ROOT
 from tests.spark.conftest import wait_until
+from zabby.local.processes import Ensemble
 from zabby.spark.epoch import ProjectEpoch
 from zabby.spark.job import FAULT_ENV, CubeJob
 from zabby.spark.metastore import MetaStore

@@ -20,6 +20,8 @@ Errors go to stderr as one line: ``zabby-admin: <what and why>``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import sys
 from collections.abc import Callable
@@ -271,6 +273,18 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     except BrokenPipeError:  # `zabby-admin log dump DIR | head`
         sys.stderr.close()
         return 0
+
+
+def main_captured(argv: list[str]) -> tuple[int, str, str]:
+    """``main(argv)`` with what it prints caught: (exit code, stdout, stderr).  For harnesses
+    that run ``zabby-admin`` in-process (the backup drill, the tests)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = main(argv, out=out)
+        except SystemExit as exc:  # argparse's usage errors
+            code = int(exc.code or 0)
+    return code, out.getvalue(), err.getvalue()
 
 
 if __name__ == "__main__":

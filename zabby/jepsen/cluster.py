@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from zabby.local import ZOOKEEPER_LOG4J, four_letter, free_port
+from zabby.local import CHECKOUT, ZOOKEEPER_LOG4J, four_letter, free_port
 from zabby.membership import Membership
 from zabby.jepsen.proxy import LinkProxy, ProxyHub
 
@@ -46,7 +46,6 @@ PROCESS_WAIT_S = 10.0
 RESTARTS_MAX = 5  # per server and run, for servers that died on their own
 ZK_HEAP = "256m"
 REDIRECT_SOURCE = Path(__file__).with_name("redirect.c")
-CHECKOUT = Path(__file__).resolve().parents[2]  # the zabby servers run this checkout's code
 REDIRECT_ENV = "ZABBY_JEPSEN_REDIRECT"
 
 TRACEBACK_MARKERS = {

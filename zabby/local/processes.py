@@ -1,7 +1,10 @@
-"""Real zabby server processes on 127.0.0.1 for process-level tests.
+"""Real zabby server processes on 127.0.0.1: for the process-level tests and the scripts
+(benchmarks, the differential run, the backup drill).
 
 Every process a test starts is stopped by the fixture that started it; ports are picked free
-below the kernel's ephemeral range (see ``free_port``).
+below the kernel's ephemeral range (see ``free_port``).  The servers run the code of the
+checkout this package is in (``CHECKOUT``), with 1 MB of log reserved ahead instead of
+ZooKeeper's 64 MB (``preAllocSize``; a test run starts hundreds of them).
 """
 
 from __future__ import annotations
@@ -15,11 +18,10 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from zabby.local import four_letter, free_port
+from zabby.local import CHECKOUT, four_letter, free_port
+from zabby.local.netproxy import LinkProxy
 
-__all__ = ["Ensemble", "ServerProcess", "four_letter", "free_port", "wait_until"]
-
-ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["Ensemble", "ServerProcess", "started_ensemble", "wait_until"]
 
 
 def wait_until(predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "condition") -> None:
@@ -75,7 +77,7 @@ class ServerProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "zabby.server.main", *self.options, str(self.config_path)],
-            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, **self.environment},
+            stdout=log, stderr=subprocess.STDOUT, cwd=CHECKOUT, env={**os.environ, **self.environment},
         )  # fmt: skip
         log.close()
 
@@ -146,8 +148,6 @@ class Ensemble:
     def __init__(self, workdir: Path, size: int, *, observers: int = 0, proxied: bool = False, **overrides: object) -> None:
         """With ``proxied``, server j reaches server i through ``self.proxies[(j, i)]`` (quorum and
         election port each), so a test can cut any directed link."""
-        from tests.netproxy import LinkProxy
-
         self.servers: dict[int, ServerProcess] = {}
         self.proxies: dict[tuple[int, int], tuple[LinkProxy, LinkProxy]] = {}
         self.workdir = workdir

@@ -2,7 +2,8 @@
 dir, restore a new ensemble from the backup, and check it.
 
 Shared by ``tests/ops/test_backup_flow.py`` (small in the default run, 100k znodes marked
-slow) and ``scripts/backup_restore.py`` (which prints the figures).  Steps and checks:
+slow) and ``scripts/backup_restore.py`` (which prints the figures).  ``zabby-admin`` runs
+in-process (``zabby.cli.admin.main_captured``).  Steps and checks:
 
 1. load ``znodes`` znodes (a multi per folder of 1000), then start a writer that keeps changing
    ``/churn`` (its own session) for as long as the backup runs;
@@ -27,9 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.ops.helpers import admin
-from tests.procs import Ensemble
 from zabby import SyncClient
+from zabby.cli.admin import main_captured
+from zabby.local.processes import Ensemble
 from zabby.ops import compare, snapfile
 from zabby.tree.txns import zxid_epoch
 
@@ -129,7 +130,7 @@ def digest_at(admin_port: int, zxid: int) -> int | None:
 
 def _save(ensemble: Ensemble, target: Path) -> None:
     leader = ensemble.servers[ensemble.wait_leader()]
-    code, out, err = admin("snapshot", "save", str(target), "--server", f"127.0.0.1:{leader.admin_port}", "--timeout", "600")
+    code, out, err = main_captured(["snapshot", "save", str(target), "--server", f"127.0.0.1:{leader.admin_port}", "--timeout", "600"])
     if code != 0:
         raise RuntimeError(f"snapshot save failed ({code}): {err}{out}")
 
@@ -142,7 +143,7 @@ def _destroy(ensemble: Ensemble) -> None:
 
 def _restore(backup: Path, ensemble: Ensemble) -> None:
     for sid, server in ensemble.servers.items():
-        code, _, err = admin("snapshot", "restore", str(backup), "--data-dir", str(server.data_dir), "--myid", str(sid))
+        code, _, err = main_captured(["snapshot", "restore", str(backup), "--data-dir", str(server.data_dir), "--myid", str(sid)])
         if code != 0:
             raise RuntimeError(f"restore of server {sid} failed ({code}): {err}")
 

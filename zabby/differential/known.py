@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tests.differential.model import Op
-from tests.differential.workload import digest_id
+from zabby.differential.model import Op
+from zabby.differential.workload import digest_id
 
 OPEN = ((31, "world", "anyone"),)
 BOB_ONLY = ((31, "digest", digest_id("bob")),)

@@ -1,7 +1,10 @@
 """Helpers for servers on this machine: free ports, four-letter-word probes, process liveness.
 
 One place for what the tests, the demo's local ensemble, ``scripts/ensemble.py``, the fault
-harness and ``zabby-cli -servers-status`` all need.
+harness and ``zabby-cli -servers-status`` all need.  The harness that starts real servers
+lives beside it, imported only by the tests, the scripts and the other harnesses:
+``zabby.local.processes`` (``ServerProcess``, ``Ensemble``), ``zabby.local.netproxy``
+(``LinkProxy``, a cuttable link) and ``zabby.local.backup_drill``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 
 REPLY_BYTES_MAX = 4 * 1024 * 1024
 PORT_LOW = 20000
+CHECKOUT = Path(__file__).resolve().parents[2]  # the folder holding this zabby package: servers started from here run its code
 _PORTS_TAKEN: set[int] = set()
 
 

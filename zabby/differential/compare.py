@@ -26,7 +26,7 @@ import bisect
 import re
 from typing import Any
 
-from tests.differential.model import Event, Outcome, Stat
+from zabby.differential.model import Event, Outcome, Stat
 
 TIME_OK = "t"
 _INDEX = re.compile(r"\[\d+\]")

@@ -10,7 +10,7 @@ Reaping is kept free of timing races: a TTL node either lives far longer than a 
 (``TTL_LONG_MS``) or expires at once (``TTL_SHORT_MS``), and the executor waits after each
 write until every container and short-TTL node that is due has been reaped.
 
-The workload steers around the differences listed in ``tests.differential.known``:
+The workload steers around the differences listed in ``zabby.differential.known``:
 
 * sessions a and b set one-shot watches only, session c persistent ones only, one mode per
   path, and c removes them with type Any only (ZooKeeper 3.8.0 keeps one watch mode per path
@@ -32,7 +32,7 @@ from typing import Any
 
 from kazoo.protocol.paths import normpath
 
-from tests.differential.model import CLIENT_USER, CLIENTS, CREDENTIALS, ACLEntry, Op
+from zabby.differential.model import CLIENT_USER, CLIENTS, CREDENTIALS, ACLEntry, Op
 from zabby.opcodes import CreateMode, WatcherType
 from zabby.tree.acl import READ
 

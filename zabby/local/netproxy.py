@@ -12,7 +12,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from tests.procs import free_port
+from zabby.local import free_port
 
 
 class LinkProxy:

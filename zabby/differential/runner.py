@@ -8,10 +8,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tests.differential.compare import Normalizer, first_difference, kind_of
-from tests.differential.execute import Executor
-from tests.differential.model import Op, Outcome
-from tests.differential.workload import Workload
+from zabby.differential.compare import Normalizer, first_difference, kind_of
+from zabby.differential.execute import Executor
+from zabby.differential.model import Op, Outcome
+from zabby.differential.workload import Workload
 
 RECENT_OPS = 8  # ops shown before a divergence
 

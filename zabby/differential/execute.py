@@ -11,7 +11,7 @@ connection thread read them.  After an op that may change the tree, the executor
    caused is in the log too.
 
 Ops kazoo has no method for (container and TTL creates, multiRead, getEphemerals, ...) go
-through kazoo's own connection as raw jute requests (``tests.jute.helpers.kazoo_call``).
+through kazoo's own connection as raw jute requests (``zabby.differential.kazoo_ops``).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from kazoo.protocol.serialization import Watch
 from kazoo.security import ACL as KazooACL
 from kazoo.security import Id as KazooId
 
-from tests.differential.model import CLIENT_USER, CLIENTS, CREDENTIALS, ACLEntry, Event, Op, Outcome, Stat
-from tests.differential.servers import SUPER_PASSWORD, SUPER_USER
-from tests.differential.workload import READ_KINDS, TTL_SHORT_MS
-from tests.jute.helpers import kazoo_call
+from zabby.differential.model import CLIENT_USER, CLIENTS, CREDENTIALS, ACLEntry, Event, Op, Outcome, Stat
+from zabby.differential.servers import SUPER_PASSWORD, SUPER_USER
+from zabby.differential.kazoo_ops import kazoo_call
+from zabby.differential.workload import READ_KINDS, TTL_SHORT_MS
 from zabby.opcodes import CreateMode, OpCode
 from zabby.wire import jute
 

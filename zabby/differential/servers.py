@@ -19,11 +19,11 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.procs import ROOT, ServerProcess, four_letter, free_port
 from zabby.jepsen.cluster import JAVA_DIR, ZK_JAR
-from zabby.local import ZOOKEEPER_LOG4J
+from zabby.local import CHECKOUT, ZOOKEEPER_LOG4J, four_letter, free_port
+from zabby.local.processes import ServerProcess
 
-INSTALL_SCRIPT = ROOT / "scripts" / "install_zookeeper.sh"
+INSTALL_SCRIPT = CHECKOUT / "scripts" / "install_zookeeper.sh"
 APT_UNAVAILABLE = 3  # install_zookeeper.sh's exit code when apt-get (or root) is not there
 
 REAP_INTERVAL_MS = 200
