@@ -97,6 +97,7 @@ class MeddlingClient:
             self.meddled = True
             self.client.exists(path)  # FIFO: every read sent before this one is answered
             self.meddle()
+            self.client.sync(path)  # our server may be a follower that has not applied the build yet
         return self.client.get_async(path)
 
 
