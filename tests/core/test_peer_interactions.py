@@ -211,6 +211,20 @@ def test_proposal_before_the_sync_mode_goes_looking() -> None:
     assert peer.state == ServerState.LOOKING and drain(peer).append == []
 
 
+def test_an_inform_or_commit_before_the_sync_mode_is_not_logged() -> None:
+    """Sim seed 8058 (reconfig soak): the leader, not yet having read the learner's new
+    FOLLOWERINFO, sent an INFORM of the new epoch's first txn to its previous link.  Logged
+    right after a log that missed the old epoch's last txns, it was applied over a tree
+    without them; the learner must take it for a broken stream."""
+    peer = _syncing_learner(DurableState(1, 1, z(1, 5), z(1, 5), (txn(1, 4), txn(1, 5))))
+    peer.step(1, Inform(txns=(txn(3, 1),)))
+    rd = drain(peer)
+    assert peer.state == ServerState.LOOKING and rd.append == [] and peer.last_logged == z(1, 5)
+    peer = _syncing_learner(DurableState(1, 1, z(1, 5), z(1, 4), (txn(1, 4), txn(1, 5))))
+    peer.step(1, Commit(zxid=z(1, 5)))
+    assert peer.state == ServerState.LOOKING and drain(peer).committed == [] and peer.applied == z(1, 4)
+
+
 def test_newleader_without_a_sync_mode_goes_looking() -> None:
     peer = _syncing_learner(DurableState())
     peer.step(1, NewLeader(zxid=z(3, 0)))

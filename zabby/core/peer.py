@@ -916,6 +916,9 @@ class Peer:
     def _learner_commit(self, zxid: int, designated: int = 0) -> None:
         learner = self.learner
         assert learner is not None
+        if not learner.sync_mode_seen:
+            self._learner_resync()  # as a PROPOSAL ahead of the sync: not of this sync's stream
+            return
         if zxid <= learner.commit_point:
             return
         if not any(t.zxid == zxid for t in self.pending):
@@ -942,6 +945,12 @@ class Peer:
     def _learner_inform(self, inform: Inform) -> None:
         learner = self.learner
         assert learner is not None
+        if not learner.sync_mode_seen:
+            # Sent to our previous link (the leader had not yet read our new FOLLOWERINFO):
+            # logging it would put the new epoch's first txn right after a log that misses
+            # the old epoch's last ones (sim seed 8058 with the reconfig soak's options).
+            self._learner_resync()
+            return
         fresh = [t for t in inform.txns if t.zxid > self.last_logged]
         last = self.last_logged
         for txn in fresh:
