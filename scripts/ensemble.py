@@ -26,8 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,14 +35,19 @@ sys.path.insert(0, str(ROOT))
 
 from zabby import SyncClient  # noqa: E402
 from zabby.client.security import make_digest_acl_credential  # noqa: E402
+from zabby.local import process_alive, srvr  # noqa: E402
+from zabby.local.processes import (  # noqa: E402
+    QUORUM_LIMITS, kill_pids, launch_server, local_settings, server_spec, stop_pids, wait_serving, write_config, write_myid,
+)  # fmt: skip
 from zabby.membership import Membership  # noqa: E402
-from zabby.local import four_letter, process_alive  # noqa: E402
 
 RUN = Path(os.environ.get("ZABBY_ENSEMBLE_DIR", ROOT / "run" / "ensemble")).resolve()
 STATE = RUN / "servers.json"
 BASE_PORT = int(os.environ.get("ZABBY_ENSEMBLE_BASE_PORT", "2180"))
 SUPER_USER = ("super", "zabby")  # add and remove reconfigure as this user
-RECONFIG_LINES = ["reconfigEnabled=true", f"superDigest={make_digest_acl_credential(*SUPER_USER)}"]
+RECONFIG_SETTINGS = {"reconfigEnabled": "true", "superDigest": make_digest_acl_credential(*SUPER_USER)}
+
+State = dict[str, dict[str, int]]  # server id -> {"pid": ..., "size": ...}
 
 
 def client_port(sid: int) -> int:
@@ -53,74 +56,80 @@ def client_port(sid: int) -> int:
 
 def server_line(sid: int) -> str:
     """Server ``sid``'s ``server.N=`` line (a participant on this machine)."""
-    return f"server.{sid}=127.0.0.1:{BASE_PORT + 707 + sid}:{BASE_PORT + 1707 + sid};127.0.0.1:{client_port(sid)}"
+    return f"server.{sid}={server_spec(BASE_PORT + 707 + sid, BASE_PORT + 1707 + sid, client_port(sid))}"
 
 
-def write_config(sid: int, size: int, members: list[str] | None = None) -> Path:
+def folder_of(sid: int) -> Path:
+    return RUN / f"server{sid}"
+
+
+def config_for(sid: int, size: int, members: list[str] | None = None) -> Path:
     """conf/zoo<sid>.cfg when it matches the size (and the ports are the default ones), else a
     generated config of the same shape; ``members`` are the ``server.N=`` lines to list
     instead of servers 1..size.  A zoo.cfg a reconfig rewrote is kept as it is."""
-    folder = RUN / f"server{sid}"
-    (folder / "data").mkdir(parents=True, exist_ok=True)
-    (folder / "data" / "myid").write_text(f"{sid}\n")
+    folder = folder_of(sid)
+    write_myid(folder / "data", sid)
     path = folder / "zoo.cfg"
     if path.exists() and "dynamicConfigFile=" in path.read_text():
         return path
     source = ROOT / "conf" / f"zoo{sid}.cfg"
     if size == 3 and members is None and BASE_PORT == 2180 and source.exists():
         text = source.read_text().replace(f"../run/ensemble/server{sid}/data", str(folder / "data"))
-        text += "".join(line + "\n" for line in RECONFIG_LINES)
-    else:
-        lines = [
-            "tickTime=2000", "initLimit=10", "syncLimit=5", f"dataDir={folder / 'data'}",
-            f"clientPort={client_port(sid)}", "clientPortAddress=127.0.0.1", "admin.serverAddress=127.0.0.1",
-            f"admin.serverPort={BASE_PORT + 5899 + sid}", "4lw.commands.whitelist=*", *RECONFIG_LINES,
-        ] + (members if members is not None else [server_line(n) for n in range(1, size + 1)])  # fmt: skip
-        text = "\n".join(lines) + "\n"
-    path.write_text(text)
-    return path
+        path.write_text(text + "".join(f"{key}={value}\n" for key, value in RECONFIG_SETTINGS.items()))
+        return path
+    lines = members if members is not None else [server_line(n) for n in range(1, size + 1)]
+    settings = local_settings(folder / "data", client_port(sid), BASE_PORT + 5899 + sid, tick_ms=2000)
+    return write_config(path, {**settings, **QUORUM_LIMITS, **RECONFIG_SETTINGS, **dict(line.split("=", 1) for line in lines)})
 
 
-def load_state() -> dict[str, dict[str, int]]:
+def load_state() -> State:
     return json.loads(STATE.read_text()) if STATE.exists() else {}
 
 
-def save_state(state: dict[str, dict[str, int]]) -> None:
+def save_state(state: State) -> None:
     RUN.mkdir(parents=True, exist_ok=True)
     STATE.write_text(json.dumps(state, indent=2))
 
 
+def running_pid(state: State, sid: int) -> int | None:
+    entry = state.get(str(sid))
+    return entry["pid"] if entry and process_alive(entry["pid"]) else None
+
+
 def launch(sid: int, size: int, members: list[str] | None = None) -> int:
-    config = write_config(sid, size, members)
-    log = open(RUN / f"server{sid}" / "server.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "zabby.server.main", str(config)], stdout=log,
-                            stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)  # fmt: skip
-    return proc.pid
+    """Server ``sid`` started detached (it outlives this script); its pid."""
+    return launch_server(config_for(sid, size, members), folder_of(sid) / "server.log", new_session=True).pid
 
 
-def status(state: dict[str, dict[str, int]]) -> list[tuple[int, str, str, str]]:
+def status(state: State) -> list[tuple[int, str, str, str]]:
     rows = []
-    for sid_text, entry in sorted(state.items(), key=lambda kv: int(kv[0])):
-        sid = int(sid_text)
+    for sid in sorted(map(int, state)):
         try:
-            fields = dict(line.split(": ", 1) for line in four_letter(client_port(sid), "srvr").splitlines() if ": " in line)
+            fields = srvr(client_port(sid))
             rows.append((sid, fields.get("Mode", "not serving"), fields.get("Zxid", "-"), fields.get("Connections", "-")))
         except OSError:
-            rows.append((sid, "down" if not process_alive(entry["pid"]) else "starting", "-", "-"))
+            rows.append((sid, "starting" if running_pid(state, sid) else "down", "-", "-"))
     return rows
 
 
-def wait_serving(sids: list[int], timeout_s: float = 30.0) -> bool:
+def print_status(state: State) -> None:
+    for row in status(state):
+        print("server %d: %-11s zxid %-14s connections %s" % row)
+
+
+def all_serving(state: State, sids: list[int], timeout_s: float = 30.0) -> bool:
+    """Whether every server of ``sids`` serves within ``timeout_s`` (false at once if one ends)."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        modes = {sid: mode for sid, mode, _, _ in status(load_state()) if sid in sids}
-        if all(mode in ("leader", "follower", "observer") for mode in modes.values()):
-            return True
-        time.sleep(0.1)
-    return False
+    try:
+        for sid in sids:
+            pid = state[str(sid)]["pid"]
+            wait_serving(client_port(sid), lambda pid=pid: process_alive(pid), max(deadline - time.monotonic(), 0.1))
+    except (RuntimeError, TimeoutError):
+        return False
+    return True
 
 
-def admin_client(state: dict[str, dict[str, int]], excluding: int | None = None) -> SyncClient:
+def admin_client(state: State, excluding: int | None = None) -> SyncClient:
     """A session as the super user on the running servers (but ``excluding``)."""
     hosts = ",".join(f"127.0.0.1:{client_port(int(s))}" for s in sorted(state, key=int) if int(s) != excluding)
     client = SyncClient(hosts, timeout=10.0, auth_data=[("digest", ":".join(SUPER_USER))])
@@ -128,11 +137,10 @@ def admin_client(state: dict[str, dict[str, int]], excluding: int | None = None)
     return client
 
 
-def add(state: dict[str, dict[str, int]], sid: int) -> int:
+def add(state: State, sid: int) -> int:
     """Start server ``sid`` with the current members and itself, then reconfigure it in."""
-    entry = state.get(str(sid))
-    if entry and process_alive(entry["pid"]):
-        print(f"server {sid} is already running (pid {entry['pid']})", file=sys.stderr)
+    if (pid := running_pid(state, sid)) is not None:
+        print(f"server {sid} is already running (pid {pid})", file=sys.stderr)
         return 2
     if not state:
         print("no ensemble is running: start one first", file=sys.stderr)
@@ -145,15 +153,15 @@ def add(state: dict[str, dict[str, int]], sid: int) -> int:
         members = [f"server.{m.sid}={m.spec()}" for m in current.members] + [server_line(sid)]
         state[str(sid)] = {"pid": launch(sid, len(members), members), "size": len(members)}
         save_state(state)
-        if not wait_serving([sid], 60.0):
-            print(f"server {sid} did not sync with the ensemble; see {RUN / f'server{sid}' / 'server.log'}", file=sys.stderr)
+        if not all_serving(state, [sid], 60.0):
+            print(f"server {sid} did not sync with the ensemble; see {folder_of(sid) / 'server.log'}", file=sys.stderr)
             return 1
         data, _ = client.reconfig(server_line(sid), None, None, current.version)
     print(f"server {sid} added; committed new configuration:\n{data.decode()}", end="")
     return 0
 
 
-def remove(state: dict[str, dict[str, int]], sid: int) -> int:
+def remove(state: State, sid: int) -> int:
     """Reconfigure server ``sid`` out, then stop it."""
     entry = state.get(str(sid))
     if entry is None:
@@ -161,79 +169,75 @@ def remove(state: dict[str, dict[str, int]], sid: int) -> int:
         return 2
     with admin_client(state, excluding=sid) as client:
         data, _ = client.reconfig(None, str(sid), None)
-    if process_alive(entry["pid"]):
-        os.kill(entry["pid"], signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while process_alive(entry["pid"]) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if process_alive(entry["pid"]):
-            os.kill(entry["pid"], signal.SIGKILL)
+    stop_pids([entry["pid"]])
     del state[str(sid)]
     save_state(state)
     print(f"server {sid} removed and stopped; committed new configuration:\n{data.decode()}", end="")
     return 0
 
 
-def main() -> int:  # noqa: C901 -- one branch per subcommand
+def start(state: State, size: int) -> int:
+    """Servers 1..size (those not running already), then their status."""
+    for sid in range(1, size + 1):
+        if (pid := running_pid(state, sid)) is not None:
+            print(f"server {sid} is already running (pid {pid})")
+            continue
+        state[str(sid)] = {"pid": launch(sid, size), "size": size}
+    save_state(state)
+    ok = all_serving(state, list(range(1, size + 1)))
+    print_status(state)
+    print("hosts:", ",".join(f"127.0.0.1:{client_port(s)}" for s in range(1, size + 1)))
+    return 0 if ok else 1
+
+
+def kill(state: State, sid: int) -> int:
+    """SIGKILL server ``sid``."""
+    pid = state[str(sid)]["pid"]
+    kill_pids([pid])
+    print(f"killed server {sid} (pid {pid})")
+    return 0
+
+
+def restart(state: State, sid: int) -> int:
+    """SIGKILL server ``sid`` if it runs, then start it again on the same data."""
+    entry = state[str(sid)]
+    kill_pids([entry["pid"]])
+    entry["pid"] = launch(sid, entry["size"])
+    save_state(state)
+    print(f"restarted server {sid} (pid {entry['pid']})")
+    return 0
+
+
+def stop(state: State) -> int:
+    """SIGTERM every server, SIGKILL those not ended within 10 s."""
+    stop_pids(entry["pid"] for entry in state.values())
+    save_state({})
+    print("stopped")
+    return 0
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["start", "stop", "status", "kill", "restart", "hosts", "add", "remove"])
     parser.add_argument("n", nargs="?", type=int, help="ensemble size (start) or server id (kill, restart, add, remove)")
     args = parser.parse_args()
     state = load_state()
-    if args.command in ("add", "remove"):
-        if args.n is None:
-            parser.error(f"{args.command} needs a server id")
-        return add(state, args.n) if args.command == "add" else remove(state, args.n)
     if args.command == "start":
-        size = args.n or 3
-        for sid in range(1, size + 1):
-            entry = state.get(str(sid))
-            if entry and process_alive(entry["pid"]):
-                print(f"server {sid} is already running (pid {entry['pid']})")
-                continue
-            state[str(sid)] = {"pid": launch(sid, size), "size": size}
-        save_state(state)
-        ok = wait_serving(list(range(1, size + 1)))
-        for row in status(state):
-            print("server %d: %-11s zxid %-14s connections %s" % row)
-        print("hosts:", ",".join(f"127.0.0.1:{client_port(s)}" for s in range(1, size + 1)))
-        return 0 if ok else 1
-    if args.command in ("kill", "restart"):
-        entry = state.get(str(args.n))
-        if entry is None:
-            print(f"no server {args.n} in {STATE}", file=sys.stderr)
-            return 2
-        if args.command == "kill":
-            if process_alive(entry["pid"]):
-                os.kill(entry["pid"], signal.SIGKILL)
-            print(f"killed server {args.n} (pid {entry['pid']})")
-        else:
-            if process_alive(entry["pid"]):
-                os.kill(entry["pid"], signal.SIGKILL)
-                time.sleep(0.2)
-            entry["pid"] = launch(args.n, entry["size"])
-            save_state(state)
-            print(f"restarted server {args.n} (pid {entry['pid']})")
-        return 0
+        return start(state, args.n or 3)
     if args.command == "stop":
-        for entry in state.values():
-            if process_alive(entry["pid"]):
-                os.kill(entry["pid"], signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while any(process_alive(e["pid"]) for e in state.values()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        for entry in state.values():
-            if process_alive(entry["pid"]):
-                os.kill(entry["pid"], signal.SIGKILL)
-        save_state({})
-        print("stopped")
-        return 0
+        return stop(state)
     if args.command == "hosts":
         print(",".join(f"127.0.0.1:{client_port(int(s))}" for s in sorted(state, key=int)))
         return 0
-    for row in status(state):
-        print("server %d: %-11s zxid %-14s connections %s" % row)
-    return 0
+    if args.command == "status":
+        print_status(state)
+        return 0
+    if args.n is None:
+        parser.error(f"{args.command} needs a server id")
+    if args.command in ("kill", "restart") and str(args.n) not in state:
+        print(f"no server {args.n} in {STATE}", file=sys.stderr)
+        return 2
+    return {"add": add, "remove": remove, "kill": kill, "restart": restart}[args.command](state, args.n)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # this checkout's zabby, not an installed one
 
-from zabby.local import ZOOKEEPER_LOG4J, four_letter, free_port  # noqa: E402
+from zabby.local import ZOOKEEPER_LOG4J, four_letter, free_port, server_mode, srvr  # noqa: E402
 from zabby.local.processes import Ensemble, ServerProcess  # noqa: E402
 
 JAVA_DIR = Path("/usr/share/java")
@@ -62,10 +62,9 @@ def srvr_of(port: int, timeout_s: float = 2.0) -> dict[str, str]:
     """srvr's ``Key: value`` lines (Mode, Zxid, Node count); {} while the server is down or
     not serving."""
     try:
-        text = four_letter(port, "srvr", timeout_s)
+        fields = srvr(port, timeout_s)
     except OSError:
         return {}
-    fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
     return fields if "Mode" in fields else {}
 
 
@@ -95,11 +94,7 @@ def jvm_live_heap(pid: int) -> dict[str, int]:
 
 
 def mode_of(port: int) -> str:
-    try:
-        text = four_letter(port, "srvr", 2.0)
-    except OSError:
-        return "down"
-    return next((line[6:].strip() for line in text.splitlines() if line.startswith("Mode: ")), "not serving")
+    return server_mode(port, 2.0)
 
 
 def total_watches(ports: list[int]) -> int:

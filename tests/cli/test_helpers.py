@@ -19,9 +19,10 @@ from zabby.cli.shell import (
     split_line,
     validate_path,
 )
-from zabby.cli.status import parse_mntr, parse_srvr
+from zabby.cli.status import parse_mntr
 from zabby.client.security import ACL, Id
 from zabby.client.states import EventType, KeeperState, WatchedEvent, ZnodeStat
+from zabby.local import parse_srvr
 from zabby.local.processes import ServerProcess
 
 

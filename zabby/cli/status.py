@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from zabby.client.connection import parse_hosts
-from zabby.local import four_letter
+from zabby.local import four_letter, parse_srvr
 
 COLUMNS = ("HOST", "MODE", "ZXID", "DIGEST", "CONNECTIONS", "OUTSTANDING", "LATENCY min/avg/max", "NODES")
 
@@ -40,16 +40,6 @@ class ServerStatus:
             return (self.address, "unreachable", "-", "-", "-", "-", "-", "-")
         return (self.address, self.mode or "-", self.zxid or "-", self.digest or "-", self.connections or "-",
                 self.outstanding or "-", self.latency or "-", self.nodes or "-")  # fmt: skip
-
-
-def parse_srvr(text: str) -> dict[str, str]:
-    """``Key: value`` lines of ``srvr``/``stat`` (the ``Clients:`` block is skipped)."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and not line.startswith((" ", "\t")) and value.strip():
-            out.setdefault(key.strip(), value.strip())
-    return out
 
 
 def parse_mntr(text: str) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""Helpers for servers on this machine: free ports, four-letter-word probes, process liveness.
+"""Helpers for servers on this machine: free ports, four-letter-word probes (``srvr`` parsed),
+process liveness.
 
 One place for what the tests, the demo's local ensemble, ``scripts/ensemble.py``, the fault
 harness and ``zabby-cli -servers-status`` all need.  The harness that starts real servers
@@ -38,6 +39,35 @@ def four_letter(port: int, word: str, timeout_s: float = 5.0, host: str = "127.0
             chunks.append(chunk)
             size += len(chunk)
     return b"".join(chunks).decode("utf-8", "replace")
+
+
+def parse_srvr(text: str) -> dict[str, str]:
+    """``Key: value`` lines of ``srvr``/``stat`` (the ``Clients:`` block is skipped): Mode, Zxid,
+    Connections, Node count...  A server not serving answers without them."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and not line.startswith((" ", "\t")) and value.strip():
+            out.setdefault(key.strip(), value.strip())
+    return out
+
+
+def srvr(port: int, timeout_s: float = 5.0) -> dict[str, str]:
+    """The server's ``srvr`` fields.
+
+    Raises:
+        OSError: the server is not there, or did not answer within ``timeout_s``.
+    """
+    return parse_srvr(four_letter(port, "srvr", timeout_s))
+
+
+def server_mode(port: int, timeout_s: float = 5.0) -> str:
+    """srvr's Mode (leader, follower, observer, standalone, read-only), "not serving" while it
+    answers without one, or "down" while it does not answer."""
+    try:
+        return srvr(port, timeout_s).get("Mode", "not serving")
+    except OSError:
+        return "down"
 
 
 def free_port() -> int:

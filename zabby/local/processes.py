@@ -1,10 +1,17 @@
-"""Real zabby server processes on 127.0.0.1: for the process-level tests and the scripts
-(benchmarks, the differential run, the backup drill).
+"""Real zabby server processes on 127.0.0.1: for the process-level tests, the scripts
+(benchmarks, the differential run, the backup drill, ``scripts/ensemble.py``) and the demo's
+``zabby.spark.local_ensemble``.
+
+The one place for what running a local server takes: its zoo.cfg and myid
+(``write_config``, ``write_myid``, ``local_settings``, ``server_spec``), its launch
+(``launch_server``), waiting until it serves (``wait_serving``; the srvr probes are in
+``zabby.local``) and its stop (``stop_pids``, ``stop_processes``, ``kill_pids``,
+``kill_processes``: SIGTERM, a wait, SIGKILL; a zombie counts as ended).
 
 Every process a test starts is stopped by the fixture that started it; ports are picked free
 below the kernel's ephemeral range (see ``free_port``).  The servers run the code of the
-checkout this package is in (``CHECKOUT``), with 1 MB of log reserved ahead instead of
-ZooKeeper's 64 MB (``preAllocSize``; a test run starts hundreds of them).
+checkout this package is in (``CHECKOUT``).  ``ServerProcess`` reserves 1 MB of log ahead
+instead of ZooKeeper's 64 MB (``preAllocSize``; a test run starts hundreds of them).
 """
 
 from __future__ import annotations
@@ -15,27 +22,158 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
-from zabby.local import CHECKOUT, four_letter, free_port
+from zabby.local import CHECKOUT, four_letter, free_port, process_alive, server_mode
 from zabby.local.netproxy import LinkProxy
 
-__all__ = ["Ensemble", "ServerProcess", "started_ensemble", "wait_until"]
+__all__ = [
+    "Ensemble", "ServerProcess", "kill_pids", "kill_processes", "launch_server", "local_settings", "server_spec",
+    "started_ensemble", "stop_pids", "stop_processes", "wait_serving", "wait_until", "write_config", "write_myid",
+]  # fmt: skip
+
+QUORUM_LIMITS = {"initLimit": 10, "syncLimit": 5}  # in ticks, in every ensemble's zoo.cfg
+SERVING_MODES = ("leader", "follower", "observer", "standalone")  # read-only is not counted
+LEADING_MODES = ("leader", "standalone")
+KILL_WAIT_S = 10.0  # how long a SIGKILLed process may take to end
+
+
+def poll_until(predicate: Callable[[], object], timeout_s: float, interval_s: float = 0.01) -> bool:
+    """Whether ``predicate`` turned true within ``timeout_s`` (checked every ``interval_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return bool(predicate())
 
 
 def wait_until(predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "condition") -> None:
     """Bounded polling: fail the test if ``predicate`` is not true within ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
+    if not poll_until(predicate, timeout_s):
+        raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+# --- zoo.cfg and myid ---------------------------------------------------------------------
+
+
+def local_settings(data_dir: Path, client_port: int, admin_port: int, tick_ms: int) -> dict[str, object]:
+    """The zoo.cfg settings of a server on 127.0.0.1 (its admin console too; every
+    four-letter word allowed)."""
+    return {
+        "tickTime": tick_ms, "dataDir": data_dir,
+        "clientPort": client_port, "clientPortAddress": "127.0.0.1",
+        "admin.serverPort": admin_port, "admin.serverAddress": "127.0.0.1",
+        "4lw.commands.whitelist": "*",
+    }  # fmt: skip
+
+
+def server_spec(quorum: int, election: int, client: int, role: str = "") -> str:
+    """The value of a ``server.N=`` line for a server on 127.0.0.1 (``role``: observer,
+    participant or none)."""
+    return f"127.0.0.1:{quorum}:{election}{':' + role if role else ''};127.0.0.1:{client}"
+
+
+def write_config(path: Path, settings: Mapping[str, object]) -> Path:
+    """``path`` (a zoo.cfg) with one ``key=value`` line per setting."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+    return path
+
+
+def write_myid(data_dir: Path, sid: int) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "myid").write_text(f"{sid}\n")
+
+
+# --- launch, wait, stop ---------------------------------------------------------------------
+
+
+def launch_server(
+    config: Path, log_path: Path, *, options: Iterable[str] = (), environment: Mapping[str, str] | None = None,
+    new_session: bool = False,
+) -> subprocess.Popen[bytes]:  # fmt: skip
+    """``python -m zabby.server.main [options] config``, run from ``CHECKOUT`` (so it runs this
+    checkout's code), its output appended to ``log_path``; with ``new_session`` in a session of
+    its own (a Ctrl-C in the terminal does not reach it; it may outlive its parent)."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "zabby.server.main", *options, str(config)],
+            stdout=log, stderr=subprocess.STDOUT, cwd=CHECKOUT, env={**os.environ, **(environment or {})},
+            start_new_session=new_session,
+        )  # fmt: skip
+
+
+def wait_serving(port: int, running: Callable[[], bool], wait_s: float = 20.0) -> str:
+    """Until the server on ``port`` answers srvr with a Mode (it serves clients); that mode.
+
+    Raises:
+        RuntimeError: ``running()`` turned false first (the server ended).
+        TimeoutError: not serving within ``wait_s``.
+    """
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        if not running():
+            raise RuntimeError(f"server on {port} exited")
+        mode = server_mode(port, 1.0)
+        if mode not in ("down", "not serving"):
+            return mode
+        time.sleep(0.05)
+    raise TimeoutError(f"server on {port} not serving after {wait_s}s")
+
+
+def signal_running(pids: Iterable[int], signum: int) -> None:
+    for pid in pids:
+        if process_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+
+def ended(pids: Iterable[int], timeout_s: float) -> bool:
+    """Whether every process ended within ``timeout_s`` (a zombie counts as ended)."""
+    pids = list(pids)
+    return poll_until(lambda: not any(process_alive(pid) for pid in pids), timeout_s)
+
+
+def kill_pids(pids: Iterable[int]) -> None:
+    """SIGKILL each running process (no chance to flush or close anything) and wait for it to end."""
+    pids = list(pids)
+    signal_running(pids, signal.SIGKILL)
+    ended(pids, KILL_WAIT_S)
+
+
+def stop_pids(pids: Iterable[int], grace_s: float = 10.0) -> None:
+    """SIGTERM each running process, wait up to ``grace_s`` for all to end, SIGKILL those left."""
+    pids = list(pids)
+    signal_running(pids, signal.SIGTERM)
+    if not ended(pids, grace_s):
+        kill_pids(pids)
+
+
+def _unreaped(procs: Iterable[subprocess.Popen[bytes] | None]) -> list[subprocess.Popen[bytes]]:
+    """The children not yet reaped: their pids are still theirs, safe to signal."""
+    return [proc for proc in procs if proc is not None and proc.poll() is None]
+
+
+def stop_processes(procs: Iterable[subprocess.Popen[bytes] | None], grace_s: float = 10.0) -> None:
+    """``stop_pids`` for child processes, all at once, then reap them."""
+    children = _unreaped(procs)
+    stop_pids([proc.pid for proc in children], grace_s)
+    for proc in children:
+        proc.wait(KILL_WAIT_S)
+
+
+def kill_processes(procs: Iterable[subprocess.Popen[bytes] | None]) -> None:
+    """``kill_pids`` for child processes, all at once, then reap them."""
+    children = _unreaped(procs)
+    kill_pids([proc.pid for proc in children])
+    for proc in children:
+        proc.wait(KILL_WAIT_S)
 
 
 class ServerProcess:
-    """One standalone server: its config file, data dir and process."""
+    """One server: its config file, data dir and process."""
 
     def __init__(self, workdir: Path, *, port: int | None = None, **overrides: object) -> None:
         self.workdir = workdir
@@ -44,22 +182,16 @@ class ServerProcess:
         self.admin_port = free_port()
         self.data_dir = workdir / "data"
         self.log_path = workdir / "server.log"
-        settings: dict[str, object] = {
-            "tickTime": 200,
+        settings = {
+            **local_settings(self.data_dir, self.port, self.admin_port, tick_ms=200),
             "preAllocSize": 1024,  # KB: a test run starts hundreds of servers; 64 MB each filled CI's disk
-            "dataDir": self.data_dir,
-            "clientPort": self.port,
-            "clientPortAddress": "127.0.0.1",
-            "admin.serverPort": self.admin_port,
-            "admin.serverAddress": "127.0.0.1",
-            "4lw.commands.whitelist": "*",
+            **overrides,
         }
-        settings.update(overrides)
-        self.config_path = workdir / "zoo.cfg"
-        self.config_path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        self.config_path = write_config(workdir / "zoo.cfg", settings)
         self.proc: subprocess.Popen[bytes] | None = None
         self.environment: dict[str, str] = {}  # added to the server's environment at launch
         self.options: list[str] = []  # zabby-server options before the config file (e.g. --log-format json)
+        self.new_session = False  # launch it in a session of its own (see launch_server)
 
     @property
     def hosts(self) -> str:
@@ -74,26 +206,26 @@ class ServerProcess:
             raise
 
     def launch(self) -> None:
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "zabby.server.main", *self.options, str(self.config_path)],
-            stdout=log, stderr=subprocess.STDOUT, cwd=CHECKOUT, env={**os.environ, **self.environment},
-        )  # fmt: skip
-        log.close()
+        self.proc = launch_server(self.config_path, self.log_path, options=self.options, environment=self.environment,
+                                  new_session=self.new_session)  # fmt: skip
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def check_running(self) -> None:
+        """Raises RuntimeError, with the log's tail, if the server was launched and has exited."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_tail()}")
 
     def wait_serving(self, wait_s: float = 20.0) -> None:
         """Until the server answers srvr with a Mode line (it is serving clients)."""
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                if "Mode: " in four_letter(self.port, "srvr", 1.0):
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise TimeoutError(f"server on {self.port} not serving after {wait_s}s:\n{self.log_tail()}")
+        try:
+            wait_serving(self.port, lambda: self.proc is None or self.running(), wait_s)
+        except RuntimeError:
+            self.check_running()  # raises it again with the exit code and the log's tail
+            raise
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}:\n{self.log_tail()}") from None
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -103,18 +235,11 @@ class ServerProcess:
 
     def kill(self) -> None:
         """SIGKILL: no chance to flush or close anything."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+        kill_processes([self.proc])
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        """SIGTERM, then SIGKILL if it has not ended within 10 s."""
+        stop_processes([self.proc])
 
     def restart(self) -> None:
         self.kill()
@@ -125,11 +250,7 @@ class ServerProcess:
 
     def mode(self) -> str:
         """srvr's Mode (leader, follower, observer, standalone), "not serving", or "down"."""
-        try:
-            text = self.four_letter("srvr")
-        except OSError:
-            return "down"
-        return next((line[6:] for line in text.splitlines() if line.startswith("Mode: ")), "not serving")
+        return server_mode(self.port)
 
     def wait_mode(self, modes: set[str], wait_s: float = 20.0) -> str:
         deadline = time.monotonic() + wait_s
@@ -156,33 +277,30 @@ class Ensemble:
         ports = {sid: (free_port(), free_port()) for sid in range(1, total + 1)}
         clients = {sid: free_port() for sid in ports}  # in the server lines: the web console asks each server
         self.ports = {sid: (q, e, clients[sid]) for sid, (q, e) in ports.items()}  # each server's own (unproxied) ports
-        role = {sid: ":observer" if sid > size else "" for sid in ports}
+        role = {sid: "observer" if sid > size else "" for sid in ports}
         for sid in range(1, total + 1):
             lines = {}
             for other, (q, e) in ports.items():
                 if proxied and other != sid:
                     pair = self.proxies[(sid, other)] = (LinkProxy(q), LinkProxy(e))
                     q, e = pair[0].port, pair[1].port
-                lines[f"server.{other}"] = f"127.0.0.1:{q}:{e}{role[other]};127.0.0.1:{clients[other]}"
+                lines[f"server.{other}"] = server_spec(q, e, clients[other], role[other])
             folder = workdir / f"server{sid}"
-            (folder / "data").mkdir(parents=True, exist_ok=True)
-            (folder / "data" / "myid").write_text(f"{sid}\n")
-            self.servers[sid] = ServerProcess(folder, port=clients[sid], **{"initLimit": 10, "syncLimit": 5, **lines, **overrides})
+            write_myid(folder / "data", sid)
+            self.servers[sid] = ServerProcess(folder, port=clients[sid], **{**QUORUM_LIMITS, **lines, **overrides})
 
     def spec(self, sid: int, observer: bool = False) -> str:
         """Server ``sid``'s line of a dynamic configuration (its own ports, never a proxy's)."""
-        quorum, election, client = self.ports[sid]
-        return f"server.{sid}=127.0.0.1:{quorum}:{election}:{'observer' if observer else 'participant'};127.0.0.1:{client}"
+        return f"server.{sid}={server_spec(*self.ports[sid], 'observer' if observer else 'participant')}"
 
     def new_server(self, sid: int, members: set[int]) -> ServerProcess:
         """A server that is to join: its config lists ``members`` and itself (as ZooKeeper's
         joining servers do; it syncs without voting until a reconfig adds it).  Not started."""
         self.ports[sid] = (free_port(), free_port(), free_port())
         folder = self.workdir / f"server{sid}"
-        (folder / "data").mkdir(parents=True, exist_ok=True)
-        (folder / "data" / "myid").write_text(f"{sid}\n")
+        write_myid(folder / "data", sid)
         lines = dict(self.spec(other).split("=", 1) for other in sorted(members | {sid}))
-        server = self.servers[sid] = ServerProcess(folder, port=self.ports[sid][2], **{"initLimit": 10, "syncLimit": 5, **lines, **self.overrides})
+        server = self.servers[sid] = ServerProcess(folder, port=self.ports[sid][2], **{**QUORUM_LIMITS, **lines, **self.overrides})
         return server
 
     def partition(self, group: set[int], cut: bool = True) -> None:
@@ -217,23 +335,36 @@ class Ensemble:
     def modes(self) -> dict[int, str]:
         return {sid: server.mode() for sid, server in self.servers.items()}
 
-    def leader(self) -> int | None:
-        leaders = [sid for sid, mode in self.modes().items() if mode == "leader"]
+    def leader(self, modes: dict[int, str] | None = None) -> int | None:
+        """The one server leading (or standalone), if there is exactly one."""
+        leaders = [sid for sid, mode in (modes or self.modes()).items() if mode in LEADING_MODES]
         return leaders[0] if len(leaders) == 1 else None
 
-    def wait_leader(self, wait_s: float = 30.0, excluding: int | None = None) -> int:
+    def wait_leader(self, wait_s: float = 30.0, excluding: int | None = None, everyone: bool = False) -> int:
+        """Until a leader (not ``excluding``) is elected and a majority serves; with ``everyone``,
+        until every server serves (one that exited fails the wait at once)."""
         deadline = time.monotonic() + wait_s
+        needed = len(self.servers) if everyone else len(self.servers) // 2 + 1
         while time.monotonic() < deadline:
-            sid = self.leader()
-            serving = [s for s, m in self.modes().items() if m in ("leader", "follower", "observer")]
-            if sid is not None and sid != excluding and len(serving) > len(self.servers) // 2:
+            for server in self.servers.values() if everyone else ():
+                server.check_running()
+            modes = self.modes()
+            sid = self.leader(modes)
+            if sid is not None and sid != excluding and sum(m in SERVING_MODES for m in modes.values()) >= needed:
                 return sid
             time.sleep(0.05)
         raise TimeoutError(f"no leader after {wait_s}s: {self.modes()}")
 
+    def stop_all(self) -> None:
+        """SIGTERM every server at once, SIGKILL those not ended within 10 s."""
+        stop_processes(server.proc for server in self.servers.values())
+        self.close_proxies()
+
     def kill_all(self) -> None:
-        for server in self.servers.values():
-            server.kill()
+        kill_processes(server.proc for server in self.servers.values())
+        self.close_proxies()
+
+    def close_proxies(self) -> None:
         for pair in self.proxies.values():
             for proxy in pair:
                 proxy.close()
