@@ -551,8 +551,8 @@ class Peer:
 
     def _decide(self, vote: Vote) -> None:
         self.election = None
-        if vote.leader == self.sid:
-            self._drop_hint()  # a leader's memberships are its log's
+        observes = self._observes()  # a vote's hint may make us a voter: then we follow
+        self._drop_hint()  # the election is over: our memberships are our log's again
         if vote.leader == self.sid:
             self.state = ServerState.LEADING
             self.leader = LeaderState(started_tick=self.now, previous_epoch=self.current_epoch,
@@ -563,8 +563,7 @@ class Peer:
             self._leader_maybe_pick_epoch()
         else:
             self._early_followers.clear()
-            self.state = ServerState.OBSERVING if self._observes() else ServerState.FOLLOWING
-            self._drop_hint()
+            self.state = ServerState.OBSERVING if observes else ServerState.FOLLOWING
             self.learner = LearnerState(leader=vote.leader, started_tick=self.now, heard_tick=self.now,
                                         commit_point=self.applied)  # fmt: skip
             self._send(vote.leader, FollowerInfo(accepted_epoch=self.accepted_epoch, last_zxid=self.last_logged,
@@ -842,6 +841,14 @@ class Peer:
             # the leader never had (sim seed 463).
             self._learner_resync()
             return
+        if isinstance(message, (Proposal, Commit, Inform)) and not learner.sync_mode_seen:
+            # Ahead of this sync's DIFF/TRUNC/SNAP: a reordered stream (a TRUNC after a
+            # PROPOSAL would cut it again, and NEWLEADER be acked over a log missing it), or
+            # sent to our previous link before the leader read our new FOLLOWERINFO (an INFORM
+            # logged then put the new epoch's first txn right after a log missing the old
+            # epoch's last ones: sim seed 8058 with the reconfig soak's options).
+            self._learner_resync()
+            return
         if isinstance(message, LeaderInfo):
             self._learner_leader_info(message)
         elif isinstance(message, (Diff, Trunc, Snap)):
@@ -898,11 +905,6 @@ class Peer:
     def _learner_proposal(self, proposal: Proposal) -> None:
         learner = self.learner
         assert learner is not None
-        if not learner.sync_mode_seen:
-            # a PROPOSAL ahead of the DIFF/TRUNC/SNAP (a reordered stream): a TRUNC after it
-            # would cut it again, and NEWLEADER would be acked over a log missing it
-            self._learner_resync()
-            return
         last = self.last_logged
         for txn in proposal.txns:
             if not _follows(last, txn.zxid):
@@ -916,9 +918,6 @@ class Peer:
     def _learner_commit(self, zxid: int, designated: int = 0) -> None:
         learner = self.learner
         assert learner is not None
-        if not learner.sync_mode_seen:
-            self._learner_resync()  # as a PROPOSAL ahead of the sync: not of this sync's stream
-            return
         if zxid <= learner.commit_point:
             return
         if not any(t.zxid == zxid for t in self.pending):
@@ -945,12 +944,6 @@ class Peer:
     def _learner_inform(self, inform: Inform) -> None:
         learner = self.learner
         assert learner is not None
-        if not learner.sync_mode_seen:
-            # Sent to our previous link (the leader had not yet read our new FOLLOWERINFO):
-            # logging it would put the new epoch's first txn right after a log that misses
-            # the old epoch's last ones (sim seed 8058 with the reconfig soak's options).
-            self._learner_resync()
-            return
         fresh = [t for t in inform.txns if t.zxid > self.last_logged]
         last = self.last_logged
         for txn in fresh:
