@@ -9,7 +9,7 @@ import pytest
 from tests.engine.helpers import Driver, create, make_engine
 from zabby.core.ready import SoftState
 from zabby.core.types import ServerState, ZabPhase
-from zabby.engine import CloseClients
+from zabby.engine import CloseClients, Engine
 from zabby.errors import Err, ZabbyError
 from zabby.opcodes import OpCode
 from zabby.tree.prep import Caller
@@ -42,14 +42,18 @@ def read_only_engine() -> tuple:
     return engine, Driver(engine)
 
 
-def test_writes_and_syncs_answer_not_read_only() -> None:
-    engine, _ = read_only_engine()
+def assert_writes_and_syncs_refused(engine: Engine, code: Err) -> None:
     with pytest.raises(ZabbyError) as refused:
         engine.submit(int(OpCode.CREATE), ("/x", b"", [], 0, None), Caller(0, []), 1, lambda txn, result: None)
-    assert refused.value.code == Err.NOTREADONLY
+    assert refused.value.code == code
     with pytest.raises(ZabbyError) as refused:
         engine.client_sync(0, 2, lambda: None)
-    assert refused.value.code == Err.NOTREADONLY
+    assert refused.value.code == code
+
+
+def test_writes_and_syncs_answer_not_read_only() -> None:
+    engine, _ = read_only_engine()
+    assert_writes_and_syncs_refused(engine, Err.NOTREADONLY)
 
 
 def test_local_sessions_live_with_their_connection_and_go_when_a_leader_is_found() -> None:
@@ -79,9 +83,4 @@ def test_a_learner_whose_core_left_its_leader_refuses_writes_until_the_shell_cat
     Driver(engine).run()
     assert engine.peer.learner is None  # the core is looking...
     engine.soft = SoftState(ServerState.FOLLOWING, ZabPhase.BROADCAST, 2, 1, True)  # ...the shell not yet
-    with pytest.raises(ZabbyError) as refused:
-        engine.submit(int(OpCode.CREATE), ("/x", b"", [], 0, None), Caller(0, []), 1, lambda txn, result: None)
-    assert refused.value.code == Err.CONNECTIONLOSS
-    with pytest.raises(ZabbyError) as refused:
-        engine.client_sync(0, 2, lambda: None)
-    assert refused.value.code == Err.CONNECTIONLOSS
+    assert_writes_and_syncs_refused(engine, Err.CONNECTIONLOSS)
