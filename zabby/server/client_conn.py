@@ -29,6 +29,7 @@ import os
 import socket
 import ssl
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import trio
@@ -59,6 +60,10 @@ class ClientPortHost(SessionHost, Monitored, Protocol):
 
     def flush_soon(self, connection: Connection) -> None:
         """Call ``connection.flush()`` once the task running now is done with its batch."""
+        ...
+
+    def feeding(self) -> AbstractContextManager[None]:
+        """Around a burst of requests: what they ask of the server is done at its end."""
         ...
 
 
@@ -235,10 +240,11 @@ class Connection:
         session = self.session
         session.touch()
         decode, handle = codec.decode_request, session.handle
-        for frame in frames:
-            if self._closing:
-                break
-            handle(decode(frame))
+        with self.server.feeding():
+            for frame in frames:
+                if self._closing:
+                    break
+                handle(decode(frame))
         self.flush()  # the burst's replies in one system call
 
     def _protocol_error(self, codec: ClientCodec, exc: RemoteProtocolError) -> None:

@@ -7,6 +7,13 @@ time: messages onto the peer links (a SNAP's tree image is a forked child's pipe
 in its place), the log and epoch files through the disk thread (group commit: one fsync
 for a whole Ready), snapshots written by forked children, client connections closed.
 
+Who carries effects out: the task that fed the engine, at the end of its batch (a burst of
+client requests, the frames of one read from a peer, a tick), as long as each effect can be
+done without waiting (``run_effects``).  The first that must be awaited (the disk thread,
+a reload, a snapshot) goes to the peer task, which carries it out and the rest after it;
+while it does, fed input waits for it.  So one message costs one task switch, not three
+(its reader, the peer task, a link's sender), and the effects stay one at a time, in order.
+
 A failed disk is the one thing that stops the process (``disk.fail_stop``, exit code 74),
 and the engine decides that too.
 """
@@ -18,6 +25,8 @@ import os
 import random
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import trio
@@ -107,6 +116,11 @@ class ZabbyServer:
         self._unthrottled.set()
         self._fsync_recent_s = 0.0  # a moving average of fsync times
         self._to_flush: list[Any] = []  # connections with replies queued by the peer task
+        self._awaited: Effect | None = None  # an effect handed to the peer task (it must be awaited)
+        self._result: Any = None  # what the last effect gave, for the engine's next step
+        self._error: Exception | None = None  # or what it raised
+        self._running_effects = False  # run_effects is on the stack (no task switch inside it)
+        self._feeding = False  # inside feeding(): effects wait for the batch's end
 
     # ----------------------------------------------------------------- what sessions see
     @property
@@ -230,61 +244,110 @@ class ZabbyServer:
             connection.flush()
 
     # ----------------------------------------------------------------- inputs
-    def _wake_up(self) -> None:
-        self._wake.set()
+    @contextmanager
+    def feeding(self) -> Iterator[None]:
+        """Around a batch of client calls: their effects are carried out once, at its end."""
+        self._feeding = True
+        try:
+            yield
+        finally:
+            self._feeding = False
+            self.run_effects()
 
-    def _deliver(self, sid: int, message: Message) -> None:
-        self.engine.receive(sid, message)
-        self._wake.set()
+    def _wake_up(self) -> None:
+        """The engine has work (called from inside it: never carry effects out here)."""
+        if not (self._feeding or self._running_effects):
+            self._wake.set()
+
+    def _deliver(self, sid: int, messages: list[Message]) -> None:
+        for message in messages:
+            self.engine.receive(sid, message)
+        self.run_effects()
 
     def _link_down(self, sid: int) -> None:
         self.engine.link_down(sid)
-        self._wake.set()
+        self.run_effects()
 
     async def run_ticker(self) -> None:
         while True:
             await trio.sleep(self.core_tick_ms / 1000)
             self.engine.tick()
-            self._wake.set()
+            self.run_effects()
 
     # ----------------------------------------------------------------- the effect loop
-    async def run_peer(self, nursery: trio.Nursery) -> None:
-        """Carry out the engine's effects, one at a time, for as long as the server runs."""
-        engine = self.engine
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            effect = engine.next_effect(result, error)
-            result, error = None, None
-            if self._to_flush:
-                self._flush_connections()
-            if not engine.throttled:
-                self._unthrottled.set()
-            if effect is None:
-                await self._wake.wait()
-                self._wake = trio.Event()
-                continue
-            try:
-                result = await self._carry_out(effect, nursery)
-            except Exception as exc:  # handed back: the engine decides what a failure means
-                error = exc
+    def run_effects(self) -> None:
+        """Carry out the engine's effects now, in the calling task, up to the first that must
+        be awaited, which goes to the peer task.  While the peer task is carrying one out (or
+        this is already on the stack, as when a send finds a link full), it does nothing:
+        effects stay one at a time and in the engine's order."""
+        if self._running_effects or self._awaited is not None:
+            return  # the loop on the stack, or the peer task after its effect, takes this input too
+        self._running_effects = True
+        try:
+            self._run_until_awaited()
+        finally:
+            self._running_effects = False
+        if self._awaited is not None:
+            self._wake.set()
 
-    async def _carry_out(self, effect: Effect, nursery: trio.Nursery) -> Any:  # noqa: C901 -- one branch per effect kind
+    def _run_until_awaited(self) -> None:
+        engine = self.engine
+        while True:
+            effect = engine.next_effect(self._result, self._error)
+            self._result, self._error = None, None
+            if effect is None:
+                break
+            try:
+                done, self._result = self._carry_out_now(effect)
+            except Exception as exc:  # handed back: the engine decides what a failure means
+                self._error = exc
+                continue
+            if not done:
+                self._awaited = effect
+                break
+        if self._to_flush:
+            self._flush_connections()
+        if not engine.throttled:
+            self._unthrottled.set()
+
+    async def run_peer(self, nursery: trio.Nursery) -> None:
+        """Carry out the effects that must be awaited, and what the engine asks after each,
+        for as long as the server runs."""
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            self.run_effects()
+            while self._awaited is not None:
+                try:
+                    self._result = await self._carry_out(self._awaited, nursery)
+                except Exception as exc:  # handed back: the engine decides what a failure means
+                    self._error = exc
+                self._awaited = None
+                self.run_effects()
+
+    def _carry_out_now(self, effect: Effect) -> tuple[bool, Any]:
+        """(True, its result) if ``effect`` was carried out without waiting; (False, None) if
+        it must be awaited."""
         if isinstance(effect, Send):
             self._send(effect)
-        elif isinstance(effect, Persist):
+        elif isinstance(effect, Persist) and self._persists_now(effect):
+            return True, self._append_and_sync(effect)
+        elif isinstance(effect, DropLinks):
+            self._drop_links(effect)
+        elif isinstance(effect, CloseClients):
+            self._close_clients()
+        else:
+            return False, None
+        return True, None
+
+    async def _carry_out(self, effect: Effect, nursery: trio.Nursery) -> Any:
+        """An effect that must be awaited (the others: ``_carry_out_now``)."""
+        if isinstance(effect, Persist):
             return await self._persist(effect)
         elif isinstance(effect, Reload):
             return await self._reload(effect)
         elif isinstance(effect, Install):
             await self.disk.run(self.datadir.install_snapshot, effect.tree.records(), effect.zxid)
-        elif isinstance(effect, DropLinks):
-            if self.transport is not None:
-                for sid in effect.sids:
-                    self.transport.drop(sid)
-        elif isinstance(effect, CloseClients):
-            for conn in list(self.connections):
-                conn.close_after_flush()
         elif isinstance(effect, WriteSnapshot):
             self.log.roll()
             nursery.start_soon(contained, "the snapshot task", LOGGER, self._await_snapshot, effect.image)
@@ -303,34 +366,64 @@ class ZabbyServer:
         return None
 
     def _send(self, effect: Send) -> None:
+        """Queue the messages, then send them: a Send's messages leave before what follows it
+        (the leader's PROPOSALs go out before its own fsync)."""
         if self.transport is None:
             return
         for sid, message in effect.messages:
             self.transport.send(sid, message)
             if isinstance(message, Snap):
                 self.transport.send_forked(sid, effect.images[(sid, message.zxid)])
+        self.transport.flush()
+
+    def _drop_links(self, effect: DropLinks) -> None:
+        if self.transport is not None:
+            for sid in effect.sids:
+                self.transport.drop(sid)
+
+    def _close_clients(self) -> None:
+        for conn in list(self.connections):
+            conn.close_after_flush()
+
+    def _persists_now(self, effect: Persist) -> bool:
+        """A Persist that needs neither the epoch files, a truncation nor the disk thread."""
+        return (effect.accepted_epoch is None and effect.current_epoch is None and effect.truncate_to is None
+                and (not effect.sync or self._fsync_inline()))  # fmt: skip
 
     async def _persist(self, effect: Persist) -> bool:
         if effect.accepted_epoch is not None:
             await self.disk.run(write_epoch, self.datadir.accepted_epoch_path, effect.accepted_epoch)
         if effect.truncate_to is not None:
             await self.disk.run(self.log.truncate_after, effect.truncate_to)
-        if effect.append:
-            self.log.append([(txn.zxid, encode_txn(txn)) for txn in effect.append])
-        if effect.sync:
+        if effect.sync and not self._fsync_inline():  # the disk thread: the loop reads on meanwhile
+            self._append(effect)
             started = time.perf_counter()
-            if self._fsync_inline():
-                self.log.sync()
-            else:
-                await self.disk.run(self.log.sync)
-            elapsed = time.perf_counter() - started
-            self.stats.record_fsync(elapsed)
-            self._fsync_recent_s = 0.8 * self._fsync_recent_s + 0.2 * elapsed
-            if elapsed > FSYNC_WARNING_S:
-                LOGGER.warning("fsync-ing the write ahead log took %.0f ms", elapsed * 1000)
+            await self.disk.run(self.log.sync)
+            self._fsynced(time.perf_counter() - started)
+        else:
+            self._append_and_sync(effect)
         if effect.current_epoch is not None:  # last: only once the log holds what came with it
             await self.disk.run(write_epoch, self.datadir.current_epoch_path, effect.current_epoch)
         return self.log.space_low
+
+    def _append(self, effect: Persist) -> None:
+        if effect.append:
+            self.log.append([(txn.zxid, encode_txn(txn)) for txn in effect.append])
+
+    def _append_and_sync(self, effect: Persist) -> bool:
+        """Append the Persist's txns, and fsync right here (blocking the loop) if it asks to."""
+        self._append(effect)
+        if effect.sync:
+            started = time.perf_counter()
+            self.log.sync()
+            self._fsynced(time.perf_counter() - started)
+        return self.log.space_low
+
+    def _fsynced(self, elapsed: float) -> None:
+        self.stats.record_fsync(elapsed)
+        self._fsync_recent_s = 0.8 * self._fsync_recent_s + 0.2 * elapsed
+        if elapsed > FSYNC_WARNING_S:
+            LOGGER.warning("fsync-ing the write ahead log took %.0f ms", elapsed * 1000)
 
     def _fsync_inline(self) -> bool:
         """Fsync right here, blocking the event loop, when a single write waits for it and
@@ -368,4 +461,4 @@ class ZabbyServer:
         if status != 0:
             LOGGER.error("snapshot at 0x%x failed in child (status %d)", image.zxid, status)
         self.engine.snapshot_written(image.zxid, status == 0, (time.perf_counter() - started) * 1000)
-        self._wake.set()
+        self.run_effects()
