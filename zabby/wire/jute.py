@@ -104,13 +104,13 @@ class Reader:
         except UnicodeDecodeError as exc:
             raise RemoteProtocolError(f"ustring is not UTF-8: {exc}") from None
 
-    def vector(self, read_item: Callable[[], T]) -> list[T] | None:
+    def vector(self, read_item: Callable[[Reader], T]) -> list[T] | None:
         count = self._length("vector")
         if count == -1:
             return None
         if count > self.remaining:  # every item takes at least one byte
             raise RemoteProtocolError(f"vector of {count} items in {self.remaining} bytes")
-        return [read_item() for _ in range(count)]
+        return [read_item(self) for _ in range(count)]
 
 
 class Writer:
@@ -165,20 +165,20 @@ Kind = Any
 _R = TypeVar("_R", bound="Record")
 
 
-def _read_kind(reader: Reader, kind: Kind) -> Any:
-    if kind == "i":
-        return reader.int()
-    if kind == "l":
-        return reader.long()
-    if kind == "s":
-        return reader.ustring()
-    if kind == "b":
-        return reader.buffer()
-    if kind == "z":
-        return reader.bool()
+_PRIMITIVE_READERS: dict[str, Callable[[Reader], Any]] = {
+    "i": Reader.int, "l": Reader.long, "s": Reader.ustring, "b": Reader.buffer, "z": Reader.bool,
+}  # fmt: skip
+
+
+def _reader_of(kind: Kind) -> Callable[[Reader], Any]:
+    """The function that reads a field of ``kind``, chosen once per record class (not per
+    field read: requests are decoded on the server's hot path)."""
+    if isinstance(kind, str):
+        return _PRIMITIVE_READERS[kind]
     if isinstance(kind, tuple):
-        return reader.vector(lambda: _read_kind(reader, kind[1]))
-    return kind.read(reader)
+        read_item = _reader_of(kind[1])
+        return lambda reader: reader.vector(read_item)
+    return kind.read  # type: ignore[no-any-return]
 
 
 def _write_kind(writer: Writer, kind: Kind, value: Any) -> None:
@@ -221,6 +221,7 @@ class Record:
 
     SPEC: ClassVar[tuple[tuple[str, Kind], ...]] = ()
     FIXED: ClassVar[struct.Struct | None] = None  # one struct for records of fixed-size fields
+    READERS: ClassVar[tuple[Callable[[Reader], Any], ...]] = ()  # each field's reader, in order
     VALUES: ClassVar[Callable[[Any], tuple[Any, ...]]]  # the field values, in order
 
     @classmethod
@@ -231,7 +232,7 @@ class Record:
             values = fixed.unpack_from(reader.data, reader.pos)
             reader.pos += fixed.size
             return cls(*values)
-        return cls(*[_read_kind(reader, kind) for _, kind in cls.SPEC])
+        return cls(*[read(reader) for read in cls.READERS])
 
     def write(self, writer: Writer) -> None:
         fixed = self.FIXED
@@ -262,6 +263,7 @@ def _record(*kinds: Kind) -> Callable[[type[_R]], type[_R]]:
         names = [f.name for f in dataclasses.fields(made)]
         assert len(names) == len(kinds), (cls.__name__, names, kinds)
         made.SPEC = tuple(zip(names, kinds, strict=True))
+        made.READERS = tuple(_reader_of(kind) for kind in kinds)
         if len(names) > 1:
             made.VALUES = operator.attrgetter(*names)
         else:
