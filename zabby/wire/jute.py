@@ -104,13 +104,18 @@ class Reader:
         except UnicodeDecodeError as exc:
             raise RemoteProtocolError(f"ustring is not UTF-8: {exc}") from None
 
-    def vector(self, read_item: Callable[[Reader], T]) -> list[T] | None:
+    def vector_length(self) -> int | None:
+        """A vector's item count (None for a null vector)."""
         count = self._length("vector")
         if count == -1:
             return None
         if count > self.remaining:  # every item takes at least one byte
             raise RemoteProtocolError(f"vector of {count} items in {self.remaining} bytes")
-        return [read_item(self) for _ in range(count)]
+        return count
+
+    def vector(self, read_item: Callable[[Reader], T]) -> list[T] | None:
+        count = self.vector_length()
+        return None if count is None else [read_item(self) for _ in range(count)]
 
 
 class Writer:
