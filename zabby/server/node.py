@@ -307,7 +307,7 @@ class ZabbyServer:
                 break
         if self._to_flush:
             self._flush_connections()
-        if not engine.throttled:
+        if not engine.throttled and not self._unthrottled.is_set():  # set() costs, even when set
             self._unthrottled.set()
 
     async def run_peer(self, nursery: trio.Nursery) -> None:
