@@ -72,19 +72,31 @@ class CreateMode(enum.IntEnum):
 
     @property
     def is_ephemeral(self) -> bool:
-        return self in (CreateMode.EPHEMERAL, CreateMode.EPHEMERAL_SEQUENTIAL)
+        return self in _EPHEMERAL_MODES
 
     @property
     def is_sequential(self) -> bool:
-        return self in (
-            CreateMode.PERSISTENT_SEQUENTIAL,
-            CreateMode.EPHEMERAL_SEQUENTIAL,
-            CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL,
-        )
+        return self in _SEQUENTIAL_MODES
 
     @property
     def is_ttl(self) -> bool:
-        return self in (CreateMode.PERSISTENT_WITH_TTL, CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL)
+        return self in _TTL_MODES
+
+    @classmethod
+    def of(cls, flags: object) -> CreateMode:
+        """The mode ``flags`` names (as ``CreateMode(flags)``, without an enum call per create);
+        ValueError or TypeError if none."""
+        try:
+            return _CREATE_MODES[flags]
+        except KeyError:
+            raise ValueError(f"{flags!r} is not a valid CreateMode") from None
+
+
+# sets of ints: membership is a hash look-up, not enum comparisons (asked on every create)
+_EPHEMERAL_MODES = frozenset({1, 3})
+_SEQUENTIAL_MODES = frozenset({2, 3, 6})
+_TTL_MODES = frozenset({5, 6})
+_CREATE_MODES: dict[object, CreateMode] = {int(mode): mode for mode in CreateMode}
 
 
 class EventType(enum.IntEnum):

@@ -414,8 +414,8 @@ def _multi_value(sub_type: int, value: Any) -> Any:
     return None
 
 
+_OP_NAMES = {int(op): op.name for op in OpCode}  # looked up per request: OpCode(op) costs an enum call
+
+
 def _op_name(op: int) -> str:
-    try:
-        return OpCode(op).name
-    except ValueError:
-        return str(op)
+    return _OP_NAMES.get(op) or str(op)

@@ -194,7 +194,7 @@ class Preparer:
 
     def _create_mode(self, op: int, flags: Any, ttl_ms: Any) -> CreateMode:
         try:
-            mode = CreateMode(flags)
+            mode = CreateMode.of(flags)
         except (ValueError, TypeError):
             raise ZabbyError(Err.BADARGUMENTS, f"unknown create mode {flags!r}") from None
         if (op == OpCode.CREATE_CONTAINER and mode != CreateMode.CONTAINER) or (op == OpCode.CREATE_TTL and not mode.is_ttl):
