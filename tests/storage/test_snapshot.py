@@ -4,10 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.storage.helpers import TxnMaker, tree_of
+from tests.storage.helpers import OPEN_ACL, TxnMaker, tree_of
+from zabby.opcodes import OpCode
 from zabby.storage.epochs import CorruptEpochError, read_epoch, write_epoch
 from zabby.storage.snapshot import CorruptSnapshotError, list_snapshots, looks_complete, read_snapshot, write_snapshot
-from zabby.tree.datatree import DataTree
+from zabby.tree.datatree import DataTree, TreeBuilder
+from zabby.tree.txns import Txn, make_zxid
 
 
 def sample_tree(count: int = 300) -> DataTree:
@@ -108,3 +110,17 @@ def test_a_bad_epoch_file_is_a_clear_error(tmp_path: Path, content: bytes) -> No
         read_epoch(path)
     with pytest.raises(ValueError):
         write_epoch(path, -1)
+
+
+def test_loading_sorts_children_whatever_order_they_were_created_in_and_needs_parents_first() -> None:
+    creates = [Txn(make_zxid(1, serial), 0, serial, 1000, OpCode.CREATE, (f"/n{200 - serial:03d}", b"x", OPEN_ACL, 0, serial))
+               for serial in range(1, 201)]  # fmt: skip  # names in descending order
+    tree = tree_of(creates)
+    loaded = DataTree.from_records(tree.records())
+    assert loaded.nodes["/"].listing() == sorted(loaded.nodes["/"].listing()) == tree.nodes["/"].listing()
+    assert loaded.digest == tree.digest == loaded.compute_digest()
+    header, *nodes = tree.records()
+    orphan = ("/missing/child", *nodes[-1][1:])
+    builder = TreeBuilder()
+    with pytest.raises(KeyError, match="/missing"):
+        builder.add([header, *nodes[:-1], orphan])

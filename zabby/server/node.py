@@ -20,6 +20,7 @@ and the engine decides that too.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import random
@@ -348,6 +349,7 @@ class ZabbyServer:
             return await self._reload(effect)
         elif isinstance(effect, Install):
             await self.disk.run(self.datadir.install_snapshot, effect.tree.records(), effect.zxid)
+            gc.freeze()  # as after recovery (zabby.server.main): the new tree, out of full collections' way
         elif isinstance(effect, WriteSnapshot):
             self.log.roll()
             nursery.start_soon(contained, "the snapshot task", LOGGER, self._await_snapshot, effect.image)
