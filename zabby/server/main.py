@@ -37,8 +37,12 @@ def open_server(config: zoo_config.ServerConfig) -> ZabbyServer:
     started = time.perf_counter()
     datadir = DataDir(config.data_dir, config.data_log_dir, snap_retain_count=config.snap_retain_count,
                       log_reserve_bytes=config.log_reserve_bytes)  # fmt: skip
-    tree, log = datadir.recover()
-    gc.freeze()  # the recovered tree has no cycles: full collections need not walk its millions of objects
+    gc.disable()  # a snapshot load and a replay make millions of objects and no cycles: the
+    try:  # collector would walk the growing tree again and again (seconds at 1M znodes)
+        tree, log = datadir.recover()
+    finally:
+        gc.freeze()  # and out of the way of every full collection from now on
+        gc.enable()
     server = ZabbyServer(config, datadir, tree, log)
     _set_quota_policy(server)
     server.stats.startup_load_ms = (time.perf_counter() - started) * 1000

@@ -264,6 +264,8 @@ class ZabbyServer:
         for message in messages:
             self.engine.receive(sid, message)
         self.run_effects()
+        if self.engine.receiving_snapshot:  # the tree built so far has no cycles: full collections
+            gc.freeze()  # need not walk it again for each chunk (freeze is O(1); see main.open_server)
 
     def _link_down(self, sid: int) -> None:
         self.engine.link_down(sid)
