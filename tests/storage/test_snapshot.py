@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgpack
 import pytest
 
 from tests.storage.helpers import OPEN_ACL, TxnMaker, tree_of
@@ -124,3 +125,17 @@ def test_loading_sorts_children_whatever_order_they_were_created_in_and_needs_pa
     builder = TreeBuilder()
     with pytest.raises(KeyError, match="/missing"):
         builder.add([header, *nodes[:-1], orphan])
+
+
+def test_a_loaded_tree_keeps_one_int_object_where_fields_are_equal_as_a_live_tree_does() -> None:
+    """Memory: msgpack gives every field a fresh int; a znode keeps 5 (czxid, mzxid, pzxid,
+    ctime, mtime), 32 B each, where a live tree shares them."""
+    same_ms = [Txn(make_zxid(1, serial), 0, serial, int("5000"), OpCode.CREATE, (f"/n{serial}", b"x", OPEN_ACL, 0, serial))
+               for serial in range(1, 4)]  # fmt: skip  # three creates stamped in one millisecond (3 int objects)
+    tree = tree_of(same_ms)
+    assert tree.nodes["/n1"].ctime is tree.nodes["/n3"].mtime
+    loaded = DataTree.from_records(msgpack.unpackb(msgpack.packb(list(tree.records())), use_list=False))
+    leaves = [loaded.nodes[f"/n{serial}"] for serial in range(1, 4)]
+    for node in leaves:
+        assert node.mzxid is node.czxid and node.pzxid is node.czxid and node.mtime is node.ctime
+    assert leaves[0].ctime is leaves[1].ctime is leaves[2].ctime

@@ -215,6 +215,7 @@ class DataTree:
         self.digest = 0
         self.digest_log: deque[tuple[int, int]] = deque(maxlen=DIGEST_LOG_LENGTH)
         self.quota_roots: set[str] = set()  # paths with a quota (zabby.tree.quota)
+        self._time_ms = 0  # the last txn's time, the int object znodes share (_shared_time)
         self._add_system_nodes()
 
     def _add_system_nodes(self) -> None:
@@ -255,6 +256,14 @@ class DataTree:
         self.digest &= DIGEST_MASK
         self.digest_log.append((self.last_zxid, self.digest))
         return result, events
+
+    def _shared_time(self, time_ms: int) -> int:
+        """The same int object for the txns of one millisecond (a busy leader stamps many), so
+        that their znodes do not keep a 32-byte copy each."""
+        if time_ms == self._time_ms:
+            return self._time_ms
+        self._time_ms = time_ms
+        return time_ms
 
     def digest_at(self, zxid: int) -> int | None:
         """The digest right after txn ``zxid`` was applied, if it is still in ``digest_log``."""
@@ -299,7 +308,7 @@ class DataTree:
         node.data = data
         node.version += 1
         node.mzxid = txn.zxid
-        node.mtime = txn.time_ms
+        node.mtime = self._shared_time(txn.time_ms)
         events.append((EventType.NODE_DATA_CHANGED, ZOOKEEPER_CONFIG, node.acl))
         return data, node.stat()
 
@@ -330,7 +339,7 @@ class DataTree:
         parent = self.nodes.get(parent_path)
         if parent is None or path in self.nodes:
             raise InvariantError(f"create {path}: parent missing or node exists")
-        node = Znode(data, interned_acl(acl), txn.zxid, txn.time_ms, owner)
+        node = Znode(data, interned_acl(acl), txn.zxid, self._shared_time(txn.time_ms), owner)
         self.nodes[path] = node
         self.digest -= _meta_digest(parent_path, parent)
         parent.add_child(path)
@@ -375,7 +384,7 @@ class DataTree:
         node.data = data
         node.version = version
         node.mzxid = txn.zxid
-        node.mtime = txn.time_ms
+        node.mtime = self._shared_time(txn.time_ms)
         self.digest += _meta_digest(path, node) + _data_digest(path, data)
         events.append((EventType.NODE_DATA_CHANGED, path, node.acl))
         return node.stat()
@@ -515,7 +524,7 @@ class TreeBuilder:
     def _add_nodes(self, records: Iterable[tuple[Any, ...]]) -> None:
         """The znodes' records; the hot loop of a restart and of a SNAP (a few µs per znode)."""
         tree, nodes, children = self.tree, self.tree.nodes, self._children
-        shared_acls, index_add = _interned_acls, tree._index_add
+        shared_acls, index_add, shared_time = _interned_acls, tree._index_add, tree._shared_time
         data_size = digest = loaded = 0
         collecting = gc.isenabled()
         gc.disable()  # the loop makes no cycles; a million new objects would set off full collections
@@ -526,8 +535,13 @@ class TreeBuilder:
                     acl = shared_acls[acl]
                 except (KeyError, TypeError):  # a new ACL, or one in lists
                     acl = interned_acl(acl)
+                # each field is a fresh int from the stream: keep one object where the values
+                # are equal, as a live tree does (about 100 B per znode)
+                ctime = shared_time(ctime)
                 node = nodes[path] = Znode(data, acl, czxid, ctime, owner)
-                node.mzxid, node.pzxid, node.mtime = mzxid, pzxid, mtime
+                mzxid = czxid if mzxid == czxid else mzxid
+                node.mzxid, node.pzxid = mzxid, czxid if pzxid == czxid else mzxid if pzxid == mzxid else pzxid
+                node.mtime = ctime if mtime == ctime else shared_time(mtime)
                 node.version, node.cversion, node.aversion = version, cversion, aversion
                 if path != "/":
                     parent = parent_of(path)
