@@ -157,3 +157,42 @@ def test_a_full_disk_is_repaired_without_asking_for_a_snap() -> None:
     driver.run()
     assert Reload("restarting the core", snapshot_wanted=False) in driver.effects
     assert engine.stats.repairs == 1 and engine.serving  # standalone: it leads itself again
+
+
+def session_after_a_stall(touched_after_stall: bool) -> tuple[object, int, list[bool]]:
+    """A standalone engine (tick 200 ms) with a 4 s session touched every tick, then stalled
+    for 10 s (no tick, nothing read), then ticked on time; whether the session lives, per tick."""
+    engine = make_engine([create(1)], servers=1)
+    driver = Driver(engine)
+    clock = engine.clock
+    created: list = []
+    engine.create_session(4000, lambda txn, result: created.append(txn.session_id))
+    for _ in range(50):  # elects itself, creates the session, checks expiry on time
+        engine.tick()
+        driver.run()
+        clock.now_ms += engine.core_tick_ms  # type: ignore[attr-defined]
+        if created:
+            engine.touch(created[0])
+    [session] = created
+    clock.now_ms += 10_000  # type: ignore[attr-defined]  # the loop stood still (a blocking fsync)
+    alive = []
+    for tick in range(60):
+        engine.tick()
+        driver.run()
+        alive.append(session in engine.tree.sessions)
+        clock.now_ms += engine.core_tick_ms  # type: ignore[attr-defined]
+        if touched_after_stall and tick == 0:
+            engine.touch(session)  # the client's ping that waited in the socket, read after the stall
+    return engine, session, alive
+
+
+def test_a_session_pinging_through_the_servers_own_stall_lives_on(caplog: pytest.LogCaptureFixture) -> None:
+    _engine, _session, alive = session_after_a_stall(touched_after_stall=True)
+    assert alive[0] and alive[-1]  # touched once after the stall, then silent: still within its 4 s
+    assert any("this server stalled" in record.getMessage() for record in caplog.records)
+
+
+def test_a_silent_session_still_expires_one_check_after_a_stall() -> None:
+    _engine, _session, alive = session_after_a_stall(touched_after_stall=False)
+    assert alive[0] and not alive[-1]
+    assert alive.index(False) <= 2 * 200 // 50 + 2  # the check after the excused one expires it

@@ -134,6 +134,8 @@ class Engine(ClientCalls):
         self._snap_in: dict[int, tuple[Snap, TreeBuilder]] = {}
         self._work: Work | None = None
         self._ticks = 0
+        self._expiry_checked_ms: int | None = None  # the last session expiry check
+        self._stall_excused = False  # that check was skipped: this server had stalled
         self._digest_sent_tick = -1
         self._repaired_at_ms: int | None = None
         self.last_failure: BaseException | None = None  # what the last repair was for
@@ -247,12 +249,26 @@ class Engine(ClientCalls):
         if self.space_low and self._ticks % max(1, 1000 // self.core_tick_ms) == 0:
             self.space_low = yield CheckSpace()
         if not self.peer.established_leader:  # the core's state now: this feed may have changed it
+            self._expiry_checked_ms = None
             return
         if self._ticks % max(1, self.config.tick_ms // self.core_tick_ms) == 0:
-            for session_id in self.sessions.expired(self.clock.monotonic_ms()):
-                self._expire(session_id)
+            self._expire_sessions()
         if self._ticks % max(1, self.config.container_check_interval_ms // self.core_tick_ms) == 0:
             self.reap_containers()
+
+    def _expire_sessions(self) -> None:
+        """Expire the sessions nobody touched in time, except right after this server itself
+        stood still (a blocking fsync on a busy disk, a paused process): the pings and touches
+        of that time wait unread in its sockets, so the check waits one round for them."""
+        now = self.clock.monotonic_ms()
+        last, self._expiry_checked_ms = self._expiry_checked_ms, now
+        if last is not None and now - last > 2 * self.config.tick_ms and not self._stall_excused:
+            LOGGER.warning("no session expiry check for %d ms (this server stalled): the next one waits a tick", now - last)
+            self._stall_excused = True
+            return
+        self._stall_excused = False
+        for session_id in self.sessions.expired(now):
+            self._expire(session_id)
 
     # ----------------------------------------------------------------- one Ready
     def _process(self, ready: Ready) -> Work:
