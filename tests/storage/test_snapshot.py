@@ -139,3 +139,20 @@ def test_a_loaded_tree_keeps_one_int_object_where_fields_are_equal_as_a_live_tre
     for node in leaves:
         assert node.mzxid is node.czxid and node.pzxid is node.czxid and node.mtime is node.ctime
     assert leaves[0].ctime is leaves[1].ctime is leaves[2].ctime
+
+
+def test_only_a_znode_that_had_children_carries_their_stat_fields_live_and_loaded() -> None:
+    """Memory: pzxid and cversion live with the children, so a leaf has two slots fewer; a
+    parent whose children are all deleted keeps them (its Stat and a sequential suffix)."""
+    creates = [Txn(make_zxid(1, serial), 0, serial, 1000, OpCode.CREATE, (path, b"x", OPEN_ACL, 0, cversion))
+               for serial, (path, cversion) in enumerate((("/p", 1), ("/p/a", 1), ("/p/b", 2), ("/leaf", 2)), 1)]  # fmt: skip
+    deletes = [Txn(make_zxid(1, serial), 0, serial, 1000, OpCode.DELETE, (path,)) for serial, path in ((5, "/p/a"), (6, "/p/b"))]
+    tree = tree_of(creates + deletes)
+    parent, leaf = tree.nodes["/p"], tree.nodes["/leaf"]
+    assert not hasattr(leaf, "__dict__") and len(type(leaf).__slots__) == 10
+    assert (leaf.pzxid, leaf.cversion, leaf.children) == (leaf.czxid, 0, ())
+    assert (parent.pzxid, parent.cversion, len(parent.children)) == (make_zxid(1, 6), 2, 0)
+    assert parent.stat()[5] == 4 and parent.stat()[-1] == make_zxid(1, 6)  # 2 creates + 2 deletes
+    loaded = DataTree.from_records(msgpack.unpackb(msgpack.packb(list(tree.records())), use_list=False))
+    assert [loaded.nodes[p].stat() for p in ("/p", "/leaf")] == [parent.stat(), leaf.stat()]
+    assert loaded.nodes["/leaf"].children == () and loaded.digest == tree.digest == loaded.compute_digest()
