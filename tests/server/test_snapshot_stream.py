@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests import ROOT
 from zabby.core.messages import SnapChunk, decode
 from zabby.local import process_alive
 from zabby.local.processes import wait_until
-from zabby.server.forks import SNAP_CHUNK_RECORDS, write_snapshot_frames
+from zabby.server.forks import SNAP_CHUNK_RECORDS, SNAPSHOT_NICENESS, ForkFreezer, write_snapshot_frames
+from zabby.storage.snapshot import read_snapshot
 from zabby.tree.datatree import DataTree
 from zabby.wire.framing import FrameDecoder
 
@@ -54,3 +57,19 @@ def test_a_forked_child_dies_with_the_server(tmp_path: Path) -> None:
         parent.kill()
         parent.wait(10)
     wait_until(lambda: not process_alive(child), 10.0, "the child to die with its parent")
+
+
+def test_a_snapshot_file_is_written_by_a_child_below_the_servers_priority(tmp_path: Path) -> None:
+    """The child's CPU (about 1 s per million znodes) must not be taken from the requests."""
+
+    class NicenessProbe:  # a tree whose records say the niceness they were produced at
+        last_zxid = 7
+
+        def records(self) -> Iterator[tuple[str, int]]:
+            yield ("niceness", os.nice(0))
+
+    image = ForkFreezer(tmp_path).image_for_disk(NicenessProbe())  # type: ignore[arg-type]
+    _, status = os.waitpid(image.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    zxid, records = read_snapshot(tmp_path / "snapshot.0000000000000007")
+    assert zxid == 7 and list(records) == [("niceness", min(os.nice(0) + SNAPSHOT_NICENESS, 19))]
