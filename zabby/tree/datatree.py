@@ -64,13 +64,14 @@ def _is_system(path: str) -> bool:
 
 def _stat_bytes(node: Znode) -> bytes:
     """The Stat fields a txn sets (derived ones left out), as the digest reads them."""
+    _, aversion, owner = node.meta
     try:
         return _STAT_DIGEST.pack(node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime,
-                                 node.version, node.cversion, node.aversion, node.ephemeral_owner)  # fmt: skip
+                                 node.version, node.cversion, aversion, owner)  # fmt: skip
     except struct.error:  # a negative owner (container, TTL) or odd times in a test: masked, alike on all servers
         m = DIGEST_MASK
         return _STAT_DIGEST.pack(node.czxid & m, node.mzxid & m, node.pzxid & m, node.ctime & m, node.mtime & m,
-                                 node.version & m, node.cversion & m, node.aversion & m, node.ephemeral_owner & m)  # fmt: skip
+                                 node.version & m, node.cversion & m, aversion & m, owner & m)  # fmt: skip
 
 
 def _meta_digest(path: str, node: Znode) -> int:
@@ -126,6 +127,26 @@ def interned_acl(acl: Iterable[Iterable[Any]]) -> tuple[acls.ACL, ...]:
     return key
 
 
+Meta = tuple[tuple[acls.ACL, ...], int, int]  # acl, aversion, ephemeral owner
+_shared_metas: dict[Meta, Meta] = {}
+
+
+def znode_meta(acl: tuple[acls.ACL, ...], aversion: int, owner: int) -> Meta:
+    """The fields txns rarely move, in one shared tuple: a znode's ``meta`` slot.  Nearly
+    every znode has one of a few (its ACL, aversion 0, no owner); an ephemeral's, with its
+    session as the owner, is its own (sessions come and go, the table would only grow).
+    Bounded like the ACLs: past ``ACLS_INTERNED_MAX`` distinct ones, new ones are not shared."""
+    meta = (acl, aversion, owner)
+    if owner > 0:  # is_session_owner, inlined: every create and loaded znode passes here
+        return meta
+    shared = _shared_metas.get(meta)
+    if shared is None:
+        if len(_shared_metas) >= ACLS_INTERNED_MAX:
+            return meta
+        shared = _shared_metas[meta] = meta
+    return shared
+
+
 class Children(SortedList):
     """A znode's children's full paths, sorted (the very strings that key ``DataTree.nodes``,
     so a child costs its parent one reference), with their names' listing cached, and the
@@ -143,20 +164,42 @@ EMPTY_LISTING = Listing(())
 
 
 class Znode:
-    __slots__ = (
-        "data", "acl", "czxid", "mzxid", "ctime", "mtime",
-        "version", "aversion", "ephemeral_owner", "children",
-    )  # fmt: skip
+    """A znode: 8 slots, 96 B of object (the 16-byte size classes make 9 or 10 slots cost
+    112 B).  ``meta`` holds the ACL, aversion and owner (see ``znode_meta``); the children,
+    once it has had any, hold pzxid and cversion (see ``Children``)."""
+
+    __slots__ = ("data", "meta", "czxid", "mzxid", "ctime", "mtime", "version", "children")
 
     def __init__(self, data: bytes, acl: tuple[acls.ACL, ...], zxid: int, time_ms: int, owner: int) -> None:
         self.data = data
-        self.acl = acl
+        self.meta = znode_meta(acl, 0, owner)
         self.czxid = self.mzxid = zxid
         self.ctime = self.mtime = time_ms
-        self.version = self.aversion = 0
-        self.ephemeral_owner = owner
+        self.version = 0
         # its own Children from its first child on, kept when they are gone (pzxid, cversion)
         self.children: Children | tuple[str, ...] = NO_CHILDREN
+
+    @property
+    def acl(self) -> tuple[acls.ACL, ...]:
+        return self.meta[0]
+
+    @acl.setter
+    def acl(self, acl: tuple[acls.ACL, ...]) -> None:
+        _, aversion, owner = self.meta
+        self.meta = znode_meta(acl, aversion, owner)
+
+    @property
+    def aversion(self) -> int:
+        return self.meta[1]
+
+    @aversion.setter
+    def aversion(self, aversion: int) -> None:
+        acl, _, owner = self.meta
+        self.meta = znode_meta(acl, aversion, owner)
+
+    @property
+    def ephemeral_owner(self) -> int:  # set once, at the create
+        return self.meta[2]
 
     @property
     def pzxid(self) -> int:
@@ -212,16 +255,17 @@ class Znode:
         Only a session shows as the owner: containers and TTL nodes show 0.
         """
         children = len(self.children)
-        owner = self.ephemeral_owner if is_session_owner(self.ephemeral_owner) else 0
+        _, aversion, owner = self.meta
         return (
-            self.czxid, self.mzxid, self.ctime, self.mtime, self.version,
-            int32(2 * self.cversion - children), self.aversion, owner, len(self.data), children, self.pzxid,
+            self.czxid, self.mzxid, self.ctime, self.mtime, self.version, int32(2 * self.cversion - children),
+            aversion, owner if is_session_owner(owner) else 0, len(self.data), children, self.pzxid,
         )  # fmt: skip
 
     def record(self, path: str) -> tuple[Any, ...]:
+        acl, aversion, owner = self.meta
         return (
-            path, self.data, self.acl, self.czxid, self.mzxid, self.pzxid, self.ctime,
-            self.mtime, self.version, self.cversion, self.aversion, self.ephemeral_owner,
+            path, self.data, acl, self.czxid, self.mzxid, self.pzxid, self.ctime,
+            self.mtime, self.version, self.cversion, aversion, owner,
         )  # fmt: skip
 
 
@@ -420,8 +464,7 @@ class DataTree:
         if node is None:
             raise InvariantError(f"setACL {path}: no node")
         self.digest -= _meta_digest(path, node)
-        node.acl = interned_acl(acl)
-        node.aversion = aversion
+        node.meta = znode_meta(interned_acl(acl), aversion, node.ephemeral_owner)
         self.digest += _meta_digest(path, node)
         return node.stat()
 
@@ -567,7 +610,9 @@ class TreeBuilder:
                 mzxid = czxid if mzxid == czxid else mzxid
                 node.mzxid = mzxid
                 node.mtime = ctime if mtime == ctime else shared_time(mtime)
-                node.version, node.aversion = version, aversion
+                node.version = version
+                if aversion:
+                    node.aversion = aversion
                 if pzxid != czxid or cversion:  # it has or had children: it keeps them
                     node.pzxid, node.cversion = mzxid if pzxid == mzxid else pzxid, cversion
                 if path != "/":
