@@ -424,3 +424,28 @@ def test_a_joiner_that_the_initial_servers_do_not_list_votes_for_them() -> None:
     assert {m.leader for m in sent(drain(joiner), Notification)} == {3}
     joiner.step(2, Notification(leader=3, zxid=z(1, 5), peer_epoch=1, election_epoch=2, state="looking", config=initial))
     assert joiner.election is not None and joiner.election.proposal.leader == 3  # no new round for each such vote
+
+
+def test_no_newleader_goes_out_before_a_quorum_acked_the_epoch() -> None:
+    """Sim seed 30817 (with reconfigs): a learner that got NEWLEADER on the first ACKEPOCH took
+    a current epoch the leader never reached (its quorum did not come), and was then "ahead"
+    of the only server the others could elect: no leader, ever.  ZooKeeper's learner handlers
+    wait for the quorum of ACKEPOCHs (waitForEpochAck) before they sync anyone."""
+    durable = DurableState(1, 1, z(1, 4), z(1, 4), (txn(1, 4),))
+    peer = Peer(PeerConfig(sid=3, voters=frozenset({1, 2, 3, 4, 5}), finalize_wait_ticks=1), durable)
+    drain(peer)
+    for voter in (1, 2):
+        peer.step(voter, Notification(leader=3, zxid=z(1, 4), peer_epoch=1, election_epoch=peer.logical_clock, state="looking"))
+    for _ in range(3):
+        peer.tick()
+    assert peer.state == ServerState.LEADING
+    for learner in (1, 2):
+        peer.step(learner, FollowerInfo(accepted_epoch=1, last_zxid=z(1, 4)))
+    assert sent(drain(peer), LeaderInfo, to=2)
+    peer.step(1, AckEpoch(current_epoch=1, last_zxid=z(1, 4)))
+    waiting = drain(peer)
+    assert not sent(waiting, NewLeader) and not sent(waiting, Diff) and waiting.current_epoch is None
+    peer.step(2, AckEpoch(current_epoch=1, last_zxid=z(1, 4)))  # the quorum: both are synced now
+    synced = drain(peer)
+    assert synced.current_epoch == 2 and [m.zxid for m in sent(synced, NewLeader)] == [z(2, 0), z(2, 0)]
+    assert {sid for sid, m in synced.messages if isinstance(m, Diff)} == {1, 2}

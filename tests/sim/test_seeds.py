@@ -69,6 +69,14 @@ def test_regression_seed(seed: int) -> None:
     assert result.ok, f"{REGRESSIONS[seed]}\n{result.error}\n{result.reproduce()}"
 
 
+def test_regression_seed_with_reconfigs() -> None:
+    """Seed 30817 needs the reconfiguring swarm: a learner took the epoch of a leader that never
+    had its quorum, and was then ahead of the only server the others could elect
+    (test_no_newleader_goes_out_before_a_quorum_acked_the_epoch)."""
+    result = run(30817, reconfig_share=RECONFIG_SHARE)
+    assert result.ok, f"{result.error}\n{result.reproduce()}"
+
+
 @pytest.mark.timeout(900)  # ~75 CPU-seconds: ~40 s on two idle cores, longer on a busy machine
 def test_ci_seed_range() -> None:
     failures = _failures(CI_SEEDS)

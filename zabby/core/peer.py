@@ -118,6 +118,7 @@ class LearnerInfo:
     uptodate: bool = False
     acked: int = 0
     newleader_point: int = 0  # the leader's last zxid when it sent NEWLEADER
+    epoch_ack: AckEpoch | None = None  # its ACKEPOCH, until the leader has a quorum of them and syncs it
     round_acked: int = 0  # the highest confirmation round it answered
 
 
@@ -669,6 +670,9 @@ class Peer:
         self._ready.current_epoch = leader.epoch
         leader.newleader_acks.add(self.sid)
         leader.last_proposed = self.last_logged
+        for sid, info in leader.learners.items():
+            if info.epoch_ack is not None:
+                self._leader_sync_learner(sid, info, info.epoch_ack)
         self._leader_maybe_establish()
 
     def _leader_ack_epoch(self, sender: int, info: LearnerInfo, ack: AckEpoch) -> None:
@@ -682,7 +686,20 @@ class Peer:
             self._drop_learner(sender, "second ACKEPOCH")  # a broken stream (sim seed 114)
             return
         info.acked_epoch = True
-        self._leader_maybe_sync_self()
+        if self.sid in leader.newleader_acks:
+            self._leader_sync_learner(sender, info, ack)
+        else:
+            # No NEWLEADER before a quorum acked the epoch (ZooKeeper's waitForEpochAck): a
+            # learner would take a current epoch that this leader may never reach, and be
+            # "ahead" of every later leader we could elect (sim seed 30817, with reconfigs).
+            info.epoch_ack = ack
+            self._leader_maybe_sync_self()
+
+    def _leader_sync_learner(self, sender: int, info: LearnerInfo, ack: AckEpoch) -> None:
+        """DIFF, TRUNC or SNAP up to our last logged txn, then NEWLEADER."""
+        leader = self.leader
+        assert leader is not None
+        info.epoch_ack = None
         plan = choose_sync(ack.last_zxid, self.last_logged, self.history, force_snap=ack.snapshot_wanted)
         base = ack.last_zxid
         if plan.mode == SyncMode.SNAP:
