@@ -137,7 +137,7 @@ def znode_meta(acl: tuple[acls.ACL, ...], aversion: int, owner: int) -> Meta:
     session as the owner, is its own (sessions come and go, the table would only grow).
     Bounded like the ACLs: past ``ACLS_INTERNED_MAX`` distinct ones, new ones are not shared."""
     meta = (acl, aversion, owner)
-    if owner > 0:  # is_session_owner, inlined: every create and loaded znode passes here
+    if is_session_owner(owner):
         return meta
     shared = _shared_metas.get(meta)
     if shared is None:
