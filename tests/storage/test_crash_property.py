@@ -1,4 +1,5 @@
-"""Property: after a crash that cuts the log anywhere, recovery yields exactly a prefix."""
+"""Property: after a crash that cuts the log anywhere, recovery yields exactly a prefix, with
+or without the zeros of a reserve after the cut (kill -9 leaves the txn log's reserve)."""
 
 from __future__ import annotations
 
@@ -29,17 +30,19 @@ def record_ends(segments: list[Path]) -> tuple[list[int], int]:
     return ends, base
 
 
-def crash_at(segments: list[Path], cut: int) -> None:
-    """Keep the first ``cut`` bytes of the log: later segments vanish, one is cut short."""
+def crash_at(segments: list[Path], cut: int, reserve_bytes: int) -> int:
+    """Keep the first ``cut`` bytes of the log: later segments vanish, one is cut short and
+    followed by ``reserve_bytes`` of zeros.  Returns where that segment ended before."""
     base = 0
     for path in segments:
         size = path.stat().st_size
         if cut < base + size:
-            path.write_bytes(path.read_bytes()[: max(0, cut - base)])
+            path.write_bytes(path.read_bytes()[: max(0, cut - base)] + bytes(reserve_bytes))
             for later in segments[segments.index(path) + 1 :]:
                 later.unlink()
-            return
+            return base + size
         base += size
+    return base
 
 
 def write_history(
@@ -69,9 +72,10 @@ def write_history(
     segment_bytes_max=st.sampled_from([100, 400, 1500, 2**20]),
     snapshot_after=st.none() | st.integers(0, 9),
     cut_fraction=st.floats(0, 1),
+    reserve_bytes=st.sampled_from([0, 0, 5, 16, 300, 4096]),
 )
 def test_recovery_after_a_cut_is_exactly_a_prefix(
-    batch_sizes: list[int], segment_bytes_max: int, snapshot_after: int | None, cut_fraction: float
+    batch_sizes: list[int], segment_bytes_max: int, snapshot_after: int | None, cut_fraction: float, reserve_bytes: int
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -79,8 +83,13 @@ def test_recovery_after_a_cut_is_exactly_a_prefix(
         ends, total_bytes = record_ends(segments)
         assert len(ends) == len(txns)
         cut = round(cut_fraction * total_bytes)
-        crash_at(segments, cut)
-        survivors = sum(1 for end in ends if end <= cut)
+        raw = b"".join(path.read_bytes() for path in segments)
+        segment_end = crash_at(segments, cut, reserve_bytes)
+
+        def survives(end: int) -> bool:  # whole, or cut only where the zeros put back what was there
+            return end <= cut or (end <= min(cut + reserve_bytes, segment_end) and not any(raw[cut:end]))
+
+        survivors = sum(1 for end in ends if survives(end))
 
         data_dir = DataDir(root)
         tree, log = data_dir.recover(segment_bytes_max=segment_bytes_max)

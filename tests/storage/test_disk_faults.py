@@ -4,7 +4,9 @@ refuses (nothing half-written), and fsync failures that are never retried."""
 from __future__ import annotations
 
 import json
+import logging
 import os
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,19 +37,73 @@ def allocated_bytes(path: Path) -> int:
     return os.stat(path).st_blocks * 512
 
 
-def test_the_log_reserves_space_past_its_end_without_growing_the_file(tmp_path: Path) -> None:
+def test_the_log_reserves_space_past_its_end_inside_the_file_and_gives_it_back_at_close(tmp_path: Path) -> None:
     log = TxnLog(tmp_path / "log", reserve_bytes=RESERVE_BYTES)
     log.open()
     log.append(records(1, 10))
     log.sync()
     [segment] = log.segments()
-    assert os.stat(segment).st_size == 8 + 10 * (16 + 100)
+    records_end = 8 + 10 * (16 + 100)
+    assert os.stat(segment).st_size >= records_end + RESERVE_BYTES // 2  # an append changes no size
     assert allocated_bytes(segment) >= RESERVE_BYTES
+    assert segment.read_bytes()[records_end:] == bytes(os.stat(segment).st_size - records_end)
     log.close()
+    assert os.stat(segment).st_size == records_end
     reopened = TxnLog(tmp_path / "log")
     reopened.open()
     assert [zxid for zxid, _ in reopened.read_from(0)] == list(range(1, 11))
     reopened.close()
+
+
+def test_a_crash_with_the_reserve_in_place_recovers_every_record_and_appends_after_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = TxnLog(tmp_path / "log", reserve_bytes=RESERVE_BYTES)
+    log.open()
+    log.append(records(1, 10))
+    log.sync()
+    [segment] = log.segments()
+    crashed_size = os.stat(segment).st_size  # no close: the reserve stays, as after kill -9
+    with caplog.at_level(logging.WARNING, logger="zabby.storage"):
+        reopened = TxnLog(tmp_path / "log", reserve_bytes=RESERVE_BYTES)
+        reopened.open()
+    assert caplog.text == ""  # the zeros of a reserve are the log's end, not a torn tail
+    assert [zxid for zxid, _ in reopened.read_from(0)] == list(range(1, 11))
+    reopened.append(records(11, 2))
+    reopened.sync()
+    assert os.stat(segment).st_size >= crashed_size
+    reopened.close()
+    assert os.stat(segment).st_size == 8 + 12 * (16 + 100)
+    with TxnLog(tmp_path / "log") as again:
+        assert [zxid for zxid, _ in again.read_from(0)] == list(range(1, 13))
+
+
+def test_a_record_after_a_zero_header_is_never_read_back(tmp_path: Path) -> None:
+    """A torn write can leave a record's header unwritten and a later one whole: what follows
+    the first zero header was never fsynced (nor acknowledged), so it must not come back."""
+    log = TxnLog(tmp_path / "log", reserve_bytes=RESERVE_BYTES)
+    log.open()
+    log.append(records(1, 3))
+    log.sync()
+    [segment] = log.segments()
+    end = 8 + 3 * (16 + 100)
+    stale = b"".join(_record_bytes(zxid, payload) for zxid, payload in records(4, 2))
+    with segment.open("r+b") as f:  # record 4's header lost, record 5 intact after it
+        f.seek(end)
+        f.write(bytes(16) + stale[16:])
+    reopened = TxnLog(tmp_path / "log", reserve_bytes=RESERVE_BYTES)
+    reopened.open()
+    assert [zxid for zxid, _ in reopened.read_from(0)] == [1, 2, 3]
+    reopened.append([(7, b"x" * 100)])  # as long as record 4: record 5 would follow it
+    reopened.close()
+    with TxnLog(tmp_path / "log") as again:
+        assert [zxid for zxid, _ in again.read_from(0)] == [1, 2, 3, 7]
+
+
+def _record_bytes(zxid: int, payload: bytes) -> bytes:
+    zxid_bytes = zxid.to_bytes(8, "big")
+    crc = zlib.crc32(payload, zlib.crc32(zxid_bytes))
+    return len(payload).to_bytes(4, "big") + crc.to_bytes(4, "big") + zxid_bytes + payload
 
 
 def test_a_failed_reservation_sets_space_low_and_clears_once_space_is_back(tmp_path: Path, fault_file: Path) -> None:

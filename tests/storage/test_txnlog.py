@@ -89,8 +89,8 @@ def test_failed_write_is_cut_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     log = open_log(tmp_path)
     log.append(records(1, 3))
 
-    def half_then_fail(fd: int, data: bytes, what: str) -> None:
-        os.write(fd, data[: len(data) // 2])
+    def half_then_fail(fd: int, data: bytes, what: str, *, offset: int) -> None:
+        os.pwrite(fd, data[: len(data) // 2], offset)
         raise DiskFull(f"write to {what}: [Errno 28] No space left on device")
 
     monkeypatch.setattr(txnlog_module, "write_all", half_then_fail)
@@ -108,7 +108,7 @@ def test_failed_write_into_a_new_segment_removes_it(tmp_path: Path, monkeypatch:
     log.append(records(1, 3))
     log.roll()
 
-    def fail(fd: int, data: bytes, what: str) -> None:
+    def fail(fd: int, data: bytes, what: str, *, offset: int) -> None:
         raise DiskFull(f"write to {what}: [Errno 28] No space left on device")
 
     monkeypatch.setattr(txnlog_module, "write_all", fail)
@@ -203,7 +203,7 @@ def test_torn_tail_at_every_offset_of_the_last_record(tmp_path: Path, caplog: py
         assert [zxid for zxid, _ in open_log(tmp_path).read_from(0)] == [1, 2, 3, 4, 99]
 
 
-@pytest.mark.parametrize("garbage", [b"\0", b"\0" * 64, b"\xff" * 7, os.urandom(300), b"\0" * 16 + b"junk"])
+@pytest.mark.parametrize("garbage", [b"\0", b"\0" * 15, b"\xff" * 7, b"\1" + bytes(63), os.urandom(300)])
 def test_garbage_after_the_last_record_is_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture, garbage: bytes) -> None:
     segment, written = write_one_segment(tmp_path, 5)
     intact_bytes = segment.stat().st_size
@@ -215,6 +215,23 @@ def test_garbage_after_the_last_record_is_cut(tmp_path: Path, caplog: pytest.Log
     assert segment.stat().st_size == intact_bytes
     assert f"cutting {len(garbage)} bytes" in caplog.text
     log.close()
+
+
+@pytest.mark.parametrize("tail", [bytes(16), bytes(1 << 16), bytes(16) + b"junk", bytes(16) + os.urandom(300)])
+def test_what_follows_a_zero_record_header_is_cut_quietly(tmp_path: Path, caplog: pytest.LogCaptureFixture, tail: bytes) -> None:
+    """Zeros are a reserve a crash left (kill -9 skips close); what follows them was never synced."""
+    segment, written = write_one_segment(tmp_path, 5)
+    intact_bytes = segment.stat().st_size
+    with segment.open("ab") as f:
+        f.write(tail)
+    with caplog.at_level(logging.WARNING, logger="zabby.storage"):
+        log = open_log(tmp_path)
+    assert list(log.read_from(0)) == written
+    assert segment.stat().st_size == intact_bytes
+    assert caplog.text == ""
+    log.append([(99, b"after")])
+    log.close()
+    assert [zxid for zxid, _ in open_log(tmp_path).read_from(0)] == [1, 2, 3, 4, 5, 99]
 
 
 def test_crc_damage_in_the_last_record_is_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -255,7 +272,8 @@ def test_torn_tail_of_an_older_segment_refuses_to_open(tmp_path: Path) -> None:
         open_log(tmp_path)
 
 
-@pytest.mark.parametrize("content", [b"", b"ZB", bytes(8), bytes(8) + bytes(40), b"ZBLG\0\0\0\1"])
+@pytest.mark.parametrize("content", [b"", b"ZB", bytes(8), bytes(8) + bytes(40), b"ZBLG\0\0\0\1",
+                                     b"ZBL" + bytes(4096), b"ZBLG" + bytes(4096), b"ZBLG\0\0\0\1" + bytes(4096)])
 def test_a_last_segment_without_a_complete_record_is_removed(tmp_path: Path, content: bytes) -> None:
     with TxnLog(tmp_path) as log:
         log.append(records(1, 5))

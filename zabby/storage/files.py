@@ -61,8 +61,9 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_all(fd: int, data: bytes | bytearray | memoryview, what: str = "a file") -> None:
-    """``os.write`` until every byte is written (a regular file may take a short write).
+def write_all(fd: int, data: bytes | bytearray | memoryview, what: str = "a file", *, offset: int | None = None) -> None:
+    """Write every byte (a regular file may take a short write): at the file's position, or
+    from ``offset`` on (``os.pwrite``; the position does not move).
 
     Raises:
         DiskFull, DiskFailure: see the module's policy; some bytes may have been written.
@@ -71,7 +72,11 @@ def write_all(fd: int, data: bytes | bytearray | memoryview, what: str = "a file
     try:
         inject("write")
         while view:
-            written = os.write(fd, view)
+            if offset is None:
+                written = os.write(fd, view)
+            else:
+                written = os.pwrite(fd, view, offset)
+                offset += written
             view = view[written:]
     except OSError as exc:
         raise disk_error(exc, f"write to {what}") from exc
