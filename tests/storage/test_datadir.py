@@ -192,3 +192,14 @@ def test_a_logged_record_that_is_not_a_txn_stops_recovery(tmp_path: Path) -> Non
     data_dir.close()
     with pytest.raises(CorruptLogError, match="is not a txn"):
         DataDir(tmp_path / "data").recover()
+
+
+def test_recovery_reads_no_log_segment_its_snapshot_holds(tmp_path: Path) -> None:
+    txns, _snapshots = build_history(tmp_path, snapshot_rounds=2)
+    expected = recover_digest(tmp_path)
+    segments = sorted((tmp_path / "data" / "version-2").glob("log.*"))
+    assert len(segments) == 3  # a snapshot rolls the log: each segment after the first starts at one
+    damage(segments[0])  # txns 1..50, under both snapshots
+    assert recover_digest(tmp_path) == expected
+    damage(segments[1])  # txns 51..100, under the newest snapshot only: still not read
+    assert recover_digest(tmp_path) == expected

@@ -300,3 +300,49 @@ def test_zxids_must_grow_across_segments(tmp_path: Path) -> None:
     second.rename(tmp_path / segment_name(0))  # now sorts first, and its records say 6..10
     with pytest.raises(CorruptLogError):
         open_log(tmp_path)
+
+
+def test_open_does_not_read_the_segments_a_snapshot_holds(tmp_path: Path) -> None:
+    with TxnLog(tmp_path) as log:
+        for first in (1, 11, 21):
+            log.append(records(first, 10))
+            log.roll()
+    oldest, middle, _newest = log.segments()
+    oldest.write_bytes(oldest.read_bytes()[:-5] + b"\xff" * 5)  # damage only a full read sees
+    with pytest.raises(CorruptLogError, match="not the last segment"):
+        open_log(tmp_path)
+    log = TxnLog(tmp_path)
+    log.open(check_from=10)  # records 1..10 are in a snapshot: never read
+    assert [zxid for zxid, _ in log.read_from(10)] == list(range(11, 31))
+    log.close()
+    middle.write_bytes(middle.read_bytes()[:-5] + b"\xff" * 5)  # 11..20 are still needed
+    with pytest.raises(CorruptLogError, match="not the last segment"):
+        TxnLog(tmp_path).open(check_from=10)
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 10, 11, 25, 30, 100])
+def test_tail_is_the_last_records_in_order(tmp_path: Path, count: int) -> None:
+    log = open_log(tmp_path)
+    for first in (1, 11, 21):
+        log.append(records(first, 10))
+        log.roll()
+    everything = list(log.read_from(0))
+    assert log.tail(count) == (everything[-count:] if count else [])
+    log.close()
+    with TxnLog(tmp_path) as reopened:
+        assert reopened.tail(count) == (everything[-count:] if count else [])
+
+
+def test_a_crash_as_a_segment_began_leaves_the_last_zxid_of_the_unread_ones(tmp_path: Path) -> None:
+    with TxnLog(tmp_path) as log:
+        log.append(records(1, 10))
+        log.roll()
+        log.append(records(11, 10))
+    (tmp_path / segment_name(21)).write_bytes(b"ZB")  # a crash while segment 21 was begun
+    log = TxnLog(tmp_path)
+    log.open(check_from=20)  # the snapshot at 20 holds every record: none needed reading
+    assert log.last_zxid == 20 and not (tmp_path / segment_name(21)).exists()
+    assert [zxid for zxid, _ in log.read_from(15)] == list(range(16, 21))
+    log.append(records(21, 1))
+    log.close()
+    assert [zxid for zxid, _ in open_log(tmp_path).read_from(19)] == [20, 21]

@@ -25,7 +25,6 @@ import logging
 import os
 import random
 import time
-from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -64,9 +63,8 @@ def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, config: ServerC
     """What the core recovers from disk; ``committed`` is the membership the configuration
     files record (the last committed reconfig)."""
     last_logged = max(log.last_zxid, tree.last_zxid)
-    # purge keeps the log short (the snapshots' worth); only the window's txns are decoded
-    history_count = config.commit_log_count
-    tail = deque((payload for _, payload in log.read_from(0)), maxlen=max(1, history_count))
+    history_count = config.commit_log_count  # only the window's txns are read and decoded
+    tail = [payload for _, payload in log.tail(history_count)]
     default_epoch = zxid_epoch(last_logged)
     return DurableState(
         accepted_epoch=read_epoch(datadir.accepted_epoch_path, default_epoch),

@@ -93,7 +93,7 @@ class DataDir:
         tree, snapshot_zxid, snapshot_count = self._load_newest_snapshot()
         sizes = {} if segment_bytes_max is None else {"segment_bytes_max": segment_bytes_max}
         log = TxnLog(self.log_dir, reserve_bytes=self.log_reserve_bytes, **sizes)
-        log.open()
+        log.open(check_from=snapshot_zxid)
         try:
             self._check_coverage(log, snapshot_zxid, snapshot_count)
             replayed = self._replay(tree, log, snapshot_zxid)

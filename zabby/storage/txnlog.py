@@ -48,6 +48,7 @@ import os
 import re
 import struct
 import zlib
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
@@ -226,8 +227,13 @@ class TxnLog:
         self._opened = False
 
     # ----------------------------------------------------------------- open / close
-    def open(self) -> None:
+    def open(self, *, check_from: int = 0) -> None:
         """Validate every segment, cut a torn tail of the last one, and get ready to append.
+
+        Segments whose records all lie at or below ``check_from`` are not read: a recovery
+        passes its snapshot's zxid, as the snapshot holds them (ZooKeeper does not read them
+        either; at 1M records, reading them cost a restart a second).  ``zabby-log verify``
+        checks every record.
 
         Raises:
             CorruptLogError: an older segment is damaged, a segment is not ours, or zxids do
@@ -238,29 +244,43 @@ class TxnLog:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._segments = []
         found = list_segments(self.log_dir)
-        prev_zxid = 0
+        prev_zxid, unread = 0, set()
         for index, (first_zxid, path) in enumerate(found):
-            scan = scan_segment(path, first_zxid, prev_zxid)
-            is_last = index == len(found) - 1
-            if (scan.error is not None or scan.record_count == 0) and not is_last:
-                where = f"at offset {scan.good_bytes}: {scan.error}" if scan.error else "it holds no records"
-                raise CorruptLogError(
-                    f"txn log segment {path} is damaged {where}; it is not the last segment, so "
-                    f"acknowledged txns would be lost: refusing to start (restore it or resync this server)"
-                )
-            if scan.error is not None:
-                self._cut_torn_tail(path, scan)
-            elif is_last and scan.good_bytes < scan.file_bytes:
-                os.truncate(path, scan.good_bytes)  # the reserve a crash left: zeros, given back
-            if scan.record_count == 0:
-                self._remove_empty_segment(path)
+            if check_from and index + 1 < len(found) and found[index + 1][0] <= check_from + 1:
+                self._segments.append((first_zxid, path))  # below the next segment's first zxid
+                unread.add(path)
+                prev_zxid = first_zxid
                 continue
-            self._segments.append((first_zxid, path))
-            prev_zxid = scan.last_zxid
+            prev_zxid = self._admit(path, first_zxid, prev_zxid, is_last=index == len(found) - 1)
+        while self._segments and self._segments[-1][1] in unread:  # what came after held no record
+            first_zxid, path = self._segments.pop()
+            unread.discard(path)
+            bound = self._segments[-1][0] if self._segments else 0
+            prev_zxid = self._admit(path, first_zxid, bound, is_last=True)
         self.last_zxid = prev_zxid
         if self._segments:
             self._open_for_append(self._segments[-1][1])
         self._opened = True
+
+    def _admit(self, path: Path, first_zxid: int, prev_zxid: int, *, is_last: bool) -> int:
+        """Check one segment (cutting the last one's torn tail), keep it if it holds records,
+        and return the last zxid so far."""
+        scan = scan_segment(path, first_zxid, prev_zxid)
+        if (scan.error is not None or scan.record_count == 0) and not is_last:
+            where = f"at offset {scan.good_bytes}: {scan.error}" if scan.error else "it holds no records"
+            raise CorruptLogError(
+                f"txn log segment {path} is damaged {where}; it is not the last segment, so "
+                f"acknowledged txns would be lost: refusing to start (restore it or resync this server)"
+            )
+        if scan.error is not None:
+            self._cut_torn_tail(path, scan)
+        elif is_last and scan.good_bytes < scan.file_bytes:
+            os.truncate(path, scan.good_bytes)  # the reserve a crash left: zeros, given back
+        if scan.record_count == 0:
+            self._remove_empty_segment(path)
+            return prev_zxid
+        self._segments.append((first_zxid, path))
+        return scan.last_zxid
 
     def _cut_torn_tail(self, path: Path, scan: SegmentScan) -> None:
         cut_bytes = scan.file_bytes - scan.good_bytes
@@ -487,13 +507,33 @@ class TxnLog:
         """
         if not self._opened:
             raise InvariantError(f"read from txn log {self.log_dir} before open()")
-        plan: list[tuple[Path, int]] = []
-        for index, (_first, path) in enumerate(self._segments):
-            is_current = index == len(self._segments) - 1 and self._fd is not None
-            if index + 1 < len(self._segments) and self._segments[index + 1][0] <= zxid + 1:
-                continue  # every record here is below the next segment's first zxid
-            plan.append((path, self._segment_bytes if is_current else path.stat().st_size))
+        plan = [
+            self._extent(index) for index in range(len(self._segments))
+            # skipped: every record here is below the next segment's first zxid
+            if not (index + 1 < len(self._segments) and self._segments[index + 1][0] <= zxid + 1)
+        ]  # fmt: skip
         return self._stream(plan, zxid)
+
+    def tail(self, count: int) -> list[tuple[int, bytes]]:
+        """The last ``count`` records (all of them if there are fewer), oldest first; only the
+        newest segments that hold them are read."""
+        if not self._opened:
+            raise InvariantError(f"read from txn log {self.log_dir} before open()")
+        newest_first: list[deque[tuple[int, bytes]]] = []
+        needed = count
+        for index in reversed(range(len(self._segments))):
+            if needed <= 0:
+                break
+            records = deque(self._stream([self._extent(index)], 0), maxlen=needed)
+            newest_first.append(records)
+            needed -= len(records)
+        return [record for records in reversed(newest_first) for record in records]
+
+    def _extent(self, index: int) -> tuple[Path, int]:
+        """Segment ``index`` and where its records end (the current one: as appended so far)."""
+        path = self._segments[index][1]
+        is_current = index == len(self._segments) - 1 and self._fd is not None
+        return path, self._segment_bytes if is_current else path.stat().st_size
 
     @staticmethod
     def _stream(plan: list[tuple[Path, int]], zxid: int) -> Iterator[tuple[int, bytes]]:
