@@ -37,12 +37,18 @@ def allocated_bytes(path: Path) -> int:
     return os.stat(path).st_blocks * 512
 
 
-def test_the_log_reserves_space_past_its_end_inside_the_file_and_gives_it_back_at_close(tmp_path: Path) -> None:
+def synced_log(tmp_path: Path, count: int) -> tuple[TxnLog, Path]:
+    """A log with a reserve, ``count`` records appended and synced, and its one segment."""
     log = TxnLog(tmp_path / "log", reserve_bytes=RESERVE_BYTES)
     log.open()
-    log.append(records(1, 10))
+    log.append(records(1, count))
     log.sync()
     [segment] = log.segments()
+    return log, segment
+
+
+def test_the_log_reserves_space_past_its_end_inside_the_file_and_gives_it_back_at_close(tmp_path: Path) -> None:
+    log, segment = synced_log(tmp_path, 10)
     records_end = 8 + 10 * (16 + 100)
     assert os.stat(segment).st_size >= records_end + RESERVE_BYTES // 2  # an append changes no size
     assert allocated_bytes(segment) >= RESERVE_BYTES
@@ -58,11 +64,7 @@ def test_the_log_reserves_space_past_its_end_inside_the_file_and_gives_it_back_a
 def test_a_crash_with_the_reserve_in_place_recovers_every_record_and_appends_after_them(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    log = TxnLog(tmp_path / "log", reserve_bytes=RESERVE_BYTES)
-    log.open()
-    log.append(records(1, 10))
-    log.sync()
-    [segment] = log.segments()
+    _log, segment = synced_log(tmp_path, 10)
     crashed_size = os.stat(segment).st_size  # no close: the reserve stays, as after kill -9
     with caplog.at_level(logging.WARNING, logger="zabby.storage"):
         reopened = TxnLog(tmp_path / "log", reserve_bytes=RESERVE_BYTES)
@@ -81,11 +83,7 @@ def test_a_crash_with_the_reserve_in_place_recovers_every_record_and_appends_aft
 def test_a_record_after_a_zero_header_is_never_read_back(tmp_path: Path) -> None:
     """A torn write can leave a record's header unwritten and a later one whole: what follows
     the first zero header was never fsynced (nor acknowledged), so it must not come back."""
-    log = TxnLog(tmp_path / "log", reserve_bytes=RESERVE_BYTES)
-    log.open()
-    log.append(records(1, 3))
-    log.sync()
-    [segment] = log.segments()
+    _log, segment = synced_log(tmp_path, 3)
     end = 8 + 3 * (16 + 100)
     stale = b"".join(_record_bytes(zxid, payload) for zxid, payload in records(4, 2))
     with segment.open("r+b") as f:  # record 4's header lost, record 5 intact after it
