@@ -503,7 +503,8 @@ class TxnLog:
         The iteration covers the log as it is at the call; later appends are not seen.
 
         Raises (while iterating):
-            CorruptLogError: a record that ``open()`` validated no longer reads back.
+            CorruptLogError: a record does not read back (damaged since ``open()``, or in a
+                segment it left unread).
         """
         if not self._opened:
             raise InvariantError(f"read from txn log {self.log_dir} before open()")
