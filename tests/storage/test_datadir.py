@@ -195,7 +195,7 @@ def test_a_logged_record_that_is_not_a_txn_stops_recovery(tmp_path: Path) -> Non
 
 
 def test_recovery_reads_no_log_segment_its_snapshot_holds(tmp_path: Path) -> None:
-    txns, _snapshots = build_history(tmp_path, snapshot_rounds=2)
+    build_history(tmp_path, snapshot_rounds=2)
     expected = recover_digest(tmp_path)
     segments = sorted((tmp_path / "data" / "version-2").glob("log.*"))
     assert len(segments) == 3  # a snapshot rolls the log: each segment after the first starts at one

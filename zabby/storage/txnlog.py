@@ -117,6 +117,11 @@ def list_segments(log_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def _all_at_or_below(segments: list[tuple[int, Path]], index: int, zxid: int) -> bool:
+    """Every record of ``segments[index]`` is at or below ``zxid``: the next segment starts by ``zxid + 1``."""
+    return index + 1 < len(segments) and segments[index + 1][0] <= zxid + 1
+
+
 def _records(f: BinaryIO, offset: int, end_bytes: int, prev_zxid: int) -> Iterator[tuple[int, bytes, int]]:
     """Yield ``(zxid, payload, end_offset)`` for each record in ``f`` from ``offset`` (where ``f``
     is positioned) to ``end_bytes`` or a zero header (the log's end); raise ``_BadRecord`` at
@@ -246,8 +251,8 @@ class TxnLog:
         found = list_segments(self.log_dir)
         prev_zxid, unread = 0, set()
         for index, (first_zxid, path) in enumerate(found):
-            if check_from and index + 1 < len(found) and found[index + 1][0] <= check_from + 1:
-                self._segments.append((first_zxid, path))  # below the next segment's first zxid
+            if check_from and _all_at_or_below(found, index, check_from):
+                self._segments.append((first_zxid, path))
                 unread.add(path)
                 prev_zxid = first_zxid
                 continue
@@ -508,11 +513,7 @@ class TxnLog:
         """
         if not self._opened:
             raise InvariantError(f"read from txn log {self.log_dir} before open()")
-        plan = [
-            self._extent(index) for index in range(len(self._segments))
-            # skipped: every record here is below the next segment's first zxid
-            if not (index + 1 < len(self._segments) and self._segments[index + 1][0] <= zxid + 1)
-        ]  # fmt: skip
+        plan = [self._extent(index) for index in range(len(self._segments)) if not _all_at_or_below(self._segments, index, zxid)]
         return self._stream(plan, zxid)
 
     def tail(self, count: int) -> list[tuple[int, bytes]]:
