@@ -65,13 +65,16 @@ def _is_system(path: str) -> bool:
 def _stat_bytes(node: Znode) -> bytes:
     """The Stat fields a txn sets (derived ones left out), as the digest reads them."""
     _, aversion, owner = node.meta
+    return _pack_stat(node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime, node.version, node.cversion, aversion, owner)
+
+
+def _pack_stat(czxid: int, mzxid: int, pzxid: int, ctime: int, mtime: int, version: int, cversion: int, aversion: int, owner: int) -> bytes:  # fmt: skip
     try:
-        return _STAT_DIGEST.pack(node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime,
-                                 node.version, node.cversion, aversion, owner)  # fmt: skip
+        return _STAT_DIGEST.pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner)
     except struct.error:  # a negative owner (container, TTL) or odd times in a test: masked, alike on all servers
         m = DIGEST_MASK
-        return _STAT_DIGEST.pack(node.czxid & m, node.mzxid & m, node.pzxid & m, node.ctime & m, node.mtime & m,
-                                 node.version & m, node.cversion & m, aversion & m, owner & m)  # fmt: skip
+        return _STAT_DIGEST.pack(czxid & m, mzxid & m, pzxid & m, ctime & m, mtime & m,
+                                 version & m, cversion & m, aversion & m, owner & m)  # fmt: skip
 
 
 def _meta_digest(path: str, node: Znode) -> int:
@@ -85,12 +88,20 @@ def _data_digest(path: str, data: bytes) -> int:
 
 
 def _node_digest(path: str, node: Znode) -> int:
-    """``_meta_digest + _data_digest``, the path checked and encoded once (a snapshot load
-    computes it for every znode)."""
-    if _is_system(path):
+    """``_meta_digest + _data_digest``."""
+    _, aversion, owner = node.meta
+    return _record_digest(path, node.data, node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime,
+                          node.version, node.cversion, aversion, owner)  # fmt: skip
+
+
+def _record_digest(path: str, data: bytes, czxid: int, mzxid: int, pzxid: int, ctime: int, mtime: int, version: int, cversion: int, aversion: int, owner: int) -> int:  # fmt: skip
+    """``_node_digest`` from a znode's fields, the path checked and encoded once: a snapshot
+    load computes it for every record, before (and without) reading the fields back."""
+    if path.startswith(ZOOKEEPER) and _is_system(path):
         return 0
     encoded = path.encode()
-    return _crc32(_stat_bytes(node), _crc32(encoded)) + _crc32(node.data, _crc32(encoded, 0x5A))
+    stat = _pack_stat(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner)
+    return _crc32(stat, _crc32(encoded)) + _crc32(data, _crc32(encoded, 0x5A))
 
 
 def _session_digest(session_id: int, timeout_ms: int) -> int:
@@ -590,9 +601,12 @@ class TreeBuilder:
                 raise InvariantError("snapshot stream has more records than its header says")
 
     def _add_nodes(self, records: Iterable[tuple[Any, ...]]) -> None:
-        """The znodes' records; the hot loop of a restart and of a SNAP (a few µs per znode)."""
+        """The znodes' records; the hot loop of a restart and of a SNAP (about 2 µs per znode,
+        a third of it the digest).  Each Znode is made with ``__new__`` and every slot set
+        here once, from the record: ``Znode()`` would set most of them twice."""
         tree, nodes, children = self.tree, self.tree.nodes, self._children
-        shared_acls, index_add, shared_time = _interned_acls, tree._index_add, tree._shared_time
+        shared_acls, shared_metas, index_add, shared_time = _interned_acls, _shared_metas, tree._index_add, tree._shared_time
+        new_znode = Znode.__new__
         data_size = digest = loaded = 0
         collecting = gc.isenabled()
         gc.disable()  # the loop makes no cycles; a million new objects would set off full collections
@@ -603,18 +617,22 @@ class TreeBuilder:
                     acl = shared_acls[acl]
                 except (KeyError, TypeError):  # a new ACL, or one in lists
                     acl = interned_acl(acl)
+                node = nodes[path] = new_znode(Znode)
+                node.data = data
+                # the shared meta when there is one: znode_meta() finds it too, a call later
+                node.meta = shared_metas.get((acl, aversion, owner)) or znode_meta(acl, aversion, owner)
                 # each field is a fresh int from the stream: keep one object where the values
                 # are equal, as a live tree does (about 100 B per znode)
-                ctime = shared_time(ctime)
-                node = nodes[path] = Znode(data, acl, czxid, ctime, owner)
-                mzxid = czxid if mzxid == czxid else mzxid
-                node.mzxid = mzxid
-                node.mtime = ctime if mtime == ctime else shared_time(mtime)
+                node.czxid = czxid
+                node.mzxid = shared_mzxid = czxid if mzxid == czxid else mzxid
+                node.ctime = shared_ctime = shared_time(ctime)
+                node.mtime = shared_ctime if mtime == ctime else shared_time(mtime)
                 node.version = version
-                if aversion:
-                    node.aversion = aversion
                 if pzxid != czxid or cversion:  # it has or had children: it keeps them
-                    node.pzxid, node.cversion = mzxid if pzxid == mzxid else pzxid, cversion
+                    kept = node.children = Children(shared_mzxid if pzxid == mzxid else pzxid)
+                    kept.cversion = cversion
+                else:
+                    node.children = NO_CHILDREN
                 if path != "/":
                     parent = parent_of(path)
                     siblings = children.get(parent)
@@ -623,7 +641,7 @@ class TreeBuilder:
                         siblings = children[parent] = []
                     siblings.append(path)
                 data_size += len(data) + len(path)
-                digest += _node_digest(path, node)
+                digest += _record_digest(path, data, czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner)
                 if owner:
                     index_add(path, owner)
         finally:
