@@ -4,6 +4,8 @@ SNAP, again and again, without any server dying or logging a traceback."""
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,3 +119,45 @@ def test_followers_restarted_far_behind_under_load_sync_by_snap_and_nobody_dies(
     for sid, server in ensemble.servers.items():
         log = server.log_path.read_text()
         assert "Traceback" not in log and " CRITICAL " not in log, (sid, server.log_tail())
+
+
+def test_a_snap_that_finds_no_disk_space_leaves_nothing_half_written_and_syncs_once_there_is(ensemble: Ensemble, tmp_path: Path) -> None:
+    """A learner writes a SNAP stream to disk as it arrives and installs it at the end; a full
+    disk at any point restarts its core (it lives on), removes what it wrote, and the next
+    SNAP, once there is space, installs."""
+    leader = ensemble.wait_leader()
+    follower = next(sid for sid in ensemble.servers if sid != leader)
+    server = ensemble.servers[follower]
+    client = SyncClient(ensemble.hosts, timeout=6.0)
+    client.start()
+    client.ensure_path("/snap")
+    server.kill()
+    for index in range(200):  # past the commit log's 50: a SNAP
+        client.create(f"/snap/n{index}", b"x" * 100)
+    faults = tmp_path / "faults.json"
+    faults.write_text(json.dumps({"write": "ENOSPC"}))
+    server.environment = {"ZABBY_DISK_FAULTS": str(faults)}
+    snaps_before = int(mntr(ensemble, leader)["zk_snap_count"])
+    server.launch()
+    refused = re.compile(r"DiskFull.*(snapshot\.[0-9a-f]{16}\.from\d\.tmp)")  # a staged SNAP's file
+
+    def refused_files() -> set[str]:
+        return set(refused.findall(server.log_path.read_text()))
+
+    wait_until(lambda: len(refused_files()) == 1, 30.0, "the SNAP to meet the full disk")
+    client.create("/snap/moved", b"")  # the next SNAP is at another zxid: another file
+    wait_until(lambda: len(refused_files()) == 2, 30.0, "a second SNAP to meet the full disk")
+    snap_dir = server.data_dir / "version-2"
+    faults.unlink()
+    wait_until(lambda: server.mode() == "follower", 30.0, "the follower to sync once there is space")
+    assert int(mntr(ensemble, leader)["zk_snap_count"]) >= snaps_before + 2  # the refused SNAP, then the one installed
+    assert server.proc is not None and server.proc.poll() is None, server.log_tail()
+    log = server.log_path.read_text()
+    assert "restarting the core from disk" in log and "installed a snapshot" in log
+    assert "Traceback" not in log and " CRITICAL " not in log, server.log_tail()
+    assert not [path.name for path in snap_dir.iterdir() if path.name.startswith("snapshot.") and path.name.endswith(".tmp")]
+    reply = SyncClient(server.hosts, timeout=6.0)
+    reply.start()
+    assert len(reply.get_children("/snap")) == 201
+    reply.stop()
+    client.stop()

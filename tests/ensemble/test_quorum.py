@@ -15,6 +15,8 @@ import pytest
 from tests.server.wire import OPEN_ACL, raw_session
 from zabby import SyncClient
 from zabby.local.processes import Ensemble
+from zabby.storage.snapshot import list_snapshots, read_snapshot
+from zabby.tree.datatree import DataTree
 
 TICK_MS = 200
 
@@ -137,6 +139,12 @@ def test_lagging_follower_catches_up_by_diff_and_a_restarted_one_by_snap(ensembl
     log = ensemble.servers[follower].log_path.read_text()
     assert "installed a snapshot" in log
     assert int(_mntr(ensemble.servers[leader])["zk_snap_count"]) >= 1
+    # the SNAP went to disk as it arrived: one finished snapshot file, nothing left half written
+    snap_dir = ensemble.servers[follower].data_dir / "version-2"
+    assert not [path.name for path in snap_dir.iterdir() if path.name.startswith("snapshot.") and path.name.endswith(".tmp")]
+    installed_zxid, installed = list_snapshots(snap_dir)[0]
+    _, records = read_snapshot(installed)
+    assert DataTree.from_records(records).last_zxid == installed_zxid
     client.stop()
 
 

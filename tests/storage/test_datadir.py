@@ -153,8 +153,14 @@ def test_a_snapshot_past_the_log_end_clears_the_log(tmp_path: Path) -> None:
     leader_maker = TxnMaker()  # the leader's history: ours, and 40 txns we never saw
     leader_txns = leader_maker.some(60)
     leader_tree = tree_of(leader_txns)
-    data_dir.install_snapshot(leader_tree.records(), leader_tree.last_zxid)  # Zab SNAP
+    staged = data_dir.stage_snapshot(leader_tree.last_zxid, sid=2)  # Zab SNAP: written as it arrives
+    records = list(leader_tree.records())
+    for start in range(0, len(records), 7):
+        staged.add(records[start : start + 7])
+    assert staged.tmp.exists() and [zxid for zxid, _ in list_snapshots(data_dir.snap_dir)] == [tree.last_zxid]
+    data_dir.install_snapshot(staged)
     assert log.segments() == [] and log.last_zxid == 0
+    assert not [path for path in data_dir.snap_dir.iterdir() if path.name.endswith(".tmp")]
     follow_up = leader_maker.some(10)
     log.append(as_records(follow_up))
     data_dir.close()
@@ -203,3 +209,22 @@ def test_recovery_reads_no_log_segment_its_snapshot_holds(tmp_path: Path) -> Non
     assert recover_digest(tmp_path) == expected
     damage(segments[1])  # txns 51..100, under the newest snapshot only: still not read
     assert recover_digest(tmp_path) == expected
+
+
+def test_start_up_removes_the_snapshot_files_a_crash_left_unfinished(tmp_path: Path) -> None:
+    data_dir = DataDir(tmp_path / "data")
+    tree, _ = data_dir.recover()
+    commit(data_dir, tree, TxnMaker().some(10))
+    kept = data_dir.take_snapshot(tree.records(), tree.last_zxid)
+    half_received = data_dir.stage_snapshot(tree.last_zxid + 5, sid=3)
+    half_received.add(list(tree.records())[:4])  # a crash now: the file stays, the writer is gone
+    other = data_dir.snap_dir / "notes.tmp"
+    other.write_text("not ours")
+    data_dir.close()
+    restarted = DataDir(tmp_path / "data")
+    assert restarted.remove_unfinished_snapshots() == [half_received.tmp]
+    assert sorted(path.name for path in restarted.snap_dir.iterdir() if "snapshot" in path.name) == [kept.name]
+    assert other.exists()
+    assert restarted.recover()[0].content_hash() == tree.content_hash()
+    restarted.close()
+    half_received.discard()  # its fd (the file is gone already)

@@ -9,7 +9,9 @@ from tests.storage.helpers import OPEN_ACL, TxnMaker, tree_of
 from zabby.tree import acl as acls
 from zabby.opcodes import OpCode
 from zabby.storage.epochs import CorruptEpochError, read_epoch, write_epoch
-from zabby.storage.snapshot import CorruptSnapshotError, list_snapshots, looks_complete, read_snapshot, write_snapshot
+from zabby.storage.snapshot import (
+    CorruptSnapshotError, SnapshotWriter, list_snapshots, looks_complete, read_snapshot, write_snapshot,
+)  # fmt: skip
 from zabby.tree.datatree import DataTree, TreeBuilder
 from zabby.tree.txns import Txn, make_zxid
 
@@ -173,3 +175,33 @@ def test_znodes_share_their_acl_aversion_and_owner_unless_a_session_owns_them() 
         assert (b.acl, b.aversion, b.ephemeral_owner) == (acls.READ_ACL_UNSAFE, 1, 0)
         assert (e1.acl, e1.aversion, e1.ephemeral_owner) == (a.acl, 0, 0x77) and e1.stat()[7] == 0x77
         assert source.digest == source.compute_digest() == tree.digest
+
+
+def test_a_snapshot_written_as_its_records_arrive_is_the_one_written_at_once(tmp_path: Path) -> None:
+    """A learner writes a SNAP stream chunk by chunk (SnapshotWriter); the file must be the
+    one write_snapshot makes of the same records, and invisible until finished."""
+    tree = sample_tree(120)
+    records = list(tree.records())
+    (tmp_path / "whole").mkdir()
+    whole = write_snapshot(tmp_path / "whole", tree.last_zxid, records)
+    staged = SnapshotWriter(tmp_path, tree.last_zxid, tmp_tag=".from2")
+    own = SnapshotWriter(tmp_path, tree.last_zxid)  # this server's own snapshot at the same zxid
+    for start in range(0, len(records), 50):
+        staged.add(records[start : start + 50])
+        assert list_snapshots(tmp_path) == []  # nothing under a snapshot's name before finish
+    assert staged.count == len(records)
+    own.discard()
+    path = staged.finish()
+    assert path.read_bytes() == whole.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, "whole"])
+    staged.discard()  # after finish: nothing to do
+    assert load(path).content_hash() == tree.content_hash()
+
+
+def test_a_discarded_snapshot_writer_leaves_nothing(tmp_path: Path) -> None:
+    writer = SnapshotWriter(tmp_path, 0x100000005, tmp_tag=".from3")
+    writer.add(sample_tree(10).records())
+    assert writer.tmp.exists()
+    writer.discard()
+    writer.discard()
+    assert list(tmp_path.iterdir()) == []

@@ -17,6 +17,7 @@ from zabby.engine.effects import (
     Recovered as Recovered,
     Reload as Reload,
     Send as Send,
+    StageSnapshot as StageSnapshot,
     WriteSnapshot as WriteSnapshot,
 )
 from zabby.engine.engine import Engine as Engine, core_timing as core_timing

@@ -67,11 +67,25 @@ class Reload:
 
 
 @dataclass(frozen=True, slots=True)
+class StageSnapshot:
+    """Write ``records``, the next part of the SNAP stream from leader ``sid`` at ``zxid``, to
+    disk as they arrive (not durable yet); ``start``: the stream begins, and any earlier one
+    from ``sid`` is discarded.  ``Install`` finishes it."""
+
+    sid: int
+    zxid: int
+    records: tuple[Any, ...]
+    start: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Install:
-    """Make the leader's snapshot at ``zxid`` this server's whole history (Zab SNAP)."""
+    """Make the leader ``sid``'s snapshot at ``zxid`` this server's whole history (Zab SNAP):
+    the stream staged from it, whose records built ``tree``, made durable."""
 
     tree: DataTree
     zxid: int
+    sid: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +143,7 @@ class FailStop:
     reason: str
 
 
-Effect = Send | Persist | Reload | Install | DropLinks | CloseClients | WriteSnapshot | Purge | CheckSpace | Reconfigure | Pause | FailStop
+Effect = Send | Persist | Reload | StageSnapshot | Install | DropLinks | CloseClients | WriteSnapshot | Purge | CheckSpace | Reconfigure | Pause | FailStop
 
 
 class Clock(Protocol):

@@ -7,8 +7,8 @@ Theory of operation::
                                        │
                Engine: core.Peer + DataTree + Preparer + sessions + watches (synchronous)
                                        │
-    effects out:    next_effect(result) → Send · Persist · Reload · Install · DropLinks ·
-                    CloseClients · WriteSnapshot · Purge · CheckSpace · Pause · FailStop
+    effects out:    next_effect(result) → Send · Persist · Reload · StageSnapshot · Install ·
+                    DropLinks · CloseClients · WriteSnapshot · Purge · CheckSpace · Pause · FailStop
 
 The trio server (``zabby.server.node``) and the simulator (``zabby.sim.cluster``) are two
 drivers of this one engine; nothing that decides lives in a driver.  Work runs as a
@@ -45,7 +45,7 @@ from zabby.engine.clients import ClientCalls, first_session_id
 from zabby.engine.digests import DigestCheck
 from zabby.engine.effects import (
     CheckSpace, ClientSink, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
-    Install, Pause, Persist, Purge, Reconfigure, Recovered, Reload, Send, SyncDone, WriteSnapshot,
+    Install, Pause, Persist, Purge, Reconfigure, Recovered, Reload, Send, StageSnapshot, SyncDone, WriteSnapshot,
 )  # fmt: skip
 from zabby.errors import Inconsistency, InvariantError
 from zabby.opcodes import OpCode
@@ -445,6 +445,8 @@ class Engine(ClientCalls):
 
     # ----------------------------------------------------------------- SNAP on a learner
     def _receive_snapshot(self, sid: int, message: Snap | SnapChunk) -> Work:
+        """A SNAP's records build the new tree and go to disk as they arrive (``StageSnapshot``),
+        so that once the last one is in, installing it is an fsync and a rename."""
         if isinstance(message, Snap):
             # The old tree goes now, so the whole tree is never held twice; this server is
             # not serving while it syncs, and a broken stream reloads the tree from disk.
@@ -452,6 +454,7 @@ class Engine(ClientCalls):
             self._tree_committed = False
             self._snap_in[sid] = (message, TreeBuilder())
             self.peer.step(sid, message)
+            yield StageSnapshot(sid, message.zxid, (), start=True)
             return
         entry = self._snap_in.get(sid)
         if entry is None:
@@ -464,13 +467,14 @@ class Engine(ClientCalls):
         except (InvariantError, ValueError, TypeError, KeyError) as exc:
             yield from self._broken_snapshot(sid, f"its records do not make a tree ({_describe(exc)})")
             return
+        yield StageSnapshot(sid, snap.zxid, message.records, start=False)
         if tree is None:
             return
         del self._snap_in[sid]
         if tree.last_zxid != snap.zxid:
             yield from self._broken_snapshot(sid, f"it declares 0x{snap.zxid:x} but holds a tree at 0x{tree.last_zxid:x}")
             return
-        yield Install(tree, snap.zxid)
+        yield Install(tree, snap.zxid, sid)
         self._replace_tree(tree)
         self.peer.snapshot_installed(snap.zxid)
         LOGGER.info("installed a snapshot at 0x%x from server %d (%d znodes)", snap.zxid, sid, tree.node_count())

@@ -37,6 +37,7 @@ def open_server(config: zoo_config.ServerConfig) -> ZabbyServer:
     started = time.perf_counter()
     datadir = DataDir(config.data_dir, config.data_log_dir, snap_retain_count=config.snap_retain_count,
                       log_reserve_bytes=config.log_reserve_bytes)  # fmt: skip
+    datadir.remove_unfinished_snapshots()
     gc.disable()  # a snapshot load and a replay make millions of objects and no cycles: the
     try:  # collector would walk the growing tree again and again (seconds at 1M znodes)
         tree, log = datadir.recover()
@@ -139,7 +140,7 @@ async def _run(config: zoo_config.ServerConfig) -> None:
                     return
 
             nursery.start_soon(stop_on_signal)
-    server.log.close()
+    server.close()
 
 
 def check_tls(config: zoo_config.ServerConfig) -> None:

@@ -34,7 +34,7 @@ from zabby.core.ready import SoftState
 from zabby.core.types import ServerState
 from zabby.engine import (
     CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
-    Reconfigure, Recovered, Reload, Send, WriteSnapshot,
+    Reconfigure, Recovered, Reload, Send, StageSnapshot, WriteSnapshot,
 )  # fmt: skip
 from zabby.engine.reconfig import logged_membership
 from zabby.errors import ZabbyError
@@ -101,6 +101,7 @@ class Node:
     stalled_until: int = 0
     repairs_seen: int = 0
     snap_sent: tuple[int, int] | None = None  # last SNAP sent (to, zxid), for the trace
+    staged: dict[int, tuple[int, list[Any]]] = field(default_factory=dict)  # SNAP streams written, by leader: (zxid, records)
 
     @property
     def peer(self) -> Peer:
@@ -191,6 +192,7 @@ class Cluster:
         node.paused_until = 0
         node.crash_armed = False
         node.repairs_seen = 0
+        node.staged.clear()  # .tmp files: never read back, removed at start-up
         self.stats["restarts"] += 1
         durable = recovered.durable
         self.log(f"server {node.sid} starts: epochs {durable.accepted_epoch}/{durable.current_epoch}, "
@@ -296,7 +298,10 @@ class Cluster:
             return self._persist(node, effect, sync=effect.sync)
         elif isinstance(effect, Reload):
             self.stats["reloads"] += 1
+            node.staged.clear()
             return self._recover(node, snapshot_wanted=effect.snapshot_wanted)
+        elif isinstance(effect, StageSnapshot):
+            self._stage(node, effect)
         elif isinstance(effect, Install):
             self._install(node, effect)
         elif isinstance(effect, DropLinks):
@@ -349,12 +354,27 @@ class Cluster:
         disk.save_epochs(None, effect.current_epoch)
         return False
 
+    def _stage(self, node: Node, effect: StageSnapshot) -> None:
+        if effect.start:
+            node.staged[effect.sid] = (effect.zxid, [])
+            return
+        zxid, records = node.staged.get(effect.sid, (None, []))
+        if zxid != effect.zxid:
+            raise Violation(f"server {node.sid} stages records of a SNAP at 0x{effect.zxid:x} from {effect.sid} it did not begin")
+        records.extend(effect.records)
+
     def _install(self, node: Node, effect: Install) -> None:
         chain = self.checker.chain_hash(effect.zxid)
+        zxid, staged = node.staged.pop(effect.sid, (None, []))
+        records = tuple(staged)
+        # what goes to disk is the stream as it came; it must be the tree the engine built from it
+        if zxid != effect.zxid or records != tuple(effect.tree.records()):
+            raise Violation(f"server {node.sid} installs a SNAP at 0x{effect.zxid:x} from {effect.sid} that is not "
+                            f"the stream it staged ({len(records)} records at {zxid})")  # fmt: skip
         # The log above the snapshot goes too, committed txns included: the leader resends
         # them (its pending txns) right after.  A crash in between is a window the final
         # checks watch; it is not flagged here.
-        node.disk.save_snapshot(Snapshot(effect.zxid, tuple(effect.tree.records()), chain, confirmed=False), 0, clear_log=True)
+        node.disk.save_snapshot(Snapshot(effect.zxid, records, chain, confirmed=False), 0, clear_log=True)
         node.tree_zxid, node.tree_chain = effect.zxid, chain
         self.stats["snaps"] += 1
         self.log(f"server {node.sid} installs a snapshot at 0x{effect.zxid:x}")

@@ -21,14 +21,17 @@ exactly at an epoch boundary is therefore not detected).
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from zabby.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
-from zabby.storage.files import dir_bytes, fsync_dir
-from zabby.storage.snapshot import CorruptSnapshotError, list_snapshots, looks_complete, read_snapshot, write_snapshot
+from zabby.storage.files import TMP_SUFFIX, dir_bytes, fsync_dir
+from zabby.storage.snapshot import (
+    CorruptSnapshotError, SnapshotWriter, list_snapshots, looks_complete, read_snapshot, write_snapshot,
+)  # fmt: skip
 from zabby.storage.txnlog import CorruptLogError, TxnLog
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import decode_txn, zxid_counter, zxid_epoch, zxid_hex
@@ -165,16 +168,23 @@ class DataDir:
             self.log.roll()
         return path
 
-    def install_snapshot(self, tree_records: Iterable[tuple[Any, ...]], zxid: int) -> Path:
-        """Zab SNAP: the leader's tree at ``zxid`` replaces this server's whole history.
+    def stage_snapshot(self, zxid: int, sid: int) -> SnapshotWriter:
+        """A writer for the leader ``sid``'s SNAP stream at ``zxid``, written as it arrives; give
+        it to ``install_snapshot`` once whole (or ``discard`` it)."""
+        return SnapshotWriter(self.snap_dir, zxid, tmp_tag=f".from{sid}")
+
+    def install_snapshot(self, staged: SnapshotWriter) -> Path:
+        """Zab SNAP: the leader's snapshot, written whole into ``staged``, replaces this
+        server's whole history.
 
         The log goes: its records are in the snapshot, or were never committed, or the leader
-        sends them next.  Snapshots past ``zxid`` go too: they hold txns the leader truncated
+        sends them next.  Snapshots past its zxid go too: they hold txns the leader truncated
         (see ``zabby.core.peer`` on a TRUNC below a snapshot).  The new snapshot is durable
         before anything is deleted, so a crash in between recovers one history or the other,
         and the next sync asks for a SNAP again.
         """
-        path = write_snapshot(self.snap_dir, zxid, tree_records)
+        zxid = staged.zxid
+        path = staged.finish()
         if self.log is not None and self.log.last_zxid:
             logger.info("snapshot %s replaces the log (to %s)", path, zxid_hex(self.log.last_zxid))
             self.log.truncate_after(0)
@@ -185,6 +195,16 @@ class DataDir:
         if stale:
             fsync_dir(self.snap_dir)
         return path
+
+    def remove_unfinished_snapshots(self) -> list[Path]:
+        """The ``.tmp`` snapshot files a crash left (a SNAP half received, a snapshot half
+        written); call it at start-up only, while no writer can be running."""
+        removed = [Path(entry.path) for entry in os.scandir(self.snap_dir)
+                   if entry.name.startswith("snapshot.") and entry.name.endswith(TMP_SUFFIX) and entry.is_file()]  # fmt: skip
+        for path in removed:
+            logger.info("removing %s, a snapshot a crash left unfinished", path)
+            path.unlink()
+        return removed
 
     def newest_snapshot_zxid(self) -> int:
         """The zxid of the newest snapshot file (damaged or not), 0 if there is none."""

@@ -9,9 +9,10 @@ On-disk format (integers big-endian)::
     trailer   := marker:"ZBSE" count:u64 crc:u32
     crc       := crc32(header record* marker count)   everything before the crc field
 
-Theory of operation: ``write_snapshot`` streams records through ``msgpack.Packer`` in ~1 MiB
+Theory of operation: a ``SnapshotWriter`` streams records through ``msgpack.Packer`` in ~1 MiB
 chunks, computing the CRC as it goes, into ``snapshot.<zxid>.tmp``; it then fsyncs, renames
 and fsyncs the directory, so a snapshot file that has its final name is complete.
+``write_snapshot`` writes a whole tree through one.
 ``read_snapshot`` reads the file once to check header, trailer and CRC, and only then returns
 an iterator that unpacks the records (checking their count at the end).
 """
@@ -57,41 +58,100 @@ def write_snapshot(snap_dir: Path, zxid: int, records: Iterable[tuple[Any, ...]]
         DiskFull, DiskFailure (``zabby.storage.files``), TypeError (a record msgpack cannot
         pack): the ``.tmp`` file is removed.
     """
-    path = Path(snap_dir) / snapshot_name(zxid)
-    tmp = path.with_name(path.name + TMP_SUFFIX)
+    writer = SnapshotWriter(snap_dir, zxid)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise disk_error(exc, f"create {tmp}") from exc
-    try:
-        write_snapshot_stream(fd, zxid, records)
-        fsync(fd, str(tmp))
+        writer.add(records)
+        return writer.finish()
     except BaseException:
-        os.close(fd)
-        tmp.unlink()
+        writer.discard()
         raise
-    os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-    return path
+
+
+class SnapshotWriter:
+    """A snapshot file written as its records come, then either finished (durable, under its
+    final name) or discarded.  A learner writes the leader's SNAP stream through one while the
+    stream arrives, so installing it costs an fsync and a rename, not a second pass over the
+    tree.  ``tmp_tag`` keeps two writers of one zxid (a SNAP and a snapshot of this server's
+    own) from sharing a ``.tmp`` file.
+
+    Raises (every method): DiskFull, DiskFailure (``zabby.storage.files``); ``add`` also
+    TypeError for a record msgpack cannot pack.
+    """
+
+    def __init__(self, snap_dir: Path, zxid: int, *, tmp_tag: str = "") -> None:
+        self.zxid = zxid
+        self.path = Path(snap_dir) / snapshot_name(zxid)
+        self.tmp = self.path.with_name(f"{self.path.name}{tmp_tag}{TMP_SUFFIX}")
+        try:
+            self._fd: int | None = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise disk_error(exc, f"create {self.tmp}") from exc
+        self._stream = _SnapshotStream(self._fd, zxid, str(self.tmp))
+
+    @property
+    def count(self) -> int:
+        """Records added so far."""
+        return self._stream.count
+
+    def add(self, records: Iterable[tuple[Any, ...]]) -> None:
+        self._stream.add(records)
+
+    def finish(self) -> Path:
+        """The trailer, an fsync, the final name and a directory fsync: the snapshot is durable."""
+        assert self._fd is not None, "a snapshot writer finished twice, or after discard"
+        self._stream.end()
+        fsync(self._fd, str(self.tmp))
+        os.close(self._fd)
+        self._fd = None
+        os.replace(self.tmp, self.path)
+        fsync_dir(self.path.parent)
+        return self.path
+
+    def discard(self) -> None:
+        """Close and remove the unfinished file (a no-op once finished or discarded)."""
+        if self._fd is None:
+            return
+        os.close(self._fd)
+        self._fd = None
+        self.tmp.unlink(missing_ok=True)
 
 
 def write_snapshot_stream(fd: int, zxid: int, records: Iterable[tuple[Any, ...]]) -> None:
     """The bytes of a snapshot file (header, records, trailer) written to ``fd``: a file, or
     a pipe that streams the snapshot elsewhere (``zabby-admin snapshot save``)."""
-    pack = msgpack.Packer(use_bin_type=True).pack
-    buffer = bytearray(_HEADER.pack(MAGIC, VERSION, zxid))
-    crc, count = 0, 0
-    for record in records:
-        buffer += pack(record)
-        count += 1
-        if len(buffer) >= CHUNK_BYTES:
-            crc = zlib.crc32(buffer, crc)
-            write_all(fd, buffer)
-            buffer.clear()
-    buffer += _TRAILER_START.pack(TRAILER_MARKER, count)
-    buffer += _CRC.pack(zlib.crc32(buffer, crc))
-    write_all(fd, buffer)
+    stream = _SnapshotStream(fd, zxid, "a snapshot stream")
+    stream.add(records)
+    stream.end()
+
+
+class _SnapshotStream:
+    """The file format on an open fd: the header first, records packed and written in ~1 MiB
+    chunks with the CRC kept as they go, and at ``end`` the trailer."""
+
+    def __init__(self, fd: int, zxid: int, what: str) -> None:
+        self._fd = fd
+        self._what = what  # for errors: the file's name
+        self._pack = msgpack.Packer(use_bin_type=True).pack
+        self._buffer = bytearray(_HEADER.pack(MAGIC, VERSION, zxid))
+        self._crc = 0
+        self.count = 0
+
+    def add(self, records: Iterable[tuple[Any, ...]]) -> None:
+        pack, buffer = self._pack, self._buffer
+        for record in records:
+            buffer += pack(record)
+            self.count += 1
+            if len(buffer) >= CHUNK_BYTES:
+                self._crc = zlib.crc32(buffer, self._crc)
+                write_all(self._fd, buffer, self._what)
+                buffer.clear()
+
+    def end(self) -> None:
+        buffer = self._buffer
+        buffer += _TRAILER_START.pack(TRAILER_MARKER, self.count)
+        buffer += _CRC.pack(zlib.crc32(buffer, self._crc))
+        write_all(self._fd, buffer, self._what)
+        buffer.clear()
 
 
 def read_snapshot(path: Path) -> tuple[int, Iterator[tuple[Any, ...]]]:
