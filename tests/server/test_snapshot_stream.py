@@ -9,13 +9,19 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgpack
+import pytest
+
 from tests import ROOT
-from zabby.core.messages import SnapChunk, decode
+from tests.storage.helpers import OPEN_ACL
+from zabby.core.messages import SnapChunk, decode, encode
 from zabby.local import process_alive
 from zabby.local.processes import wait_until
 from zabby.server.forks import SNAP_CHUNK_RECORDS, SNAPSHOT_NICENESS, ForkFreezer, write_snapshot_frames
-from zabby.storage.snapshot import read_snapshot
+from zabby.opcodes import OpCode
+from zabby.storage.snapshot import SnapshotWriter, read_snapshot, write_snapshot
 from zabby.tree.datatree import DataTree
+from zabby.tree.txns import Txn, make_zxid
 from zabby.wire.framing import FrameDecoder
 
 
@@ -35,7 +41,45 @@ def test_an_empty_tree_is_one_last_chunk() -> None:
     pipe = io.BytesIO()
     write_snapshot_frames(pipe, iter(()))
     [chunk] = [decode(frame) for frame in FrameDecoder().receive_data(pipe.getvalue())]
-    assert chunk == SnapChunk(records=(), last=True)
+    assert chunk == SnapChunk(records=(), last=True) and bytes(chunk.encoded) == b""
+
+
+@pytest.mark.parametrize("count", [0, 1, 15, 16, 2000, 65535, 65536])  # each size of msgpack's array header
+def test_a_chunk_keeps_its_records_bytes_exactly_as_a_snapshot_file_holds_them(count: int) -> None:
+    records = tuple(("/n" * (index % 3), b"d" * (index % 5), index) for index in range(count))
+    for last in (False, True):
+        frame = encode(SnapChunk(records=records, last=last, encoded=b"not sent"))
+        assert frame == encode(SnapChunk(records=records, last=last))  # encoded never goes on the wire
+        chunk = decode(frame)
+        assert chunk.records == records and chunk.last is last
+        assert bytes(chunk.encoded) == b"".join(msgpack.packb(record, use_bin_type=True) for record in records)
+
+
+def test_a_chunk_laid_out_otherwise_still_decodes_and_is_packed_again() -> None:
+    records = (("/a", b"x", 1),)
+    wider = b"\x93\xcc\x65" + msgpack.packb(records, use_bin_type=True) + b"\xc3"  # the type as a uint 8
+    chunk = decode(wider)
+    assert chunk == SnapChunk(records=records, last=True) and chunk.encoded == b""
+
+
+def test_a_learner_writes_the_stream_it_received_into_the_snapshot_the_leader_would_write(tmp_path: Path) -> None:
+    """SnapshotWriter.add_encoded with each chunk's bytes from the wire makes the very file that
+    write_snapshot makes of the tree, which then loads as that tree."""
+    tree = DataTree()
+    for index in range(3 * SNAP_CHUNK_RECORDS):
+        tree.apply(Txn(make_zxid(1, index + 1), 0, index, 1000 + index, OpCode.CREATE, (f"/n{index}", b"v" * (index % 40), OPEN_ACL, 0, index + 1)))
+    pipe = io.BytesIO()
+    write_snapshot_frames(pipe, tree.records())
+    staged = SnapshotWriter(tmp_path, tree.last_zxid, tmp_tag=".from1")
+    for frame in FrameDecoder(1 << 30).receive_data(pipe.getvalue()):
+        chunk = decode(frame)
+        assert isinstance(chunk, SnapChunk) and chunk.encoded
+        staged.add_encoded(chunk.encoded, len(chunk.records))
+    received = staged.finish().read_bytes()
+    (tmp_path / "leader").mkdir()
+    assert received == write_snapshot(tmp_path / "leader", tree.last_zxid, tree.records()).read_bytes()
+    _, loaded = read_snapshot(tmp_path / f"snapshot.{tree.last_zxid:016x}")
+    assert DataTree.from_records(loaded).content_hash() == tree.content_hash()
 
 
 def test_a_forked_child_dies_with_the_server(tmp_path: Path) -> None:

@@ -172,11 +172,15 @@ class AckEpoch:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SnapChunk:
-    """Part of a snapshot stream (shell level: the core never sees chunks)."""
+    """Part of a snapshot stream (shell level: the core never sees chunks).  ``encoded``, not
+    on the wire: the records' bytes as they arrived, one msgpack value after another (what a
+    snapshot file holds), when ``decode`` could cut them out of the frame; a learner writes
+    them to disk as they are (``zabby.storage.snapshot.SnapshotWriter``)."""
 
     TYPE: ClassVar[int] = 101
     records: tuple[Any, ...]
     last: bool
+    encoded: bytes | memoryview = dataclasses.field(default=b"", compare=False, repr=False, metadata={"wire": False})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,7 +204,9 @@ _TYPES: dict[int, type[Any]] = {
     for cls in (Notification, Request, Proposal, Ack, Commit, Ping, Sync, Inform, NewLeader,
                 FollowerInfo, UpToDate, Diff, Trunc, Snap, LeaderInfo, AckEpoch, SnapChunk, TreeDigest)  # fmt: skip
 }
-_FIELDS = {type_: tuple(f.name for f in dataclasses.fields(cls)) for type_, cls in _TYPES.items()}
+_FIELDS = {type_: tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("wire", True)) for type_, cls in _TYPES.items()}
+_SNAP_CHUNK_HEAD = bytes([0x93, SnapChunk.TYPE])  # a 3-array, then the type as a positive fixint
+_ARRAY_HEADER_BYTES = {**{code: 1 for code in range(0x90, 0xA0)}, 0xDC: 3, 0xDD: 5}  # fixarray, array 16, array 32
 
 
 def encode(message: Message) -> bytes:
@@ -220,7 +226,19 @@ def decode(frame: bytes) -> Message:
             kwargs["txns"] = tuple(Txn(*txn) for txn in kwargs["txns"])
         except TypeError as exc:
             raise RemoteProtocolError(f"malformed txn in {cls.__name__}: {exc}") from None
+    elif cls is SnapChunk:
+        kwargs["encoded"] = _records_bytes(frame)
     try:
         return cls(**kwargs)  # type: ignore[no-any-return]
     except TypeError as exc:
         raise RemoteProtocolError(f"malformed {cls.__name__}: {exc}") from None
+
+
+def _records_bytes(frame: bytes) -> memoryview | bytes:
+    """The records of a SnapChunk frame that decoded, as bytes: between the array header that
+    counts them and the ``last`` flag, the frame's final byte.  b"" when the frame is laid out
+    otherwise (another encoder's choices), and the records are packed again instead."""
+    header = _ARRAY_HEADER_BYTES.get(frame[2]) if frame[:2] == _SNAP_CHUNK_HEAD and len(frame) > 3 else None
+    if header is None or frame[-1] not in (0xC2, 0xC3):  # msgpack's false, true
+        return b""
+    return memoryview(frame)[2 + header : -1]

@@ -70,12 +70,14 @@ class Reload:
 class StageSnapshot:
     """Write ``records``, the next part of the SNAP stream from leader ``sid`` at ``zxid``, to
     disk as they arrive (not durable yet); ``start``: the stream begins, and any earlier one
-    from ``sid`` is discarded.  ``Install`` finishes it."""
+    from ``sid`` is discarded.  ``Install`` finishes it.  ``encoded``: the same records as
+    they came over the wire, when the transport kept them (``SnapChunk.encoded``)."""
 
     sid: int
     zxid: int
     records: tuple[Any, ...]
     start: bool
+    encoded: bytes | memoryview = b""
 
 
 @dataclass(frozen=True, slots=True)

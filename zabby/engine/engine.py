@@ -467,7 +467,7 @@ class Engine(ClientCalls):
         except (InvariantError, ValueError, TypeError, KeyError) as exc:
             yield from self._broken_snapshot(sid, f"its records do not make a tree ({_describe(exc)})")
             return
-        yield StageSnapshot(sid, snap.zxid, message.records, start=False)
+        yield StageSnapshot(sid, snap.zxid, message.records, start=False, encoded=message.encoded)
         if tree is None:
             return
         del self._snap_in[sid]

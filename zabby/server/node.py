@@ -459,7 +459,10 @@ class ZabbyServer:
         staged = self._staged.get(effect.sid)
         if staged is None or staged.zxid != effect.zxid:
             raise InvariantError(f"records of a SNAP at 0x{effect.zxid:x} from server {effect.sid} with no stream begun")
-        staged.add(effect.records)
+        if effect.encoded:  # the records as they came over the wire: no packing them again
+            staged.add_encoded(effect.encoded, len(effect.records))
+        else:
+            staged.add(effect.records)
 
     async def _install(self, effect: Install) -> None:
         staged = self._staged.pop(effect.sid, None)

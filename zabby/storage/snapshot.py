@@ -96,6 +96,11 @@ class SnapshotWriter:
     def add(self, records: Iterable[tuple[Any, ...]]) -> None:
         self._stream.add(records)
 
+    def add_encoded(self, encoded: bytes | memoryview, count: int) -> None:
+        """``count`` records already packed, one msgpack value after another (a SNAP stream's
+        bytes as they arrived), written as they are."""
+        self._stream.add_encoded(encoded, count)
+
     def finish(self) -> Path:
         """The trailer, an fsync, the final name and a directory fsync: the snapshot is durable."""
         assert self._fd is not None, "a snapshot writer finished twice, or after discard"
@@ -142,9 +147,18 @@ class _SnapshotStream:
             buffer += pack(record)
             self.count += 1
             if len(buffer) >= CHUNK_BYTES:
-                self._crc = zlib.crc32(buffer, self._crc)
-                write_all(self._fd, buffer, self._what)
-                buffer.clear()
+                self._flush()
+
+    def add_encoded(self, encoded: bytes | memoryview, count: int) -> None:
+        self._buffer += encoded
+        self.count += count
+        if len(self._buffer) >= CHUNK_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._crc = zlib.crc32(self._buffer, self._crc)
+        write_all(self._fd, self._buffer, self._what)
+        self._buffer.clear()
 
     def end(self) -> None:
         buffer = self._buffer
