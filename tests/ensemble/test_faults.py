@@ -156,8 +156,8 @@ def test_a_snap_that_finds_no_disk_space_leaves_nothing_half_written_and_syncs_o
     assert "restarting the core from disk" in log and "installed a snapshot" in log
     assert "Traceback" not in log and " CRITICAL " not in log, server.log_tail()
     assert not [path.name for path in snap_dir.iterdir() if path.name.startswith("snapshot.") and path.name.endswith(".tmp")]
-    reply = SyncClient(server.hosts, timeout=6.0)
-    reply.start()
-    assert len(reply.get_children("/snap")) == 201
-    reply.stop()
+    follower_client = SyncClient(server.hosts, timeout=6.0)
+    follower_client.start()
+    assert len(follower_client.get_children("/snap")) == 201
+    follower_client.stop()
     client.stop()

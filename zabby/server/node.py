@@ -466,7 +466,7 @@ class ZabbyServer:
 
     async def _install(self, effect: Install) -> None:
         staged = self._staged.pop(effect.sid, None)
-        records = 1 + len(effect.tree.sessions) + effect.tree.node_count()  # the header, sessions and znodes
+        records = effect.tree.record_count()
         if staged is None or staged.zxid != effect.zxid or staged.count != records:
             if staged is not None:
                 staged.discard()

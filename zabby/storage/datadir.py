@@ -21,16 +21,16 @@ exactly at an epoch boundary is therefore not detected).
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from zabby.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
-from zabby.storage.files import TMP_SUFFIX, dir_bytes, fsync_dir
+from zabby.storage.files import dir_bytes, fsync_dir
 from zabby.storage.snapshot import (
-    CorruptSnapshotError, SnapshotWriter, list_snapshots, looks_complete, read_snapshot, write_snapshot,
+    CorruptSnapshotError, SnapshotWriter, list_snapshots, list_unfinished_snapshots, looks_complete, read_snapshot,
+    write_snapshot,
 )  # fmt: skip
 from zabby.storage.txnlog import CorruptLogError, TxnLog
 from zabby.tree.datatree import DataTree
@@ -199,8 +199,7 @@ class DataDir:
     def remove_unfinished_snapshots(self) -> list[Path]:
         """The ``.tmp`` snapshot files a crash left (a SNAP half received, a snapshot half
         written); call it at start-up only, while no writer can be running."""
-        removed = [Path(entry.path) for entry in os.scandir(self.snap_dir)
-                   if entry.name.startswith("snapshot.") and entry.name.endswith(TMP_SUFFIX) and entry.is_file()]  # fmt: skip
+        removed = list_unfinished_snapshots(self.snap_dir)
         for path in removed:
             logger.info("removing %s, a snapshot a crash left unfinished", path)
             path.unlink()

@@ -41,6 +41,7 @@ _TRAILER = struct.Struct(">4sQI")
 _TRAILER_START = struct.Struct(">4sQ")
 _CRC = struct.Struct(">I")
 _SNAPSHOT_NAME = re.compile(r"snapshot\.([0-9a-f]{16})")
+_UNFINISHED_NAME = re.compile(r"snapshot\.[0-9a-f]{16}.*" + re.escape(TMP_SUFFIX))  # a writer's file, tagged or not
 
 
 class CorruptSnapshotError(Exception):
@@ -236,6 +237,11 @@ def list_snapshots(snap_dir: Path) -> list[tuple[int, Path]]:
         if match is not None and entry.is_file():
             found.append((int(match.group(1), 16), Path(entry.path)))
     return sorted(found, reverse=True)
+
+
+def list_unfinished_snapshots(snap_dir: Path) -> list[Path]:
+    """The ``.tmp`` files of snapshots still being written, or left half written by a crash."""
+    return sorted(Path(entry.path) for entry in os.scandir(snap_dir) if _UNFINISHED_NAME.fullmatch(entry.name) and entry.is_file())
 
 
 def looks_complete(path: Path) -> bool:

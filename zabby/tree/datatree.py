@@ -542,6 +542,10 @@ class DataTree:
         for path, node in self.nodes.items():
             yield node.record(path)
 
+    def record_count(self) -> int:
+        """How many records ``records()`` yields."""
+        return 1 + len(self.sessions) + len(self.nodes)
+
     @classmethod
     def from_records(cls, records: Iterable[tuple[Any, ...]]) -> DataTree:
         builder = TreeBuilder()
