@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+
 import trio
 import pytest
 
@@ -245,5 +248,45 @@ def test_unknown_session_is_expired_never_replaced(zabby_server: ServerProcess) 
         with pytest.raises(SessionExpiredError):
             await again.start(timeout=5)
         assert again.state == KazooState.LOST and again.client_id is None
+
+    run(main)
+
+
+def test_a_host_list_changed_while_connecting_is_obeyed_once_connected(zabby_server: ServerProcess) -> None:
+    """update_server_list while a handshake to a host of the old list is in flight: once it
+    completes there, the session moves to a host of the new list (ZooKeeper's client never
+    stays on a server its list no longer names)."""
+
+    async def main() -> None:
+        release = trio.Event()
+
+        async def slow_proxy(downstream: trio.SocketStream) -> None:  # holds the handshake until released
+            await release.wait()
+            upstream = await trio.open_tcp_stream("127.0.0.1", zabby_server.port)
+
+            async def pump(src: trio.abc.Stream, dst: trio.abc.Stream) -> None:
+                with trio.move_on_after(20), contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    while data := await src.receive_some(65536):
+                        await dst.send_all(data)
+                await trio.aclose_forcefully(dst)  # the other direction ends too
+
+            async with trio.open_nursery() as pumps:
+                pumps.start_soon(pump, downstream, upstream)
+                pumps.start_soon(pump, upstream, downstream)
+
+        async with trio.open_nursery() as nursery:
+            [listener] = await nursery.start(functools.partial(trio.serve_tcp, slow_proxy, 0, host="127.0.0.1"))
+            proxy_port = listener.socket.getsockname()[1]
+            client = Client(f"127.0.0.1:{proxy_port}", timeout=6.0)
+            nursery.start_soon(client.start)
+            await trio.sleep(0.3)  # the handshake through the proxy is under way
+            client.update_server_list(f"127.0.0.1:{zabby_server.port}")
+            release.set()
+            with trio.fail_after(10):
+                while client._current_host != ("127.0.0.1", zabby_server.port) or not client.connected:  # noqa: SLF001
+                    await trio.sleep(0.02)
+            await client.create("/moved-while-connecting", b"x")
+            await client.close()
+            nursery.cancel_scope.cancel()
 
     run(main)

@@ -343,7 +343,10 @@ class Client:
     async def _session_loop(self) -> None:
         failures = 0
         while True:
+            hosts = self.hosts
             for host in self._hosts_to_try():
+                if self.hosts is not hosts:
+                    break  # the list changed (update_server_list, follow_config): a round of the new one
                 result = await self._attempt(host)
                 if result == "refused":
                     return
@@ -354,8 +357,9 @@ class Client:
                     self._fatal = None
                 if result in ("connected", "expired"):
                     failures = 0
-            failures = min(failures + 1, 6)
-            await trio.sleep(min(0.02 * 2**failures, 1.0))
+            else:
+                failures = min(failures + 1, 6)
+                await trio.sleep(min(0.02 * 2**failures, 1.0))
 
     def _hosts_to_try(self) -> list[tuple[str, int]]:
         order = host_order(self.hosts, self.randomize_hosts)
@@ -387,6 +391,10 @@ class Client:
                 self._shutdown(AuthFailedError(f"{host[0]}:{host[1]}: {reply.message}"), KeeperState.AUTH_FAILED)
                 return "refused"
             log.info("server %s:%s refused the session: %s (%s)", host[0], host[1], reply.message, reply.err)
+            return "failed"
+        if host not in self.hosts:  # the list changed while this handshake was under way: the
+            self._session_id, self._password = reply.session_id, reply.password  # session moves
+            await trio.aclose_forcefully(stream)
             return "failed"
         await self._run(host, stream, decoder, reply.timeout_ms, reply.session_id, reply.password, reply.read_only)
         return "expired" if self._fatal is not None and isinstance(self._fatal, SessionExpiredError) else "connected"
