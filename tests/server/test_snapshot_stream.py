@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from itertools import chain, repeat
 from pathlib import Path
 
 import msgpack
@@ -17,7 +18,10 @@ from tests.storage.helpers import OPEN_ACL
 from zabby.core.messages import SnapChunk, decode, encode
 from zabby.local import process_alive
 from zabby.local.processes import wait_until
-from zabby.server.forks import SNAP_CHUNK_RECORDS, SNAPSHOT_NICENESS, ForkFreezer, write_snapshot_frames
+from zabby.server.forks import (
+    PRIORITY_CHECK_RECORDS, SNAP_CHUNK_RECORDS, SNAPSHOT_IDLE_S, SNAPSHOT_NICENESS, ForkFreezer, _can_leave_idle, fork_child,
+    in_background, write_snapshot_frames,
+)  # fmt: skip
 from zabby.opcodes import OpCode
 from zabby.storage.snapshot import SnapshotWriter, read_snapshot, write_snapshot
 from zabby.tree.datatree import DataTree
@@ -103,17 +107,44 @@ def test_a_forked_child_dies_with_the_server(tmp_path: Path) -> None:
     wait_until(lambda: not process_alive(child), 10.0, "the child to die with its parent")
 
 
-def test_a_snapshot_file_is_written_by_a_child_below_the_servers_priority(tmp_path: Path) -> None:
-    """The child's CPU (about 1 s per million znodes) must not be taken from the requests."""
+class PriorityProbe:
+    """A tree whose records say the scheduling policy and niceness each was produced at."""
 
-    class NicenessProbe:  # a tree whose records say the niceness they were produced at
-        last_zxid = 7
+    last_zxid = 7
 
-        def records(self) -> Iterator[tuple[str, int]]:
-            yield ("niceness", os.nice(0))
+    def __init__(self, count: int = 1) -> None:
+        self.count = count
 
-    image = ForkFreezer(tmp_path).image_for_disk(NicenessProbe())  # type: ignore[arg-type]
-    _, status = os.waitpid(image.pid, 0)
+    def records(self) -> Iterator[tuple[str, int, int]]:
+        for _ in range(self.count):
+            yield ("priority", os.sched_getscheduler(0), os.nice(0))
+
+
+def _records_written_by(pid: int, snap_dir: Path) -> list[tuple[str, int, int]]:
+    _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    zxid, records = read_snapshot(tmp_path / "snapshot.0000000000000007")
-    assert zxid == 7 and list(records) == [("niceness", min(os.nice(0) + SNAPSHOT_NICENESS, 19))]
+    zxid, records = read_snapshot(snap_dir / "snapshot.0000000000000007")
+    assert zxid == 7
+    return [tuple(record) for record in records]  # type: ignore[misc]
+
+
+def test_a_snapshot_file_is_written_by_a_child_at_idle_priority(tmp_path: Path) -> None:
+    """The child's CPU (about 1 s per million znodes) must not be taken from the requests:
+    at idle priority a server waking on its core runs at once."""
+    image = ForkFreezer(tmp_path).image_for_disk(PriorityProbe())  # type: ignore[arg-type]
+    niced = ("priority", os.SCHED_OTHER, min(os.nice(0) + SNAPSHOT_NICENESS, 19))
+    idle = ("priority", os.SCHED_IDLE, os.nice(0))
+    assert _records_written_by(image.pid, tmp_path) == [idle if _can_leave_idle() else niced]
+
+
+def test_a_snapshot_child_still_running_after_its_idle_time_runs_niced(tmp_path: Path) -> None:
+    """Idle priority alone could starve the child on a machine that is never idle, and the log
+    is kept until the snapshot is done."""
+    if not _can_leave_idle():
+        pytest.skip("this user may not leave SCHED_IDLE (RLIMIT_NICE): the child runs niced from the start")
+    clock = chain([0.0, 0.0], repeat(SNAPSHOT_IDLE_S + 1))  # the deadline, one chunk in time, then past it
+    probe = PriorityProbe(PRIORITY_CHECK_RECORDS + 10)
+    pid = fork_child(lambda: write_snapshot(tmp_path, 7, in_background(probe.records(), clock.__next__)))
+    records = _records_written_by(pid, tmp_path)
+    niced = min(os.nice(0) + SNAPSHOT_NICENESS, 19)
+    assert records == [("priority", os.SCHED_IDLE, os.nice(0))] * PRIORITY_CHECK_RECORDS + [("priority", os.SCHED_OTHER, niced)] * 10
