@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -148,3 +149,23 @@ def test_a_snapshot_child_still_running_after_its_idle_time_runs_niced(tmp_path:
     records = _records_written_by(pid, tmp_path)
     niced = min(os.nice(0) + SNAPSHOT_NICENESS, 19)
     assert records == [("priority", os.SCHED_IDLE, os.nice(0))] * PRIORITY_CHECK_RECORDS + [("priority", os.SCHED_OTHER, niced)] * 10
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root, and setpriv to drop CAP_SYS_NICE")
+def test_a_child_that_could_not_leave_idle_priority_runs_niced_from_the_start() -> None:
+    """Root in a container often lacks CAP_SYS_NICE, and with RLIMIT_NICE at 0 Linux then keeps
+    a process at SCHED_IDLE for good: it must not go there."""
+    probe = (
+        "import os; from zabby.server.forks import _can_leave_idle, in_background\n"
+        "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)); os.nice(10)\n"
+        "try:\n    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0)); print('left idle')\n"
+        "except PermissionError:\n    print('stuck at idle')\n"
+    )  # fmt: skip
+    drop = ["setpriv", "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", sys.executable, "-c"]
+    assert subprocess.run([*drop, probe], capture_output=True, text=True, cwd=ROOT, check=True).stdout == "stuck at idle\n"
+    child = (
+        "import os; from zabby.server.forks import _can_leave_idle, in_background\n"
+        "print(_can_leave_idle(), next(in_background(iter(['record']))), os.sched_getscheduler(0) == os.SCHED_OTHER, os.nice(0))\n"
+    )  # fmt: skip
+    out = subprocess.run([*drop, child], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out == f"False record True {min(os.nice(0) + SNAPSHOT_NICENESS, 19)}\n"

@@ -36,6 +36,7 @@ SNAPSHOT_IDLE_S = 20.0
 SNAPSHOT_NICENESS = 10
 PRIORITY_CHECK_RECORDS = 4096
 PR_SET_PDEATHSIG = 1  # prctl(2)
+CAP_SYS_NICE = 23  # capability(7)
 
 
 def fork_child(work: Callable[[], object]) -> int:
@@ -122,7 +123,7 @@ def in_background(records: Iterable[tuple[Any, ...]], clock: Callable[[], float]
     the child on a machine that is never idle, and the log is kept until the snapshot is
     done: so after SNAPSHOT_IDLE_S it runs niced, as before.  Where it could not come back
     from idle priority (Linux lets only a process whose RLIMIT_NICE allows the nice value
-    leave SCHED_IDLE), it runs niced from the start.
+    leave SCHED_IDLE, or one with CAP_SYS_NICE), it runs niced from the start.
     """
     if not (_can_leave_idle() and _set_idle_priority()):
         os.nice(SNAPSHOT_NICENESS)
@@ -140,9 +141,16 @@ def in_background(records: Iterable[tuple[Any, ...]], clock: Callable[[], float]
 
 
 def _can_leave_idle() -> bool:
+    """Whether Linux lets this process go back from SCHED_IDLE once niced: its RLIMIT_NICE
+    allows SNAPSHOT_NICENESS, or it holds CAP_SYS_NICE (root in a container often does not)."""
     try:
-        return os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 20 - SNAPSHOT_NICENESS
-    except (AttributeError, OSError):  # not Linux
+        limit = resource.getrlimit(resource.RLIMIT_NICE)[0]
+        if limit == resource.RLIM_INFINITY or limit >= 20 - SNAPSHOT_NICENESS:
+            return True
+        with open("/proc/self/status") as status:
+            effective = next((line.split()[1] for line in status if line.startswith("CapEff:")), "0")
+        return bool(int(effective, 16) >> CAP_SYS_NICE & 1)
+    except (AttributeError, OSError, ValueError):  # not Linux
         return False
 
 
