@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from zabby.errors import Err, ZabbyError
 from zabby.opcodes import (
@@ -36,9 +36,10 @@ from zabby.tree.paths import parent_of, sequential_name, validate_path
 PROTECTED_PATHS = frozenset({"/", ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA})
 
 
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """What prep needs to know of a znode, as it will be once in-flight txns apply."""
+class Pending(NamedTuple):
+    """What prep needs to know of a znode, as it will be once in-flight txns apply.  A tuple:
+    every write makes one or two, and a frozen dataclass costs four times as much to make
+    (1.7 µs, and 2.8 µs for ``dataclasses.replace``, against 0.3 and 0.8 µs)."""
 
     exists: bool
     acl: tuple[acls.ACL, ...] = ()
@@ -155,7 +156,7 @@ class Preparer:
             parent_path = parent_of(path)
             parent = self.view(parent_path)
             if parent is not None:
-                self._record(parent_path, replace(parent, num_children=parent.num_children - 1, zxid=zxid))
+                self._record(parent_path, parent._replace(num_children=parent.num_children - 1, zxid=zxid))
         return OpCode.CLOSE_SESSION, (tuple(paths),)
 
     # ----------------------------------------------------------------- single ops
@@ -188,7 +189,7 @@ class Preparer:
         if self.tree.quota_roots:  # tested here: the plaintext write path pays one attribute look-up
             self._check_quota(path, 1, len(data), zxid)
         new_cversion = parent.cversion + 1
-        self._record(parent_path, replace(parent, cversion=new_cversion, num_children=parent.num_children + 1, zxid=zxid))
+        self._record(parent_path, parent._replace(cversion=new_cversion, num_children=parent.num_children + 1, zxid=zxid))
         self._record(path, Pending(True, fixed_acl, 0, 0, 0, owner, 0, zxid, len(data)))
         return OpCode.CREATE, (path, data, fixed_acl, owner, new_cversion)
 
@@ -235,7 +236,7 @@ class Preparer:
         _check_version(version, node.version, path)
         if node.num_children:
             raise ZabbyError(Err.NOTEMPTY, path)
-        self._record(parent_path, replace(parent, num_children=parent.num_children - 1, zxid=zxid))
+        self._record(parent_path, parent._replace(num_children=parent.num_children - 1, zxid=zxid))
         self._record(path, Pending(False, zxid=zxid))
         return OpCode.DELETE, (path,)
 
@@ -248,7 +249,7 @@ class Preparer:
             raise ZabbyError(Err.BADVERSION, f"{path} is neither a container nor a TTL node")
         parent_path = parent_of(path)
         parent = self._existing(parent_path)
-        self._record(parent_path, replace(parent, num_children=parent.num_children - 1, zxid=zxid))
+        self._record(parent_path, parent._replace(num_children=parent.num_children - 1, zxid=zxid))
         self._record(path, Pending(False, zxid=zxid))
         return OpCode.DELETE_CONTAINER, (path,)
 
@@ -262,7 +263,7 @@ class Preparer:
         if self.tree.quota_roots:
             self._check_quota(path, 0, len(data) - node.data_bytes, zxid)
         new_version = node.version + 1
-        self._record(path, replace(node, version=new_version, zxid=zxid, data_bytes=len(data)))
+        self._record(path, node._replace(version=new_version, zxid=zxid, data_bytes=len(data)))
         return OpCode.SET_DATA, (path, data, new_version)
 
     def _set_acl(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
@@ -273,7 +274,7 @@ class Preparer:
         self._check_acl(node, acls.ADMIN, caller)
         _check_version(aversion, node.aversion, path)
         new_aversion = node.aversion + 1
-        self._record(path, replace(node, acl=fixed_acl, aversion=new_aversion, zxid=zxid))
+        self._record(path, node._replace(acl=fixed_acl, aversion=new_aversion, zxid=zxid))
         return OpCode.SET_ACL, (path, fixed_acl, new_aversion)
 
     def _check(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
