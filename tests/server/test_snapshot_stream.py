@@ -142,7 +142,7 @@ def test_a_snapshot_child_still_running_after_its_idle_time_runs_niced(tmp_path:
     """Idle priority alone could starve the child on a machine that is never idle, and the log
     is kept until the snapshot is done."""
     if not _can_leave_idle():
-        pytest.skip("this user may not leave SCHED_IDLE (RLIMIT_NICE): the child runs niced from the start")
+        pytest.skip("this process may not leave SCHED_IDLE (RLIMIT_NICE, CAP_SYS_NICE): the child runs niced from the start")
     clock = chain([0.0, 0.0], repeat(SNAPSHOT_IDLE_S + 1))  # the deadline, one chunk in time, then past it
     probe = PriorityProbe(PRIORITY_CHECK_RECORDS + 10)
     pid = fork_child(lambda: write_snapshot(tmp_path, 7, in_background(probe.records(), clock.__next__)))
@@ -156,7 +156,7 @@ def test_a_child_that_could_not_leave_idle_priority_runs_niced_from_the_start() 
     """Root in a container often lacks CAP_SYS_NICE, and with RLIMIT_NICE at 0 Linux then keeps
     a process at SCHED_IDLE for good: it must not go there."""
     probe = (
-        "import os; from zabby.server.forks import _can_leave_idle, in_background\n"
+        "import os\n"
         "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)); os.nice(10)\n"
         "try:\n    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0)); print('left idle')\n"
         "except PermissionError:\n    print('stuck at idle')\n"
