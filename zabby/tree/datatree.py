@@ -52,6 +52,7 @@ DIGEST_MASK = (1 << 64) - 1
 DIGEST_LOG_LENGTH = 1024
 _STAT_DIGEST = struct.Struct(">9Q")  # czxid mzxid pzxid ctime mtime version cversion aversion owner
 _SESSION_DIGEST = struct.Struct(">qq")
+_DATA_CRC_SEED = 0x5A  # a znode's data CRC starts from its path's CRC with this seed, its Stat's from 0
 _crc32 = zlib.crc32
 
 
@@ -84,7 +85,7 @@ def _meta_digest(path: str, node: Znode) -> int:
 
 def _data_digest(path: str, data: bytes) -> int:
     """Kept apart from the Stat's CRC, so a parent's child change never re-reads its data."""
-    return 0 if _is_system(path) else _crc32(data, _crc32(path.encode(), 0x5A))
+    return 0 if _is_system(path) else _crc32(data, _crc32(path.encode(), _DATA_CRC_SEED))
 
 
 def _node_digest(path: str, node: Znode) -> int:
@@ -101,7 +102,7 @@ def _record_digest(path: str, data: bytes, czxid: int, mzxid: int, pzxid: int, c
         return 0
     encoded = path.encode()
     stat = _pack_stat(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner)
-    return _crc32(stat, _crc32(encoded)) + _crc32(data, _crc32(encoded, 0x5A))
+    return _crc32(stat, _crc32(encoded)) + _crc32(data, _crc32(encoded, _DATA_CRC_SEED))
 
 
 def _session_digest(session_id: int, timeout_ms: int) -> int:
