@@ -138,6 +138,10 @@ def test_lagging_follower_catches_up_by_diff_and_a_restarted_one_by_snap(ensembl
     _wait_children(ensemble, follower, "/lag", 330)
     log = ensemble.servers[follower].log_path.read_text()
     assert "installed a snapshot" in log
+    assert "not computed beside it" not in log  # its digest child gave the SNAP's digest
+    leader_stats, follower_stats = _mntr(ensemble.servers[leader]), _mntr(ensemble.servers[follower])
+    assert (follower_stats["zk_last_zxid"], follower_stats["zk_digest"]) == (leader_stats["zk_last_zxid"], leader_stats["zk_digest"])
+    assert follower_stats["zk_digest_mismatches_count"] == "0"
     assert int(_mntr(ensemble.servers[leader])["zk_snap_count"]) >= 1
     # the SNAP went to disk as it arrived: one finished snapshot file, nothing left half written
     snap_dir = ensemble.servers[follower].data_dir / "version-2"

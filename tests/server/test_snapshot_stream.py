@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,15 +16,17 @@ import msgpack
 import pytest
 
 from tests import ROOT
-from tests.storage.helpers import OPEN_ACL
+from tests.storage.helpers import OPEN_ACL, TxnMaker, as_records, tree_of
 from zabby.core.messages import SnapChunk, decode, encode
 from zabby.local import process_alive
 from zabby.local.processes import wait_until
 from zabby.server.forks import (
-    PRIORITY_CHECK_RECORDS, SNAP_CHUNK_RECORDS, SNAPSHOT_IDLE_S, SNAPSHOT_NICENESS, ForkFreezer, _can_leave_idle, fork_child,
+    PRIORITY_CHECK_RECORDS, SNAP_CHUNK_RECORDS, SNAPSHOT_IDLE_S, SNAPSHOT_NICENESS, DigestChild, ForkFreezer, _can_leave_idle,
+    fork_child,
     in_background, write_snapshot_frames,
 )  # fmt: skip
 from zabby.opcodes import OpCode
+from zabby.storage.datadir import DataDir
 from zabby.storage.snapshot import SnapshotWriter, read_snapshot, write_snapshot
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn, make_zxid
@@ -169,3 +172,78 @@ def test_a_child_that_could_not_leave_idle_priority_runs_niced_from_the_start() 
     )  # fmt: skip
     out = subprocess.run([*drop, child], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert out == f"False record True {min(os.nice(0) + SNAPSHOT_NICENESS, 19)}\n"
+
+
+def _tree_with_sessions(txn_count: int) -> DataTree:
+    tree = tree_of(TxnMaker().some(txn_count))
+    for session_id in (0x11, 0x22):
+        tree.add_session(session_id, 10_000 * session_id, b"p" * 16)
+    return tree
+
+
+def test_a_digest_child_fed_a_snap_stream_in_any_pieces_gives_the_trees_digest() -> None:
+    tree = _tree_with_sessions(3000)
+    encoded = b"".join(msgpack.packb(record, use_bin_type=True) for record in tree.records())
+    child = DigestChild()
+    for start in range(0, len(encoded), 7777):  # pieces that cut records in two
+        child.feed(memoryview(encoded)[start : start + 7777])
+    assert child.result() == tree.digest == tree.compute_digest()
+    child.abandon()  # after result: nothing left to do
+
+
+def test_a_digest_child_reads_a_snapshot_file_itself(tmp_path: Path) -> None:
+    tree = _tree_with_sessions(500)
+    path = write_snapshot(tmp_path, tree.last_zxid, tree.records())
+    assert DigestChild(path).result() == tree.digest
+
+
+def test_a_digest_child_answers_none_for_a_stream_cut_short_or_when_it_is_gone() -> None:
+    tree = _tree_with_sessions(300)
+    records = list(tree.records())
+    short = DigestChild()
+    short.feed(b"".join(msgpack.packb(record, use_bin_type=True) for record in records[:-1]))
+    assert short.result() is None  # the header counts one znode more: no digest to trust
+    gone = DigestChild()
+    os.kill(gone._pid, signal.SIGKILL)  # type: ignore[arg-type]
+    gone.feed(b"".join(msgpack.packb(record, use_bin_type=True) for record in records) * 50)  # EPIPE, not an error
+    assert gone.result() is None
+    abandoned = DigestChild()
+    pid = abandoned._pid
+    abandoned.abandon()
+    abandoned.abandon()
+    assert pid is not None and not process_alive(pid)
+
+
+class _NoDigest:
+    def result(self) -> None:
+        return None
+
+    def abandon(self) -> None:
+        pass
+
+
+def _no_fork(path: Path) -> _NoDigest:
+    raise OSError(11, "Resource temporarily unavailable")
+
+
+def test_a_restart_takes_the_digest_from_beside_the_load_or_computes_it(tmp_path: Path) -> None:
+    """DataDir.recover: the digest child's digest, or, where it has none or could not start,
+    the tree's own; in every case the digest a load computing it inline has."""
+    maker = TxnMaker()
+    datadir = DataDir(tmp_path)
+    tree, log = datadir.recover()
+    for count in (1500, 200):  # a snapshot after the first, the second to replay after it
+        txns = maker.some(count)
+        log.append(as_records(txns))
+        log.sync()
+        for txn in txns:
+            tree.apply(txn)
+        if count == 1500:
+            datadir.take_snapshot(tree.records(), tree.last_zxid)
+    log.close()
+    for digest_beside in (None, DigestChild, lambda path: _NoDigest(), _no_fork):
+        recovered, log = DataDir(tmp_path).recover(digest_beside=digest_beside)
+        log.close()
+        assert recovered.content_hash() == tree.content_hash()
+        assert recovered.digest == recovered.compute_digest() == tree.digest
+        assert recovered.digest_at(tree.last_zxid) == tree.digest

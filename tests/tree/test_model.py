@@ -12,13 +12,14 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from zabby.errors import Err, ZabbyError
+from zabby.errors import Err, InvariantError, ZabbyError
 from zabby.opcodes import CONTAINER_OWNER, CreateMode, EventType, OpCode, is_session_owner
-from zabby.tree.datatree import DataTree, TreeBuilder
+from zabby.tree.datatree import DataTree, TreeBuilder, records_digest
 from zabby.tree.paths import basename, join, parent_of, sequential_name
 from zabby.tree.prep import PROTECTED_PATHS
 from zabby.tree.txns import Txn
@@ -434,6 +435,15 @@ class TreeMachine(RuleBasedStateMachine):
         assert restored.ephemerals == self.h.tree.ephemerals
         assert restored.last_zxid == self.h.tree.last_zxid
         assert restored.digest == self.h.tree.digest  # the same content, the same digest
+        # the digest computed apart from the build (a SNAP's or a restart's digest child)
+        assert records_digest(iter(records)) == self.h.tree.digest
+        without = TreeBuilder(digest=False)
+        without.add(records)
+        tree = without.finish()
+        assert tree.digest_at(tree.last_zxid) is None  # no digest to compare until it comes
+        tree.adopt_digest(records_digest(records))
+        assert tree.digest == tree.compute_digest() == self.h.tree.digest
+        assert tree.digest_at(tree.last_zxid) == self.h.tree.digest
 
 
 TreeMachine.TestCase.settings = settings(
@@ -443,3 +453,23 @@ TreeMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 test_tree_model = TreeMachine.TestCase
+
+
+def test_records_digest_refuses_records_the_header_does_not_count() -> None:
+    tree = DataTree()
+    tree.add_session(0x1234, 30_000, b"p" * 16)
+    records = list(tree.records())
+    assert records_digest(records) == tree.compute_digest()
+    with pytest.raises(InvariantError, match="1 znodes fewer"):
+        records_digest(records[:-1])
+    with pytest.raises(InvariantError, match="1 znodes more"):
+        records_digest([*records, records[-1]])
+
+
+def test_a_tree_adopts_a_digest_once() -> None:
+    builder = TreeBuilder(digest=False)
+    builder.add(DataTree().records())
+    tree = builder.finish()
+    tree.adopt_digest(DataTree().digest)
+    with pytest.raises(InvariantError, match="has its digest"):
+        tree.adopt_digest(0)

@@ -83,7 +83,8 @@ class StageSnapshot:
 @dataclass(frozen=True, slots=True)
 class Install:
     """Make the leader ``sid``'s snapshot at ``zxid`` this server's whole history (Zab SNAP):
-    the stream staged from it, whose records built ``tree``, made durable."""
+    the stream staged from it, whose records built ``tree``, made durable.  Answered with the
+    ``records_digest`` of the staged records, or None: the engine then computes the tree's."""
 
     tree: DataTree
     zxid: int

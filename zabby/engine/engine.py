@@ -452,7 +452,7 @@ class Engine(ClientCalls):
             # not serving while it syncs, and a broken stream reloads the tree from disk.
             self._replace_tree(DataTree())
             self._tree_committed = False
-            self._snap_in[sid] = (message, TreeBuilder())
+            self._snap_in[sid] = (message, TreeBuilder(digest=False))  # Install answers it
             self.peer.step(sid, message)
             yield StageSnapshot(sid, message.zxid, (), start=True)
             return
@@ -474,7 +474,8 @@ class Engine(ClientCalls):
         if tree.last_zxid != snap.zxid:
             yield from self._broken_snapshot(sid, f"it declares 0x{snap.zxid:x} but holds a tree at 0x{tree.last_zxid:x}")
             return
-        yield Install(tree, snap.zxid, sid)
+        digest = yield Install(tree, snap.zxid, sid)
+        tree.adopt_digest(tree.compute_digest() if digest is None else digest)
         self._replace_tree(tree)
         self.peer.snapshot_installed(snap.zxid)
         LOGGER.info("installed a snapshot at 0x%x from server %d (%d znodes)", snap.zxid, sid, tree.node_count())

@@ -22,6 +22,7 @@ from zabby.server.admin import serve_admin
 from zabby.server import logsetup
 from zabby.server.client_conn import Connection, open_secure, refuse_plaintext
 from zabby.server.guard import contained
+from zabby.server.forks import DigestChild
 from zabby.server.node import ZabbyServer
 from zabby.server.ratelog import RateLimitedLog
 from zabby.storage.datadir import DataDir
@@ -40,7 +41,7 @@ def open_server(config: zoo_config.ServerConfig) -> ZabbyServer:
     datadir.remove_unfinished_snapshots()
     gc.disable()  # a snapshot load and a replay make millions of objects and no cycles: the
     try:  # collector would walk the growing tree again and again (seconds at 1M znodes)
-        tree, log = datadir.recover()
+        tree, log = datadir.recover(digest_beside=DigestChild)  # on the other core
     finally:
         gc.freeze()  # and out of the way of every full collection from now on
         gc.enable()

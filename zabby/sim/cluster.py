@@ -43,7 +43,7 @@ from zabby.sim.checkers import Checker, Violation
 from zabby.sim.disk import Disk, Snapshot
 from zabby.sim.network import Event, Network
 from zabby.sim.options import SimOptions
-from zabby.tree.datatree import DataTree
+from zabby.tree.datatree import DataTree, records_digest
 from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn
 
@@ -303,7 +303,7 @@ class Cluster:
         elif isinstance(effect, StageSnapshot):
             self._stage(node, effect)
         elif isinstance(effect, Install):
-            self._install(node, effect)
+            return self._install(node, effect)
         elif isinstance(effect, DropLinks):
             for dst in effect.sids:
                 self.network.close(self.now, node.sid, dst)
@@ -363,7 +363,7 @@ class Cluster:
             raise Violation(f"server {node.sid} stages records of a SNAP at 0x{effect.zxid:x} from {effect.sid} it did not begin")
         records.extend(effect.records)
 
-    def _install(self, node: Node, effect: Install) -> None:
+    def _install(self, node: Node, effect: Install) -> int | None:
         chain = self.checker.chain_hash(effect.zxid)
         zxid, staged = node.staged.pop(effect.sid, (None, []))
         records = tuple(staged)
@@ -378,6 +378,9 @@ class Cluster:
         node.tree_zxid, node.tree_chain = effect.zxid, chain
         self.stats["snaps"] += 1
         self.log(f"server {node.sid} installs a snapshot at 0x{effect.zxid:x}")
+        # the digest of the staged stream, as the server's digest child computes it; for every
+        # other zxid none, as when that child failed, and the engine computes the tree's
+        return None if effect.zxid & 1 else records_digest(records)
 
     def _write_snapshot(self, node: Node, effect: WriteSnapshot) -> None:
         if effect.zxid > node.disk.snapshot.zxid:

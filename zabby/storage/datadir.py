@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from zabby.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
 from zabby.storage.files import dir_bytes, fsync_dir
@@ -33,7 +33,7 @@ from zabby.storage.snapshot import (
     write_snapshot,
 )  # fmt: skip
 from zabby.storage.txnlog import CorruptLogError, TxnLog
-from zabby.tree.datatree import DataTree
+from zabby.tree.datatree import DataTree, TreeBuilder
 from zabby.tree.txns import decode_txn, zxid_counter, zxid_epoch, zxid_hex
 
 logger = logging.getLogger("zabby.storage")
@@ -52,6 +52,36 @@ def log_covers(log_first_zxid: int, snapshot_zxid: int) -> bool:
     if log_first_zxid == 0 or log_first_zxid <= snapshot_zxid + 1:
         return True
     return zxid_epoch(log_first_zxid) > zxid_epoch(snapshot_zxid) and zxid_counter(log_first_zxid) == 1
+
+
+class DigestBeside(Protocol):
+    """A snapshot's tree digest being computed elsewhere (``DataDir.recover``)."""
+
+    def result(self) -> int | None: ...  # None: it could not be computed there
+
+    def abandon(self) -> None: ...
+
+
+def _load_tree(path: Path, records: Iterator[tuple[Any, ...]], digest_beside: Callable[[Path], DigestBeside] | None) -> DataTree:
+    beside = None
+    if digest_beside is not None:
+        try:
+            beside = digest_beside(path)
+        except OSError as error:  # no fork: the build computes it
+            logger.warning("the digest of snapshot %s is computed in the load: %s", path, error)
+    try:
+        builder = TreeBuilder(digest=beside is None)
+        builder.add(records)
+        tree = builder.finish()
+        for extra in records:  # drain: checks the record count and the file's end
+            raise CorruptSnapshotError(f"snapshot {path}: records after the tree ({extra[:1]!r}…)")
+        if beside is not None:
+            digest = beside.result()
+            tree.adopt_digest(tree.compute_digest() if digest is None else digest)
+        return tree
+    finally:
+        if beside is not None:
+            beside.abandon()
 
 
 class DataDir:
@@ -81,8 +111,12 @@ class DataDir:
         self.log_dir.mkdir(parents=True, exist_ok=True)
 
     # ----------------------------------------------------------------- recovery
-    def recover(self, *, segment_bytes_max: int | None = None) -> tuple[DataTree, TxnLog]:
+    def recover(self, *, segment_bytes_max: int | None = None,
+                digest_beside: Callable[[Path], DigestBeside] | None = None) -> tuple[DataTree, TxnLog]:  # fmt: skip
         """Rebuild the tree from the newest valid snapshot plus the log; open the log.
+
+        ``digest_beside(path)`` starts computing the tree digest of the snapshot ``path``
+        elsewhere (``zabby.server.forks.DigestChild``), while this builds the tree without.
 
         Returns:
             the tree, and the opened log positioned for appends (also kept as ``self.log``).
@@ -93,7 +127,7 @@ class DataDir:
             CorruptLogError: see ``TxnLog.open``.
         """
         started = time.monotonic()
-        tree, snapshot_zxid, snapshot_count = self._load_newest_snapshot()
+        tree, snapshot_zxid, snapshot_count = self._load_newest_snapshot(digest_beside)
         sizes = {} if segment_bytes_max is None else {"segment_bytes_max": segment_bytes_max}
         log = TxnLog(self.log_dir, reserve_bytes=self.log_reserve_bytes, **sizes)
         log.open(check_from=snapshot_zxid)
@@ -111,15 +145,13 @@ class DataDir:
         self.log = log
         return tree, log
 
-    def _load_newest_snapshot(self) -> tuple[DataTree, int, int]:
+    def _load_newest_snapshot(self, digest_beside: Callable[[Path], DigestBeside] | None) -> tuple[DataTree, int, int]:
         """``(tree, snapshot zxid, snapshot files seen)``; an empty tree at 0 if none is valid."""
         snapshots = list_snapshots(self.snap_dir)
         for zxid, path in snapshots:
             try:
                 snapshot_zxid, records = read_snapshot(path)
-                tree = DataTree.from_records(records)
-                for extra in records:  # drain: checks the record count and the file's end
-                    raise CorruptSnapshotError(f"snapshot {path}: records after the tree ({extra[:1]!r}…)")
+                tree = _load_tree(path, records, digest_beside)
             except CorruptSnapshotError as error:
                 logger.warning("skipping damaged snapshot %s: %s", path, error)
                 continue
