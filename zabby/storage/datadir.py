@@ -77,6 +77,8 @@ def _load_tree(path: Path, records: Iterator[tuple[Any, ...]], digest_beside: Ca
             raise CorruptSnapshotError(f"snapshot {path}: records after the tree ({extra[:1]!r}…)")
         if beside is not None:
             digest = beside.result()
+            if digest is None:
+                logger.warning("the digest of snapshot %s was not computed beside the load: computing it now", path)
             tree.adopt_digest(tree.compute_digest() if digest is None else digest)
         return tree
     finally:
