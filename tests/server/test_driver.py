@@ -7,14 +7,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import trio
 
+from tests.storage.helpers import TxnMaker, tree_of
 from zabby import config as zoo_config
-from zabby.engine import Persist
+from zabby.engine import Install, Persist, StageSnapshot
+from zabby.server.forks import SNAP_CHUNK_RECORDS
 from zabby.server.node import ZabbyServer
 from zabby.storage.datadir import DataDir
 from zabby.storage.epochs import read_epoch
+from zabby.storage.snapshot import list_snapshots
 from zabby.tree.acl import OPEN_ACL_UNSAFE
+from zabby.tree.datatree import DataTree, TreeBuilder
 from zabby.tree.txns import Txn, make_zxid
 
 
@@ -56,3 +61,32 @@ def test_persist_writes_the_current_epoch_after_the_log_is_synced(tmp_path: Path
     assert calls == ["write_epoch(acceptedEpoch)", "truncate_after", "sync", "write_epoch(currentEpoch)"]
     assert read_epoch(server.datadir.current_epoch_path) == 2
     assert server.log.last_zxid == make_zxid(2, 1)
+
+
+def test_a_snap_is_installed_with_the_digest_its_child_computed_from_the_staged_bytes(tmp_path: Path) -> None:
+    """The shell feeds each staged chunk's bytes to a digest child and answers Install with
+    its digest: the leader's, for the tree the engine built without one."""
+    server = make_server(tmp_path)
+    leader_tree = tree_of(TxnMaker().some(2500))
+    records, zxid = tuple(leader_tree.records()), leader_tree.last_zxid
+    server._stage(StageSnapshot(2, zxid, (), start=True))
+    for start in range(0, len(records), SNAP_CHUNK_RECORDS):
+        chunk = records[start : start + SNAP_CHUNK_RECORDS]
+        encoded = b"".join(msgpack.packb(record, use_bin_type=True) for record in chunk)
+        server._stage(StageSnapshot(2, zxid, chunk, start=False, encoded=encoded))
+    builder = TreeBuilder(digest=False)
+    builder.add(records)
+    digest = trio.run(server._install, Install(builder.finish(), zxid, 2))
+    assert digest == leader_tree.digest
+    assert list_snapshots(server.datadir.snap_dir)[0][0] == zxid
+    server.close()
+
+
+def test_a_snap_staged_without_its_bytes_leaves_the_digest_to_the_engine(tmp_path: Path) -> None:
+    server = make_server(tmp_path)
+    leader_tree = tree_of(TxnMaker().some(100))
+    records, zxid = tuple(leader_tree.records()), leader_tree.last_zxid
+    server._stage(StageSnapshot(2, zxid, (), start=True))
+    server._stage(StageSnapshot(2, zxid, records, start=False))  # packed again: no bytes to pass on
+    assert trio.run(server._install, Install(DataTree.from_records(records), zxid, 2)) is None
+    server.close()
