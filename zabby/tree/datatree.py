@@ -640,6 +640,7 @@ class TreeBuilder:
         shared_acls, shared_metas, index_add, shared_time = _interned_acls, _shared_metas, tree._index_add, tree._shared_time
         new_znode, with_digest = Znode.__new__, self._digest
         data_size = digest = loaded = 0
+        last_parent, siblings = "", []
         collecting = gc.isenabled()
         gc.disable()  # the loop makes no cycles; a million new objects would set off full collections
         try:
@@ -666,11 +667,13 @@ class TreeBuilder:
                 else:
                     node.children = NO_CHILDREN
                 if path != "/":
-                    parent = parent_of(path)
-                    siblings = children.get(parent)
-                    if siblings is None:
-                        nodes[parent]  # noqa: B018  # KeyError: the parent did not come first
-                        siblings = children[parent] = []
+                    parent = path[: path.rfind("/")] or "/"  # parent_of, inline
+                    if parent != last_parent:  # else the same siblings: they mostly come together
+                        siblings = children.get(parent)
+                        if siblings is None:
+                            nodes[parent]  # noqa: B018  # KeyError: the parent did not come first
+                            siblings = children[parent] = []
+                        last_parent = parent
                     siblings.append(path)
                 data_size += len(data) + len(path)
                 if with_digest:
