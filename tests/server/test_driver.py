@@ -4,6 +4,7 @@ epoch (a learner's NEWLEADER and the DIFF before it are often one Ready; ZOOKEEP
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +91,30 @@ def test_a_snap_staged_without_its_bytes_leaves_the_digest_to_the_engine(tmp_pat
     server._stage(StageSnapshot(2, zxid, records, start=False))  # packed again: no bytes to pass on
     assert trio.run(server._install, Install(DataTree.from_records(records), zxid, 2)) is None
     server.close()
+
+
+class _QuietEngine:
+    """An engine with nothing to do, receiving a SNAP or not."""
+
+    receiving_snapshot = False
+    throttled = False
+
+    def next_effect(self, result: Any = None, error: BaseException | None = None) -> None:
+        return None
+
+
+def test_the_cyclic_collector_is_off_while_a_snap_arrives_and_back_on_after(tmp_path: Path) -> None:
+    server = make_server(tmp_path)
+    engine = server.engine = _QuietEngine()  # type: ignore[assignment]
+    try:
+        engine.receiving_snapshot = True
+        server.run_effects()
+        assert not gc.isenabled()
+        server.run_effects()
+        assert not gc.isenabled()
+        engine.receiving_snapshot = False  # installed, broken or abandoned: no SNAP coming
+        server.run_effects()
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+        server.close()
