@@ -27,6 +27,7 @@ import random
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import trio
@@ -58,6 +59,21 @@ from zabby.tree.txns import decode_txn, encode_txn, zxid_epoch
 LOGGER = logging.getLogger("zabby.server")
 FSYNC_WARNING_S = 1.0
 FSYNC_INLINE_S_MAX = 0.02  # a disk slower than this on average keeps its fsyncs off the loop
+
+
+@dataclass(slots=True)
+class StagedSnap:
+    """A SNAP stream being written to disk as it arrives, and its digest being computed beside
+    it (None: the engine computes the tree's after the build)."""
+
+    writer: SnapshotWriter
+    digest: DigestChild | None = None
+
+    def discard(self) -> None:
+        """Drop what is unfinished (a no-op for a finished writer or a digest that answered)."""
+        self.writer.discard()
+        if self.digest is not None:
+            self.digest.abandon()
 
 
 def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, config: ServerConfig, committed: Membership | None, *,
@@ -122,8 +138,7 @@ class ZabbyServer:
         self._error: Exception | None = None  # or what it raised
         self._running_effects = False  # run_effects is on the stack (no task switch inside it)
         self._feeding = False  # inside feeding(): effects wait for the batch's end
-        self._staged: dict[int, SnapshotWriter] = {}  # SNAP streams being written, by leader
-        self._staged_digests: dict[int, DigestChild] = {}  # their digests, computed beside the build
+        self._staged: dict[int, StagedSnap] = {}  # SNAP streams being written, by leader
 
     # ----------------------------------------------------------------- what sessions see
     @property
@@ -267,15 +282,6 @@ class ZabbyServer:
             self.engine.receive(sid, message)
         self.run_effects()
 
-    def _collect_unless_receiving_snapshot(self) -> None:
-        """The cyclic collector is off while a SNAP's chunks arrive: they decode and build
-        millions of objects and no cycles, and the collections of the young ones cost ~0.4 s
-        per million znodes.  ``_install`` freezes the finished tree (see main.open_server)."""
-        if self.engine.receiving_snapshot:
-            gc.disable()
-        else:
-            gc.enable()
-
     def _link_down(self, sid: int) -> None:
         self.engine.link_down(sid)
         self.run_effects()
@@ -301,8 +307,15 @@ class ZabbyServer:
             self._running_effects = False
         if self._awaited is not None:
             self._wake.set()
-        if self.engine.receiving_snapshot == gc.isenabled():
-            self._collect_unless_receiving_snapshot()
+        # The cyclic collector is off while a SNAP's chunks arrive: they decode and build
+        # millions of objects and no cycles, and the collections of the young ones cost ~0.4 s
+        # per million znodes.  ``_install`` freezes the finished tree (see main.open_server).
+        receiving = self.engine.receiving_snapshot
+        if receiving == gc.isenabled():
+            if receiving:
+                gc.disable()
+            else:
+                gc.enable()
 
     def _run_until_awaited(self) -> None:
         engine = self.engine
@@ -464,46 +477,41 @@ class ZabbyServer:
         a SNAP's ~1 MiB writes to the page cache cost less than a hop per chunk."""
         if effect.start:
             self._discard_staged(effect.sid)
-            self._staged[effect.sid] = self.datadir.stage_snapshot(effect.zxid, effect.sid)
+            staged = self._staged[effect.sid] = StagedSnap(self.datadir.stage_snapshot(effect.zxid, effect.sid))
             try:
-                self._staged_digests[effect.sid] = DigestChild()
+                staged.digest = DigestChild()
             except OSError as exc:  # no fork: the engine computes the digest
                 LOGGER.warning("the digest of the SNAP from server %d is computed after it: %s", effect.sid, exc)
             return
         staged = self._staged.get(effect.sid)
-        if staged is None or staged.zxid != effect.zxid:
+        if staged is None or staged.writer.zxid != effect.zxid:
             raise InvariantError(f"records of a SNAP at 0x{effect.zxid:x} from server {effect.sid} with no stream begun")
         if effect.encoded:  # the records as they came over the wire: no packing them again
-            staged.add_encoded(effect.encoded, len(effect.records))
-            digest = self._staged_digests.get(effect.sid)
-            if digest is not None:
-                digest.feed(effect.encoded)
+            staged.writer.add_encoded(effect.encoded, len(effect.records))
+            if staged.digest is not None:
+                staged.digest.feed(effect.encoded)
         else:
-            staged.add(effect.records)
-            digest = self._staged_digests.pop(effect.sid, None)
-            if digest is not None:  # records without their bytes: the engine computes the digest
-                digest.abandon()
+            staged.writer.add(effect.records)
+            if staged.digest is not None:  # records without their bytes: the engine computes the digest
+                staged.digest.abandon()
+                staged.digest = None
 
     async def _install(self, effect: Install) -> int | None:
         """The staged stream made durable; returns its records' digest (see ``Install``)."""
         staged = self._staged.pop(effect.sid, None)
-        digest = self._staged_digests.pop(effect.sid, None)
         records = effect.tree.record_count()
-        if staged is None or staged.zxid != effect.zxid or staged.count != records:
+        if staged is None or staged.writer.zxid != effect.zxid or staged.writer.count != records:
             if staged is not None:
                 staged.discard()
-            if digest is not None:
-                digest.abandon()
             raise InvariantError(f"the SNAP at 0x{effect.zxid:x} from server {effect.sid} is not what was staged "
-                                 f"({'nothing' if staged is None else f'{staged.count} records at 0x{staged.zxid:x}'}, "
+                                 f"({'nothing' if staged is None else f'{staged.writer.count} records at 0x{staged.writer.zxid:x}'}, "
                                  f"not {records})")  # fmt: skip
+        digest = staged.digest
         try:
-            await self.disk.run(self.datadir.install_snapshot, staged)
+            await self.disk.run(self.datadir.install_snapshot, staged.writer)
             value = None if digest is None else await trio.to_thread.run_sync(digest.result)
         finally:
-            staged.discard()  # a no-op once it is finished
-            if digest is not None:
-                digest.abandon()  # a no-op once it answered
+            staged.discard()  # a no-op for what finished or answered
         gc.freeze()  # as after recovery (zabby.server.main): the new tree, out of full collections' way
         if digest is not None and value is None:
             LOGGER.warning("the digest of the SNAP from server %d was not computed beside it: computing it now", effect.sid)
@@ -515,9 +523,6 @@ class ZabbyServer:
             staged = self._staged.pop(staged_sid, None)
             if staged is not None:
                 staged.discard()
-            digest = self._staged_digests.pop(staged_sid, None)
-            if digest is not None:
-                digest.abandon()
 
     def close(self) -> None:
         """At shutdown: nothing half written left behind, the log closed."""
