@@ -667,7 +667,7 @@ class TreeBuilder:
                 else:
                     node.children = NO_CHILDREN
                 if path != "/":
-                    parent = path[: path.rfind("/")] or "/"  # parent_of, inline
+                    parent = parent_of(path)
                     if parent != last_parent:  # else the same siblings: they mostly come together
                         siblings = children.get(parent)
                         if siblings is None:
