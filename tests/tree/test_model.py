@@ -444,6 +444,11 @@ class TreeMachine(RuleBasedStateMachine):
         tree.adopt_digest(records_digest(records))
         assert tree.digest == tree.compute_digest() == self.h.tree.digest
         assert tree.digest_at(tree.last_zxid) == self.h.tree.digest
+        unhelped = TreeBuilder(digest=False)  # where the digest could not be computed apart
+        unhelped.add(records)
+        tree = unhelped.finish()
+        tree.adopt_digest(None)
+        assert tree.digest == tree.digest_at(tree.last_zxid) == self.h.tree.digest
 
 
 TreeMachine.TestCase.settings = settings(

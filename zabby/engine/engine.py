@@ -475,7 +475,7 @@ class Engine(ClientCalls):
             yield from self._broken_snapshot(sid, f"it declares 0x{snap.zxid:x} but holds a tree at 0x{tree.last_zxid:x}")
             return
         digest = yield Install(tree, snap.zxid, sid)
-        tree.adopt_digest(tree.compute_digest() if digest is None else digest)
+        tree.adopt_digest(digest)
         self._replace_tree(tree)
         self.peer.snapshot_installed(snap.zxid)
         LOGGER.info("installed a snapshot at 0x%x from server %d (%d znodes)", snap.zxid, sid, tree.node_count())

@@ -79,7 +79,7 @@ def _load_tree(path: Path, records: Iterator[tuple[Any, ...]], digest_beside: Ca
             digest = beside.result()
             if digest is None:
                 logger.warning("the digest of snapshot %s was not computed beside the load: computing it now", path)
-            tree.adopt_digest(tree.compute_digest() if digest is None else digest)
+            tree.adopt_digest(digest)
         return tree
     finally:
         if beside is not None:

@@ -558,12 +558,13 @@ class DataTree:
         self.sessions[session_id] = (timeout_ms, password)
         self.digest += _session_digest(session_id, timeout_ms)
 
-    def adopt_digest(self, digest: int) -> None:
+    def adopt_digest(self, digest: int | None) -> None:
         """The digest of a tree built by ``TreeBuilder(digest=False)``: ``records_digest`` of
-        its records, computed apart from the build."""
+        its records, computed apart from the build, or None where that failed: then it is
+        computed here, from the tree."""
         if self.digest_log:
             raise InvariantError("adopt_digest on a tree that has its digest")
-        self.digest = digest & DIGEST_MASK
+        self.digest = (self.compute_digest() if digest is None else digest) & DIGEST_MASK
         self.digest_log.append((self.last_zxid, self.digest))
 
     def compute_digest(self) -> int:
