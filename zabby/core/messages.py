@@ -6,7 +6,9 @@ frame; txns travel as their ``Txn`` arrays.  ``decode`` turns anything ill-forme
 
 Zabby batches where ZooKeeper sends one packet per txn: ``Proposal`` carries several txns,
 and ``Commit``/``Ack`` are cumulative (everything up to the zxid).  A learner still checks
-that a COMMIT names a proposal it holds, and never applies out of order.
+that a COMMIT names a proposal it holds, and never applies out of order.  ``Logged`` has no
+ZooKeeper counterpart: it lets a follower that makes a quorum with the leader commit without
+waiting for the COMMIT (see ``Peer``).
 """
 
 from __future__ import annotations
@@ -74,6 +76,15 @@ class Commit:
     TYPE: ClassVar[int] = 4
     zxid: int
     designated: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Logged:
+    """Leader → follower: the leader's own log holds everything up to ``zxid`` (as its own
+    ACK would say); sent only to a follower that makes a quorum with the leader alone."""
+
+    TYPE: ClassVar[int] = 103
+    zxid: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,13 +206,13 @@ class TreeDigest:
 
 
 Message = (
-    Notification | Request | Proposal | Ack | Commit | Ping | Sync | Inform | NewLeader
+    Notification | Request | Proposal | Ack | Commit | Logged | Ping | Sync | Inform | NewLeader
     | FollowerInfo | UpToDate | Diff | Trunc | Snap | LeaderInfo | AckEpoch | SnapChunk | TreeDigest
 )  # fmt: skip
 
 _TYPES: dict[int, type[Any]] = {
     cls.TYPE: cls
-    for cls in (Notification, Request, Proposal, Ack, Commit, Ping, Sync, Inform, NewLeader,
+    for cls in (Notification, Request, Proposal, Ack, Commit, Logged, Ping, Sync, Inform, NewLeader,
                 FollowerInfo, UpToDate, Diff, Trunc, Snap, LeaderInfo, AckEpoch, SnapChunk, TreeDigest)  # fmt: skip
 }
 _FIELDS = {type_: tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("wire", True)) for type_, cls in _TYPES.items()}

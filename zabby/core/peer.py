@@ -26,6 +26,14 @@ server joins before the reconfig that adds it.  A leader the new membership leav
 over: the COMMIT that activates it names a designated leader, for whom every learner votes
 first in the election that follows.
 
+Commit by a follower (zabby's own; ZooKeeper waits for the COMMIT): Zab commits a txn once
+a quorum has logged it, and the COMMIT only tells.  Where the leader and one follower make a
+quorum (three voters), the leader, once its own log holds a txn that no follower has acked
+yet, says so (``Logged``) instead of the COMMIT to come: the follower, which holds the
+proposals before it, commits up to there at once, without the round trip of its ACK and
+the COMMIT.  Not while a reconfig is proposed: quorums are then of two memberships, and
+its COMMIT activates the new one.
+
 Durable state, as the log and epoch files hold it: ``accepted_epoch``, ``current_epoch``,
 ``last_logged`` (the log's last zxid).  ``applied`` is the tree's last zxid; txns between
 them (``pending``) are logged but not yet known to be committed, except after a restart,
@@ -41,7 +49,7 @@ from zabby.core.election import Election, Vote
 from zabby.core.history import History
 from zabby.core.messages import (
     Ack, AckEpoch, Commit, Diff, FollowerInfo, Inform, LeaderInfo, Message, NewLeader,
-    Notification, Ping, Proposal, Request, Snap, Sync, Trunc, UpToDate,
+    Logged, Notification, Ping, Proposal, Request, Snap, Sync, Trunc, UpToDate,
 )  # fmt: skip
 from zabby.core.quorum import Quorums
 from zabby.core.ready import Ready, SoftState
@@ -120,6 +128,7 @@ class LearnerInfo:
     newleader_point: int = 0  # the leader's last zxid when it sent NEWLEADER
     epoch_ack: AckEpoch | None = None  # its ACKEPOCH, until the leader has a quorum of them and syncs it
     round_acked: int = 0  # the highest confirmation round it answered
+    logged_sent: int = 0  # the last LOGGED sent to it: it commits up to there without a COMMIT
 
 
 @dataclass(slots=True)
@@ -395,6 +404,7 @@ class Peer:
         if ready.append and self.state == ServerState.LEADING and self.leader is not None:
             self.leader.self_acked = max(self.leader.self_acked, ready.append[-1].zxid)
             self._leader_maybe_commit()
+            self._leader_tell_logged()
 
     def status(self) -> PeerStatus:
         learners = ()
@@ -784,11 +794,24 @@ class Peer:
         commit = Commit(zxid=point, designated=designated)
         inform = Inform(txns=tuple(newly))
         for sid, info in leader.learners.items():
-            if info.acked_epoch:
+            if info.acked_epoch and (info.observer or designated or point > info.logged_sent):
                 self._send_early(sid, inform if info.observer else commit)
         self._advance_syncs()
         if self.sid not in self.quorum.voters:  # the new membership leaves us out: hand over
             self._become_looking(vote_for=designated, hand_over=True)
+
+    def _leader_tell_logged(self) -> None:
+        """LOGGED to each follower that makes a quorum with this leader and has not acked
+        what the leader's log now holds (see the module's docstring)."""
+        leader = self.leader
+        assert leader is not None
+        logged = leader.self_acked
+        if not leader.established or logged <= leader.commit_point or self.proposed is not None:
+            return
+        for sid, info in leader.learners.items():
+            if info.uptodate and not info.observer and info.acked < logged and self.quorum.has_quorum((self.sid, sid)):
+                info.logged_sent = logged
+                self._send_early(sid, Logged(zxid=logged))
 
     def _leader_activate(self, commit_point: int) -> int:
         """Activate a membership the commit point reached; the designated next leader if it
@@ -874,6 +897,8 @@ class Peer:
             self._learner_proposal(message)
         elif isinstance(message, Commit):
             self._learner_commit(message.zxid, message.designated)
+        elif isinstance(message, Logged):
+            self._learner_logged(message.zxid)
         elif isinstance(message, Inform):
             self._learner_inform(message)
         elif isinstance(message, NewLeader):
@@ -944,6 +969,21 @@ class Peer:
         if learner.phase == ZabPhase.BROADCAST:
             self._apply_up_to(zxid)
         self._learner_committed(designated)
+
+    def _learner_logged(self, zxid: int) -> None:
+        """The leader's log holds everything up to ``zxid``, and the two of us make a quorum:
+        what our own log holds up to there is committed (see the module's docstring), and
+        the leader sends no COMMIT of it.  The shell logs a Ready's txns before it applies
+        them, so a txn logged in this Ready too is on disk before it is applied."""
+        learner = self.learner
+        assert learner is not None
+        if self.state != ServerState.FOLLOWING or learner.phase != ZabPhase.BROADCAST or zxid > self.last_logged:
+            self._learner_resync()  # sent only once our stream is up to date and holds it
+            return
+        if zxid > learner.commit_point:
+            learner.commit_point = zxid
+            self._apply_up_to(zxid)
+            self._learner_committed()
 
     def _learner_committed(self, designated: int = 0) -> None:
         """The commit point moved: a membership it reached is active now.  A leader it left
