@@ -21,6 +21,7 @@ from zabby import tls
 from zabby.server.admin import serve_admin
 from zabby.server import logsetup
 from zabby.server.client_conn import Connection, open_secure, refuse_plaintext
+from zabby.server.collector import FullCollections
 from zabby.server.guard import contained
 from zabby.server.forks import DigestChild
 from zabby.server.node import ZabbyServer
@@ -133,6 +134,7 @@ async def _run(config: zoo_config.ServerConfig) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(serve, server)
+            nursery.start_soon(contained, "the collector's task", LOGGER, FullCollections().run)
 
             async def stop_on_signal() -> None:
                 async for signum in signals:
