@@ -697,8 +697,7 @@ class TreeBuilder:
         self._children = {}
         quota.rebuild(tree)
         if self._digest:
-            tree.digest &= DIGEST_MASK
-            tree.digest_log.append((tree.last_zxid, tree.digest))
+            tree.adopt_digest(tree.digest)  # the sum the build kept
         else:
-            tree.digest = 0  # adopt_digest sets it
+            tree.digest = 0  # the caller's adopt_digest sets it
         return tree
