@@ -12,7 +12,10 @@
    from the others (ZooKeeper's ZOOKEEPER-4643; the simulator's seed 41);
 5. apply ``committed`` to the tree in order (and answer the clients waiting for them); a
    ``Snap`` among the messages carries an image of the tree taken during this step, exactly
-   when the tree is at the Snap's zxid;
+   when the tree is at the Snap's zxid.  When an earlier Ready logged every committed txn
+   (none is in ``append``) and this one writes no epoch and cuts nothing, this step may come
+   before steps 1-4: under pipelined load those txns are then answered without waiting for
+   the fsync of the ones logged after them;
 6. send ``messages`` in order, each ``Snap`` followed by its image;
 7. close the links in ``drop_links``; act on ``requests``, ``touched_sessions``, ``sync_replies``;
 8. call ``peer.advance(ready)``.

@@ -14,7 +14,8 @@ The trio server (``zabby.server.node``) and the simulator (``zabby.sim.cluster``
 drivers of this one engine; nothing that decides lives in a driver.  Work runs as a
 generator per unit (feeding queued inputs, one core Ready, a repair): it yields an effect,
 the driver carries it out and hands back the result, and the generator goes on.  So the
-Ready contract (``zabby.core.ready``) — send early, persist, apply, send, drop links, then
+Ready contract (``zabby.core.ready``) — send early, persist, apply (or apply first, when an
+earlier Ready logged what it commits), send, drop links, then
 ``advance`` — is written here once.  Driver inputs that arrive while a unit of work waits
 for its effect are queued, and fed when it is done.  Client calls act at once: a write is
 prepared on the leader (or forwarded by a learner) while the previous Ready is on disk, as
@@ -274,8 +275,12 @@ class Engine(ClientCalls):
     def _process(self, ready: Ready) -> Work:
         if ready.early_messages:
             yield Send(ready.early_messages)
-        yield from self._persist(ready)
-        images = self._apply_and_freeze(ready)
+        if _logged_before(ready):  # step 5 first (see zabby.core.ready)
+            images = self._apply_and_freeze(ready)
+            yield from self._persist(ready)
+        else:
+            yield from self._persist(ready)
+            images = self._apply_and_freeze(ready)
         messages, unsent = self._with_images(ready.messages, images)
         if messages:
             yield Send(messages, images)
@@ -603,6 +608,14 @@ class Engine(ClientCalls):
         self.soft = self.peer.soft_state()
         self.looking_since_ms = self.clock.monotonic_ms()
         LOGGER.info("core restarted from disk at 0x%x; looking for the leader", self.tree.last_zxid)
+
+
+def _logged_before(ready: Ready) -> bool:
+    """Whether an earlier Ready logged every txn this one commits, while this one appends
+    more and writes no epoch and cuts nothing: then its commits may be applied (and answered)
+    before its own persist."""
+    return bool(ready.committed and ready.append and ready.truncate_to is None and ready.accepted_epoch is None
+                and ready.current_epoch is None and ready.committed[-1].zxid < ready.append[0].zxid)  # fmt: skip
 
 
 def _first(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
