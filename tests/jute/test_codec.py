@@ -231,6 +231,20 @@ def test_hot_requests_map_nulls_as_request_args_does(op: int, record: jute.Recor
     assert _codec_decode(payload) == _generic_decode(payload)
 
 
+@pytest.mark.parametrize("op, record", [
+    (OpCode.CREATE, jute.CreateRequest("/a/\u00e9", b"\x00d", [jute.ACL(31, jute.Id("world", "anyone")), jute.ACL(1, jute.Id("digest", ""))], 3)),
+    (OpCode.CREATE_CONTAINER, jute.CreateRequest("/c", b"", [], 4)),
+    (OpCode.SET_DATA, jute.SetDataRequest("/a", b"v" * 300, 7)),
+    (OpCode.GET_DATA, jute.GetDataRequest("/b", True)),
+    (OpCode.EXISTS, jute.ExistsRequest("/c", False)),
+])  # fmt: skip
+def test_hot_requests_without_nulls_skip_the_record_layouts(op: int, record: jute.Record, monkeypatch: pytest.MonkeyPatch) -> None:
+    payload = struct.pack(">ii", 7, op) + record.encode()
+    expected = _generic_decode(payload)
+    monkeypatch.setattr(jute, "decode_request", lambda *args: pytest.fail("read through the record layouts"))
+    assert _codec_decode(payload) == expected
+
+
 @given(st.sampled_from(sorted(HOT_REQUESTS)), hot_records, st.data())
 @settings(max_examples=600, deadline=None)
 def test_hot_requests_decode_as_their_records_do(op: int, record: jute.Record, data: st.DataObject) -> None:
