@@ -4,6 +4,7 @@ trips, and fuzzing (any bytes parse or raise RemoteProtocolError, never anything
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +18,7 @@ from zabby.opcodes import OpCode
 from zabby.tree.datatree import Listing
 from zabby.wire import jute
 from zabby.wire.codec import looks_like_jute
-from zabby.wire.jute_codec import HOT_REQUESTS, JuteCodec, request_args
+from zabby.wire.jute_codec import HOT_REQUESTS, JuteCodec, _hot_reply, request_args, response_record
 from zabby.wire.messages import connect_request, pack, pack_frame
 
 OPEN = [jute.ACL(31, jute.Id("world", "anyone"))]
@@ -253,6 +254,32 @@ def test_hot_requests_decode_as_their_records_do(op: int, record: jute.Record, d
     payload = struct.pack(">ii", 7, op) + record.encode()
     payload = payload[: data.draw(st.integers(8, len(payload)))] + data.draw(st.binary(max_size=12))
     assert _codec_decode(payload) == _generic_decode(payload)
+
+
+HOT_REPLY_OPS = (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL, OpCode.SET_DATA, OpCode.EXISTS, OpCode.GET_DATA)
+longs = st.integers(-(2**63), 2**63 - 1)
+stats = st.tuples(*(longs if kind == "l" else ints for kind in "lllliiiliil"))
+any_stats = st.one_of(stats, st.tuples(*[st.integers(-(2**64), 2**64)] * 11))  # some fields out of range
+
+
+def _outcome(make: Callable[[], bytes]) -> bytes | type[Exception]:
+    try:
+        return make()
+    except Exception as exc:
+        return type(exc)
+
+
+@given(st.sampled_from(HOT_REPLY_OPS), st.integers(0, 2**31 - 1), longs, st.text(max_size=20), st.one_of(st.none(), st.binary(max_size=64)), any_stats)
+@settings(max_examples=600, deadline=None)
+def test_hot_replies_encode_as_their_records_do(op: int, xid: int, zxid: int, path: str, data: bytes | None, stat: tuple[int, ...]) -> None:
+    """The packed replies are the records' bytes; what does not fit fails as the records do."""
+    values = {OpCode.SET_DATA: [stat], OpCode.EXISTS: [stat], OpCode.GET_DATA: [data, stat], OpCode.CREATE: [path]}.get(op, [path, stat])
+    expected = _outcome(lambda: jute.encode_reply(jute.ReplyHeader(xid, zxid, 0), response_record(op, values, ())))
+    codec = JuteCodec(lambda: None)
+    codec.expect(xid, op)
+    assert _outcome(lambda: codec._encode([xid, zxid, 0, *values])) == expected
+    if isinstance(expected, bytes) and data is not None:
+        assert _hot_reply(op, xid, zxid, values) == expected  # packed, not the records' way
 
 
 def test_handshake_bytes_are_zabbys_msgpack() -> None:

@@ -154,6 +154,33 @@ HOT_REQUESTS: dict[int, Callable[[bytes, int], list[Any]]] = {
 
 
 # ----------------------------------------------------------------------------- replies → jute
+# The hot replies, packed straight from zabby's values: the frame length, the ReplyHeader and
+# the response record in one or a few packs, no record objects.  Each gives the bytes
+# ``jute.encode_reply`` gives for the records (tests/jute/test_codec.py checks both); values
+# that do not fit (a Stat field out of range, a null) go the records' way, which answers or
+# raises as it always did.
+_HEADER_FORMAT, _STAT_FORMAT = ">iiqi", "qqqqiiiqiiq"  # frame length, xid, zxid, err; a Stat
+_HEADER = struct.Struct(_HEADER_FORMAT)
+_HEADER_AND_STAT = struct.Struct(_HEADER_FORMAT + _STAT_FORMAT)
+_STAT = struct.Struct(">" + _STAT_FORMAT)
+_LEAVE_HOT_REPLY = (struct.error, TypeError, AttributeError)
+
+
+def _hot_reply(op: int, xid: int, zxid: int, values: list[Any]) -> bytes | None:
+    """The frame of a successful reply to a hot op, or None for the other ops."""
+    if op == OpCode.SET_DATA or op == OpCode.EXISTS:
+        return _HEADER_AND_STAT.pack(_HEADER_AND_STAT.size - 4, xid, zxid, 0, *values[0])
+    if op == OpCode.GET_DATA:
+        data = values[0]
+        return b"".join((_HEADER.pack(_HEADER.size + len(data) + _STAT.size, xid, zxid, 0), _INT.pack(len(data)), data,
+                         _STAT.pack(*values[1])))  # fmt: skip
+    if op in _CREATE_OPS:
+        path = values[0].encode()
+        stat = b"" if op == OpCode.CREATE else _STAT.pack(*values[1])
+        return b"".join((_HEADER.pack(_HEADER.size + len(path) + len(stat), xid, zxid, 0), _INT.pack(len(path)), path, stat))
+    return None
+
+
 def _stat(values: Any) -> jute.Stat:
     return jute.Stat(*values)
 
@@ -291,6 +318,12 @@ class JuteCodec:
             return jute.encode_reply(jute.ReplyHeader(xid, zxid, err))
         if op == OpCode.EXISTS and value[3] is None:  # ZooKeeper: a missing node is NONODE
             return jute.encode_reply(jute.ReplyHeader(xid, zxid, int(Err.NONODE)))
+        try:
+            hot = _hot_reply(op, xid, zxid, value[3:])
+        except _LEAVE_HOT_REPLY:
+            hot = None
+        if hot is not None:
+            return hot
         return jute.encode_reply(jute.ReplyHeader(xid, zxid, 0), response_record(op, value[3:], sub_ops))
 
     def _pop(self, xid: int) -> tuple[int, tuple[int, ...]]:
