@@ -78,14 +78,34 @@ def _pack_stat(czxid: int, mzxid: int, pzxid: int, ctime: int, mtime: int, versi
                                  version & m, cversion & m, aversion & m, owner & m)  # fmt: skip
 
 
+def _stat_seed(path: str) -> int | None:
+    """Where the CRC of a znode's Stat bytes starts: its path's CRC (None for the system
+    znodes, which count nothing).  An apply that changes a Stat computes it once for the CRCs
+    before and after."""
+    return None if _is_system(path) else _crc32(path.encode())
+
+
+def _data_seed(path: str) -> int | None:
+    """Where the CRC of a znode's data starts, as ``_stat_seed``."""
+    return None if _is_system(path) else _crc32(path.encode(), _DATA_CRC_SEED)
+
+
+def _stat_crc(seed: int | None, node: Znode) -> int:
+    return 0 if seed is None else _crc32(_stat_bytes(node), seed)
+
+
+def _data_crc(seed: int | None, data: bytes) -> int:
+    return 0 if seed is None else _crc32(data, seed)
+
+
 def _meta_digest(path: str, node: Znode) -> int:
     """The CRC of a znode's path and its Stat bytes."""
-    return 0 if _is_system(path) else _crc32(_stat_bytes(node), _crc32(path.encode()))
+    return _stat_crc(_stat_seed(path), node)
 
 
 def _data_digest(path: str, data: bytes) -> int:
     """Kept apart from the Stat's CRC, so a parent's child change never re-reads its data."""
-    return 0 if _is_system(path) else _crc32(data, _crc32(path.encode(), _DATA_CRC_SEED))
+    return _data_crc(_data_seed(path), data)
 
 
 def _node_digest(path: str, node: Znode) -> int:
@@ -420,13 +440,17 @@ class DataTree:
         parent = self.nodes.get(parent_path)
         if parent is None or path in self.nodes:
             raise InvariantError(f"create {path}: parent missing or node exists")
-        node = Znode(data, interned_acl(acl), txn.zxid, self._shared_time(txn.time_ms), owner)
+        zxid, time_ms = txn.zxid, self._shared_time(txn.time_ms)
+        node = Znode(data, interned_acl(acl), zxid, time_ms, owner)
         self.nodes[path] = node
-        self.digest -= _meta_digest(parent_path, parent)
+        parent_seed = _stat_seed(parent_path)
+        self.digest -= _stat_crc(parent_seed, parent)
         parent.add_child(path)
-        parent.cversion = parent_cversion
-        parent.pzxid = txn.zxid
-        self.digest += _meta_digest(parent_path, parent) + _node_digest(path, node)
+        children = parent.children  # its own now: they hold its cversion and pzxid
+        children.cversion = parent_cversion  # type: ignore[union-attr]
+        children.pzxid = zxid  # type: ignore[union-attr]
+        # the new znode's digest from what its fields are (no children, versions 0)
+        self.digest += _stat_crc(parent_seed, parent) + _record_digest(path, data, zxid, zxid, zxid, time_ms, time_ms, 0, 0, 0, owner)
         self.data_size += len(data) + len(path)
         self._index_add(path, owner)
         if self.quota_roots or path.startswith(quota.QUOTA_PREFIX):
@@ -459,14 +483,15 @@ class DataTree:
         if node is None:
             raise InvariantError(f"setData {path}: no node")
         self.data_size += len(data) - len(node.data)
-        self.digest -= _meta_digest(path, node) + _data_digest(path, node.data)
+        stat_seed, data_seed = _stat_seed(path), _data_seed(path)
+        self.digest -= _stat_crc(stat_seed, node) + _data_crc(data_seed, node.data)
         if self.quota_roots:
             quota.data_changed(self, path, len(data) - len(node.data))
         node.data = data
         node.version = version
         node.mzxid = txn.zxid
         node.mtime = self._shared_time(txn.time_ms)
-        self.digest += _meta_digest(path, node) + _data_digest(path, data)
+        self.digest += _stat_crc(stat_seed, node) + _data_crc(data_seed, data)
         events.append((EventType.NODE_DATA_CHANGED, path, node.acl))
         return node.stat()
 
