@@ -139,6 +139,7 @@ class Transport:
         self._unflushed: list[_Outgoing] = []  # links with frames queued since the last flush
         self._incoming: dict[tuple[int, str], trio.abc.Stream] = {}
         self._nursery: trio.Nursery | None = None
+        self._last_encoded: tuple[Message | None, bytes] = (None, b"")  # a leader sends each PROPOSAL to every follower
         self.bytes_sent = 0
         self._accept_context = tls.server_context(quorum_tls, "ssl.quorum.") if quorum_tls else None
         self._dial_context = tls.peer_client_context(quorum_tls) if quorum_tls else None
@@ -167,7 +168,11 @@ class Transport:
         """Queue ``message`` for ``sid``; it leaves at the next ``flush``."""
         if sid not in self.peers or sid == self.sid:
             return
-        self.send_frame(sid, kind_of(message), encode(message))
+        last, payload = self._last_encoded
+        if message is not last:  # messages are immutable: the same one encodes to the same bytes
+            payload = encode(message)
+            self._last_encoded = (message, payload)
+        self.send_frame(sid, kind_of(message), payload)
 
     def flush(self) -> None:
         """Send what was queued: straight onto the socket, all of one link's frames in one
