@@ -98,7 +98,7 @@ def request_args(op: int, record: jute.Record | None) -> tuple[int, list[Any]]: 
 # records).  Anything unusual in one (a null, a bad length, a cut record, bad UTF-8) sends it
 # down the record layouts' path instead, which gives the answer or the precise error; for the
 # rest each gives what that path gives (tests/jute/test_codec.py checks both on random input).
-_XID_OP = struct.Struct(">ii")
+_XID_OP = jute.RequestHeader.FIXED
 _INT = struct.Struct(">i")
 
 
@@ -159,10 +159,9 @@ HOT_REQUESTS: dict[int, Callable[[bytes, int], list[Any]]] = {
 # ``jute.encode_reply`` gives for the records (tests/jute/test_codec.py checks both); values
 # that do not fit (a Stat field out of range, a null) go the records' way, which answers or
 # raises as it always did.
-_HEADER_FORMAT, _STAT_FORMAT = ">iiqi", "qqqqiiiqiiq"  # frame length, xid, zxid, err; a Stat
-_HEADER = struct.Struct(_HEADER_FORMAT)
-_HEADER_AND_STAT = struct.Struct(_HEADER_FORMAT + _STAT_FORMAT)
-_STAT = struct.Struct(">" + _STAT_FORMAT)
+_STAT = jute.Stat.FIXED
+_HEADER = struct.Struct(">i" + jute.ReplyHeader.FIXED.format.lstrip(">"))  # the frame length, then the header
+_HEADER_AND_STAT = struct.Struct(_HEADER.format + _STAT.format.lstrip(">"))
 _LEAVE_HOT_REPLY = (struct.error, TypeError, AttributeError)
 
 
@@ -318,13 +317,14 @@ class JuteCodec:
             return jute.encode_reply(jute.ReplyHeader(xid, zxid, err))
         if op == OpCode.EXISTS and value[3] is None:  # ZooKeeper: a missing node is NONODE
             return jute.encode_reply(jute.ReplyHeader(xid, zxid, int(Err.NONODE)))
+        values = value[3:]
         try:
-            hot = _hot_reply(op, xid, zxid, value[3:])
+            hot = _hot_reply(op, xid, zxid, values)
         except _LEAVE_HOT_REPLY:
             hot = None
         if hot is not None:
             return hot
-        return jute.encode_reply(jute.ReplyHeader(xid, zxid, 0), response_record(op, value[3:], sub_ops))
+        return jute.encode_reply(jute.ReplyHeader(xid, zxid, 0), response_record(op, values, sub_ops))
 
     def _pop(self, xid: int) -> tuple[int, tuple[int, ...]]:
         while self.pending:
