@@ -440,17 +440,14 @@ class DataTree:
         parent = self.nodes.get(parent_path)
         if parent is None or path in self.nodes:
             raise InvariantError(f"create {path}: parent missing or node exists")
-        zxid, time_ms = txn.zxid, self._shared_time(txn.time_ms)
-        node = Znode(data, interned_acl(acl), zxid, time_ms, owner)
+        node = Znode(data, interned_acl(acl), txn.zxid, self._shared_time(txn.time_ms), owner)
         self.nodes[path] = node
         parent_seed = _stat_seed(parent_path)
         self.digest -= _stat_crc(parent_seed, parent)
         parent.add_child(path)
-        children = parent.children  # its own now: they hold its cversion and pzxid
-        children.cversion = parent_cversion  # type: ignore[union-attr]
-        children.pzxid = zxid  # type: ignore[union-attr]
-        # the new znode's digest from what its fields are (no children, versions 0)
-        self.digest += _stat_crc(parent_seed, parent) + _record_digest(path, data, zxid, zxid, zxid, time_ms, time_ms, 0, 0, 0, owner)
+        parent.cversion = parent_cversion
+        parent.pzxid = txn.zxid
+        self.digest += _stat_crc(parent_seed, parent) + _node_digest(path, node)
         self.data_size += len(data) + len(path)
         self._index_add(path, owner)
         if self.quota_roots or path.startswith(quota.QUOTA_PREFIX):
