@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 import bench_report as report  # noqa: E402
 from bench_goals import goals_table, scale_tables  # noqa: E402
-from bench_markdown import SCALE_METHOD, read_records, rebuild, trailing_profiles, write_report  # noqa: E402
+from bench_markdown import read_records, rebuild, scale_method, trailing_profiles, write_report  # noqa: E402
 from bench_profile import run_profile_write  # noqa: E402
 from bench_runner import DRIVERS, SPREAD, SPREAD_WORKLOADS, WORKLOADS, Context, Limits, Shape, build_java, py_spy  # noqa: E402
 from bench_scale import ScaleOptions, run_scale  # noqa: E402
@@ -60,7 +60,9 @@ from bench_systems import System, ensure_zookeeper, make_system  # noqa: E402
 QUICK_WORKLOADS = ["getData", "setData", "create-100B", "latency-read", "latency-write", "latency-set"]
 QUICK_LIMITS = Limits(seconds=3.0, ops=100_000, create_ops=60_000, latency_ops=1000, latency_seconds=4.0, watchers=50, watch_rounds=15)
 FULL_LIMITS = Limits(seconds=5.0, latency_seconds=10.0, watch_rounds=40)
-SCALE_LIMITS = Limits(seconds=5.0, ops=200_000, create_ops=20_000)
+# 20 s windows: at 1M znodes a snapshot (every 50k-100k txns on each server, as snapCount asks) takes a
+# second or more of CPU, and a 5 s window of setData held none, one or two of them by chance.
+SCALE_LIMITS = Limits(seconds=20.0, ops=2_000_000, create_ops=20_000)
 PROFILE_LIMITS = Limits(latency_ops=1_000_000, latency_seconds=10.0)  # the window is the time limit
 SCALING_PROCS = (1, 2, 4)
 SCALING_WORKLOADS = ("create-100B", "getData")
@@ -349,7 +351,7 @@ def write_scale_report(path: Path, records: list[dict[str, Any]], meta: dict[str
         f": {meta['minutes']:.1f} minutes, zabby {machine.get('zabby_commit')}, ZooKeeper -Xmx{meta['zk_heap']}; "
         f"1-minute load {machine['load_at_start']:.2f} at the start, {machine['load_at_end']:.2f} at the end.",
         *(["\n".join(f"* {note}" for note in meta["notes"])] if meta["notes"] else []),
-        "## Method", SCALE_METHOD.replace("`-Xmx` as said", f"`-Xmx{meta['zk_heap']}`"),
+        "## Method", scale_method(meta),
         "## Goals", goals_table([], records), "## Tables", scale_tables(records),
     ])  # fmt: skip
     print("\n" + text)

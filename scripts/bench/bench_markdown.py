@@ -78,6 +78,16 @@ SCALE_METHOD = (
 )
 
 
+def scale_method(meta: dict[str, Any]) -> str:
+    """SCALE_METHOD for one --scale run: its ZooKeeper heap and its throughput windows."""
+    text = SCALE_METHOD.replace("`-Xmx` as said", f"`-Xmx{meta.get('zk_heap', '4g')}`")
+    limits = meta.get("limits")
+    if limits:
+        text += (f" Each throughput run is bounded by {limits['seconds']:g} s and {limits['ops']:,} ops ({limits['create_ops']:,} for "
+                 "creates, so that the small tree stays small); a ratio of tree sizes is the mean of the large tree's rates over the mean of the small one's.")  # fmt: skip
+    return text
+
+
 def profile_section(profiles: list[dict[str, Any]], prefix: str) -> list[str]:
     """One write, each label (before / after ...) side by side."""
     if not profiles:
@@ -141,8 +151,7 @@ def write_report(path: Path, out_dir: Path, meta: dict[str, Any], records: list[
     if resync_md:
         lines += ["### Follower resync (3-server)", "", resync_md, ""]
     if scale_meta:
-        heap = scale_meta.get("zk_heap", "4g")
-        lines += [f"## Scale: {scale_meta.get('znodes', 0):,} znodes on 3 servers", "", SCALE_METHOD.replace("`-Xmx` as said", f"`-Xmx{heap}`"), "",
+        lines += [f"## Scale: {scale_meta.get('znodes', 0):,} znodes on 3 servers", "", scale_method(scale_meta), "",
                   f"Load average {scale_meta['machine'].get('load_at_start', -1):.2f} at the start, {scale_meta['machine'].get('load_at_end', -1):.2f} at the end.", "",
                   scale_tables(scale), ""]  # fmt: skip
     plots = report.plots(records, out_dir)
