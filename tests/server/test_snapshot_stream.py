@@ -21,9 +21,8 @@ from zabby.core.messages import SnapChunk, decode, encode
 from zabby.local import process_alive
 from zabby.local.processes import wait_until
 from zabby.server.forks import (
-    PRIORITY_CHECK_RECORDS, SNAP_CHUNK_RECORDS, SNAPSHOT_IDLE_S, SNAPSHOT_NICENESS, DigestChild, ForkFreezer, _can_leave_idle,
-    fork_child,
-    in_background, write_snapshot_frames,
+    SNAP_CHUNK_RECORDS, SNAPSHOT_IDLE_S, SNAPSHOT_NICENESS, BackgroundPriority, DigestChild, ForkFreezer, _can_leave_idle,
+    fork_child, write_snapshot_frames,
 )  # fmt: skip
 from zabby.opcodes import OpCode
 from zabby.storage.datadir import DataDir
@@ -146,12 +145,14 @@ def test_a_snapshot_child_still_running_after_its_idle_time_runs_niced(tmp_path:
     is kept until the snapshot is done."""
     if not _can_leave_idle():
         pytest.skip("this process may not leave SCHED_IDLE (RLIMIT_NICE, CAP_SYS_NICE): the child runs niced from the start")
-    clock = chain([0.0, 0.0], repeat(SNAPSHOT_IDLE_S + 1))  # the deadline, one chunk in time, then past it
-    probe = PriorityProbe(PRIORITY_CHECK_RECORDS + 10)
-    pid = fork_child(lambda: write_snapshot(tmp_path, 7, in_background(probe.records(), clock.__next__)))
+    clock = chain([0.0, 0.0], repeat(SNAPSHOT_IDLE_S + 1))  # the deadline, one group in time, then past it
+    probe = PriorityProbe(2000)
+    pid = fork_child(lambda: write_snapshot(tmp_path, 7, probe.records(), between=BackgroundPriority(clock.__next__)))
     records = _records_written_by(pid, tmp_path)
-    niced = min(os.nice(0) + SNAPSHOT_NICENESS, 19)
-    assert records == [("priority", os.SCHED_IDLE, os.nice(0))] * PRIORITY_CHECK_RECORDS + [("priority", os.SCHED_OTHER, niced)] * 10
+    idle, niced = ("priority", os.SCHED_IDLE, os.nice(0)), ("priority", os.SCHED_OTHER, min(os.nice(0) + SNAPSHOT_NICENESS, 19))
+    at_idle = records.count(idle)
+    assert 0 < at_idle < len(records) == 2000  # two groups at idle priority, then the rest niced
+    assert records == [idle] * at_idle + [niced] * (2000 - at_idle)
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root, and setpriv to drop CAP_SYS_NICE")
@@ -167,11 +168,11 @@ def test_a_child_that_could_not_leave_idle_priority_runs_niced_from_the_start() 
     drop = ["setpriv", "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", sys.executable, "-c"]
     assert subprocess.run([*drop, probe], capture_output=True, text=True, cwd=ROOT, check=True).stdout == "stuck at idle\n"
     child = (
-        "import os; from zabby.server.forks import _can_leave_idle, in_background\n"
-        "print(_can_leave_idle(), next(in_background(iter(['record']))), os.sched_getscheduler(0) == os.SCHED_OTHER, os.nice(0))\n"
+        "import os; from zabby.server.forks import _can_leave_idle, BackgroundPriority\n"
+        "print(_can_leave_idle(), BackgroundPriority()(), os.sched_getscheduler(0) == os.SCHED_OTHER, os.nice(0))\n"
     )  # fmt: skip
     out = subprocess.run([*drop, child], capture_output=True, text=True, cwd=ROOT, check=True).stdout
-    assert out == f"False record True {min(os.nice(0) + SNAPSHOT_NICENESS, 19)}\n"
+    assert out == f"False None True {min(os.nice(0) + SNAPSHOT_NICENESS, 19)}\n"
 
 
 def _tree_with_sessions(txn_count: int) -> DataTree:

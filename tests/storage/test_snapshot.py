@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import msgpack
@@ -43,6 +44,19 @@ def test_large_snapshot_streams_in_chunks(tmp_path: Path) -> None:
     path = write_snapshot(tmp_path, tree.last_zxid, tree.records())
     assert path.stat().st_size > 2**20
     assert load(path).content_hash() == tree.content_hash()
+
+
+def test_the_file_is_its_records_packed_one_after_another_whatever_their_sizes(tmp_path: Path) -> None:
+    """Records are packed in groups sized by what the last group took (a 1 MiB znode makes
+    groups of one): the bytes are the format's all the same, header, records, trailer, CRC."""
+    sizes = [10] * 40 + [3 * 2**20 // 2] + [100] * 700 + [2**20, 2**20] + [0] * 5000 + [300_000] * 9
+    records = [("tree", 0x105, 0, len(sizes)), *((f"/n{i}", b"d" * size) for i, size in enumerate(sizes))]
+    calls: list[int] = []
+    path = write_snapshot(tmp_path, 0x105, iter(records), between=lambda: calls.append(1))
+    body = b"ZBSN" + (1).to_bytes(4, "big") + (0x105).to_bytes(8, "big") + b"".join(msgpack.packb(r, use_bin_type=True) for r in records)
+    body += b"ZBSE" + len(records).to_bytes(8, "big")
+    assert path.read_bytes() == body + zlib.crc32(body).to_bytes(4, "big")
+    assert len(calls) > len(records) // 512  # once before each group, the groups at most 512 records
 
 
 def damaged_copies(intact: bytes) -> dict[str, bytes]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import math
 import os
 import resource
 import signal
@@ -37,7 +38,6 @@ SNAP_CHUNK_RECORDS = 2000
 # SNAPSHOT_IDLE_S, at SNAPSHOT_NICENESS (about a tenth of a core beside busy servers).
 SNAPSHOT_IDLE_S = 20.0
 SNAPSHOT_NICENESS = 10
-PRIORITY_CHECK_RECORDS = 4096
 PR_SET_PDEATHSIG = 1  # prctl(2)
 CAP_SYS_NICE = 23  # capability(7)
 _DIGEST = struct.Struct(">Q")
@@ -74,14 +74,15 @@ def _die_with_parent(parent: int) -> None:
 
 
 def write_snapshot_frames(pipe: BinaryIO, records: Iterable[tuple[Any, ...]]) -> None:
-    """The quorum frames of a snapshot stream: SnapChunk messages of SNAP_CHUNK_RECORDS records."""
-    chunk: list[Any] = []
-    for record in records:
-        chunk.append(record)
-        if len(chunk) >= SNAP_CHUNK_RECORDS:
-            pipe.write(encode_frame(encode(SnapChunk(records=tuple(chunk), last=False))))
-            chunk = []
-    pipe.write(encode_frame(encode(SnapChunk(records=tuple(chunk), last=True))))
+    """The quorum frames of a snapshot stream: SnapChunk messages of SNAP_CHUNK_RECORDS records,
+    the last one shorter (empty when the records fill the others exactly)."""
+    records = iter(records)
+    while True:
+        chunk = tuple(islice(records, SNAP_CHUNK_RECORDS))
+        last = len(chunk) < SNAP_CHUNK_RECORDS
+        pipe.write(encode_frame(encode(SnapChunk(records=chunk, last=last))))
+        if last:
+            return
 
 
 def download_image(tree: DataTree) -> tuple[ForkedStream, int, int]:
@@ -114,9 +115,9 @@ def _forked_pipe(work: Callable[[int], None], what: str) -> ForkedStream:
     return ForkedStream(pid, read_fd, what)
 
 
-def in_background(records: Iterable[tuple[Any, ...]], clock: Callable[[], float] = time.monotonic) -> Iterator[tuple[Any, ...]]:
-    """``records``, produced at idle priority (SCHED_IDLE) for SNAPSHOT_IDLE_S, then at
-    SNAPSHOT_NICENESS: call it in a snapshot file's child.
+class BackgroundPriority:
+    """Call it in a snapshot file's child before each group of records it writes: the child
+    runs at idle priority (SCHED_IDLE) for SNAPSHOT_IDLE_S, then at SNAPSHOT_NICENESS.
 
     The requests come first.  The child's CPU (about 1 s per million znodes, plus the faults
     of its copy-on-write image) would otherwise be taken from them.  Nice alone is not
@@ -129,19 +130,21 @@ def in_background(records: Iterable[tuple[Any, ...]], clock: Callable[[], float]
     from idle priority (Linux lets only a process whose RLIMIT_NICE allows the nice value
     leave SCHED_IDLE, or one with CAP_SYS_NICE), it runs niced from the start.
     """
-    if not (_can_leave_idle() and _set_idle_priority()):
-        os.nice(SNAPSHOT_NICENESS)
-        yield from records
-        return
-    deadline = clock() + SNAPSHOT_IDLE_S
-    records = iter(records)
-    while clock() < deadline:
-        chunk = tuple(islice(records, PRIORITY_CHECK_RECORDS))
-        yield from chunk
-        if len(chunk) < PRIORITY_CHECK_RECORDS:
-            return
-    _set_niced_priority()
-    yield from records
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._idle_until: float | None = None  # None: not started; inf: niced for good
+
+    def __call__(self) -> None:
+        if self._idle_until is None:
+            if _can_leave_idle() and _set_idle_priority():
+                self._idle_until = self._clock() + SNAPSHOT_IDLE_S
+            else:
+                os.nice(SNAPSHOT_NICENESS)
+                self._idle_until = math.inf
+        elif self._idle_until != math.inf and self._clock() >= self._idle_until:
+            _set_niced_priority()
+            self._idle_until = math.inf
 
 
 def _can_leave_idle() -> bool:
@@ -289,7 +292,7 @@ class ForkFreezer:
         snap_dir, zxid, records = self.snap_dir, tree.last_zxid, tree.records
 
         def write_in_background() -> None:
-            write_snapshot(snap_dir, zxid, in_background(records()))
+            write_snapshot(snap_dir, zxid, records(), between=BackgroundPriority())
 
         return DiskImage(fork_child(write_in_background), zxid)
 
