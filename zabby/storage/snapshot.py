@@ -14,7 +14,7 @@ chunks, computing the CRC as it goes, into ``snapshot.<zxid>.tmp``; it then fsyn
 and fsyncs the directory, so a snapshot file that has its final name is complete.  It takes
 the records in groups and packs each group in one call (``map`` and ``join``): a snapshot of
 a million znodes is written by a forked child beside busy servers, and a Python loop per
-record cost a third more of its CPU.
+record cost a quarter more of its CPU.
 ``write_snapshot`` writes a whole tree through one.
 ``read_snapshot`` reads the file once to check header, trailer and CRC, and only then returns
 an iterator that unpacks the records (checking their count at the end).
