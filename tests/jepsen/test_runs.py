@@ -8,12 +8,13 @@ message carries its failures, the folder with the evidence and the command that 
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
 
 from zabby.jepsen.nemesis import GROUPS
-from zabby.jepsen.runner import RunSpec, run_once
+from zabby.jepsen.runner import RunSpec, _collections_kept_short, run_once
 from zabby.jepsen.workloads import WorkloadSpec
 
 pytest.importorskip("kazoo")
@@ -45,3 +46,15 @@ def test_long_run(tmp_path: Path, servers: int, nemesis: str) -> None:
     spec = RunSpec(seed=7000 + servers, out_dir=tmp_path, system="zabby", servers=servers, duration_s=120.0, nemesis=nemesis,
                    clients=("zabby", "kazoo"), workers=6, tick_ms=2000, fault_s=10.0, quiet_s=5.0)  # fmt: skip
     _assert_passed(run_once(spec))
+
+
+def test_what_the_caller_holds_is_frozen_for_a_run_and_the_pauses_noted() -> None:
+    """The harness's threads relay the servers' links: a full collection over a large caller
+    must not stall them (see ``_collections_kept_short``)."""
+    held = [[i] for i in range(1000)]
+    result: dict = {}  # type: ignore[type-arg]
+    with _collections_kept_short(result):
+        assert gc.get_freeze_count() >= len(held)
+        gc.collect()
+    assert gc.get_freeze_count() == 0
+    assert result["harness_gc"]["collections"] >= 1 and result["harness_gc"]["pause_max_s"] >= 0
