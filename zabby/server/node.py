@@ -44,9 +44,11 @@ from zabby.engine import (
 from zabby.server.disk import DiskWorker, fail_stop
 from zabby.server.forks import DigestChild, DiskImage, ForkFreezer
 from zabby.server.guard import contained
+from zabby.server.kernel_sync import KernelSync, SubmitRefused
 from zabby.server.session import ClientSession
 from zabby.server.stats import ServerStats
 from zabby.server.transport import Transport
+from zabby.storage import faults
 from zabby.storage.datadir import DataDir, RecoveryError
 from zabby.storage.epochs import read_epoch, write_epoch
 from zabby.storage.files import DiskFailure
@@ -132,6 +134,7 @@ class ZabbyServer:
         self._unthrottled = trio.Event()
         self._unthrottled.set()
         self._fsync_recent_s = 0.0  # a moving average of fsync times
+        self._kernel_sync = KernelSync.open()
         self._to_flush: list[Any] = []  # connections with replies queued by the peer task
         self._awaited: Effect | None = None  # an effect handed to the peer task (it must be awaited)
         self._result: Any = None  # what the last effect gave, for the engine's next step
@@ -424,16 +427,32 @@ class ZabbyServer:
             await self.disk.run(write_epoch, self.datadir.accepted_epoch_path, effect.accepted_epoch)
         if effect.truncate_to is not None:
             await self.disk.run(self.log.truncate_after, effect.truncate_to)
-        if effect.sync and not self._fsync_inline():  # the disk thread: the loop reads on meanwhile
+        if effect.sync and not self._fsync_inline():  # elsewhere: the loop reads on meanwhile
             self._append(effect)
             started = time.perf_counter()
-            await self.disk.run(self.log.sync)
+            await self._sync_log()
             self._fsynced(time.perf_counter() - started)
         else:
             self._append_and_sync(effect)
         if effect.current_epoch is not None:  # last: only once the log holds what came with it
             await self.disk.run(write_epoch, self.datadir.current_epoch_path, effect.current_epoch)
         return self.log.space_low
+
+    async def _sync_log(self) -> None:
+        """The log's sync off the loop: its segment's fdatasync by the kernel (``KernelSync``)
+        when that is all it needs and no disk fault is injected, else the disk thread's."""
+        fd = self.log.segment_to_sync() if self._kernel_sync is not None and faults.FAULTS is None else None
+        if fd is not None and self._kernel_sync is not None:
+            try:
+                await self._kernel_sync.fdatasync(fd, "the txn log's segment")
+            except SubmitRefused as exc:
+                LOGGER.info("the kernel refused an fsync of the txn log (%s): the disk thread does them", exc)
+                self._kernel_sync.close()
+                self._kernel_sync = None
+            else:
+                self.log.segment_synced()
+                return
+        await self.disk.run(self.log.sync)
 
     def _append(self, effect: Persist) -> None:
         if effect.append:
@@ -528,6 +547,9 @@ class ZabbyServer:
         """At shutdown: nothing half written left behind, the log closed."""
         self._discard_staged()
         self.log.close()
+        if self._kernel_sync is not None:
+            self._kernel_sync.close()
+            self._kernel_sync = None
 
     async def _reload(self, effect: Reload) -> Recovered:
         """Recover from disk as a restart would; a data dir that cannot be read back stops

@@ -415,12 +415,16 @@ class TxnLog:
     def _reserve(self, needed_bytes: int = 0) -> None:
         """Top the reservation up to ``reserve_bytes`` past what is written (plus ``needed``)
         once less than half of it is left; a failure for want of space sets ``space_low``."""
-        if not self.reserve_bytes or self._fd is None:
-            return
-        if self._reserved_end - self._segment_bytes - needed_bytes >= self.reserve_bytes // 2:
+        if not self._reserve_due(needed_bytes):
             return
         if self._allocate(self._fd, self._segment_bytes, needed_bytes + self.reserve_bytes):
             self._reserved_end = self._segment_bytes + needed_bytes + self.reserve_bytes
+
+    def _reserve_due(self, needed_bytes: int = 0) -> bool:
+        """Less than half of the reservation is left past what is written (plus ``needed``)."""
+        if not self.reserve_bytes or self._fd is None:
+            return False
+        return self._reserved_end - self._segment_bytes - needed_bytes < self.reserve_bytes // 2
 
     def _reserve_new(self, fd: int, first_write_bytes: int) -> bool:
         return not self.reserve_bytes or self._allocate(fd, 0, first_write_bytes + self.reserve_bytes)
@@ -487,6 +491,19 @@ class TxnLog:
             fsync_dir(self.log_dir)
             self._dir_unsynced = False
         self._reserve()
+
+    def segment_to_sync(self) -> int | None:
+        """The open segment's fd when all that ``sync`` has to do is its fdatasync, for a caller
+        that has it done elsewhere (the kernel's AIO) and then calls ``segment_synced``; None
+        when there is nothing to sync or more to do (a directory entry, a reservation to top
+        up): then ``sync``."""
+        if self._fd is None or not self._file_unsynced or self._dir_unsynced or self._reserve_due():
+            return None
+        return self._fd
+
+    def segment_synced(self) -> None:
+        """The fd ``segment_to_sync`` gave was fdatasync-ed after the last append."""
+        self._file_unsynced = False
 
     def roll(self) -> None:
         """Make the next ``append`` start a new segment (called when a snapshot is taken)."""
