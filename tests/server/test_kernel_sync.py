@@ -160,10 +160,17 @@ def test_a_refusing_kernel_leaves_the_syncs_to_the_disk_thread(tmp_path: Path, m
     assert server.log.segment_to_sync() is None  # every append synced
 
 
-def test_injected_disk_faults_keep_the_syncs_on_the_disk_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fault harness acts in the storage primitives the disk thread calls."""
+def test_syncs_stay_on_the_disk_thread_while_a_disk_fault_is_injected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fault harness acts in the storage primitives the disk thread calls; with its file
+    set but asking for nothing (a Jepsen run between faults), the kernel syncs."""
     server = make_server(tmp_path)
     calls = _recording(server, monkeypatch)
-    monkeypatch.setattr(faults, "FAULTS", faults.DiskFaults(tmp_path / "no-faults.json"))
+    spec = tmp_path / "faults.json"
+    spec.write_text('{"fsync_delay_ms": 1}')
+    monkeypatch.setattr(faults, "FAULTS", faults.DiskFaults(spec))
     _persist_pipelined(server, range(1, 4))
     assert calls == ["disk thread"] * 3
+    spec.unlink()
+    monkeypatch.setattr(faults, "FAULTS", faults.DiskFaults(spec))  # read afresh, not after REREAD_S
+    _persist_pipelined(server, range(4, 6))
+    assert calls == ["disk thread"] * 3 + ["kernel"] * 2

@@ -440,8 +440,8 @@ class ZabbyServer:
 
     async def _sync_log(self) -> None:
         """The log's sync off the loop: its segment's fdatasync by the kernel (``KernelSync``)
-        when that is all it needs and no disk fault is injected, else the disk thread's."""
-        fd = self.log.segment_to_sync() if self._kernel_sync is not None and faults.FAULTS is None else None
+        when that is all it needs and no disk fault is being injected, else the disk thread's."""
+        fd = self.log.segment_to_sync() if self._kernel_sync is not None and not faults.active() else None
         if fd is not None and self._kernel_sync is not None:
             try:
                 await self._kernel_sync.fdatasync(fd, "the txn log's segment")

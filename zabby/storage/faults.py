@@ -46,6 +46,10 @@ class DiskFaults:
                     self._spec = {}
             return self._spec
 
+    def active(self) -> bool:
+        """Whether the file asks for any fault now."""
+        return bool(self._current())
+
     def inject(self, operation: str) -> None:
         """Sleep and/or raise ``OSError`` as the file says for ``operation``."""
         spec = self._current()
@@ -71,3 +75,9 @@ FAULTS = _from_environment()
 def inject(operation: str) -> None:
     if FAULTS is not None:
         FAULTS.inject(operation)
+
+
+def active() -> bool:
+    """Whether any fault is being injected now (a caller that bypasses the primitives, such as
+    the kernel's fdatasync, leaves the work to them meanwhile)."""
+    return FAULTS is not None and FAULTS.active()
