@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from zabby.jepsen.nemesis import GROUPS
-from zabby.jepsen.runner import RunSpec, _collections_kept_short, run_once
+from zabby.jepsen.runner import RUN_GC_THRESHOLDS, RunSpec, _collections_kept_short, run_once
 from zabby.jepsen.workloads import WorkloadSpec
 
 pytest.importorskip("kazoo")
@@ -53,8 +53,11 @@ def test_what_the_caller_holds_is_frozen_for_a_run_and_the_pauses_noted() -> Non
     must not stall them (see ``_collections_kept_short``)."""
     held = [[i] for i in range(1000)]
     result: dict = {}  # type: ignore[type-arg]
+    thresholds = gc.get_threshold()
     with _collections_kept_short(result):
         assert gc.get_freeze_count() >= len(held)
+        assert gc.get_threshold() == RUN_GC_THRESHOLDS
         gc.collect()
     assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == thresholds
     assert result["harness_gc"]["collections"] >= 1 and result["harness_gc"]["pause_max_s"] >= 0
