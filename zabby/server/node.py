@@ -441,13 +441,13 @@ class ZabbyServer:
     async def _sync_log(self) -> None:
         """The log's sync off the loop: its segment's fdatasync by the kernel (``KernelSync``)
         when that is all it needs and no disk fault is being injected, else the disk thread's."""
-        fd = self.log.segment_to_sync() if self._kernel_sync is not None and not faults.active() else None
-        if fd is not None and self._kernel_sync is not None:
+        kernel = self._kernel_sync
+        if kernel is not None and not faults.active() and (fd := self.log.segment_to_sync()) is not None:
             try:
-                await self._kernel_sync.fdatasync(fd, "the txn log's segment")
+                await kernel.fdatasync(fd, "the txn log's segment")
             except SubmitRefused as exc:
                 LOGGER.info("the kernel refused an fsync of the txn log (%s): the disk thread does them", exc)
-                self._kernel_sync.close()
+                kernel.close()
                 self._kernel_sync = None
             else:
                 self.log.segment_synced()
