@@ -118,3 +118,26 @@ def test_the_cyclic_collector_is_off_while_a_snap_arrives_and_back_on_after(tmp_
     finally:
         gc.enable()
         server.close()
+
+
+def test_the_loop_fsyncs_inline_only_for_a_single_write_waiting_alone(tmp_path: Path) -> None:
+    """An fsync on the loop blocks it: worth it for one write with nothing else to do, not
+    for a batch of the ensemble's writes, however few of them this server's clients sent
+    (a leader logs the writes its followers forwarded: ~1 ms blocked per batch under load)."""
+    server = make_server(tmp_path)
+    txns = [Txn(make_zxid(1, n), 0x77, n, 0, 1, (f"/n{n}", b"", OPEN_ACL_UNSAFE, 0, 1)) for n in (1, 2, 3)]
+
+    def persist(count: int) -> Persist:
+        return Persist(accepted_epoch=None, current_epoch=None, truncate_to=None, append=txns[:count], sync=True)
+
+    try:
+        assert server.engine.outstanding == 0
+        assert server._persists_now(persist(1)) and server._persists_now(persist(0))
+        assert not server._persists_now(persist(3))  # forwarded writes: none of them this server's
+        server.engine.outstanding = 2
+        assert not server._persists_now(persist(1))
+        server.engine.outstanding = 1
+        server._fsync_recent_s = 0.05  # a slow disk: never on the loop
+        assert not server._persists_now(persist(1))
+    finally:
+        server.close()

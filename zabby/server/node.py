@@ -420,14 +420,14 @@ class ZabbyServer:
     def _persists_now(self, effect: Persist) -> bool:
         """A Persist that needs neither the epoch files, a truncation nor the disk thread."""
         return (effect.accepted_epoch is None and effect.current_epoch is None and effect.truncate_to is None
-                and (not effect.sync or self._fsync_inline()))  # fmt: skip
+                and (not effect.sync or self._fsync_inline(effect)))  # fmt: skip
 
     async def _persist(self, effect: Persist) -> bool:
         if effect.accepted_epoch is not None:
             await self.disk.run(write_epoch, self.datadir.accepted_epoch_path, effect.accepted_epoch)
         if effect.truncate_to is not None:
             await self.disk.run(self.log.truncate_after, effect.truncate_to)
-        if effect.sync and not self._fsync_inline():  # elsewhere: the loop reads on meanwhile
+        if effect.sync and not self._fsync_inline(effect):  # elsewhere: the loop reads on meanwhile
             self._append(effect)
             started = time.perf_counter()
             await self._sync_log()
@@ -473,12 +473,14 @@ class ZabbyServer:
         if elapsed > FSYNC_WARNING_S:
             LOGGER.warning("fsync-ing the write ahead log took %.0f ms", elapsed * 1000)
 
-    def _fsync_inline(self) -> bool:
+    def _fsync_inline(self, effect: Persist) -> bool:
         """Fsync right here, blocking the event loop, when a single write waits for it and
         fsyncs are fast: the hop to the disk thread and back (a queue, a futex, trio's
-        wake-up socket) costs about what the fsync does.  Under pipelined load the disk
-        thread keeps the loop reading the next requests meanwhile (group commit)."""
-        return self.engine.outstanding <= 1 and self._fsync_recent_s < FSYNC_INLINE_S_MAX
+        wake-up socket) costs about what the fsync does.  Under pipelined load the fsync
+        runs elsewhere and the loop reads the next requests meanwhile (group commit).  The
+        txns it logs count, not only this server's own clients' writes: a leader or a
+        follower logs the writes of the whole ensemble's clients."""
+        return len(effect.append) <= 1 and self.engine.outstanding <= 1 and self._fsync_recent_s < FSYNC_INLINE_S_MAX
 
     async def _reconfigure(self, effect: Reconfigure) -> None:
         """Reach the members of the new membership; record a committed one in the files."""
