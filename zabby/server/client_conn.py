@@ -38,6 +38,7 @@ from zabby.errors import Err, OversizeError, RemoteProtocolError
 from zabby.server import fourletter
 from zabby.server.guard import NETWORK_ERRORS
 from zabby.server.session import ClientSession, SessionHost
+from zabby.server.sockets import receiver
 from zabby.server.statistics import Monitored, reset, snapshot
 from zabby.wire.codec import ClientCodec, ClientProtocol, MsgpackCodec, detect
 from zabby.wire.framing import FrameDecoder
@@ -226,10 +227,11 @@ class Connection:
 
     async def _read_requests(self, codec: ClientCodec, decoder: FrameDecoder) -> None:
         server = self.server
+        receive = receiver(self.stream, RECEIVE_BYTES_MAX)
         while not self._closing:
             if server.outstanding >= server.config.outstanding_requests_max:
                 await server.wait_unthrottled()
-            data = await self.stream.receive_some(RECEIVE_BYTES_MAX)
+            data = await receive()
             if not data:
                 return
             self._handle_frames(codec, decoder.receive_data(data))

@@ -40,6 +40,7 @@ from zabby.core.messages import Message, Notification, decode, encode
 from zabby.errors import RemoteProtocolError
 from zabby.server.guard import contained
 from zabby.server.ratelog import RateLimitedLog
+from zabby.server.sockets import receiver
 from zabby.wire.framing import FrameDecoder, encode_frame
 
 LOGGER = logging.getLogger("zabby.server.transport")
@@ -421,8 +422,9 @@ class Transport:
         return sid
 
     async def _receive_loop(self, sid: int, stream: trio.abc.Stream, decoder: FrameDecoder) -> None:
+        receive = receiver(stream, 1 << 20)
         while True:
-            data = await stream.receive_some(1 << 20)
+            data = await receive()
             if not data:
                 return
             self._deliver_frames(sid, decoder.receive_data(data))
