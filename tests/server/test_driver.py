@@ -37,6 +37,16 @@ def make_server(tmp_path: Path) -> ZabbyServer:
     return ZabbyServer(config, datadir, tree, log)
 
 
+def create_txn(counter: int) -> Txn:
+    """A create of ``/n<counter>`` at zxid (1, counter)."""
+    return Txn(make_zxid(1, counter), 0x77, counter, 0, 1, (f"/n{counter}", b"", OPEN_ACL_UNSAFE, 0, 1))
+
+
+def logging_persist(txns: list[Txn]) -> Persist:
+    """A Persist that appends ``txns`` and syncs them, nothing else."""
+    return Persist(accepted_epoch=None, current_epoch=None, truncate_to=None, append=txns, sync=True)
+
+
 def test_persist_writes_the_current_epoch_after_the_log_is_synced(tmp_path: Path) -> None:
     server = make_server(tmp_path)
     calls: list[str] = []
@@ -125,10 +135,10 @@ def test_the_loop_fsyncs_inline_only_for_a_single_write_waiting_alone(tmp_path: 
     for a batch of the ensemble's writes, however few of them this server's clients sent
     (a leader logs the writes its followers forwarded: ~1 ms blocked per batch under load)."""
     server = make_server(tmp_path)
-    txns = [Txn(make_zxid(1, n), 0x77, n, 0, 1, (f"/n{n}", b"", OPEN_ACL_UNSAFE, 0, 1)) for n in (1, 2, 3)]
+    txns = [create_txn(n) for n in (1, 2, 3)]
 
     def persist(count: int) -> Persist:
-        return Persist(accepted_epoch=None, current_epoch=None, truncate_to=None, append=txns[:count], sync=True)
+        return logging_persist(txns[:count])
 
     try:
         assert server.engine.outstanding == 0

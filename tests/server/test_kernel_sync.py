@@ -13,15 +13,13 @@ from typing import Any
 import pytest
 import trio
 
-from tests.server.test_driver import make_server
-from zabby.engine import Persist
+from tests.server.test_driver import create_txn, logging_persist, make_server
 from zabby.server.kernel_sync import KernelSync, SubmitRefused
 from zabby.server.node import ZabbyServer
 from zabby.storage import faults
 from zabby.storage.files import DiskFailure
 from zabby.storage.txnlog import TxnLog
-from zabby.tree.acl import OPEN_ACL_UNSAFE
-from zabby.tree.txns import Txn, make_zxid
+from zabby.tree.txns import make_zxid
 
 
 @pytest.fixture
@@ -98,10 +96,6 @@ def test_the_log_hands_out_its_segment_only_when_an_fdatasync_is_all_its_sync_ne
 
 
 # ----------------------------------------------------------------- the server's choice
-def _txn(counter: int) -> Txn:
-    return Txn(make_zxid(1, counter), 0x77, counter, 0, 1, (f"/n{counter}", b"", OPEN_ACL_UNSAFE, 0, 1))
-
-
 def _recording(server: ZabbyServer, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """How each of the server's log syncs was done: "kernel" or "disk thread"."""
     calls: list[str] = []
@@ -127,8 +121,7 @@ def _persist_pipelined(server: ZabbyServer, counters: range) -> None:
 
     async def persist_each() -> None:
         for counter in counters:
-            await server._persist(Persist(accepted_epoch=None, current_epoch=None, truncate_to=None,
-                                          append=[_txn(counter)], sync=True))  # fmt: skip
+            await server._persist(logging_persist([create_txn(counter)]))
 
     trio.run(persist_each)
 
