@@ -91,6 +91,17 @@ def test_reconfig_seeds_change_the_membership() -> None:
     assert sum(r.stats["crashes"] + r.stats["breaks"] for r in results) > 0
 
 
+def test_snapshots_written_in_the_background_skip_the_ones_due_meanwhile_and_die_with_their_server() -> None:
+    """As the server's forked child: a snapshot takes ticks to write, the engine skips the ones
+    that fall due meanwhile (ZooKeeper's rule), and a crash leaves it unfinished."""
+    unfinished: list[str] = []
+    results = [run(seed, trace=lambda line: unfinished.append(line) if "dies unfinished" in line else None,
+                   snapshot_ticks_max=30, snapshot_every_txns=3, crash_probability=0.01) for seed in range(1, 21)]  # fmt: skip
+    assert all(r.ok for r in results), _report([r for r in results if not r.ok])
+    assert sum(r.stats["snapshots_skipped"] for r in results) > 0
+    assert sum(r.stats["snapshots"] for r in results) > 0 and unfinished
+
+
 def test_replay_is_exact() -> None:
     """Same seed, same run: the trace and every counter match."""
     first: list[str] = []

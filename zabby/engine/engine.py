@@ -514,11 +514,20 @@ class Engine(ClientCalls):
 
     # ----------------------------------------------------------------- snapshots to disk
     def _maybe_snapshot(self) -> Work:
-        if self._snapshot_running or not self._tree_committed or self._txns_since_snapshot < self._snapshot_due:
+        if not self._tree_committed or self._txns_since_snapshot < self._snapshot_due:
             return
-        self._snapshot_running = True
         self._txns_since_snapshot = 0
         self._snapshot_due = self._snapshot_threshold()
+        if self._snapshot_running:
+            # ZooKeeper's rule ("Too busy to snap, skipping"): a snapshot due while the last
+            # one is still being written is skipped, not queued behind it.  Queued, a server
+            # whose snapshots take longer than its writes take to fill snapCount would write
+            # them back to back, a child's CPU for as long as the load lasts.
+            self.stats.snapshots_skipped += 1
+            LOGGER.warning("too busy to snapshot at 0x%x: the previous snapshot is still being written; "
+                           "the next one is due in %d txns", self.tree.last_zxid, self._snapshot_due)  # fmt: skip
+            return
+        self._snapshot_running = True
         yield WriteSnapshot(self.freezer.image_for_disk(self.tree), self.tree.last_zxid)
 
     def _snapshot_written(self, zxid: int, ok: bool, elapsed_ms: float) -> Work:

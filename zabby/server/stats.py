@@ -107,6 +107,7 @@ class ServerStats:
     snap_count: int = 0  # SNAP syncs sent to learners (ZooKeeper's zk_snap_count)
     diff_count: int = 0  # DIFF (and TRUNC) syncs sent to learners
     snapshots_taken: int = 0
+    snapshots_skipped: int = 0  # due while the last one was still being written (ZooKeeper skips them too)
     connection_rejected: int = 0
     connection_drop_count: int = 0
     auth_failed_count: int = 0
@@ -160,6 +161,7 @@ class Counters:
     snap_count: int
     diff_count: int
     snapshots_taken: int
+    snapshots_skipped: int
     connection_rejected: int
     connection_drop_count: int
     auth_failed_count: int

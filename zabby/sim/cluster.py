@@ -5,8 +5,9 @@ exactly as ``zabby.server.node`` does, with a simulated disk, network and clock 
 files, sockets and time: ``Persist`` writes the sim disk (an fsync marks the log durable),
 ``Send`` queues messages on the packet simulator (a SNAP's tree image goes out as SnapChunk
 messages through the same faulty network), ``Reload`` rebuilds the tree from the disk as a
-restart would, ``WriteSnapshot`` saves the frozen image.  A fork is a frozen copy of the
-records at the zxid it was taken (``CopyFreezer``).
+restart would, ``WriteSnapshot`` saves the frozen image (at once, or as a child writing in
+the background does: some ticks later, and never if the server crashes first).  A fork is a
+frozen copy of the records at the zxid it was taken (``CopyFreezer``).
 
 A crash may land between any two effects, or inside ``Persist`` between the append and the
 fsync; the disk then loses what was appended but not synced.  A restart builds a new engine
@@ -102,6 +103,7 @@ class Node:
     repairs_seen: int = 0
     snap_sent: tuple[int, int] | None = None  # last SNAP sent (to, zxid), for the trace
     staged: dict[int, tuple[int, list[Any]]] = field(default_factory=dict)  # SNAP streams written, by leader: (zxid, records)
+    writing: tuple[int, WriteSnapshot] | None = None  # a snapshot being written in the background: (done at tick, it)
 
     @property
     def peer(self) -> Peer:
@@ -171,7 +173,8 @@ class Cluster:
         self.on_clients_closed: Callable[[Node], None] = lambda node: None
         self.on_node_down: Callable[[Node], None] = lambda node: None
         self.stats: dict[str, int] = {"crashes": 0, "crashes_in_ready": 0, "lost_unsynced": 0, "snaps": 0,
-                                      "truncs": 0, "reloads": 0, "elections": 0, "restarts": 0, "snapshots": 0}  # fmt: skip
+                                      "truncs": 0, "reloads": 0, "elections": 0, "restarts": 0, "snapshots": 0,
+                                      "snapshots_skipped": 0}  # fmt: skip
         for node in self.nodes.values():
             self.restart(node)
 
@@ -193,6 +196,7 @@ class Cluster:
         node.crash_armed = False
         node.repairs_seen = 0
         node.staged.clear()  # .tmp files: never read back, removed at start-up
+        node.writing = None
         self.stats["restarts"] += 1
         durable = recovered.durable
         self.log(f"server {node.sid} starts: epochs {durable.accepted_epoch}/{durable.current_epoch}, "
@@ -221,6 +225,10 @@ class Cluster:
         self.log(f"server {node.sid} CRASHES{' inside a Ready' if in_ready else ''}; lost {lost} unsynced txns")
         node.alive = False
         node.soft = None
+        if node.writing is not None:  # the server's child dies with it (PR_SET_PDEATHSIG); its .tmp file is never read
+            self.log(f"server {node.sid}'s snapshot at 0x{node.writing[1].zxid:x} dies unfinished")
+            node.writing = None
+        self.stats["snapshots_skipped"] += node.engine.stats.snapshots_skipped
         node.restart_at = self.now + self.rng.randint(1, max(1, self.options.restart_ticks_max))
         for other in sorted(self.nodes):
             if other != node.sid:
@@ -230,6 +238,8 @@ class Cluster:
     # ----------------------------------------------------------------- inputs
     def tick(self, node: Node) -> None:
         if node.alive:
+            if node.writing is not None and node.writing[0] <= self.now:
+                self._snapshot_done(node, node.writing[1])
             node.engine.tick()
             self.drain(node)
 
@@ -383,6 +393,17 @@ class Cluster:
         return None if effect.zxid & 1 else records_digest(records)
 
     def _write_snapshot(self, node: Node, effect: WriteSnapshot) -> None:
+        """At once, or in the background as the server's child writes it: done some ticks
+        later, unless the server crashes first (the engine skips the snapshots due meanwhile)."""
+        if node.writing is not None:
+            raise Violation(f"server {node.sid} asked for a snapshot at 0x{effect.zxid:x} while writing one at 0x{node.writing[1].zxid:x}")
+        if self.options.snapshot_ticks_max:
+            node.writing = (self.now + self.rng.randint(1, self.options.snapshot_ticks_max), effect)
+        else:
+            self._snapshot_done(node, effect)
+
+    def _snapshot_done(self, node: Node, effect: WriteSnapshot) -> None:
+        node.writing = None
         if effect.zxid > node.disk.snapshot.zxid:
             chain = self.checker.chain_hash(effect.zxid) if effect.zxid else 0
             node.disk.save_snapshot(Snapshot(effect.zxid, effect.image, chain), self.options.log_keep_count, clear_log=False)

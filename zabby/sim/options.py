@@ -50,6 +50,7 @@ class SimOptions:
     batch_probability: float = 0.5  # per delivery round: queue every due message, then work
     # disk
     snapshot_every_txns: int = 25
+    snapshot_ticks_max: int = 0  # a snapshot is written in the background for up to this many ticks (0: at once)
     log_keep_count: int = 30  # log entries kept at or below the snapshot (a restart's DIFF window)
     # workload
     client_count: int = 3
@@ -87,7 +88,7 @@ def swarm(rng: random.Random, seed: int, reconfig_share: float = 0.0) -> SimOpti
     # latencies of milliseconds): a ping round trip fits in syncLimit, a whole sync in initLimit.
     ping_interval = rng.randint(2, 8)
     sync_limit = ping_interval + 3 * delay_max + rng.randint(4, 30)
-    return SimOptions(
+    options = SimOptions(
         seed=seed,
         voter_count=voter_count,
         observer_count=observer_count,
@@ -119,8 +120,10 @@ def swarm(rng: random.Random, seed: int, reconfig_share: float = 0.0) -> SimOpti
         client_count=rng.randint(1, 5),
         request_probability=rng.uniform(0.05, 0.6),
         sync_probability=rng.uniform(0.0, 0.2),
-        **_reconfig_options(rng, reconfig_share),  # drawn last: the seeds from before reconfig keep their options
+        **_reconfig_options(rng, reconfig_share),  # drawn after the rest: the seeds from before reconfig keep their options
     )
+    # drawn last, so every seed from before keeps the options it had
+    return replace(options, snapshot_ticks_max=rng.choice((0, 0, 3, 30)))
 
 
 def _reconfig_options(rng: random.Random, share: float) -> dict[str, Any]:

@@ -218,6 +218,7 @@ class Simulation:
     def stats(self) -> dict[str, int]:
         net = self.cluster.network.stats
         out = dict(self.cluster.stats)
+        out["snapshots_skipped"] += sum(n.engine.stats.snapshots_skipped for n in self.cluster.nodes.values() if n.alive)  # the crashed ones' at their crash
         out.update(self.workload.stats)
         out.update(sent=net.sent, delivered=net.delivered, dropped=net.dropped, breaks=net.breaks,
                    duplicated=net.duplicated, reordered=net.reordered, applies=self.checker.applies,

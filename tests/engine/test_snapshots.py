@@ -1,0 +1,48 @@
+"""Snapshots to disk: one every snapCount/2 to snapCount committed txns, and, as in
+ZooKeeper's SyncRequestProcessor, one that falls due while the last is still being written is
+skipped rather than queued behind it (its count starts again)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from tests.engine.helpers import Driver, create, make_engine
+from zabby.core.ready import Ready
+from zabby.engine import WriteSnapshot
+
+
+class Committer:
+    """Commits the next txns, one Ready each, and returns the snapshots asked for meanwhile."""
+
+    def __init__(self, engine) -> None:  # type: ignore[no-untyped-def]
+        self.engine, self.driver, self.counter = engine, Driver(engine), 0
+
+    def __call__(self, count: int) -> list[WriteSnapshot]:
+        snapshots = []
+        for _ in range(count):
+            self.counter += 1
+            ready = Ready(soft_state=self.engine.soft, committed=[create(self.counter)])
+            snapshots += [effect for effect in self.driver.run_work(self.engine._process(ready)) if isinstance(effect, WriteSnapshot)]
+        return snapshots
+
+
+def test_a_snapshot_due_while_the_last_is_being_written_is_skipped_and_its_count_starts_again(caplog: pytest.LogCaptureFixture) -> None:
+    engine = make_engine(servers=1, snap_count=4)  # each snapshot due after 3 or 4 txns
+    commit = Committer(engine)
+    [first] = commit(engine._snapshot_due)
+    assert first.zxid == engine.tree.last_zxid
+
+    with caplog.at_level(logging.WARNING, logger="zabby.server"):
+        assert commit(engine._snapshot_due) == []  # the first one is still being written
+    assert engine.stats.snapshots_skipped == 1
+    assert "too busy to snapshot" in caplog.text
+
+    engine.snapshot_written(first.zxid, True, 5.0)
+    commit.driver.run()
+    # queued, the skipped one would start with the next txn; skipped, its count started again
+    assert commit(engine._snapshot_due - 1) == []
+    [second] = commit(1)
+    assert second.zxid == engine.tree.last_zxid
+    assert engine.stats.snapshots_taken == 1 and engine.stats.snapshots_skipped == 1
