@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import sys
 import hashlib
 
 import pytest
@@ -353,3 +354,15 @@ def test_fix_acl_keeps_any_int_permissions_as_zookeeper_does(perms: int) -> None
     """ZooKeeper's fixupACL never looks at the permissions; bits beyond ALL grant nothing."""
     assert acls.fix_acl([(perms, "world", "anyone")], IP) == ((perms, "world", "anyone"),)
     assert acls.check(((perms, "world", "anyone"),), acls.READ, IP) == bool(perms & acls.READ)
+
+
+def test_interned_acls_are_one_shared_tuple_of_tuples_whatever_shape_they_arrive_in() -> None:
+    from zabby.tree.datatree import interned_acl
+
+    scheme, ident = "".join(["dig", "est"]), "".join(["bob:", "x"])  # strings no one else interned
+    shared = interned_acl(((31, scheme, ident),))
+    assert shared == ((31, "digest", "bob:x"),) and type(shared[0]) is tuple
+    assert shared[0][1] is sys.intern("digest")
+    assert interned_acl([[31, "digest", "bob:x"]]) is shared  # lists (not hashable)
+    assert interned_acl(((31, "digest", "bob:x"),)) is shared  # tuples, looked up as they are
+    assert interned_acl(iter([(31, "digest", "bob:x")])) is shared  # an iterator, read once

@@ -149,6 +149,12 @@ def interned_acl(acl: Iterable[Iterable[Any]]) -> tuple[acls.ACL, ...]:
     """One shared tuple per distinct ACL (nearly every znode has one of a few), instead of a
     fresh tuple of tuples of fresh strings per znode (~230 B each).  Bounded: past
     ``ACLS_INTERNED_MAX`` distinct ACLs, new ones are kept as they are."""
+    try:  # a txn's ACL is a tuple of tuples already (msgpack's, the preparer's): no copy to look it up
+        shared = _interned_acls.get(acl)  # type: ignore[call-overload]
+    except TypeError:  # lists: not hashable
+        shared = None
+    if shared is not None:
+        return shared
     key = tuple(tuple(entry) for entry in acl)
     shared = _interned_acls.get(key)
     if shared is not None:
