@@ -26,6 +26,7 @@ from zabby.core.messages import (
 from zabby.core.peer import DurableState, Peer, PeerConfig, static_membership
 from zabby.core.ready import Ready
 from zabby.core.types import ServerState, ZabPhase
+from zabby.membership import Member, Membership
 from zabby.tree.txns import Txn, make_zxid
 
 VOTERS = frozenset({1, 2, 3})
@@ -449,3 +450,27 @@ def test_no_newleader_goes_out_before_a_quorum_acked_the_epoch() -> None:
     synced = drain(peer)
     assert synced.current_epoch == 2 and [m.zxid for m in sent(synced, NewLeader)] == [z(2, 0), z(2, 0)]
     assert {sid for sid, m in synced.messages if isinstance(m, Diff)} == {1, 2}
+
+
+def test_a_server_that_only_a_votes_hint_makes_a_voter_joins_the_established_leader() -> None:
+    """Sim seed 4578 (with reconfigs): a leader logged a membership whose only voter was an
+    observer of the committed one, and lost its quorum.  The others elected a new leader from
+    the committed voters.  The observer took that proposal from the old leader's vote as a
+    hint, and needed a quorum of it (its own word) to join the new leader: never; the old
+    leader, which had logged it, needed the observer's word: never either.  Joining a leader
+    already established now takes a quorum of the memberships the log holds, and the role
+    they give (the hint goes)."""
+    committed = Membership.of([Member(sid, "", 0, 0, sid in (2, 5)) for sid in (1, 2, 3, 4, 5)], 8)
+    hinted = Membership.of([Member(sid, "", 0, 0, sid != 5) for sid in (1, 3, 4, 5)], 9)
+    observer = Peer(PeerConfig(sid=5, voters=frozenset({1, 3, 4}), observers=frozenset({2, 5})),
+                    DurableState(1, 1, z(1, 8), z(1, 8), (txn(1, 8),), membership=committed))  # fmt: skip
+    drain(observer)
+    observer.step(3, Notification(leader=3, zxid=z(1, 9), peer_epoch=1, election_epoch=observer.logical_clock,
+                                  state="looking", config=committed.text(), proposed=hinted.text()))  # fmt: skip
+    drain(observer)
+    assert observer.hinted == hinted and observer.state == ServerState.LOOKING
+    for sid, state in ((1, "following"), (4, "leading")):
+        observer.step(sid, Notification(leader=4, zxid=z(2, 0), peer_epoch=2, election_epoch=observer.logical_clock,
+                                        state=state, config=committed.text()))  # fmt: skip
+    assert observer.state == ServerState.OBSERVING and observer.learner is not None and observer.learner.leader == 4
+    assert observer.hinted is None

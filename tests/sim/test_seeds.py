@@ -69,12 +69,19 @@ def test_regression_seed(seed: int) -> None:
     assert result.ok, f"{REGRESSIONS[seed]}\n{result.error}\n{result.reproduce()}"
 
 
-def test_regression_seed_with_reconfigs() -> None:
-    """Seed 30817 needs the reconfiguring swarm: a learner took the epoch of a leader that never
-    had its quorum, and was then ahead of the only server the others could elect
-    (test_no_newleader_goes_out_before_a_quorum_acked_the_epoch)."""
-    result = run(30817, reconfig_share=RECONFIG_SHARE)
-    assert result.ok, f"{result.error}\n{result.reproduce()}"
+# Seeds of the reconfiguring swarm (RECONFIG_SHARE) that once failed and led to a fix.
+RECONFIG_REGRESSIONS = {
+    30817: "a learner took the epoch of a leader that never had its quorum, and was then ahead of the only "
+    "server the others could elect (test_no_newleader_goes_out_before_a_quorum_acked_the_epoch)",
+    4578: "an observer that a vote's hint made the only voter of a proposed membership, and the old leader "
+    "that had logged it, never joined the new leader (test_a_server_that_only_a_votes_hint_makes_a_voter_...)",
+}
+
+
+@pytest.mark.parametrize("seed", sorted(RECONFIG_REGRESSIONS), ids=lambda s: f"seed{s}")
+def test_regression_seed_with_reconfigs(seed: int) -> None:
+    result = run(seed, reconfig_share=RECONFIG_SHARE)
+    assert result.ok, f"{RECONFIG_REGRESSIONS[seed]}\n{result.error}\n{result.reproduce()}"
 
 
 @pytest.mark.timeout(900)  # ~75 CPU-seconds: ~40 s on two idle cores, longer on a busy machine

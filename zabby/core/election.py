@@ -10,7 +10,8 @@ to every voter, tagged with its election epoch (the logical clock).  On each not
 * lower election epoch: ignored (the caller answers so the sender catches up);
 * from a server that is FOLLOWING or LEADING: remember it outside the election; a quorum of
   such votes for one leader, confirmed by the leader itself saying LEADING, ends our election
-  at once (joining a working ensemble).
+  at once (joining a working ensemble; the quorum of the memberships our log holds, not of
+  one a vote only hinted at).
 
 When a quorum of LOOKING votes in our election epoch equals our proposal, we wait
 ``finalize_wait_ticks`` for a better one; if none comes, the vote decides the role.  Only
@@ -38,13 +39,16 @@ class Vote:
 
 class Election:
     def __init__(self, sid: int, quorum: Majority, logical_clock: int, own: Vote, finalize_wait_ticks: int,
-                 candidates: frozenset[int] | None = None) -> None:  # fmt: skip
+                 candidates: frozenset[int] | None = None, join_quorum: Majority | None = None) -> None:  # fmt: skip
         """``candidates``: who may be elected (default: every voter).  While a reconfig is
         proposed, only the committed membership's voters: a server only the proposed one
         names is no candidate for a voter that has not logged the proposal, and votes for
-        it would never make a quorum of both."""
+        it would never make a quorum of both.  ``join_quorum``: whose word lets us join a
+        leader already established (default: ``quorum``); the caller leaves out a membership
+        it only heard of in a vote, which it may itself be the only voter of."""
         self.sid = sid
         self.quorum = quorum
+        self.join_quorum = quorum if join_quorum is None else join_quorum
         self.candidates = quorum.voters if candidates is None else candidates
         self.logical_clock = logical_clock
         self.own = own
@@ -53,6 +57,7 @@ class Election:
         self.outside: dict[int, tuple[Vote, int, str]] = {}
         self.finalize_wait_ticks = finalize_wait_ticks
         self.finalize_at: int | None = None
+        self.joined = False  # decided by joining a leader already established
         if sid in quorum.voters:
             self.received[sid] = self.proposal
 
@@ -114,10 +119,11 @@ class Election:
     def _join_established(self, vote: Vote, election_epoch: int) -> Vote | None:
         """A quorum of servers outside the election agree on a leader that says it leads."""
         same = [sid for sid, (v, _, _) in self.outside.items() if (v.leader, v.epoch) == (vote.leader, vote.epoch)]
-        if vote.leader == self.sid or not self.quorum.has_quorum(same):
+        if vote.leader == self.sid or not self.join_quorum.has_quorum(same):
             return None
         confirmed = self.outside.get(vote.leader)
         if confirmed is None or confirmed[2] != ServerState.LEADING.value:
             return None
         self.logical_clock = max(self.logical_clock, election_epoch)
+        self.joined = True
         return vote

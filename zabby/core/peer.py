@@ -511,8 +511,12 @@ class Peer:
         self.leader = self.learner = None
         self.logical_clock += 1
         own = Vote(vote_for or self.sid, self.last_logged, self.current_epoch)
+        # Joining a leader already established takes a quorum of the memberships our log
+        # holds, not of a vote's hint: a server the hint alone makes its only voter would
+        # wait for its own word forever (the soak's seed 4578, with reconfigs).
+        logged = Quorums(m.voters for m in (self.membership, self.proposed) if m is not None) if self.hinted else None
         self.election = Election(self.sid, self.quorum, self.logical_clock, own, self.config.finalize_wait_ticks,
-                                 self._candidates())  # fmt: skip
+                                 self._candidates(), logged)  # fmt: skip
         self._notify_interval = self.config.notify_interval_ticks_min
         self._broadcast_notification()
         if self.quorum.voters == {self.sid}:
@@ -561,6 +565,8 @@ class Peer:
                             election_epoch=self.logical_clock, state=self.state.value)  # fmt: skip
 
     def _decide(self, vote: Vote) -> None:
+        if self.election is not None and self.election.joined:
+            self._drop_hint()  # joined by our log's memberships' word: they say our role too
         self.election = None
         observes = self._observes()  # a vote's hint may make us a voter: then we follow
         self._drop_hint()  # the election is over: our memberships are our log's again
