@@ -474,3 +474,27 @@ def test_a_server_that_only_a_votes_hint_makes_a_voter_joins_the_established_lea
                                         state=state, config=committed.text()))  # fmt: skip
     assert observer.state == ServerState.OBSERVING and observer.learner is not None and observer.learner.leader == 4
     assert observer.hinted is None
+
+
+def test_a_leader_syncs_a_learner_ahead_of_it_that_no_election_could_make_leader() -> None:
+    """Sim seed 501479 (with reconfigs): the one committed voter, leading, proposed a membership
+    that adds server 1, sent 1 its next proposal and crashed before its own fsync.  Back, it was
+    elected again (1 is no candidate: the committed membership does not name it), and stepped
+    down at 1's ACKEPOCH, ahead of it, again and again.  What 1 holds beyond the leader is
+    uncommitted (every commit took the committed voter), so the leader syncs it instead."""
+    committed = Membership.of([Member(3, "", 0, 0, False), Member(2, "", 0, 0, True)], z(1, 2))
+    proposed = Membership.of([Member(1, "", 0, 0, False), Member(3, "", 0, 0, False), Member(2, "", 0, 0, True)], z(1, 3))
+    history = tuple(txn(1, i) for i in range(1, 5))
+    peer = Peer(PeerConfig(sid=3, voters=frozenset({3}), observers=frozenset({2}), finalize_wait_ticks=1),
+                DurableState(1, 1, z(1, 4), z(1, 4), history, membership=committed, proposed=proposed))  # fmt: skip
+    drain(peer)
+    peer.step(1, Notification(leader=3, zxid=z(1, 4), peer_epoch=1, election_epoch=peer.logical_clock, state="looking"))
+    for _ in range(3):
+        peer.tick()
+    assert peer.state == ServerState.LEADING
+    peer.step(1, FollowerInfo(accepted_epoch=1, last_zxid=z(1, 5), config_version=committed.version))
+    drain(peer)
+    peer.step(1, AckEpoch(current_epoch=1, last_zxid=z(1, 5)))
+    rd = drain(peer)
+    assert peer.state == ServerState.LEADING and rd.current_epoch == 2
+    assert [m.zxid for m in sent(rd, Trunc, to=1)] == [z(1, 4)]

@@ -69,19 +69,22 @@ def test_regression_seed(seed: int) -> None:
     assert result.ok, f"{REGRESSIONS[seed]}\n{result.error}\n{result.reproduce()}"
 
 
-# Seeds of the reconfiguring swarm (RECONFIG_SHARE) that once failed and led to a fix.
+# Seeds of the reconfiguring swarm that once failed and led to a fix: seed -> (reconfig share, bug).
 RECONFIG_REGRESSIONS = {
-    30817: "a learner took the epoch of a leader that never had its quorum, and was then ahead of the only "
-    "server the others could elect (test_no_newleader_goes_out_before_a_quorum_acked_the_epoch)",
-    4578: "an observer that a vote's hint made the only voter of a proposed membership, and the old leader "
-    "that had logged it, never joined the new leader (test_a_server_that_only_a_votes_hint_makes_a_voter_...)",
+    30817: (RECONFIG_SHARE, "a learner took the epoch of a leader that never had its quorum, and was then ahead of "
+            "the only server the others could elect (test_no_newleader_goes_out_before_a_quorum_acked_the_epoch)"),
+    4578: (RECONFIG_SHARE, "an observer that a vote's hint made the only voter of a proposed membership, and the old "
+           "leader that had logged it, never joined the new leader (test_a_server_that_only_a_votes_hint_...)"),
+    501479: (1.0, "a leader stepped down, again and again, at the ACKEPOCH of a learner ahead of it that no election "
+             "could make leader (test_a_leader_syncs_a_learner_ahead_of_it_that_no_election_could_make_leader)"),
 }
 
 
 @pytest.mark.parametrize("seed", sorted(RECONFIG_REGRESSIONS), ids=lambda s: f"seed{s}")
 def test_regression_seed_with_reconfigs(seed: int) -> None:
-    result = run(seed, reconfig_share=RECONFIG_SHARE)
-    assert result.ok, f"{RECONFIG_REGRESSIONS[seed]}\n{result.error}\n{result.reproduce()}"
+    share, bug = RECONFIG_REGRESSIONS[seed]
+    result = run(seed, reconfig_share=share)
+    assert result.ok, f"{bug}\n{result.error}\n{result.reproduce()}"
 
 
 @pytest.mark.timeout(900)  # ~75 CPU-seconds: ~40 s on two idle cores, longer on a busy machine

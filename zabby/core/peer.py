@@ -695,9 +695,13 @@ class Peer:
         leader = self.leader
         assert leader is not None
         ahead = (ack.current_epoch, ack.last_zxid) > (leader.previous_epoch, leader.previous_last)
-        if ahead and sender in self.quorum.voters and not leader.established:
+        if ahead and sender in self._candidates() and not leader.established:
             self._become_looking()  # a follower is ahead of us: we are not fit to lead
             return
+        # One that no election could make leader (a voter of a proposed membership only) is
+        # synced instead: what it holds beyond us is uncommitted, since every commit took a
+        # quorum of the committed voters, and we lead with the newest log of a quorum of
+        # them.  Stepping down would only elect us again (the soak's seed 501479).
         if info.acked_epoch:
             self._drop_learner(sender, "second ACKEPOCH")  # a broken stream (sim seed 114)
             return
