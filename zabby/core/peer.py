@@ -202,12 +202,13 @@ class Peer:
         """The servers to vote with: every member of the committed, proposed and hinted memberships."""
         return frozenset().union(*(m.sids for m in self._views())) - {self.sid}
 
-    def _views(self) -> list[Membership]:
-        """The committed membership first, then the proposed and the hinted one where there are."""
-        return [m for m in (self.membership, self.proposed, self.hinted) if m is not None]
+    def _views(self, *, hinted: bool = True) -> list[Membership]:
+        """The committed membership first, then the proposed and (unless ``hinted`` is
+        False: our log's alone) the hinted one where there are."""
+        return [m for m in (self.membership, self.proposed, self.hinted if hinted else None) if m is not None]
 
-    def _quorums(self) -> Quorums:
-        return Quorums(m.voters for m in self._views())
+    def _quorums(self, *, hinted: bool = True) -> Quorums:
+        return Quorums(m.voters for m in self._views(hinted=hinted))
 
     def _propose_membership(self, txns: list[Txn]) -> None:
         """A logged RECONFIG txn: its membership is proposed from now on."""
@@ -514,7 +515,7 @@ class Peer:
         # Joining a leader already established takes a quorum of the memberships our log
         # holds, not of a vote's hint: a server the hint alone makes its only voter would
         # wait for its own word forever (the soak's seed 4578, with reconfigs).
-        logged = Quorums(m.voters for m in (self.membership, self.proposed) if m is not None) if self.hinted else None
+        logged = self._quorums(hinted=False) if self.hinted else None
         self.election = Election(self.sid, self.quorum, self.logical_clock, own, self.config.finalize_wait_ticks,
                                  self._candidates(), logged)  # fmt: skip
         self._notify_interval = self.config.notify_interval_ticks_min
