@@ -6,6 +6,7 @@
     python scripts/bench.py --scale          # 1,000,000 znodes on 3 servers of each system, in turn
     python scripts/bench.py --profile-write  # py-spy of the zabby server during one-at-a-time creates
     python scripts/bench.py --profile-write --baseline-root /tmp/zabby-old   # old and this checkout, alternating
+    python scripts/bench.py --quick --setting forceSync=no   # an experiment: a zoo.cfg line for every server of both
 
 The script starts every system under test itself, in a temporary folder, on free 127.0.0.1
 ports: zabby standalone and a 3-server zabby ensemble (python -m zabby.server.main, from this
@@ -13,7 +14,8 @@ checkout or --zabby-root), and Apache ZooKeeper 3.8 standalone and 3-server from
 `zookeeper` package (installed with apt-get by scripts/install_zookeeper.sh when missing; JVMs
 run as `java -Xmx512m -cp zookeeper.jar:... QuorumPeerMain zoo.cfg`, -Xmx4g with --scale, with
 our own config: forceSync on, 4lw enabled, AdminServer off).  Both systems get the same
-tickTime, snapCount and limits.
+tickTime, snapCount and limits; ``--setting KEY=VALUE`` changes or adds a line for both (the
+report notes it).
 
 Load comes from several client processes, each with several connections and pipelined
 requests, bounded by op count and wall time, and always through ZooKeeper's wire protocol
@@ -55,7 +57,7 @@ from bench_profile import run_profile_write  # noqa: E402
 from bench_runner import DRIVERS, SPREAD, SPREAD_WORKLOADS, WORKLOADS, Context, Limits, Shape, build_java, py_spy  # noqa: E402
 from bench_scale import ScaleOptions, run_scale  # noqa: E402
 from bench_series import Run, measure, resync  # noqa: E402
-from bench_systems import System, ensure_zookeeper, make_system  # noqa: E402
+from bench_systems import System, ensure_zookeeper, make_system, setting_problem  # noqa: E402
 
 QUICK_WORKLOADS = ["getData", "setData", "create-100B", "latency-read", "latency-write", "latency-set"]
 QUICK_LIMITS = Limits(seconds=3.0, ops=100_000, create_ops=60_000, latency_ops=1000, latency_seconds=4.0, watchers=50, watch_rounds=15)
@@ -96,6 +98,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argpars
     parser.add_argument("--scale-znodes", type=int, default=1_000_000, help="--scale: znodes of 100 B written while one follower is down")
     parser.add_argument("--scale-repeats", type=int, default=2, help="--scale: runs of each throughput workload per tree size")
     parser.add_argument("--zk-heap", help="ZooKeeper's -Xmx (default 512m; 4g with --scale)")
+    parser.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
+                        help="a zoo.cfg line for every server of both systems, over the common ones (repeatable; e.g. forceSync=no, "
+                             "snapCount=1000000000): an experiment, noted in the report")  # fmt: skip
     parser.add_argument("--profile-label", help="--profile-write: name of the output files (default: the zabby commit)")
     parser.add_argument("--zabby-root", type=Path, default=ROOT, help="run the zabby servers from this checkout (e.g. a git worktree of an older commit)")
     parser.add_argument("--baseline-root", type=Path, help="--profile-write: also profile this checkout, alternating with --zabby-root run by run")
@@ -110,8 +115,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argpars
 class Session:
     """The systems of this run, in one temporary folder; every one is stopped on the way out."""
 
-    def __init__(self, workdir: Path, zabby_root: Path, zk_heap: str) -> None:
+    def __init__(self, workdir: Path, zabby_root: Path, zk_heap: str, settings: dict[str, str] | None = None) -> None:
         self.workdir, self.zabby_root, self.zk_heap = workdir, zabby_root, zk_heap
+        self.settings = settings or {}
         self.live: list[System] = []
 
     def bring_up(self, name: str, deployment: str, tag: str, zabby_root: Path | None = None) -> System:
@@ -122,7 +128,8 @@ class Session:
 
     def make(self, name: str, deployment: str, tag: str, zabby_root: Path | None = None) -> System:
         servers = 1 if deployment == "standalone" else 3
-        system = make_system(name, self.workdir / f"{name}-{deployment}-{tag}", servers, zabby_root=zabby_root or self.zabby_root, zk_heap=self.zk_heap)
+        system = make_system(name, self.workdir / f"{name}-{deployment}-{tag}", servers, zabby_root=zabby_root or self.zabby_root,
+                             zk_heap=self.zk_heap, settings=self.settings)  # fmt: skip
         self.live.append(system)
         return system
 
@@ -133,6 +140,25 @@ class Session:
     def stop_all(self) -> None:
         for system in list(self.live):
             self.bring_down(system)
+
+
+def parse_settings(parser: argparse.ArgumentParser, lines: list[str], notes: list[str]) -> dict[str, str]:
+    """--setting's KEY=VALUE lines as zoo.cfg settings, noted in ``notes`` for the report; a
+    malformed one, or one that would change what the harness sets per server, is a usage error."""
+    settings = {}
+    for line in lines:
+        key, sep, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        problem = setting_problem(key) if sep else f"{line!r} is not KEY=VALUE"
+        if problem is None and not value:
+            problem = f"{key} has no value"
+        if problem is not None:
+            parser.error(f"--setting {line}: {problem}")
+        settings[key] = value
+    if settings:
+        notes.append("zoo.cfg changed for every server of both systems (--setting): "
+                     + ", ".join(f"{key}={value}" for key, value in settings.items()))  # fmt: skip
+    return settings
 
 
 def wait_quiet(minutes: float, threshold: float) -> tuple[bool, float]:
@@ -221,6 +247,7 @@ def run_matrix(args: argparse.Namespace, ctx: Context, run: Run, session: Sessio
 def prepare(parser: argparse.ArgumentParser, args: argparse.Namespace, mode: str, notes: list[str]) -> dict[str, Any]:
     """What to run: systems, deployments, drivers and workloads that exist here; the Java build."""
     systems = [s for s in args.systems.split(",") if s]
+    settings = parse_settings(parser, args.setting, notes)
     if mode == "profile":
         systems = ["zabby"]
     drivers = [d for d in (args.drivers or (",".join(DRIVERS) if mode == "full" else "java,kazoo")).split(",") if d]
@@ -261,6 +288,7 @@ def prepare(parser: argparse.ArgumentParser, args: argparse.Namespace, mode: str
         parser.error("profiles need py-spy, which is not installed: pip install -e '.[bench]' (or pass --no-profile)")
     default_deployments = {"profile": "standalone", "scale": "3-server"}.get(mode, "standalone,3-server")
     return {"systems": systems, "drivers": drivers, "workloads": workloads, "java_build": java_build, "full": mode == "full", "checkouts": checkouts,
+            "settings": settings,
             "deployments": (args.deployments or default_deployments).split(","), "layouts": args.layouts.split(","),
             "resync_behind": tuple(int(n) for n in args.resync_behind.split(",")) if args.resync_behind else RESYNC_BEHIND}  # fmt: skip
 
@@ -296,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     scale = ScaleOptions(znodes=args.scale_znodes, zk_heap=zk_heap, repeats=args.scale_repeats)
     try:
         with tempfile.TemporaryDirectory(prefix="zabby-bench-") as tmp:
-            session = Session(Path(tmp), args.zabby_root.resolve(), zk_heap)
+            session = Session(Path(tmp), args.zabby_root.resolve(), zk_heap, plan["settings"])
             ctx = Context(Path(tmp), plan["java_build"], limits)
             try:
                 if mode == "profile":
@@ -321,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     machine.update(load_at_end=report.loadavg(), quiet=quiet)
     minutes = (time.monotonic() - started) / 60
     meta = {"kind": "meta", "command": command, "machine": machine, "workloads": plan["workloads"], "notes": notes,
-            "limits": vars(limits), "minutes": round(minutes, 1), "znodes": scale.znodes if mode == "scale" else None, "zk_heap": zk_heap}  # fmt: skip
+            "limits": vars(limits), "minutes": round(minutes, 1), "znodes": scale.znodes if mode == "scale" else None, "zk_heap": zk_heap,
+            "settings": plan["settings"]}  # fmt: skip
     return finish(run, meta, report_path, out_dir, trailing)
 
 

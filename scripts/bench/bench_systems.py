@@ -42,6 +42,17 @@ COMMON = {
     "admin.enableServer": "false",
     "forceSync": "yes",
 }
+# The settings the harness gives each server itself: --setting may not change them.
+PER_SERVER_KEYS = ("dataDir", "dataLogDir", "clientPort", "clientPortAddress", "secureClientPort", "dynamicConfigFile")
+
+
+def setting_problem(key: str) -> str | None:
+    """Why ``key`` may not be set with --setting (None: it may)."""
+    if not key or any(c.isspace() for c in key) or "=" in key:
+        return f"{key!r} is no zoo.cfg key"
+    if key in PER_SERVER_KEYS or key.startswith("server.") or key.startswith("group.") or key.startswith("weight."):
+        return f"{key} is set per server by the harness"
+    return None
 
 
 def cpu_of(pid: int) -> float:
@@ -198,10 +209,10 @@ def launch_zabby(proc: ServerProcess, root: Path) -> None:
 class ZabbySystem(System):
     name = "zabby"
 
-    def __init__(self, workdir: Path, servers: int, root: Path = ROOT) -> None:
+    def __init__(self, workdir: Path, servers: int, root: Path = ROOT, settings: dict[str, str] | None = None) -> None:
         self.deployment = "standalone" if servers == 1 else f"{servers}-server"
         self.root = root
-        settings = {**COMMON, "commitLogCount": 500}
+        settings = {**COMMON, "commitLogCount": 500, **(settings or {})}
         if servers == 1:
             one = ServerProcess(workdir, **settings)
             self.procs = {1: one}
@@ -256,7 +267,7 @@ class ZooKeeperSystem(System):
 
     name = "zookeeper"
 
-    def __init__(self, workdir: Path, servers: int, heap: str = "512m") -> None:
+    def __init__(self, workdir: Path, servers: int, heap: str = "512m", settings: dict[str, str] | None = None) -> None:
         self.deployment = "standalone" if servers == 1 else f"{servers}-server"
         self.workdir = workdir
         self.heap = heap
@@ -268,8 +279,9 @@ class ZooKeeperSystem(System):
             folder = workdir / f"server{sid}"
             (folder / "data").mkdir(parents=True, exist_ok=True)
             (folder / "conf").mkdir(exist_ok=True)
-            settings: dict[str, object] = {
+            conf: dict[str, object] = {
                 **COMMON,
+                **(settings or {}),
                 "dataDir": folder / "data",
                 "clientPort": port,
                 "clientPortAddress": "127.0.0.1",
@@ -277,8 +289,8 @@ class ZooKeeperSystem(System):
             if servers > 1:
                 (folder / "data" / "myid").write_text(f"{sid}\n")
                 for other, (q, e) in quorum.items():
-                    settings[f"server.{other}"] = f"127.0.0.1:{q}:{e}"
-            (folder / "conf" / "zoo.cfg").write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+                    conf[f"server.{other}"] = f"127.0.0.1:{q}:{e}"
+            (folder / "conf" / "zoo.cfg").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
             (folder / "conf" / "log4j.properties").write_text(ZOOKEEPER_LOG4J)
             self.dirs[sid] = folder
 
@@ -368,5 +380,9 @@ class ZooKeeperSystem(System):
         return found
 
 
-def make_system(name: str, workdir: Path, servers: int, *, zabby_root: Path = ROOT, zk_heap: str = "512m") -> System:
-    return ZabbySystem(workdir, servers, zabby_root) if name == "zabby" else ZooKeeperSystem(workdir, servers, zk_heap)
+def make_system(name: str, workdir: Path, servers: int, *, zabby_root: Path = ROOT, zk_heap: str = "512m",
+                settings: dict[str, str] | None = None) -> System:  # fmt: skip
+    """``settings``: zoo.cfg lines over COMMON, for every server of either system."""
+    if name == "zabby":
+        return ZabbySystem(workdir, servers, zabby_root, settings)
+    return ZooKeeperSystem(workdir, servers, zk_heap, settings)

@@ -26,10 +26,12 @@ def test_bench_quick_subset(tmp_path: Path, capsys) -> None:
     code = bench.main([
         "--quick", "--systems", "zabby", "--deployments", "standalone", "--drivers", "zabby-msgpack", "--workloads", "getData,latency-set",
         "--seconds", "1", "--latency-ops", "200", "--out", str(tmp_path), "--report", str(tmp_path / "benchmarks.md"),
+        "--setting", "snapCount=1000",
     ])  # fmt: skip
     assert code == 0
     lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert lines[-1]["kind"] == "meta" and lines[-1]["machine"]["cores"]
+    assert lines[-1]["settings"] == {"snapCount": "1000"}
     records = lines[:-1]
     by_workload = {r["workload"]: r for r in records}
     assert set(by_workload) == {"getData", "latency-set"}
@@ -42,4 +44,5 @@ def test_bench_quick_subset(tmp_path: Path, capsys) -> None:
     assert 0 < by_workload["latency-set"]["p50_ms"] <= by_workload["latency-set"]["p99_ms"]
     report = (tmp_path / "benchmarks.md").read_text()
     assert "| getData | zabby msgpack Client |" in report
+    assert "(--setting): snapCount=1000" in report
     assert "| workload | client | zabby | ZooKeeper 3.8 |" in capsys.readouterr().out
