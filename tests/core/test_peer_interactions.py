@@ -498,3 +498,65 @@ def test_a_leader_syncs_a_learner_ahead_of_it_that_no_election_could_make_leader
     rd = drain(peer)
     assert peer.state == ServerState.LEADING and rd.current_epoch == 2
     assert [m.zxid for m in sent(rd, Trunc, to=1)] == [z(1, 4)]
+
+
+def test_a_leader_steps_down_for_a_learner_that_promised_an_epoch_above_its_own() -> None:
+    """Simulator seeds 734305 and 735429 (and 723131 with reconfigs): a server picked an epoch of its
+    own as a would-be leader, and a partition cut its LEADERINFO off from the follower it had;
+    the others then elected a leader on a lower epoch.  That server must refuse the lower
+    LEADERINFO (its promise), so it followed, refused and looked again for as long as that
+    leader led.  The leader steps down, having made the promise its own, and the next epoch is
+    above it: everyone converges."""
+    c = Scenario(voters=3)
+    leader = c.run_until(c.serving_leader)
+    c.run_until(c.converged)
+    epoch = leader.soft.epoch
+    stuck = next(sid for sid in (1, 2, 3) if sid != leader.sid)
+    c.down(stuck)
+    c.write(leader.sid, "/while-down")
+    c.run_until(lambda: leader.tree_zxid > make_zxid(epoch, 0))
+    c.preload(stuck, accepted_epoch=epoch + 3, current_epoch=epoch, txns=[])
+    c.restart(stuck)
+    c.run_until(c.converged, ticks_max=600)
+    new_leader = c.serving_leader()
+    assert new_leader is not None and new_leader.soft.epoch > epoch + 3
+    assert c.node(stuck).tree.get("/while-down") is not None
+    assert c.node(leader.sid).peer.accepted_epoch >= epoch + 3  # its promise, raised before it stepped down
+
+
+def test_a_server_whose_logged_reconfig_a_later_leader_never_had_joins_that_leader() -> None:
+    """Simulator seed 722227 (with reconfigs): servers 2 and 4 logged a reconfig adding 4 that never
+    committed; the others elected a leader on the next epoch without it.  Joining takes a
+    quorum of every membership the log holds, and no quorum of the dead proposal's (2 and 4
+    voted for 2) ever followed that leader: both looked for ever.  The leader's own vote shows
+    the proposal dead (a later epoch, and neither its committed membership nor its proposed
+    one is ours), so the committed membership's quorum lets us join, and the sync cuts it."""
+    committed = Membership.of([Member(sid, "", 0, 0, False) for sid in (1, 2, 3)])
+    proposed = Membership.of([Member(sid, "", 0, 0, False) for sid in (1, 2, 3, 4)], z(3, 0x1A))
+    history = tuple(txn(3, i) for i in range(1, 0x1B))
+    peer = Peer(PeerConfig(sid=2, voters=VOTERS), DurableState(3, 3, z(3, 0x1A), z(3, 0x19), history, membership=committed,
+                                                                proposed=proposed))  # fmt: skip
+    drain(peer)
+    assert peer.state == ServerState.LOOKING
+    established = {"leader": 3, "zxid": z(4, 20), "peer_epoch": 4, "election_epoch": 6, "config": committed.text()}
+    peer.step(3, Notification(**established, state="leading"))
+    peer.step(1, Notification(**established, state="following"))
+    assert peer.state == ServerState.FOLLOWING and peer.soft_state().leader == 3
+    assert sent(drain(peer), FollowerInfo, to=3)
+
+
+def test_a_server_whose_logged_reconfig_the_leader_also_proposes_needs_its_quorum_to_join() -> None:
+    """The same, but the leader's vote carries the proposal: it is alive, and its quorum counts."""
+    committed = Membership.of([Member(sid, "", 0, 0, False) for sid in (1, 2, 3)])
+    proposed = Membership.of([Member(sid, "", 0, 0, False) for sid in (1, 2, 3, 4)], z(3, 0x1A))
+    history = tuple(txn(3, i) for i in range(1, 0x1B))
+    peer = Peer(PeerConfig(sid=2, voters=VOTERS), DurableState(3, 3, z(3, 0x1A), z(3, 0x19), history, membership=committed,
+                                                                proposed=proposed))  # fmt: skip
+    drain(peer)
+    established = {"leader": 3, "zxid": z(4, 20), "peer_epoch": 4, "election_epoch": 6, "config": committed.text(),
+                   "proposed": proposed.text()}  # fmt: skip
+    peer.step(3, Notification(**established, state="leading"))
+    peer.step(1, Notification(**established, state="following"))
+    assert peer.state == ServerState.LOOKING  # 1 and 3 of {1, 2, 3, 4}: no quorum of the proposal yet
+    peer.step(4, Notification(**established, state="following"))
+    assert peer.state == ServerState.FOLLOWING and peer.soft_state().leader == 3

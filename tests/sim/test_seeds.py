@@ -40,6 +40,10 @@ REGRESSIONS = {
     "then won the next election on that epoch with a stale log (test_the_leader_takes_the_new_epoch_only_...)",
     6199: "the same: the stale leader truncated committed txns from the others",
     5862: "the sim shell installed a chunk of an earlier sync's SNAP (shell rule, as zabby.server.node)",
+    734305: "a server that had picked an epoch of its own as a would-be leader refused the LEADERINFO of the lower "
+    "epoch the others then established, and looked again for as long as that leader led "
+    "(test_a_leader_steps_down_for_a_learner_that_promised_an_epoch_above_its_own)",
+    735429: "the same",
 }
 
 
@@ -77,6 +81,10 @@ RECONFIG_REGRESSIONS = {
            "leader that had logged it, never joined the new leader (test_a_server_that_only_a_votes_hint_...)"),
     501479: (1.0, "a leader stepped down, again and again, at the ACKEPOCH of a learner ahead of it that no election "
              "could make leader (test_a_leader_syncs_a_learner_ahead_of_it_that_no_election_could_make_leader)"),
+    722227: (1.0, "two servers that had logged a reconfig no later leader had never joined the leader of the next "
+             "epoch (test_a_server_whose_logged_reconfig_a_later_leader_never_had_joins_that_leader)"),
+    723131: (1.0, "a learner that had promised an epoch above the established leader's "
+             "(test_a_leader_steps_down_for_a_learner_that_promised_an_epoch_above_its_own)"),
 }
 
 

@@ -548,6 +548,8 @@ class Peer:
                 self._send(sender, self._current_vote_notification())
             return
         assert self.election is not None
+        if note.state == ServerState.LEADING.value and self._abandoned_for(note):
+            self.election.join_quorum = Quorums([self.membership.voters])
         changed, decided = self.election.receive(sender, note, self.now)
         self.logical_clock = self.election.logical_clock
         if decided is not None:
@@ -559,6 +561,22 @@ class Peer:
             # Behind us, or a server we do not count (ZooKeeper answers those too): it may
             # count us, in a membership it knows and we have not learnt yet.
             self._send(sender, self.election.notification(self.state))
+
+    def _abandoned_for(self, leading: Notification) -> bool:
+        """Whether a leader's own notification shows that the membership our log proposes
+        never committed and never will: that leader took over on a later epoch, and neither
+        its committed membership nor the one it proposes is ours (so its log has not got it,
+        and its history holds every txn committed before its epoch).  Joining it then takes
+        a quorum of the committed membership alone: a quorum of the dead proposal too may
+        never come (simulator seed 722227, with reconfigs: the two servers that logged a
+        reconfig adding the second of them looked for ever beside the leader of the next
+        epoch).  Its sync truncates the proposal from our log."""
+        proposed = self.proposed
+        if proposed is None or leading.peer_epoch <= zxid_epoch(proposed.version):
+            return False
+        committed = Membership.parse(leading.config).version if leading.config else 0
+        theirs = Membership.parse(leading.proposed).version if leading.proposed else None
+        return committed < proposed.version and theirs != proposed.version
 
     def _current_vote_notification(self) -> Notification:
         leader = self.sid if self.state == ServerState.LEADING else (self.learner.leader if self.learner else -1)
@@ -647,6 +665,9 @@ class Peer:
             # every one we know means we were voted in by an old one; its acks must not count.
             self._become_looking()
             return
+        if info.accepted_epoch > leader.epoch > 0:
+            self._step_down_below(info.accepted_epoch)
+            return
         # A server that is no voter may still follow: its acks count where it votes (a new
         # server joins that way, before the reconfig that adds it commits).
         leader.learners[sender] = LearnerInfo(info.observer, info.accepted_epoch, self.now)
@@ -655,6 +676,18 @@ class Peer:
             self._send(sender, LeaderInfo(epoch=leader.epoch))
         else:
             self._leader_maybe_pick_epoch()
+
+    def _step_down_below(self, accepted_epoch: int) -> None:
+        """A learner promised an epoch above ours (a discovery of its own that a partition cut
+        short): it must refuse our LEADERINFO, and would follow us, refuse and look again for
+        as long as we lead (ZooKeeper leaves it so until its leader changes; simulator seeds
+        734305 and 735429, and 723131 with reconfigs).  Only a new epoch above its promise lets
+        it in: step down, having made that promise ourselves, so that the epoch we pick if
+        elected again, or the one a leader picks from our FOLLOWERINFO, is above it.  Raising
+        an accepted epoch only promises more: no txn of a lower epoch is taken from then on."""
+        self.accepted_epoch = accepted_epoch
+        self._ready.accepted_epoch = accepted_epoch
+        self._become_looking()
 
     def _leader_maybe_pick_epoch(self) -> None:
         """Discovery: once a quorum sent FOLLOWERINFO, the new epoch beats every accepted one."""
