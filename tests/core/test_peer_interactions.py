@@ -524,6 +524,18 @@ def test_a_leader_steps_down_for_a_learner_that_promised_an_epoch_above_its_own(
     assert c.node(leader.sid).peer.accepted_epoch >= epoch + 3  # its promise, raised before it stepped down
 
 
+def _looking_with_a_logged_reconfig() -> tuple[Peer, Membership, Membership]:
+    """Server 2, looking, its log holding a reconfig of epoch 3 (adding 4) not known to be
+    committed: the peer, the committed membership and the proposed one."""
+    committed = Membership.of([Member(sid, "", 0, 0, False) for sid in (1, 2, 3)])
+    proposed = Membership.of([Member(sid, "", 0, 0, False) for sid in (1, 2, 3, 4)], z(3, 0x1A))
+    history = tuple(txn(3, i) for i in range(1, 0x1B))
+    peer = Peer(PeerConfig(sid=2, voters=VOTERS), DurableState(3, 3, z(3, 0x1A), z(3, 0x19), history, membership=committed,
+                                                                proposed=proposed))  # fmt: skip
+    drain(peer)
+    return peer, committed, proposed
+
+
 def test_a_server_whose_logged_reconfig_a_later_leader_never_had_joins_that_leader() -> None:
     """Simulator seed 722227 (with reconfigs): servers 2 and 4 logged a reconfig adding 4 that never
     committed; the others elected a leader on the next epoch without it.  Joining takes a
@@ -531,12 +543,7 @@ def test_a_server_whose_logged_reconfig_a_later_leader_never_had_joins_that_lead
     voted for 2) ever followed that leader: both looked for ever.  The leader's own vote shows
     the proposal dead (a later epoch, and neither its committed membership nor its proposed
     one is ours), so the committed membership's quorum lets us join, and the sync cuts it."""
-    committed = Membership.of([Member(sid, "", 0, 0, False) for sid in (1, 2, 3)])
-    proposed = Membership.of([Member(sid, "", 0, 0, False) for sid in (1, 2, 3, 4)], z(3, 0x1A))
-    history = tuple(txn(3, i) for i in range(1, 0x1B))
-    peer = Peer(PeerConfig(sid=2, voters=VOTERS), DurableState(3, 3, z(3, 0x1A), z(3, 0x19), history, membership=committed,
-                                                                proposed=proposed))  # fmt: skip
-    drain(peer)
+    peer, committed, _ = _looking_with_a_logged_reconfig()
     assert peer.state == ServerState.LOOKING
     established = {"leader": 3, "zxid": z(4, 20), "peer_epoch": 4, "election_epoch": 6, "config": committed.text()}
     peer.step(3, Notification(**established, state="leading"))
@@ -547,12 +554,7 @@ def test_a_server_whose_logged_reconfig_a_later_leader_never_had_joins_that_lead
 
 def test_a_server_whose_logged_reconfig_the_leader_also_proposes_needs_its_quorum_to_join() -> None:
     """The same, but the leader's vote carries the proposal: it is alive, and its quorum counts."""
-    committed = Membership.of([Member(sid, "", 0, 0, False) for sid in (1, 2, 3)])
-    proposed = Membership.of([Member(sid, "", 0, 0, False) for sid in (1, 2, 3, 4)], z(3, 0x1A))
-    history = tuple(txn(3, i) for i in range(1, 0x1B))
-    peer = Peer(PeerConfig(sid=2, voters=VOTERS), DurableState(3, 3, z(3, 0x1A), z(3, 0x19), history, membership=committed,
-                                                                proposed=proposed))  # fmt: skip
-    drain(peer)
+    peer, committed, proposed = _looking_with_a_logged_reconfig()
     established = {"leader": 3, "zxid": z(4, 20), "peer_epoch": 4, "election_epoch": 6, "config": committed.text(),
                    "proposed": proposed.text()}  # fmt: skip
     peer.step(3, Notification(**established, state="leading"))
