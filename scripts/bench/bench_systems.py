@@ -48,7 +48,7 @@ PER_SERVER_KEYS = ("dataDir", "dataLogDir", "clientPort", "clientPortAddress", "
 
 def setting_problem(key: str) -> str | None:
     """Why ``key`` may not be set with --setting (None: it may)."""
-    if not key or any(c.isspace() for c in key) or "=" in key:
+    if not key or any(c.isspace() for c in key):
         return f"{key!r} is no zoo.cfg key"
     if key in PER_SERVER_KEYS or key.startswith("server.") or key.startswith("group.") or key.startswith("weight."):
         return f"{key} is set per server by the harness"
@@ -212,13 +212,13 @@ class ZabbySystem(System):
     def __init__(self, workdir: Path, servers: int, root: Path = ROOT, settings: dict[str, str] | None = None) -> None:
         self.deployment = "standalone" if servers == 1 else f"{servers}-server"
         self.root = root
-        settings = {**COMMON, "commitLogCount": 500, **(settings or {})}
+        conf = {**COMMON, "commitLogCount": 500, **(settings or {})}
         if servers == 1:
-            one = ServerProcess(workdir, **settings)
+            one = ServerProcess(workdir, **conf)
             self.procs = {1: one}
             self.group = None
         else:
-            self.group = Ensemble(workdir, servers, **settings)
+            self.group = Ensemble(workdir, servers, **conf)
             self.procs = self.group.servers
         self.ports = {sid: proc.port for sid, proc in self.procs.items()}
 

@@ -202,13 +202,13 @@ class Peer:
         """The servers to vote with: every member of the committed, proposed and hinted memberships."""
         return frozenset().union(*(m.sids for m in self._views())) - {self.sid}
 
-    def _views(self, *, hinted: bool = True) -> list[Membership]:
-        """The committed membership first, then the proposed and (unless ``hinted`` is
-        False: our log's alone) the hinted one where there are."""
-        return [m for m in (self.membership, self.proposed, self.hinted if hinted else None) if m is not None]
+    def _views(self, *, hinted: bool = True, proposed: bool = True) -> list[Membership]:
+        """The committed membership first, then (unless ``proposed`` is False) the proposed
+        and (unless ``hinted`` is False: our log's alone) the hinted one where there are."""
+        return [m for m in (self.membership, self.proposed if proposed else None, self.hinted if hinted else None) if m is not None]
 
-    def _quorums(self, *, hinted: bool = True) -> Quorums:
-        return Quorums(m.voters for m in self._views(hinted=hinted))
+    def _quorums(self, *, hinted: bool = True, proposed: bool = True) -> Quorums:
+        return Quorums(m.voters for m in self._views(hinted=hinted, proposed=proposed))
 
     def _propose_membership(self, txns: list[Txn]) -> None:
         """A logged RECONFIG txn: its membership is proposed from now on."""
@@ -549,7 +549,7 @@ class Peer:
             return
         assert self.election is not None
         if note.state == ServerState.LEADING.value and self._abandoned_for(note):
-            self.election.join_quorum = Quorums([self.membership.voters])
+            self.election.join_quorum = self._quorums(hinted=False, proposed=False)
         changed, decided = self.election.receive(sender, note, self.now)
         self.logical_clock = self.election.logical_clock
         if decided is not None:
