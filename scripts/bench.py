@@ -190,6 +190,18 @@ def layouts(driver: str, workload: str, chosen: list[str], spread: Shape) -> lis
     return out
 
 
+def warm_up(ctx: Context, run: Run, group: list[System], driver: str, workloads: list[str]) -> None:
+    """One unmeasured run of the first throughput workload on each freshly started system, so
+    that no system's first measured run is a cold one (ZooKeeper's JVM compiles its request path
+    in its first seconds under load).  Its records are of series ``warmup``: no table reads them."""
+    first = next((workload for workload in workloads if WORKLOADS[workload].kind == "throughput"), None)
+    if first is None:
+        return
+    for system in group:
+        print(f"{system.name} {system.deployment} {driver} warm-up ({first})", flush=True)
+        measure(ctx, run, system, driver, first, "warmup")
+
+
 def run_matrix(args: argparse.Namespace, ctx: Context, run: Run, session: Session, plan: dict[str, Any]) -> dict[str, dict[str, Any]]:  # noqa: C901 -- one branch per system, driver, workload and --full extra
     """--quick / --full: every deployment x driver x workload x layout, the systems side by side;
     with --full also scaling, resync and the profiles of the trailing workloads."""
@@ -201,6 +213,7 @@ def run_matrix(args: argparse.Namespace, ctx: Context, run: Run, session: Sessio
             # change of background load hits both alike (an idle server costs ~nothing)
             group = [session.bring_up(name, deployment, driver) for name in systems if not (name == "zookeeper" and driver == "zabby-msgpack")]
             try:
+                warm_up(ctx, run, group, driver, workloads)
                 for workload in workloads:
                     for shape in layouts(driver, workload, plan["layouts"], spread):
                         for system in group:

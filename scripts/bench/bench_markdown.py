@@ -31,7 +31,9 @@ def method(limits: Limits, zk_heap: str) -> list[str]:
         f"(`python -m zabby.server.main zoo.cfg`) and ZooKeeper (`java -Xmx{zk_heap} -cp zookeeper.jar:... QuorumPeerMain zoo.cfg`, "
         "Debian's jars), standalone and 3-server, the same zoo.cfg settings for both: `tickTime=2000`, `snapCount=100000`, "
         "`forceSync=yes` (every write fsynced before it is acknowledged), `maxClientCnxns=0`, 4lw enabled, AdminServer off.",
-        "* Both systems run side by side, fresh for each client library; each workload runs on one and then the other.",
+        "* Both systems run side by side, fresh for each client library; each workload runs on one and then the other. "
+        "Before the first, each system gets one unmeasured run of the first throughput workload (a warm-up: ZooKeeper's "
+        "JVM compiles its request path in its first seconds under load; records of series `warmup`, left out of every table).",
         f"* Throughput: several client processes × connections × outstanding requests (Java client "
         f"{SHAPES['java'].procs}×{SHAPES['java'].conns}×{SHAPES['java'].inflight}, kazoo and zabby's msgpack Client "
         f"{SHAPES['kazoo'].procs}×{SHAPES['kazoo'].conns}×{SHAPES['kazoo'].inflight}; connection i of process p on server "

@@ -33,6 +33,7 @@ def test_bench_quick_subset(tmp_path: Path, capsys) -> None:
     assert lines[-1]["kind"] == "meta" and lines[-1]["machine"]["cores"]
     assert lines[-1]["settings"] == {"snapCount": "1000"}
     records = lines[:-1]
+    assert [r["series"] for r in records if r["workload"] == "getData"] == ["warmup", "main"]  # the first throughput run, unmeasured
     by_workload = {r["workload"]: r for r in records}
     assert set(by_workload) == {"getData", "latency-set"}
     for record in records:
