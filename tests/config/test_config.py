@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -66,7 +68,19 @@ def test_missing_file(tmp_path: Path) -> None:
         zoo_config.load(tmp_path / "nope.cfg")
 
 
-def test_server_main_reports_config_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture
+def root_logger_kept(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The server's ``main`` sets the root logger up (level INFO, a handler on this test's
+    captured stderr); it goes back after the test.  Left behind, a later record (py4j's, from
+    a Spark gateway closed at interpreter exit) met the closed stream: a "Logging error"."""
+    root = logging.getLogger()
+    level = root.level
+    monkeypatch.setattr(root, "handlers", [])  # main's handler goes into this list, dropped after
+    yield
+    root.setLevel(level)
+
+
+def test_server_main_reports_config_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], root_logger_kept: None) -> None:
     from zabby.server.main import main
 
     assert main([str(_write(tmp_path, "tickTime=x\n"))]) == 2
