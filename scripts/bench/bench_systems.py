@@ -44,13 +44,14 @@ COMMON = {
 }
 # The settings the harness gives each server itself: --setting may not change them.
 PER_SERVER_KEYS = ("dataDir", "dataLogDir", "clientPort", "clientPortAddress", "secureClientPort", "dynamicConfigFile")
+PER_SERVER_PREFIXES = ("server.", "group.", "weight.")  # the ensemble's membership lines
 
 
 def setting_problem(key: str) -> str | None:
     """Why ``key`` may not be set with --setting (None: it may)."""
     if not key or any(c.isspace() for c in key):
         return f"{key!r} is no zoo.cfg key"
-    if key in PER_SERVER_KEYS or key.startswith("server.") or key.startswith("group.") or key.startswith("weight."):
+    if key in PER_SERVER_KEYS or key.startswith(PER_SERVER_PREFIXES):
         return f"{key} is set per server by the harness"
     return None
 
