@@ -51,17 +51,17 @@ sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 sys.path.insert(0, str(ROOT))
 
 import bench_report as report  # noqa: E402
-from bench_goals import goals_table, scale_tables  # noqa: E402
+from bench_goals import goals_table, is_goal_row, scale_tables  # noqa: E402
 from bench_markdown import read_records, rebuild, scale_method, trailing_profiles, write_report  # noqa: E402
 from bench_profile import run_profile_write  # noqa: E402
-from bench_runner import DRIVERS, SPREAD, SPREAD_WORKLOADS, WORKLOADS, Context, Limits, Shape, build_java, py_spy  # noqa: E402
+from bench_runner import DRIVERS, SPREAD, SPREAD_WORKLOADS, WORKLOADS, Context, Limits, Shape, build_java, layout_name, py_spy  # noqa: E402
 from bench_scale import ScaleOptions, run_scale  # noqa: E402
 from bench_series import Run, measure, resync  # noqa: E402
 from bench_systems import System, ensure_zookeeper, make_system, setting_problem  # noqa: E402
 
 QUICK_WORKLOADS = ["getData", "setData", "create-100B", "latency-read", "latency-write", "latency-set"]
 QUICK_LIMITS = Limits(seconds=3.0, ops=100_000, create_ops=60_000, latency_ops=1000, latency_seconds=4.0, watchers=50, watch_rounds=15)
-FULL_LIMITS = Limits(seconds=5.0, latency_seconds=10.0, watch_rounds=40)
+FULL_LIMITS = Limits(seconds=5.0, latency_seconds=10.0, watch_rounds=40, rounds=3)
 # 20 s windows: at 1M znodes a snapshot (every 50k-100k txns on each server, as snapCount asks) takes a
 # second or more of CPU, and a 5 s window of setData held none, one or two of them by chance.
 SCALE_LIMITS = Limits(seconds=20.0, ops=2_000_000, create_ops=20_000)
@@ -90,6 +90,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argpars
                         help="spread layout: each process's server list starts at a different server (rotate), or ZooKeeper's client shuffles it")  # fmt: skip
     parser.add_argument("--seconds", type=float, help="measuring window of the throughput workloads")
     parser.add_argument("--latency-ops", type=int, help="requests of the one-at-a-time latency workloads")
+    parser.add_argument("--rounds", type=int, help="times each row the goals read is measured, the systems' order reversed each time; "
+                        "the report takes the median round (default 3 with --full, 1 otherwise)")
     parser.add_argument("--watchers", type=int, help="connections watching the node in watch-fanout")
     parser.add_argument("--resync-behind", help="comma-separated znode counts a restarted follower is behind by (default 300,10000,100000)")
     parser.add_argument("--no-scaling", action="store_true")
@@ -202,6 +204,19 @@ def warm_up(ctx: Context, run: Run, group: list[System], driver: str, workloads:
         measure(ctx, run, system, driver, first, "warmup")
 
 
+def measure_rounds(ctx: Context, run: Run, group: list[System], driver: str, workload: str, shape: Shape | None) -> None:
+    """One row on each system of the group.  A row a target reads is measured
+    ``ctx.limits.rounds`` times, the order of the systems reversed each round, so that neither always runs first
+    and one slow minute of this machine does not decide the row (the report takes the median
+    round, ``bench_report.median_round``)."""
+    deployment = group[0].deployment
+    count = ctx.limits.rounds if is_goal_row(deployment, driver, layout_name(WORKLOADS[workload], shape), workload) else 1
+    for number in range(count):
+        for system in group if number % 2 == 0 else group[::-1]:
+            print(f"{system.name} {deployment} {driver} {workload}" + (f" {shape.label()}" if shape else "") + (f" round {number + 1}/{count}" if count > 1 else ""), flush=True)
+            measure(ctx, run, system, driver, workload, shape=shape, extra={"round": number} if count > 1 else None)
+
+
 def run_matrix(args: argparse.Namespace, ctx: Context, run: Run, session: Session, plan: dict[str, Any]) -> dict[str, dict[str, Any]]:  # noqa: C901 -- one branch per system, driver, workload and --full extra
     """--quick / --full: every deployment x driver x workload x layout, the systems side by side;
     with --full also scaling, resync and the profiles of the trailing workloads."""
@@ -216,9 +231,7 @@ def run_matrix(args: argparse.Namespace, ctx: Context, run: Run, session: Sessio
                 warm_up(ctx, run, group, driver, workloads)
                 for workload in workloads:
                     for shape in layouts(driver, workload, plan["layouts"], spread):
-                        for system in group:
-                            print(f"{system.name} {deployment} {driver} {workload}" + (f" {shape.label()}" if shape else ""), flush=True)
-                            measure(ctx, run, system, driver, workload, shape=shape)
+                        measure_rounds(ctx, run, group, driver, workload, shape)
             finally:
                 for system in group:
                     session.bring_down(system)
@@ -312,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     limits = replace({"full": FULL_LIMITS, "scale": SCALE_LIMITS, "profile": PROFILE_LIMITS}.get(mode, QUICK_LIMITS))
     limits.seconds = args.seconds or limits.seconds
     limits.latency_ops = args.latency_ops or limits.latency_ops
+    if args.rounds is not None and args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, not {args.rounds}")
+    limits.rounds = args.rounds or limits.rounds
     limits.watchers = args.watchers or limits.watchers
     out_dir = args.out or (ROOT / "docs" / "bench" if mode in ("full", "profile") else ROOT / "run" / f"bench-{mode}")
     report_path = args.report or (ROOT / "docs" / "benchmarks.md" if mode == "full" else out_dir / ("scale.md" if mode == "scale" else "benchmarks.md"))

@@ -34,6 +34,10 @@ def method(limits: Limits, zk_heap: str) -> list[str]:
         "* Both systems run side by side, fresh for each client library; each workload runs on one and then the other. "
         "Before the first, each system gets one unmeasured run of the first throughput workload (a warm-up: ZooKeeper's "
         "JVM compiles its request path in its first seconds under load; records of series `warmup`, left out of every table).",
+        *([f"* Rows the goals read (one at a time through kazoo and the Java client; pipelined through the Java client where a "
+           f"throughput goal applies) are measured in {limits.rounds} rounds, the two systems' order reversed each round; such a row "
+           "shows its median round (of an even number, the worse of the middle two, for both systems alike) and the range of all of them."]
+          if limits.rounds > 1 else []),
         f"* Throughput: several client processes × connections × outstanding requests (Java client "
         f"{SHAPES['java'].procs}×{SHAPES['java'].conns}×{SHAPES['java'].inflight}, kazoo and zabby's msgpack Client "
         f"{SHAPES['kazoo'].procs}×{SHAPES['kazoo'].conns}×{SHAPES['kazoo'].inflight}; connection i of process p on server "

@@ -94,6 +94,7 @@ class Limits:
     create_ops: int = 100_000
     latency_ops: int = 5000
     latency_seconds: float = 20.0
+    rounds: int = 1  # of each row a target reads (bench.py's measure_rounds)
     churn_threads: int = 4
     watchers: int = 200
     watch_rounds: int = 50
@@ -315,6 +316,11 @@ def host_order(system: System, modes: dict[int, str], workload: Workload) -> lis
     return hosts
 
 
+def layout_name(workload: Workload, shape: Shape | None) -> str:
+    """The layout a record is filed under: "spread" for a spread shape's throughput run."""
+    return "spread" if shape and shape.spread and workload.kind == "throughput" else "default"
+
+
 def run_workload(ctx: Context, system: System, driver: str, workload: Workload, shape: Shape | None = None,  # noqa: C901 -- one branch per workload kind and mode
                  profile: dict[int, Path] | None = None) -> dict[str, Any]:
     """One measured run; the JSON-able record."""
@@ -376,7 +382,7 @@ def run_workload(ctx: Context, system: System, driver: str, workload: Workload, 
     record: dict[str, Any] = {
         "system": system.name, "deployment": system.deployment, "driver": driver, "workload": workload.name,
         "kind": workload.kind, "unit": workload.unit, "procs": procs, "conns": conns, "inflight": inflight,
-        "layout": "spread" if shape.spread and workload.kind == "throughput" else "default",
+        "layout": layout_name(workload, shape),
         "placement": placement(system, modes, hosts, cfgs, results),
         "value_bytes": workload.size, "ops": sum(r["ops"] for r in results), "errors": sum(r["errors"] for r in results),
         "elapsed_s": round(max(r["elapsed_s"] for r in results), 3), "wall_s": round(wall, 3),

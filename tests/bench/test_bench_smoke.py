@@ -47,3 +47,31 @@ def test_bench_quick_subset(tmp_path: Path, capsys) -> None:
     assert "| getData | zabby msgpack Client |" in report
     assert "(--setting): snapCount=1000" in report
     assert "| workload | client | zabby | ZooKeeper 3.8 |" in capsys.readouterr().out
+
+
+def test_bench_measures_a_goal_row_in_rounds(tmp_path: Path) -> None:
+    """kazoo one at a time is a row the goals read: --rounds 2 measures it twice, and the
+    report shows the median round with the range."""
+    bench = _load_bench()
+    code = bench.main([
+        "--quick", "--systems", "zabby", "--deployments", "standalone", "--drivers", "kazoo", "--workloads", "latency-set",
+        "--latency-ops", "100", "--rounds", "2", "--out", str(tmp_path), "--report", str(tmp_path / "benchmarks.md"),
+    ])  # fmt: skip
+    assert code == 0
+    records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()][:-1]
+    assert [(r["workload"], r.get("round")) for r in records] == [("latency-set", 0), ("latency-set", 1)]
+    assert all("error" not in r and r["ops"] == 100 for r in records)
+    report = (tmp_path / "benchmarks.md").read_text()
+    assert "(median of 2 rounds: " in report
+    assert "in 2 rounds, the two systems' order reversed each round" in report
+
+
+def test_bench_refuses_rounds_below_one(capsys) -> None:
+    bench = _load_bench()
+    try:
+        bench.main(["--quick", "--systems", "zabby", "--rounds", "0"])
+    except SystemExit as exc:
+        assert exc.code == 2
+    else:
+        raise AssertionError("--rounds 0 was accepted")
+    assert "--rounds must be at least 1, not 0" in capsys.readouterr().err

@@ -86,3 +86,32 @@ def test_icicle_graph(tmp_path: Path) -> None:
 def test_spread_layout_is_the_issues() -> None:
     assert (SPREAD.procs, SPREAD.conns, SPREAD.inflight) == (4, 1, 32) and SPREAD.spread
     assert set(SPREAD_WORKLOADS) == {"create-100B", "setData", "getData"}
+
+
+def test_a_row_measured_in_rounds_is_its_median_round() -> None:
+    """Three rounds each: the row shows the middle one and the range; a failed round is
+    counted, not ranked; a row of two rounds takes the worse one, for both systems alike."""
+    zabby = [_latency("zabby", "standalone", "java", "latency-write", p50) | {"round": n} for n, p50 in enumerate((0.40, 0.30, 0.34))]
+    zookeeper = [_latency("zookeeper", "standalone", "java", "latency-write", p50) | {"round": n} for n, p50 in enumerate((0.32, 0.33, 0.50))]
+    zookeeper.append({**zookeeper[0], "round": 3, "error": "RuntimeError: client died"})
+    pipelined = [_throughput(system, "standalone", "setData", rate) | {"round": n}
+                 for system, rates in (("zabby", (9_000, 12_000)), ("zookeeper", (10_000, 11_000))) for n, rate in enumerate(rates)]  # fmt: skip
+    table = goals_table(zabby + zookeeper + pipelined, [])
+    rows = {line.split(" | ")[0].lstrip("| ") + " / " + line.split(" | ")[1]: line for line in table.splitlines()[2:]}
+    create = rows["one-at-a-time create p50 ≤ ZK / standalone, Java client"]
+    assert "| p50 0.34 ms (median of 3 rounds: 0.30–0.40 ms) |" in create
+    assert "| p50 0.33 ms (median of 3 rounds: 0.32–0.50 ms, 1 failed) |" in create
+    assert create.endswith("| 0.97× | ≥ 1.00× | **no** |")
+    set_data = rows["pipelined setData ≥ 1.0× ZK / standalone, Java client"]
+    assert "| 9,000/s (median of 2 rounds: 9,000–12,000/s) | 10,000/s (median of 2 rounds: 10,000–11,000/s) |" in set_data
+
+
+def test_rounds_go_to_the_rows_the_goals_read() -> None:
+    from bench_goals import is_goal_row
+
+    assert is_goal_row("3-server", "kazoo", "default", "latency-write")
+    assert is_goal_row("3-server", "java", "spread", "getData")
+    assert is_goal_row("standalone", "java", "default", "create-100B")
+    assert not is_goal_row("standalone", "java", "default", "getData")  # no standalone getData target
+    assert not is_goal_row("3-server", "kazoo", "default", "setData")  # pipelined targets are the Java client's
+    assert not is_goal_row("standalone", "zabby-msgpack", "default", "latency-read")
