@@ -343,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet, load_start = wait_quiet(quiet_minutes, args.quiet_load) if quiet_minutes > 0 else (report.loadavg() < args.quiet_load, report.loadavg())
     machine = report.machine_info(args.zabby_root)
     machine["load_at_start"] = load_start
+    machine["probe_at_start"] = report.speed_probe(Path(tempfile.gettempdir()))  # where the servers' data dirs go
     command = "python scripts/bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
     print(f"{command}\nmachine: {json.dumps(machine)}", flush=True)
     started = time.monotonic()
@@ -375,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
     assert run is not None
-    machine.update(load_at_end=report.loadavg(), quiet=quiet)
+    machine.update(load_at_end=report.loadavg(), quiet=quiet, probe_at_end=report.speed_probe(Path(tempfile.gettempdir())))
     minutes = (time.monotonic() - started) / 60
     meta = {"kind": "meta", "command": command, "machine": machine, "workloads": plan["workloads"], "notes": notes,
             "limits": vars(limits), "minutes": round(minutes, 1), "znodes": scale.znodes if mode == "scale" else None, "zk_heap": zk_heap,

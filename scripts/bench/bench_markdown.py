@@ -123,6 +123,16 @@ def profile_section(profiles: list[dict[str, Any]], prefix: str) -> list[str]:
     return lines
 
 
+def probe_lines(machine: dict[str, Any]) -> list[str]:
+    """The speed probes (``bench_report.speed_probe``) at the start and the end, if the run made them."""
+    start, end = machine.get("probe_at_start"), machine.get("probe_at_end")
+    if not start or not end:
+        return []
+    return [f"* Speed probes, the same fixed work in every run (to tell a slower machine or day from a slower server): a pure-Python "
+            f"loop {start['python_loop_ms']:.0f} ms at the start and {end['python_loop_ms']:.0f} ms at the end; the fdatasync of a 180 B "
+            f"append p50 {start['fdatasync_us']} µs and {end['fdatasync_us']} µs"]
+
+
 def write_report(path: Path, out_dir: Path, meta: dict[str, Any], records: list[dict[str, Any]], trailing: dict[str, dict[str, Any]]) -> None:
     """docs/benchmarks.md (or ``path``) from the run's records and what lies in ``out_dir``."""
     try:
@@ -144,7 +154,7 @@ def write_report(path: Path, out_dir: Path, meta: dict[str, Any], records: list[
              f"* 1-minute load average {machine.get('load_at_start', -1):.2f} at the start, {machine.get('load_at_end', -1):.2f} at the end"
              + ("" if machine.get("quiet") else " — **the machine was not quiet** (other work was running; absolute numbers are low and noisy, "
                 "the ratios less so since both systems ran side by side, alternating workload by workload)"),
-             "", "## Method", "", *method(limits, meta.get("zk_heap") or "512m"), ""]  # fmt: skip
+             *probe_lines(machine), "", "## Method", "", *method(limits, meta.get("zk_heap") or "512m"), ""]  # fmt: skip
     if meta["notes"]:
         lines += ["## Notes on this run", ""] + [f"* {note}" for note in meta["notes"]] + [""]
     goals = goals_table(records, scale)

@@ -64,6 +64,10 @@ def test_bench_measures_a_goal_row_in_rounds(tmp_path: Path) -> None:
     report = (tmp_path / "benchmarks.md").read_text()
     assert "(median of 2 rounds: " in report
     assert "in 2 rounds, the two systems' order reversed each round" in report
+    meta = json.loads((tmp_path / "results.jsonl").read_text().splitlines()[-1])
+    for probe in (meta["machine"]["probe_at_start"], meta["machine"]["probe_at_end"]):
+        assert probe["python_loop_ms"] > 0 and probe["fdatasync_us"] > 0
+    assert "* Speed probes, the same fixed work in every run" in report
 
 
 def test_bench_refuses_rounds_below_one(capsys) -> None:
