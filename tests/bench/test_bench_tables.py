@@ -115,3 +115,9 @@ def test_rounds_go_to_the_rows_the_goals_read() -> None:
     assert not is_goal_row("standalone", "java", "default", "getData")  # no standalone getData target
     assert not is_goal_row("3-server", "kazoo", "default", "setData")  # pipelined targets are the Java client's
     assert not is_goal_row("standalone", "zabby-msgpack", "default", "latency-read")
+
+
+def test_a_ratio_just_short_of_its_goal_is_not_shown_as_the_goal() -> None:
+    records = [_latency("zabby", "standalone", "java", "latency-write", 0.4935), _latency("zookeeper", "standalone", "java", "latency-write", 0.4915)]
+    row = next(line for line in goals_table(records, []).splitlines() if "standalone, Java client" in line)
+    assert row.endswith("| 0.995× | ≥ 1.00× | **no** |")
