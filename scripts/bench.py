@@ -25,7 +25,10 @@ jars) and kazoo; zabby alone is also measured through its msgpack Client.  Two l
 default one per client (Java: 2 processes x 4 connections x 16 in flight, pinned round-robin
 to the servers) and, for create/setData/getData, the spread one (Java: 4 processes x 1
 connection x 32 in flight, each connection given every server).  Every run records the CPU
-seconds of the servers (/proc/<pid>/stat) and of the client processes.
+seconds of the servers (/proc/<pid>/stat) and of the client processes.  The rows the goals
+read are measured in rounds (3 with --full, ``--rounds N``), the systems' order reversed each
+round, and reported by their median round; speed probes at the start and the end (a fixed
+Python loop, an fdatasync) tell a slower machine from a slower server between runs.
 
 Output: one JSON line per run (<out>/results.jsonl; --scale: <out>/scale.jsonl), the
 side-by-side Markdown table with zabby/ZooKeeper ratios and the issue's goals (printed, and
