@@ -173,7 +173,10 @@ class ClientSession:
         if request.last_zxid_seen > host.last_zxid:
             return self._refuse(Err.CONNECTIONLOSS, f"server is behind the client (0x{host.last_zxid:x} < 0x{request.last_zxid_seen:x})")
         if request.session_id == 0:
-            host.create_session(host.negotiate_timeout(request.timeout_ms), self._session_created)
+            try:
+                host.create_session(host.negotiate_timeout(request.timeout_ms), self._session_created)
+            except ZabbyError as exc:  # stopped serving since the check above (a reconfig, a leader stepping down)
+                return self._refuse(exc.code, str(exc))
             return True
         known_timeout = host.check_session(request.session_id, request.password)
         if known_timeout is None:
