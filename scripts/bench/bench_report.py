@@ -13,6 +13,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from bench_runner import percentile
+
 DRIVER_LABEL = {"java": "Java client", "kazoo": "kazoo", "zabby-msgpack": "zabby msgpack Client"}
 LAYOUTS = ("default", "spread")
 
@@ -34,9 +36,14 @@ def keyed(records: list[dict[str, Any]]) -> dict[tuple[str, str, str, str, str],
     return {key: median_round(recs) for key, recs in rows.items()}
 
 
-def _metric(rec: dict[str, Any]) -> float:
-    """What a round is ranked by, larger is better: the rate, or the p50 latency negated."""
-    return rec["rate"] if rec["kind"] == "throughput" else -rec["p50_ms"]
+def _round_value(rec: dict[str, Any]) -> float:
+    """What a round measured: its rate, or its p50 latency."""
+    return rec["rate"] if rec["kind"] == "throughput" else rec["p50_ms"]
+
+
+def _goodness(rec: dict[str, Any]) -> float:
+    """What rounds are ranked by, larger is better: the rate, or the p50 latency negated."""
+    return _round_value(rec) if rec["kind"] == "throughput" else -_round_value(rec)
 
 
 def median_round(recs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -50,9 +57,8 @@ def median_round(recs: list[dict[str, Any]]) -> dict[str, Any]:
     measured = [r for r in rounds if "error" not in r and ("rate" in r or "p50_ms" in r)]
     if not measured:
         return rounds[-1]
-    ranked = sorted(measured, key=_metric, reverse=True)
-    values = [r["rate"] if r["kind"] == "throughput" else r["p50_ms"] for r in measured]
-    return {**ranked[len(ranked) // 2], "round_values": values, "failed_rounds": len(rounds) - len(measured)}
+    ranked = sorted(measured, key=_goodness, reverse=True)
+    return {**ranked[len(ranked) // 2], "round_values": [_round_value(r) for r in measured], "failed_rounds": len(rounds) - len(measured)}
 
 
 def rounds_text(rec: dict[str, Any]) -> str:
@@ -129,7 +135,7 @@ def speed_probe(folder: Path) -> dict[str, float]:
     finally:
         os.close(fd)
         path.unlink()
-    return {"python_loop_ms": round(min(loop_s) * 1000, 1), "fdatasync_us": round(sorted(sync_s)[len(sync_s) // 2] * 1e6)}
+    return {"python_loop_ms": round(min(loop_s) * 1000, 1), "fdatasync_us": round(percentile(sync_s, 0.5) * 1e6)}
 
 
 def loadavg() -> float:
