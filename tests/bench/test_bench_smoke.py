@@ -9,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -72,10 +74,7 @@ def test_bench_measures_a_goal_row_in_rounds(tmp_path: Path) -> None:
 
 def test_bench_refuses_rounds_below_one(capsys) -> None:
     bench = _load_bench()
-    try:
+    with pytest.raises(SystemExit) as exit_info:
         bench.main(["--quick", "--systems", "zabby", "--rounds", "0"])
-    except SystemExit as exc:
-        assert exc.code == 2
-    else:
-        raise AssertionError("--rounds 0 was accepted")
+    assert exit_info.value.code == 2
     assert "--rounds must be at least 1, not 0" in capsys.readouterr().err
