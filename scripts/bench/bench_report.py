@@ -378,7 +378,9 @@ def summarise_profile(raw_path: Path, top: int = 12) -> dict[str, Any]:
         return {"samples": 0}
 
     def pct(counter: Counter[str]) -> list[tuple[str, float]]:
-        return [(_short_frame(name), round(100 * n / total, 1)) for name, n in counter.most_common(top)]
+        # ties by name: the counters fill in set order, which changes with the hash seed
+        ranked = sorted(counter.items(), key=lambda item: (-item[1], item[0]))[:top]
+        return [(_short_frame(name), round(100 * n / total, 1)) for name, n in ranked]
 
     # the frames every sample goes through (main, the serve loop) say nothing: leave them out
     inclusive = Counter({name: n for name, n in incl.items() if n < 0.9 * total and not name.startswith(("<module> (", "main ("))})

@@ -1,5 +1,6 @@
 """The parts of scripts/bench.py that turn records into tables and pictures, on made-up
-records: the Goals table, the --scale tables, the icicle graph, the layouts per workload.
+records: the Goals table, the --scale tables, the icicle graph, the layouts per workload, the
+profile summaries.
 Nothing is measured here."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 
 from bench_flame import write_svg  # noqa: E402
 from bench_goals import goals_table, scale_tables  # noqa: E402
-from bench_report import print_side_by_side  # noqa: E402
+from bench_report import print_side_by_side, summarise_profile  # noqa: E402
 from bench_runner import SPREAD, SPREAD_WORKLOADS  # noqa: E402
 
 
@@ -121,3 +122,18 @@ def test_a_ratio_just_short_of_its_goal_is_not_shown_as_the_goal() -> None:
     records = [_latency("zabby", "standalone", "java", "latency-write", 0.4935), _latency("zookeeper", "standalone", "java", "latency-write", 0.4915)]
     row = next(line for line in goals_table(records, []).splitlines() if "standalone, Java client" in line)
     assert row.endswith("| 0.995× | ≥ 1.00× | **no** |")
+
+
+def test_a_profile_summary_ranks_ties_by_name(tmp_path: Path) -> None:
+    """Frames with the same count come out in name order, whatever order the stacks were in:
+    a report rebuilt from the same profile is the same report."""
+    stacks = ["main (zabby/server/main.py:1);b (zabby/b.py:2) 3", "main (zabby/server/main.py:1);c (zabby/c.py:5) 3",
+              "main (zabby/server/main.py:1);a (zabby/a.py:9) 3", "main (zabby/server/main.py:1);d (zabby/d.py:1) 1"]  # fmt: skip
+    summaries = []
+    for order in (stacks, stacks[::-1]):
+        raw = tmp_path / "raw.txt"
+        raw.write_text("\n".join(order) + "\n")
+        summaries.append(summarise_profile(raw))
+    assert summaries[0] == summaries[1]
+    assert summaries[0]["self_by_function"] == [("a (zabby/a.py)", 30.0), ("b (zabby/b.py)", 30.0), ("c (zabby/c.py)", 30.0),
+                                                ("d (zabby/d.py)", 10.0)]  # fmt: skip
