@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zabby.core.messages import Notification
-from zabby.core.quorum import Majority
+from zabby.core.quorum import Majority, Quorums
 from zabby.core.types import ServerState
 
 
@@ -38,8 +38,8 @@ class Vote:
 
 
 class Election:
-    def __init__(self, sid: int, quorum: Majority, logical_clock: int, own: Vote, finalize_wait_ticks: int,
-                 candidates: frozenset[int] | None = None, join_quorum: Majority | None = None) -> None:  # fmt: skip
+    def __init__(self, sid: int, quorum: Majority | Quorums, logical_clock: int, own: Vote, finalize_wait_ticks: int,
+                 candidates: frozenset[int] | None = None, join_quorum: Majority | Quorums | None = None) -> None:  # fmt: skip
         """``candidates``: who may be elected (default: every voter).  While a reconfig is
         proposed, only the committed membership's voters: a server only the proposed one
         names is no candidate for a voter that has not logged the proposal, and votes for

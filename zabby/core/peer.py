@@ -408,7 +408,7 @@ class Peer:
             self._leader_tell_logged()
 
     def status(self) -> PeerStatus:
-        learners = ()
+        learners: tuple[LearnerStatus, ...] = ()
         if self.state == ServerState.LEADING and self.leader is not None:
             learners = tuple(
                 LearnerStatus(sid, info.observer, info.acked_epoch, info.synced, info.uptodate, info.acked)

@@ -511,7 +511,7 @@ class DataTree:
 
     def _multi(self, txn: Txn, ops: tuple[Any, ...], events: list[Event]) -> list[tuple[int, int, Any]]:
         """Apply every sub-txn; a failed multi is a list of ERROR entries and changes nothing."""
-        results = []
+        results: list[tuple[int, int, Any]] = []
         for sub_type, sub_body in ops:
             if sub_type == OpCode.ERROR:
                 results.append((OpCode.ERROR, sub_body[0], None))
