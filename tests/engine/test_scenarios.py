@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from tests.core.scenario import ACL, Scenario
 from zabby.core.messages import Snap
+from zabby.engine.clients import java_hash_set_order
 from zabby.errors import Err
 from zabby.opcodes import CreateMode, OpCode
 
@@ -87,6 +88,36 @@ def test_an_emptied_container_and_an_expired_ttl_node_are_reaped_everywhere() ->
     c.call(leader, session, OpCode.DELETE, "/c/child", -1)
     c.run_until(lambda: not any(on_every_server(c, "/c")) and not any(on_every_server(c, "/t")), ticks_max=300)
     assert all(on_every_server(c, "/never-filled"))  # a container that never had a child stays
+
+
+def test_expired_ttl_nodes_are_reaped_in_zookeepers_order() -> None:
+    """ZooKeeper deletes what its ContainerManager gathers in a java.util.HashSet's order, and
+    watchers see the events in it: here the reverse of the paths' sorted order (differential
+    seed 711 found zabby reaping in sorted order)."""
+    c = Scenario(voters=3)
+    leader = leader_of(c)
+    session = c.open_session(leader, 4000)
+    for parent in ("/r", "/r/c", "/r/c0000000002"):
+        c.call(leader, session, OpCode.CREATE, parent, b"", ACL, int(CreateMode.PERSISTENT), None)
+    for path in ("/r/c/c", "/r/c0000000002/c0000000001"):
+        c.call(leader, session, OpCode.CREATE_TTL, path, b"", ACL, int(CreateMode.PERSISTENT_WITH_TTL), 200)
+    ttl_nodes = ("/r/c/c", "/r/c0000000002/c0000000001")
+    c.run_until(lambda: all(on_every_server(c, ttl_nodes[1])))
+    c.run_until(lambda: not any(any(on_every_server(c, path)) for path in ttl_nodes), ticks_max=300)
+    reaped = [txn.body[0] for txn in c.node(leader).engine.peer.history.after(0) if txn.type == OpCode.DELETE_CONTAINER]
+    assert reaped == ["/r/c0000000002/c0000000001", "/r/c/c"]
+
+
+def test_java_hash_set_order_is_javas() -> None:
+    """Orders printed by java.util.HashSet (OpenJDK 17) for the same insertions: two buckets,
+    non-ASCII and non-BMP paths, and a set that grew to 64 buckets."""
+    assert java_hash_set_order(["/diff-711/c/c", "/diff-711/c0000000002/c0000000001"]) == [
+        "/diff-711/c0000000002/c0000000001", "/diff-711/c/c"]  # fmt: skip
+    paths = ["/a", "/b", "/c", "/app/locks", "/app/lock-0000000001", "/x/y/z", "/é/ü", "/😀"]
+    assert java_hash_set_order(paths) == ["/a", "/b", "/c", "/😀", "/app/locks", "/app/lock-0000000001", "/x/y/z", "/é/ü"]
+    java = ("19 16 38 15 37 18 17 39 12 34 11 33 14 36 13 35 30 10 32 31 3 27 2 26 1 29 0 28 23 22 25 24 21 20 7 6 5 4 "
+            "9 8").split()  # fmt: skip
+    assert java_hash_set_order(f"/t/n{i}" for i in range(40)) == [f"/t/n{i}" for i in java]
 
 
 def test_a_snap_chosen_while_commits_move_the_tree_on_carries_exactly_its_zxid() -> None:

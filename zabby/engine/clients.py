@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from zabby.config import ServerConfig
@@ -195,7 +195,7 @@ class ClientCalls:
             if not node.children and ttl_ms is not None and now_ms - node.mtime > ttl_ms:
                 candidates.append(path)
         system = Caller(0, [], superuser=True)
-        for path in candidates:
+        for path in java_hash_set_order(candidates):  # ZooKeeper's order, so its watchers see theirs
             if self.preparer.view(path) is not None:
                 self._prepare(OpCode.DELETE_CONTAINER, (path,), system, 0)
 
@@ -264,3 +264,23 @@ def first_session_id(server_id: int, wall_ms: int) -> int:
     return ((server_id % 128) << 56) | ((((wall_ms << 24) & (2**64 - 1)) >> 8) & ((1 << 56) - 1))
 
 
+def java_hash_set_order(items: Iterable[str]) -> list[str]:
+    """``items`` in the order a new ``java.util.HashSet`` they were added to (in this order)
+    iterates them.  ZooKeeper's ContainerManager gathers the containers, then the TTL nodes,
+    to delete into one, and deletes them in its order.  That order is by bucket: String's
+    hashCode over UTF-16 units, spread as HashMap spreads it (``h ^ h >>> 16``), masked by the
+    table the set has grown to (16, doubled past three quarters full); insertion order within
+    a bucket.  (Eight or more in one bucket would make HashMap grow sooner; not followed.)"""
+    unique = list(dict.fromkeys(items))
+    capacity = 16
+    while len(unique) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(text: str) -> int:
+        units = text.encode("utf-16-be")
+        h = 0
+        for i in range(0, len(units), 2):
+            h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(unique, key=bucket)  # stable: insertion order within a bucket
