@@ -99,9 +99,9 @@ def test_expired_ttl_nodes_are_reaped_in_zookeepers_order() -> None:
     session = c.open_session(leader, 4000)
     for parent in ("/r", "/r/c", "/r/c0000000002"):
         c.call(leader, session, OpCode.CREATE, parent, b"", ACL, int(CreateMode.PERSISTENT), None)
-    for path in ("/r/c/c", "/r/c0000000002/c0000000001"):
+    ttl_nodes = ("/r/c/c", "/r/c0000000002/c0000000001")  # in path order; Java's is the reverse
+    for path in ttl_nodes:
         c.call(leader, session, OpCode.CREATE_TTL, path, b"", ACL, int(CreateMode.PERSISTENT_WITH_TTL), 200)
-    ttl_nodes = ("/r/c/c", "/r/c0000000002/c0000000001")
     c.run_until(lambda: all(on_every_server(c, ttl_nodes[1])))
     c.run_until(lambda: not any(any(on_every_server(c, path)) for path in ttl_nodes), ticks_max=300)
     reaped = [txn.body[0] for txn in c.node(leader).engine.peer.history.after(0) if txn.type == OpCode.DELETE_CONTAINER]
