@@ -3,7 +3,7 @@ lets that follower commit what it has logged itself, before the COMMIT (see ``Pe
 
 from __future__ import annotations
 
-from tests.core.scenario import Scenario
+from tests.core.scenario import Scenario, create_txn
 from tests.core.test_peer_interactions import drain, follower, sent, txn, z
 from zabby.core.messages import Ack, Commit, Logged, Proposal
 from zabby.core.types import ServerState
@@ -71,3 +71,23 @@ def test_no_logged_where_the_leader_and_one_follower_are_no_quorum_nor_to_an_obs
     c.run_until(c.converged)
     assert not c.messages(Logged, dst=4)
     assert c.node(4).tree.get("/through-a-follower") is not None
+
+
+def test_the_leader_says_logged_in_the_ready_that_logs_the_txns_after_their_persist() -> None:
+    c = Scenario(voters=3)
+    leader = c.run_until(c.serving_leader)
+    c.run_until(c.converged)
+    peer = leader.peer
+    peer.ready()  # whatever the run left
+    zxid = peer.next_zxid
+    peer.propose([create_txn(zxid >> 32, zxid & 0xFFFFFFFF, "/logged", 1)])
+    ready = peer.ready()
+    followers = sorted(sid for sid in c.cluster.nodes if sid != leader.sid)
+    assert sorted(sid for sid, m in ready.early_messages if isinstance(m, Proposal)) == followers
+    # steps 6, not 0: the LOGGED leaves once this Ready's persist holds the txn
+    assert sorted((sid, m.zxid) for sid, m in ready.messages if isinstance(m, Logged)) == [(sid, zxid) for sid in followers]
+    assert not any(isinstance(m, Logged) for _, m in ready.early_messages)
+    assert [t.zxid for t in ready.append] == [zxid] and ready.must_sync
+    peer.advance(ready)  # the leader's own log now counts: nothing more to say
+    after = peer.ready()
+    assert not any(isinstance(m, Logged) for _, m in after.early_messages + after.messages)

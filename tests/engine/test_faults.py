@@ -196,3 +196,18 @@ def test_a_silent_session_still_expires_one_check_after_a_stall() -> None:
     _engine, _session, alive = session_after_a_stall(touched_after_stall=False)
     assert alive[0] and not alive[-1]
     assert alive.index(False) <= 2 * 200 // 50 + 2  # the check after the excused one expires it
+
+
+def test_a_failure_acting_on_a_ready_that_needs_no_effects_is_repaired(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, driver = learner([create(1)])
+    pending = [Ready(soft_state=engine.soft, touched_sessions=[0x77])]  # acted on without a unit of work
+    monkeypatch.setattr(engine.peer, "has_ready", lambda: bool(pending))
+    monkeypatch.setattr(engine.peer, "ready", pending.pop)
+
+    def touch(session_id: int, now_ms: int) -> None:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(engine.sessions, "touch", touch)
+    effects = driver.run()  # not raised out of next_effect: the core restarts from disk
+    assert Reload("restarting the core", snapshot_wanted=True) in effects
+    assert engine.stats.repairs == 1 and not pending

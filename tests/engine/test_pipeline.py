@@ -47,3 +47,20 @@ def test_a_logged_write_is_answered_before_the_fsync_of_the_next() -> None:
             events.append(f"fsync {','.join(paths)} done")
         result = driver.answer(effect)
     assert events == ["fsync /a starts", "fsync /a done", "answered /a", "fsync /b starts", "fsync /b done", "answered /b"]
+
+
+def test_a_standalone_write_is_logged_and_applied_in_one_ready(monkeypatch: Any) -> None:
+    engine = make_engine([create(1)], servers=1)
+    driver = Driver(engine)
+    session = serving_session(engine, driver)
+    readies = []
+    take = engine.peer.ready
+    monkeypatch.setattr(engine.peer, "ready", lambda: readies.append(take()) or readies[-1])
+    answered: list[Any] = []
+    args = ("/one", b"v", OPEN_ACL_UNSAFE, int(CreateMode.PERSISTENT), None)
+    engine.submit(int(OpCode.CREATE), args, Caller(session, []), 1, lambda txn, result: answered.append(result))
+    effects = driver.run()
+    assert [e.append[0].body[0] for e in effects if isinstance(e, Persist)] == ["/one"]
+    assert [path for path, _stat in answered] == ["/one"]
+    [ready] = readies  # a quorum of one: the Ready that logs the write also applies it, after its persist
+    assert ready.append == ready.committed

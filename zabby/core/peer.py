@@ -334,7 +334,8 @@ class Peer:
         return self._next_zxid(leader.last_proposed, leader.epoch)
 
     def propose(self, txns: list[Txn]) -> None:
-        """Leader only: log and broadcast txns whose zxids follow ``next_zxid`` in order."""
+        """Leader only: log and broadcast txns whose zxids follow ``next_zxid`` in order (and
+        commit them too, in the same Ready, where the leader alone is a quorum)."""
         leader = self._established_leader()
         for txn in txns:
             expected = self._next_zxid(leader.last_proposed, leader.epoch)
@@ -342,10 +343,16 @@ class Peer:
                 raise InvariantError(f"proposal 0x{txn.zxid:x}, expected 0x{expected:x}")
             leader.last_proposed = txn.zxid
         self._log(txns)
+        if not leader.learners and self.quorum.has_quorum((self.sid,)):
+            # A quorum of one (standalone): logging is committing.  The txns are applied in
+            # step 5 of this Ready, after its persist, rather than in a Ready of their own.
+            leader.self_acked = txns[-1].zxid
+            self._leader_maybe_commit()
         message = Proposal(txns=tuple(txns))
         for sid, info in leader.learners.items():
             if info.acked_epoch and not info.observer:
                 self._send_early(sid, message)
+        self._leader_tell_logged(txns[-1].zxid)
         self._advance_syncs()
 
     def client_sync(self, sync: Sync) -> None:
@@ -405,7 +412,6 @@ class Peer:
         if ready.append and self.state == ServerState.LEADING and self.leader is not None:
             self.leader.self_acked = max(self.leader.self_acked, ready.append[-1].zxid)
             self._leader_maybe_commit()
-            self._leader_tell_logged()
 
     def status(self) -> PeerStatus:
         learners: tuple[LearnerStatus, ...] = ()
@@ -831,31 +837,39 @@ class Peer:
         point = self.quorum.committed(acked)
         if point <= leader.commit_point:
             return
-        newly = [t for t in self.pending if t.zxid <= point]
+        committed = self._ready.committed
+        newly_from = len(committed)  # the txns this commit adds to the Ready: an INFORM's
         leader.commit_point = point
         self._apply_up_to(point)
         designated = self._leader_activate(point)
-        commit = Commit(zxid=point, designated=designated)
-        inform = Inform(txns=tuple(newly))
+        commit: Commit | None = None
+        inform: Inform | None = None
         for sid, info in leader.learners.items():
             if info.acked_epoch and (info.observer or designated or point > info.logged_sent):
-                self._send_early(sid, inform if info.observer else commit)
+                if info.observer:
+                    inform = inform or Inform(txns=tuple(committed[newly_from:]))
+                    self._send_early(sid, inform)
+                else:
+                    commit = commit or Commit(zxid=point, designated=designated)
+                    self._send_early(sid, commit)
         self._advance_syncs()
         if self.sid not in self.quorum.voters:  # the new membership leaves us out: hand over
             self._become_looking(vote_for=designated, hand_over=True)
 
-    def _leader_tell_logged(self) -> None:
-        """LOGGED to each follower that makes a quorum with this leader and has not acked
-        what the leader's log now holds (see the module's docstring)."""
+    def _leader_tell_logged(self, logged: int) -> None:
+        """LOGGED to each follower that makes a quorum with this leader: the leader's log holds
+        everything up to ``logged`` once this Ready's persist is done (see the module's
+        docstring).  A regular message, so it leaves after that persist, in the Ready that
+        logs the txns: a Ready of its own after ``advance`` would cost the leader a round of
+        the engine per write and the follower the wait for it."""
         leader = self.leader
         assert leader is not None
-        logged = leader.self_acked
         if not leader.established or logged <= leader.commit_point or self.proposed is not None:
             return
         for sid, info in leader.learners.items():
             if info.uptodate and not info.observer and info.acked < logged and self.quorum.has_quorum((self.sid, sid)):
                 info.logged_sent = logged
-                self._send_early(sid, Logged(zxid=logged))
+                self._send(sid, Logged(zxid=logged))
 
     def _leader_activate(self, commit_point: int) -> int:
         """Activate a membership the commit point reached; the designated next leader if it

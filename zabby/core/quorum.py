@@ -22,7 +22,7 @@ class Majority:
 
     def committed(self, acked: Mapping[int, int]) -> int:
         """The highest zxid acknowledged by a quorum (``acked``: voter sid → its highest ack)."""
-        values = sorted((acked.get(sid, 0) for sid in self.voters), reverse=True)
+        values = sorted([acked.get(sid, 0) for sid in self.voters], reverse=True)
         return values[self.size - 1]
 
 
@@ -37,9 +37,13 @@ class Quorums:
         self.size = self.majorities[0].size
 
     def has_quorum(self, sids: Iterable[int]) -> bool:
+        if len(self.majorities) == 1:  # no reconfig proposed: asked after every ack and write
+            return self.majorities[0].has_quorum(sids)
         sids = frozenset(sids)
         return all(m.has_quorum(sids) for m in self.majorities)
 
     def committed(self, acked: Mapping[int, int]) -> int:
         """The highest value acknowledged by a quorum of every membership."""
+        if len(self.majorities) == 1:
+            return self.majorities[0].committed(acked)
         return min(m.committed(acked) for m in self.majorities)

@@ -20,7 +20,7 @@
 7. close the links in ``drop_links``; act on ``requests``, ``touched_sessions``, ``sync_replies``;
 8. call ``peer.advance(ready)``.
 
-ACKs are among the messages, so they leave only after what they acknowledge is on disk.
+ACKs and the leader's LOGGED are among the messages, so they leave only after what they tell of is on disk.
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ Theory of operation::
 The trio server (``zabby.server.node``) and the simulator (``zabby.sim.cluster``) are two
 drivers of this one engine; nothing that decides lives in a driver.  Work runs as a
 generator per unit (feeding queued inputs, one core Ready, a repair): it yields an effect,
-the driver carries it out and hands back the result, and the generator goes on.  So the
+the driver carries it out and hands back the result, and the generator goes on.  A Ready
+that asks for no effect (a forwarded write to prepare, sessions a ping touched) is acted on
+at once, without a unit of its own; it fails as a unit would.  So the
 Ready contract (``zabby.core.ready``) — send early, persist, apply (or apply first, when an
 earlier Ready logged what it commits), send, drop links, then
 ``advance`` — is written here once.  Driver inputs that arrive while a unit of work waits
@@ -202,7 +204,10 @@ class Engine(ClientCalls):
         the exception carrying it out raised); None when there is nothing to do."""
         while True:
             if self._work is None:
-                self._work = self._next_work()
+                try:
+                    self._work = self._next_work()
+                except Exception as exc:  # a Ready acted on at once failed: as a unit of work's failure
+                    self._work = self._repair(exc)
                 if self._work is None:
                     return None
                 result, error = None, None
@@ -217,12 +222,19 @@ class Engine(ClientCalls):
     def _next_work(self) -> Work | None:
         if self._inputs:
             return self._feed()
-        if self._proposals and self.peer.established_leader:  # the core's state: it may have just stepped down
-            batch, self._proposals = self._proposals, []
-            self.peer.propose(batch)
-        if self.peer.has_ready():
-            return self._process(self.peer.ready())
-        return None
+        while True:
+            if self._proposals and self.peer.established_leader:  # the core's state: it may have just stepped down
+                batch, self._proposals = self._proposals, []
+                self.peer.propose(batch)
+            if not self.peer.has_ready():
+                return None
+            ready = self.peer.ready()
+            if _needs_effects(ready, self.soft):
+                return self._process(ready)
+            # Nothing to send, store or apply (a forwarded write, a ping's touched sessions):
+            # steps 6 and 8 at once, and a write it prepared is proposed in the next Ready.
+            self._act_on(ready)
+            self.peer.advance(ready)
 
     def _feed(self) -> Work:
         while self._inputs:
@@ -399,23 +411,24 @@ class Engine(ClientCalls):
         image or not at all: a SNAP whose zxid the tree never was at in this Ready would carry
         a tree at another zxid than it declares, so that learner gets nothing more in this
         Ready and is dropped (it resyncs)."""
-        missing = {sid for sid, m in messages if isinstance(m, Snap) and (sid, m.zxid) not in images}
-        for sid in sorted(missing):
+        missing = sorted({sid for sid, m in messages if m.__class__ is Snap and (sid, m.zxid) not in images})
+        for sid in missing:
             LOGGER.error("a SNAP to server %d declares a zxid the tree never was at (now 0x%x): dropping that "
                          "learner so that it resyncs", sid, self.tree.last_zxid)  # fmt: skip
             self.link_down(sid)
         out = []
         for sid, message in messages:
-            if sid in missing:
+            if missing and sid in missing:
                 continue
-            if isinstance(message, Snap):
+            kind = message.__class__
+            if kind is Proposal:
+                self._note_proposal_size(message)  # type: ignore[arg-type]
+            elif kind is Snap:
                 self.stats.snap_count += 1
-            elif isinstance(message, (Diff, Trunc)):
+            elif kind is Diff or kind is Trunc:
                 self.stats.diff_count += 1
-            elif isinstance(message, Proposal):
-                self._note_proposal_size(message)
             out.append((sid, message))
-        return out, tuple(sorted(missing))
+        return out, tuple(missing)
 
     def _note_proposal_size(self, proposal: Proposal) -> None:
         size = sum(len(txn.body[1]) if txn.type in (OpCode.CREATE, OpCode.SET_DATA) else 0 for txn in proposal.txns)
@@ -617,6 +630,14 @@ class Engine(ClientCalls):
         self.soft = self.peer.soft_state()
         self.looking_since_ms = self.clock.monotonic_ms()
         LOGGER.info("core restarted from disk at 0x%x; looking for the leader", self.tree.last_zxid)
+
+
+def _needs_effects(ready: Ready, soft: SoftState) -> bool:
+    """Whether ``ready`` asks the driver for anything: everything but acting on requests,
+    touched sessions and sync answers (``Engine._act_on``), in the same role."""
+    return bool(ready.early_messages or ready.messages or ready.append or ready.committed or ready.must_sync
+                or ready.drop_links or ready.accepted_epoch is not None or ready.current_epoch is not None
+                or ready.truncate_to is not None or ready.soft_state != soft)  # fmt: skip
 
 
 def _logged_before(ready: Ready) -> bool:
