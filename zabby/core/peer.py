@@ -410,8 +410,10 @@ class Peer:
     def advance(self, ready: Ready) -> None:
         """The shell did everything ``ready`` asked; the leader's own log append now counts."""
         if ready.append and self.state == ServerState.LEADING and self.leader is not None:
-            self.leader.self_acked = max(self.leader.self_acked, ready.append[-1].zxid)
-            self._leader_maybe_commit()
+            logged = ready.append[-1].zxid
+            if logged > self.leader.self_acked:  # a quorum of one counted it when proposing
+                self.leader.self_acked = logged
+                self._leader_maybe_commit()
 
     def status(self) -> PeerStatus:
         learners: tuple[LearnerStatus, ...] = ()
