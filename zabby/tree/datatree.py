@@ -66,7 +66,8 @@ def _is_system(path: str) -> bool:
 def _stat_bytes(node: Znode) -> bytes:
     """The Stat fields a txn sets (derived ones left out), as the digest reads them."""
     _, aversion, owner = node.meta
-    return _pack_stat(node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime, node.version, node.cversion, aversion, owner)
+    pzxid, cversion = node.child_fields()
+    return _pack_stat(node.czxid, node.mzxid, pzxid, node.ctime, node.mtime, node.version, cversion, aversion, owner)
 
 
 def _pack_stat(czxid: int, mzxid: int, pzxid: int, ctime: int, mtime: int, version: int, cversion: int, aversion: int, owner: int) -> bytes:  # fmt: skip
@@ -239,6 +240,14 @@ class Znode:
     def ephemeral_owner(self) -> int:  # set once, at the create
         return self.meta[2]
 
+    def child_fields(self) -> tuple[int, int]:
+        """``(pzxid, cversion)`` in one look at the children, for the hot readers of both
+        (a Stat, its digest bytes, prep's view): the two properties look once each."""
+        children = self.children
+        if children.__class__ is Children:
+            return children.pzxid, children.cversion  # type: ignore[union-attr]
+        return self.czxid, 0
+
     @property
     def pzxid(self) -> int:
         children = self.children
@@ -294,9 +303,10 @@ class Znode:
         """
         children = len(self.children)
         _, aversion, owner = self.meta
+        pzxid, cversion = self.child_fields()
         return (
-            self.czxid, self.mzxid, self.ctime, self.mtime, self.version, int32(2 * self.cversion - children),
-            aversion, owner if is_session_owner(owner) else 0, len(self.data), children, self.pzxid,
+            self.czxid, self.mzxid, self.ctime, self.mtime, self.version, int32(2 * cversion - children),
+            aversion, owner if is_session_owner(owner) else 0, len(self.data), children, pzxid,
         )  # fmt: skip
 
 
@@ -443,9 +453,11 @@ class DataTree:
         self.nodes[path] = node
         parent_seed = _stat_seed(parent_path)
         self.digest -= _stat_crc(parent_seed, parent)
-        parent.add_child(path)
-        parent.cversion = parent_cversion
-        parent.pzxid = txn.zxid
+        children = parent.own_children()  # what add_child and the cversion and pzxid setters do, looked up once
+        children.add(path)
+        children.cached_listing = None
+        children.cversion = parent_cversion
+        children.pzxid = txn.zxid
         self.digest += _stat_crc(parent_seed, parent) + _node_digest(path, node)
         self.data_size += len(data) + len(path)
         self._index_add(path, owner)

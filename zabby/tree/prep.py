@@ -74,10 +74,8 @@ class PrepLimits:
 
 
 def _from_node(node: Znode) -> Pending:
-    return Pending(
-        True, node.acl, node.version, node.cversion, node.aversion,
-        node.ephemeral_owner, len(node.children), 0, len(node.data),
-    )  # fmt: skip
+    acl, aversion, owner = node.meta
+    return Pending(True, acl, node.version, node.child_fields()[1], aversion, owner, len(node.children), 0, len(node.data))
 
 
 class Preparer:
