@@ -241,8 +241,9 @@ class Znode:
         return self.meta[2]
 
     def child_fields(self) -> tuple[int, int]:
-        """``(pzxid, cversion)`` in one look at the children, for the hot readers of both
-        (a Stat, its digest bytes, prep's view): the two properties look once each."""
+        """``(pzxid, cversion)`` in one look at the children: a leaf that never had a child
+        has no Children, and its pzxid is its czxid.  The hot readers of both (a Stat, its
+        digest bytes, prep's view) call this once rather than the two properties."""
         children = self.children
         if children.__class__ is Children:
             return children.pzxid, children.cversion  # type: ignore[union-attr]
@@ -250,8 +251,7 @@ class Znode:
 
     @property
     def pzxid(self) -> int:
-        children = self.children
-        return children.pzxid if children.__class__ is Children else self.czxid  # type: ignore[union-attr]
+        return self.child_fields()[0]
 
     @pzxid.setter
     def pzxid(self, zxid: int) -> None:
@@ -259,8 +259,7 @@ class Znode:
 
     @property
     def cversion(self) -> int:
-        children = self.children
-        return children.cversion if children.__class__ is Children else 0  # type: ignore[union-attr]
+        return self.child_fields()[1]
 
     @cversion.setter
     def cversion(self, cversion: int) -> None:
@@ -453,11 +452,10 @@ class DataTree:
         self.nodes[path] = node
         parent_seed = _stat_seed(parent_path)
         self.digest -= _stat_crc(parent_seed, parent)
-        children = parent.own_children()  # what add_child and the cversion and pzxid setters do, looked up once
-        children.add(path)
-        children.cached_listing = None
-        children.cversion = parent_cversion
-        children.pzxid = txn.zxid
+        parent.add_child(path)
+        children = parent.children  # its own now: set once, not through the two setters' own_children
+        children.cversion = parent_cversion  # type: ignore[union-attr]
+        children.pzxid = txn.zxid  # type: ignore[union-attr]
         self.digest += _stat_crc(parent_seed, parent) + _node_digest(path, node)
         self.data_size += len(data) + len(path)
         self._index_add(path, owner)
