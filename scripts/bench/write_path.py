@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""The path of one write through a 3-server zabby ensemble, timed inside the servers.
+
+    python scripts/bench/write_path.py                 # 3,000 setData, one at a time
+    python scripts/bench/write_path.py --writes 500
+
+kazoo writes one znode one at a time through a follower, so each write goes: the client's
+request to that follower, its forward to the leader, the leader's PROPOSAL, both servers'
+fsyncs, the follower's ACK and the leader's LOGGED, the follower's apply and reply.  Every
+server runs this checkout with ``write_path_hooks`` installed (timestamps where its transport
+decodes and encodes a quorum message and where a client connection reads and flushes), and
+the table gives each span's median and p90 on the server that sees it: where the time of a
+write goes, and which part of it is the servers' own code rather than the disk, the network
+and the client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from write_path_hooks import PATH  # noqa: E402
+
+from zabby.local.processes import Ensemble  # noqa: E402
+
+HOOKS_ENV = "ZABBY_WRITE_PATH_OUT"
+SITECUSTOMIZE = f"""import os, sys
+if os.environ.get({HOOKS_ENV!r}):
+    sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+    import write_path_hooks
+    write_path_hooks.install(os.environ[{HOOKS_ENV!r}])
+"""
+
+
+def measure(folder: Path, writes: int, warmup: int) -> tuple[dict[str, dict], list[float]]:
+    """Each server's spans by its role (``leader``, ``client's follower``, ``other follower``),
+    and the client's latency of every measured write, in seconds."""
+    import json
+
+    from kazoo.client import KazooClient
+
+    hooks = folder / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    group = Ensemble(folder / "ensemble", 3)
+    for sid, server in group.servers.items():
+        server.environment = {"PYTHONPATH": os.pathsep.join([str(hooks), str(ROOT)]), HOOKS_ENV: str(folder / f"spans-{sid}.json")}
+    latencies: list[float] = []
+    group.start()
+    try:
+        leader = group.wait_leader(everyone=True)
+        via = min(sid for sid in group.servers if sid != leader)
+        client = KazooClient(hosts=group.servers[via].hosts, timeout=10.0)
+        client.start(timeout=10.0)
+        try:
+            client.create("/write-path", b"x" * 100)
+            for i in range(warmup + writes):
+                started = time.perf_counter()
+                client.set("/write-path", b"y" * 100)
+                if i >= warmup:
+                    latencies.append(time.perf_counter() - started)
+        finally:
+            client.stop()
+            client.close()
+    finally:
+        group.stop_all()
+    roles = {leader: "leader", via: "client's follower"}
+    spans = {roles.get(sid, "other follower"): json.loads((folder / f"spans-{sid}.json").read_text()) for sid in group.servers}
+    return spans, latencies
+
+
+def table(spans: dict[str, dict], latencies: list[float]) -> str:
+    ordered = sorted(latencies)
+    lines = [f"one-at-a-time setData through a follower: {len(ordered)} writes, p50 {ordered[len(ordered) // 2] * 1e3:.3f} ms, "
+             f"p90 {ordered[len(ordered) * 9 // 10] * 1e3:.3f} ms", "", "| span | server | p50 | p90 | count |", "|---|---|---|---|---|"]  # fmt: skip
+    for span in PATH:
+        for role in ("client's follower", "leader", "other follower"):
+            figures = spans.get(role, {}).get(span)
+            if figures is not None:
+                lines.append(f"| {span} | {role} | {figures['p50_us']:.1f} µs | {figures['p90_us']:.1f} µs | {figures['count']} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--writes", type=int, default=3000, help="writes measured (default 3000)")
+    parser.add_argument("--warmup", type=int, default=300, help="writes before them, not in the client's figures (default 300)")
+    args = parser.parse_args(argv)
+    if args.writes < 1 or args.warmup < 0:
+        parser.error("--writes must be at least 1 and --warmup at least 0")
+    with tempfile.TemporaryDirectory(prefix="zabby-write-path-") as tmp:
+        spans, latencies = measure(Path(tmp), args.writes, args.warmup)
+    print(table(spans, latencies))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
