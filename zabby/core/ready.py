@@ -60,9 +60,13 @@ class Ready:
     touched_sessions: list[int] = field(default_factory=list)
     sync_replies: list[Sync] = field(default_factory=list)
 
-    def is_empty(self) -> bool:
-        return not (
+    def asks_for_effects(self) -> bool:
+        """Whether the shell has anything to send, store, apply or drop (steps 0-7 but acting on
+        ``requests``, ``touched_sessions`` and ``sync_replies``, which need no effect)."""
+        return bool(
             self.accepted_epoch is not None or self.current_epoch is not None or self.truncate_to is not None
-            or self.append or self.committed or self.messages or self.early_messages or self.drop_links or self.requests
-            or self.touched_sessions or self.sync_replies
+            or self.append or self.must_sync or self.committed or self.messages or self.early_messages or self.drop_links
         )  # fmt: skip
+
+    def is_empty(self) -> bool:
+        return not (self.asks_for_effects() or self.requests or self.touched_sessions or self.sync_replies)

@@ -229,7 +229,7 @@ class Engine(ClientCalls):
             if not self.peer.has_ready():
                 return None
             ready = self.peer.ready()
-            if _needs_effects(ready, self.soft):
+            if ready.asks_for_effects() or ready.soft_state != self.soft:
                 return self._process(ready)
             # Nothing to send, store or apply (a forwarded write, a ping's touched sessions):
             # steps 6 and 8 at once, and a write it prepared is proposed in the next Ready.
@@ -630,14 +630,6 @@ class Engine(ClientCalls):
         self.soft = self.peer.soft_state()
         self.looking_since_ms = self.clock.monotonic_ms()
         LOGGER.info("core restarted from disk at 0x%x; looking for the leader", self.tree.last_zxid)
-
-
-def _needs_effects(ready: Ready, soft: SoftState) -> bool:
-    """Whether ``ready`` asks the driver for anything: everything but acting on requests,
-    touched sessions and sync answers (``Engine._act_on``), in the same role."""
-    return bool(ready.early_messages or ready.messages or ready.append or ready.committed or ready.must_sync
-                or ready.drop_links or ready.accepted_epoch is not None or ready.current_epoch is not None
-                or ready.truncate_to is not None or ready.soft_state != soft)  # fmt: skip
 
 
 def _logged_before(ready: Ready) -> bool:
