@@ -17,6 +17,7 @@ and the client.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_runner import percentile  # noqa: E402
 from write_path_hooks import PATH  # noqa: E402
 
 from zabby.local.processes import Ensemble  # noqa: E402
@@ -40,11 +42,9 @@ if os.environ.get({HOOKS_ENV!r}):
 """
 
 
-def measure(folder: Path, writes: int, warmup: int) -> tuple[dict[str, dict], list[float]]:
+def measure(folder: Path, writes: int, warmup: int) -> tuple[dict[str, dict[str, list[float]]], list[float]]:
     """Each server's spans by its role (``leader``, ``client's follower``, ``other follower``),
     and the client's latency of every measured write, in seconds."""
-    import json
-
     from kazoo.client import KazooClient
 
     hooks = folder / "hooks"
@@ -77,15 +77,15 @@ def measure(folder: Path, writes: int, warmup: int) -> tuple[dict[str, dict], li
     return spans, latencies
 
 
-def table(spans: dict[str, dict], latencies: list[float]) -> str:
-    ordered = sorted(latencies)
-    lines = [f"one-at-a-time setData through a follower: {len(ordered)} writes, p50 {ordered[len(ordered) // 2] * 1e3:.3f} ms, "
-             f"p90 {ordered[len(ordered) * 9 // 10] * 1e3:.3f} ms", "", "| span | server | p50 | p90 | count |", "|---|---|---|---|---|"]  # fmt: skip
+def table(spans: dict[str, dict[str, list[float]]], latencies: list[float]) -> str:
+    lines = [f"one-at-a-time setData through a follower: {len(latencies)} writes, p50 {percentile(latencies, 0.5) * 1e3:.3f} ms, "
+             f"p90 {percentile(latencies, 0.9) * 1e3:.3f} ms", "", "| span | server | p50 | p90 | count |", "|---|---|---|---|---|"]  # fmt: skip
     for span in PATH:
         for role in ("client's follower", "leader", "other follower"):
-            figures = spans.get(role, {}).get(span)
-            if figures is not None:
-                lines.append(f"| {span} | {role} | {figures['p50_us']:.1f} µs | {figures['p90_us']:.1f} µs | {figures['count']} |")
+            values = spans.get(role, {}).get(span)
+            if values:
+                p50, p90 = percentile(values, 0.5) * 1e6, percentile(values, 0.9) * 1e6
+                lines.append(f"| {span} | {role} | {p50:.1f} µs | {p90:.1f} µs | {len(values)} |")
     return "\n".join(lines)
 
 

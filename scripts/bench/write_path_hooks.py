@@ -2,7 +2,7 @@
 
 ``install`` wraps, in the running server, the transport's decode and encode of quorum messages
 and a client connection's read of a batch of requests and its flush of replies; each server
-records the spans of one write's path that pass through it, and writes their figures to
+records the spans of one write's path that pass through it (seconds), and writes them to
 ``out_path`` when it exits.  The server's own code is not changed: the script installs this
 from a ``sitecustomize`` it puts first on the servers' ``PYTHONPATH``.
 """
@@ -47,12 +47,8 @@ class _Spans:
             self.spans[span].append(now - started)
 
     def write(self, out_path: str) -> None:
-        figures = {}
-        for span, values in self.spans.items():
-            values.sort()
-            figures[span] = {"count": len(values), "p50_us": values[len(values) // 2] * 1e6, "p90_us": values[len(values) * 9 // 10] * 1e6}
         with open(out_path, "w") as out:
-            json.dump(figures, out)
+            json.dump(self.spans, out)
 
 
 def install(out_path: str) -> None:

@@ -32,8 +32,8 @@ def test_every_span_of_a_write_is_timed_where_it_happens(tmp_path: Path) -> None
     }  # fmt: skip
     for role, names in seen.items():
         for name in names:
-            figures = spans[role][name]
-            assert figures["count"] >= 40 and 0 < figures["p50_us"] <= figures["p90_us"], (role, name, figures)
+            values = spans[role][name]
+            assert len(values) >= 40 and all(value > 0 for value in values), (role, name, values)
     assert set().union(*(spans[role] for role in spans)) == set(hooks.PATH)
     table = write_path.table(spans, latencies)
     assert table.startswith("one-at-a-time setData through a follower: 40 writes")
