@@ -8,6 +8,8 @@ import weakref
 from collections.abc import Iterator
 
 import pytest
+import trio
+import trio.testing
 
 from zabby.server import collector
 from zabby.server.collector import FullCollections
@@ -92,3 +94,19 @@ def test_a_full_collection_does_not_count_the_frozen_objects(policy: tuple[FullC
         gc.collect()
         full_collections.after_full_collection()
     assert full_collections.deep_count == 0 and not counted
+
+
+def test_young_collections_are_spaced_out_while_it_runs_and_restored_after() -> None:
+    before = gc.get_threshold()
+    seen: list[tuple[int, ...]] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(FullCollections().run)
+            await trio.testing.wait_all_tasks_blocked()
+            seen.append(gc.get_threshold())
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert seen == [(collector.YOUNG_THRESHOLD, *before[1:])]
+    assert gc.get_threshold() == before

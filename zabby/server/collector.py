@@ -13,6 +13,12 @@ say) are never collected while frozen, so now and then it runs a deep collection
 everything (unfreeze, collect, freeze again): once the frozen objects have doubled since the
 last deep one, and ``DEEP_EVERY_S`` after it.  A deep collection costs what every full
 collection cost before, that much more rarely.
+
+While it runs, the youngest generation is collected every ``YOUNG_THRESHOLD`` net new
+objects rather than CPython's 700.  The requests a busy server has in flight hold thousands
+of young objects at any time, so at 700 each young collection walked objects still in use,
+and promoted them towards the full collections: pipelined creates on a standalone server ran
+1,800 young collections in 12 s (0.46 s of its 10.2 CPU s), against 21 (0.10 s) at 10,000.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import trio
 OLDEST_GENERATION = 2
 DEEP_EVERY_S = 3600.0
 CHECK_EVERY_S = 0.5
+YOUNG_THRESHOLD = 10_000
 FROZEN_MIN = 100_000  # below this many frozen objects, doubling is no reason for a deep collection
 
 
@@ -67,9 +74,12 @@ class FullCollections:
     async def run(self) -> None:
         """For as long as the server runs: the callback notes each full collection, this acts."""
         gc.callbacks.append(self._on_collection)
+        thresholds = gc.get_threshold()
+        gc.set_threshold(YOUNG_THRESHOLD, *thresholds[1:])
         try:
             while True:
                 await trio.sleep(CHECK_EVERY_S)
                 self.after_full_collection()
         finally:
+            gc.set_threshold(*thresholds)
             gc.callbacks.remove(self._on_collection)
