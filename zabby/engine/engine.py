@@ -359,13 +359,11 @@ class Engine(ClientCalls):
 
     # ----------------------------------------------------------------- apply
     def _apply(self, txns: list[Txn]) -> None:
-        tree, watches, leader, on_applied = self.tree, self.watches, self.is_leader, self.on_applied
+        tree, watches, on_applied = self.tree, self.watches, self.on_applied
         for txn in txns:
             result, events = tree.apply(txn)
             if on_applied is not None:
                 on_applied(txn, result)
-            if leader:
-                self.preparer.applied(txn.zxid)
             if events and (watches.data or watches.child or watches.persistent or watches.recursive):
                 for sink, event_type, path in watches.trigger(events):
                     sink.send_event(event_type, path, txn.zxid)  # type: ignore[attr-defined]
@@ -376,6 +374,8 @@ class Engine(ClientCalls):
             if txn.type in _SESSION_AND_REAP_TXNS:
                 self._after_apply(txn)
         if txns:
+            if self.is_leader:  # once for the batch: what it prepared stays ahead of the tree meanwhile
+                self.preparer.applied(txns[-1].zxid)
             self._tree_committed = True
             self.stats.commit_count += len(txns)
             self._txns_since_snapshot += len(txns)
