@@ -34,6 +34,8 @@ from zabby.tree.datatree import ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA, Da
 from zabby.tree.paths import parent_of, sequential_name, validate_path
 
 PROTECTED_PATHS = frozenset({"/", ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA})
+_PLAIN_CREATE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2})  # ops whose flags 0 mean a persistent node
+_NO_TTL = (None, 0, -1)  # what a create that is not a TTL node may carry as its TTL
 
 
 class Pending(NamedTuple):
@@ -50,6 +52,19 @@ class Pending(NamedTuple):
     num_children: int = 0
     zxid: int = 0
     data_bytes: int = 0
+
+    # The changes every write makes, as tuples built straight from the fields: ``_replace``
+    # costs 0.8 us a call, these 0.25 us.
+    def with_data(self, version: int, zxid: int, data_bytes: int) -> Pending:
+        exists, acl, _, cversion, aversion, owner, num_children, _, _ = self
+        return _new_tuple(Pending, (exists, acl, version, cversion, aversion, owner, num_children, zxid, data_bytes))
+
+    def with_children(self, cversion: int, num_children: int, zxid: int) -> Pending:
+        exists, acl, version, _, aversion, owner, _, _, data_bytes = self
+        return _new_tuple(Pending, (exists, acl, version, cversion, aversion, owner, num_children, zxid, data_bytes))
+
+
+_new_tuple = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +90,7 @@ class PrepLimits:
 
 def _from_node(node: Znode) -> Pending:
     acl, aversion, owner = node.meta
-    return Pending(True, acl, node.version, node.child_fields()[1], aversion, owner, len(node.children), 0, len(node.data))
+    return _new_tuple(Pending, (True, acl, node.version, node.child_fields()[1], aversion, owner, len(node.children), 0, len(node.data)))
 
 
 class Preparer:
@@ -154,7 +169,7 @@ class Preparer:
             parent_path = parent_of(path)
             parent = self.view(parent_path)
             if parent is not None:
-                self._record(parent_path, parent._replace(num_children=parent.num_children - 1, zxid=zxid))
+                self._record(parent_path, parent.with_children(parent.cversion, parent.num_children - 1, zxid))
         return OpCode.CLOSE_SESSION, (tuple(paths),)
 
     # ----------------------------------------------------------------- single ops
@@ -170,24 +185,27 @@ class Preparer:
 
     def _create(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
         path, data, acl, flags, ttl_ms = args
-        mode = self._create_mode(op, flags, ttl_ms)
+        if flags == 0 and op in _PLAIN_CREATE_OPS and ttl_ms in _NO_TTL:  # persistent: no mode to look up
+            sequential, owner = False, 0
+        else:
+            mode = self._create_mode(op, flags, ttl_ms)
+            sequential, owner = mode.is_sequential, self._owner_for(mode, caller.session_id, ttl_ms)
         parent_path = _parent_unchecked(path)  # the whole path is checked once it has its name
         self._check_data(data)
         fixed_acl = acls.fix_acl(acl, caller.auth_ids)
         parent = self._existing(parent_path)
         self._check_acl(parent, acls.CREATE, caller)
-        if mode.is_sequential:
+        if sequential:
             path = sequential_name(path, parent.cversion)
         validate_path(path)
         if self.view(path) is not None:
             raise ZabbyError(Err.NODEEXISTS, path)
         if is_session_owner(parent.owner):
             raise ZabbyError(Err.NOCHILDRENFOREPHEMERALS, parent_path)
-        owner = self._owner_for(mode, caller.session_id, ttl_ms)
         if self.tree.quota_roots:  # tested here: the plaintext write path pays one attribute look-up
             self._check_quota(path, 1, len(data), zxid)
         new_cversion = parent.cversion + 1
-        self._record(parent_path, parent._replace(cversion=new_cversion, num_children=parent.num_children + 1, zxid=zxid))
+        self._record(parent_path, parent.with_children(new_cversion, parent.num_children + 1, zxid))
         self._record(path, Pending(True, fixed_acl, 0, 0, 0, owner, 0, zxid, len(data)))
         return OpCode.CREATE, (path, data, fixed_acl, owner, new_cversion)
 
@@ -203,7 +221,7 @@ class Preparer:
                 raise ZabbyError(Err.UNIMPLEMENTED, "TTL nodes are disabled (extendedTypesEnabled=false)")
             if not isinstance(ttl_ms, int) or not 0 < ttl_ms <= TTL_MAX_MS:
                 raise ZabbyError(Err.BADARGUMENTS, f"ttl must be in 1..{TTL_MAX_MS} ms, got {ttl_ms!r}")
-        elif ttl_ms not in (None, 0, -1):
+        elif ttl_ms not in _NO_TTL:
             raise ZabbyError(Err.BADARGUMENTS, f"ttl given for non-TTL mode {mode.name}")
         return mode
 
@@ -234,7 +252,7 @@ class Preparer:
         _check_version(version, node.version, path)
         if node.num_children:
             raise ZabbyError(Err.NOTEMPTY, path)
-        self._record(parent_path, parent._replace(num_children=parent.num_children - 1, zxid=zxid))
+        self._record(parent_path, parent.with_children(parent.cversion, parent.num_children - 1, zxid))
         self._record(path, Pending(False, zxid=zxid))
         return OpCode.DELETE, (path,)
 
@@ -247,7 +265,7 @@ class Preparer:
             raise ZabbyError(Err.BADVERSION, f"{path} is neither a container nor a TTL node")
         parent_path = parent_of(path)
         parent = self._existing(parent_path)
-        self._record(parent_path, parent._replace(num_children=parent.num_children - 1, zxid=zxid))
+        self._record(parent_path, parent.with_children(parent.cversion, parent.num_children - 1, zxid))
         self._record(path, Pending(False, zxid=zxid))
         return OpCode.DELETE_CONTAINER, (path,)
 
@@ -261,7 +279,7 @@ class Preparer:
         if self.tree.quota_roots:
             self._check_quota(path, 0, len(data) - node.data_bytes, zxid)
         new_version = node.version + 1
-        self._record(path, node._replace(version=new_version, zxid=zxid, data_bytes=len(data)))
+        self._record(path, node.with_data(new_version, zxid, len(data)))
         return OpCode.SET_DATA, (path, data, new_version)
 
     def _set_acl(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
