@@ -114,6 +114,19 @@ def test_create_persistent_stat(h: Harness) -> None:
     assert h.tree.get("/a").data == b"hello"
 
 
+@pytest.mark.parametrize(("op", "mode", "ttl"), [
+    (OpCode.CREATE2, CreateMode.PERSISTENT, None), (OpCode.CREATE2, CreateMode.EPHEMERAL, None),
+    (OpCode.CREATE2, CreateMode.PERSISTENT_SEQUENTIAL, None), (OpCode.CREATE_CONTAINER, CreateMode.CONTAINER, None),
+    (OpCode.CREATE_TTL, CreateMode.PERSISTENT_WITH_TTL, 5000),
+])  # fmt: skip
+def test_a_create_answers_the_stat_its_node_has(h: Harness, op: int, mode: CreateMode, ttl: int | None) -> None:
+    h.open_session(0x77)
+    txn = h.prepare(op, ("/n", b"data", OPEN, int(mode), ttl), h.caller(0x77))
+    assert txn.type == OpCode.CREATE
+    (path, st), _ = h.apply(txn)
+    assert st == stat(h, path)
+
+
 def test_create2_and_nested(h: Harness) -> None:
     assert h.create("/a", op=OpCode.CREATE2) == "/a"
     assert h.create("/a/b") == "/a/b"

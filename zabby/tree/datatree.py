@@ -86,9 +86,13 @@ def _stat_seed(path: str) -> int | None:
     return None if _is_system(path) else _crc32(path.encode())
 
 
-def _data_seed(path: str) -> int | None:
-    """Where the CRC of a znode's data starts, as ``_stat_seed``."""
-    return None if _is_system(path) else _crc32(path.encode(), _DATA_CRC_SEED)
+def _seeds(path: str) -> tuple[int | None, int | None]:
+    """``_stat_seed(path)`` and where the CRC of its data starts, the path checked and
+    encoded once (None for both for the system znodes)."""
+    if path.startswith(ZOOKEEPER) and _is_system(path):
+        return None, None
+    encoded = path.encode()
+    return _crc32(encoded), _crc32(encoded, _DATA_CRC_SEED)
 
 
 def _stat_crc(seed: int | None, node: Znode) -> int:
@@ -106,7 +110,7 @@ def _meta_digest(path: str, node: Znode) -> int:
 
 def _data_digest(path: str, data: bytes) -> int:
     """Kept apart from the Stat's CRC, so a parent's child change never re-reads its data."""
-    return _data_crc(_data_seed(path), data)
+    return _data_crc(_seeds(path)[1], data)
 
 
 def _node_digest(path: str, node: Znode) -> int:
@@ -309,6 +313,12 @@ class Znode:
         )  # fmt: skip
 
 
+def _created_stat(zxid: int, time_ms: int, owner: int, data_length: int) -> Stat:
+    """``Znode.stat()`` of a znode its create just made, from the create's own fields: no
+    child, every version 0 (a create's answer, for each create)."""
+    return zxid, zxid, time_ms, time_ms, 0, 0, 0, owner if is_session_owner(owner) else 0, data_length, 0, zxid
+
+
 class DataTree:
     """Znodes by path, plus the indexes ZooKeeper keeps: ephemerals per session, containers,
     TTL nodes, and the session table (id → (timeout_ms, password)), which is replicated state."""
@@ -456,14 +466,15 @@ class DataTree:
         children = parent.children  # its own now: set once, not through the two setters' own_children
         children.cversion = parent_cversion  # type: ignore[union-attr]
         children.pzxid = txn.zxid  # type: ignore[union-attr]
-        self.digest += _stat_crc(parent_seed, parent) + _node_digest(path, node)
+        time_ms = node.ctime  # a new node's fields, as _node_digest would read them back
+        self.digest += _stat_crc(parent_seed, parent) + _record_digest(path, data, txn.zxid, txn.zxid, txn.zxid, time_ms, time_ms, 0, 0, 0, owner)
         self.data_size += len(data) + len(path)
         self._index_add(path, owner)
         if self.quota_roots or path.startswith(quota.QUOTA_PREFIX):
             quota.node_created(self, path, len(data))
         events.append((EventType.NODE_CREATED, path, node.acl))
         events.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.acl))
-        return path, node.stat()
+        return path, _created_stat(txn.zxid, time_ms, owner, len(data))
 
     def _delete(self, zxid: int, path: str, events: list[Event]) -> None:
         node = self.nodes.get(path)
@@ -489,7 +500,7 @@ class DataTree:
         if node is None:
             raise InvariantError(f"setData {path}: no node")
         self.data_size += len(data) - len(node.data)
-        stat_seed, data_seed = _stat_seed(path), _data_seed(path)
+        stat_seed, data_seed = _seeds(path)
         self.digest -= _stat_crc(stat_seed, node) + _data_crc(data_seed, node.data)
         if self.quota_roots:
             quota.data_changed(self, path, len(data) - len(node.data))
