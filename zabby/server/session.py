@@ -141,7 +141,7 @@ class ClientSession:
         self.established_ms = int(time.time() * 1000)
         self.received = 0
         self.sent = 0  # frames queued to the client, counted by the output as it queues them
-        self.last_op = "NA"
+        self.last_op: int | None = None  # its name only when asked: cons, the console
         self.last_cxid = self.last_zxid = 0
         self.last_response_ms = 0
         self.latency = LatencyStat()
@@ -254,7 +254,7 @@ class ClientSession:
 
     def _answer_read(self, xid: int, op: int, args: list[Any], started: float) -> None:
         host = self.host
-        self.last_op = _op_name(op)
+        self.last_op = op
         try:
             handler = self._handlers.get(op)
             if handler is not None:
@@ -279,7 +279,7 @@ class ClientSession:
 
     def _write(self, xid: int, op: int, args: list[Any], started: float) -> None:
         slot = _Slot(xid, op, args, started, True)
-        self.last_op = _op_name(op)
+        self.last_op = op
 
         def done(txn: Txn, result: Any) -> None:
             if txn.type == OpCode.ERROR:
@@ -388,7 +388,7 @@ class ClientSession:
         return ConnectionStatistics(
             address=self.address, session_id=self.session_id, timeout_ms=self.timeout_ms, established_ms=self.established_ms,
             outstanding_requests=len(self._slots), packets_received=self.received, packets_sent=self.sent,
-            last_operation=self.last_op, last_cxid=self.last_cxid, last_zxid=self.last_zxid,
+            last_operation="NA" if self.last_op is None else _op_name(self.last_op), last_cxid=self.last_cxid, last_zxid=self.last_zxid,
             last_response_ms=self.last_response_ms, latency=self.latency.statistics(),
         )  # fmt: skip
 

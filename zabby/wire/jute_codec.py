@@ -312,7 +312,11 @@ class JuteCodec:
         if xid == jute.XID_NOTIFICATION:
             event = jute.WatcherEvent(value[3], value[4], value[5])
             return jute.encode_reply(jute.ReplyHeader(xid, -1, 0), event)
-        op, sub_ops = self._pop(xid)
+        pending = self.pending
+        if pending and pending[0][0] == xid:  # the reply due next, as nearly every one is
+            _, op, sub_ops = pending.popleft()
+        else:
+            op, sub_ops = self._pop(xid)
         if err:
             return jute.encode_reply(jute.ReplyHeader(xid, zxid, err))
         if op == OpCode.EXISTS and value[3] is None:  # ZooKeeper: a missing node is NONODE
