@@ -454,27 +454,30 @@ class DataTree:
 
     def _create(self, txn: Txn, body: tuple[Any, ...], events: list[Event]) -> tuple[str, Stat]:
         path, data, acl, owner, parent_cversion = body
+        nodes, zxid = self.nodes, txn.zxid
         parent_path = parent_of(path)
-        parent = self.nodes.get(parent_path)
-        if parent is None or path in self.nodes:
+        parent = nodes.get(parent_path)
+        if parent is None or path in nodes:
             raise InvariantError(f"create {path}: parent missing or node exists")
-        node = Znode(data, interned_acl(acl), txn.zxid, self._shared_time(txn.time_ms), owner)
-        self.nodes[path] = node
+        acl = interned_acl(acl)
+        time_ms = self._shared_time(txn.time_ms)
+        nodes[path] = Znode(data, acl, zxid, time_ms, owner)
         parent_seed = _stat_seed(parent_path)
         self.digest -= _stat_crc(parent_seed, parent)
         parent.add_child(path)
         children = parent.children  # its own now: set once, not through the two setters' own_children
         children.cversion = parent_cversion  # type: ignore[union-attr]
-        children.pzxid = txn.zxid  # type: ignore[union-attr]
-        time_ms = node.ctime  # a new node's fields, as _node_digest would read them back
-        self.digest += _stat_crc(parent_seed, parent) + _record_digest(path, data, txn.zxid, txn.zxid, txn.zxid, time_ms, time_ms, 0, 0, 0, owner)
+        children.pzxid = zxid  # type: ignore[union-attr]
+        # the new node's digest from the fields it was just given, as _node_digest would read them
+        self.digest += _stat_crc(parent_seed, parent) + _record_digest(path, data, zxid, zxid, zxid, time_ms, time_ms, 0, 0, 0, owner)
         self.data_size += len(data) + len(path)
-        self._index_add(path, owner)
+        if owner:  # a persistent znode is in no index
+            self._index_add(path, owner)
         if self.quota_roots or path.startswith(quota.QUOTA_PREFIX):
             quota.node_created(self, path, len(data))
-        events.append((EventType.NODE_CREATED, path, node.acl))
-        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.acl))
-        return path, _created_stat(txn.zxid, time_ms, owner, len(data))
+        events.append((EventType.NODE_CREATED, path, acl))
+        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.meta[0]))
+        return path, _created_stat(zxid, time_ms, owner, len(data))
 
     def _delete(self, zxid: int, path: str, events: list[Event]) -> None:
         node = self.nodes.get(path)
@@ -501,15 +504,17 @@ class DataTree:
             raise InvariantError(f"setData {path}: no node")
         self.data_size += len(data) - len(node.data)
         stat_seed, data_seed = _seeds(path)
-        self.digest -= _stat_crc(stat_seed, node) + _data_crc(data_seed, node.data)
+        if stat_seed is not None:  # a system znode counts nothing
+            self.digest -= _stat_crc(stat_seed, node) + _crc32(node.data, data_seed)
         if self.quota_roots:
             quota.data_changed(self, path, len(data) - len(node.data))
         node.data = data
         node.version = version
         node.mzxid = txn.zxid
         node.mtime = self._shared_time(txn.time_ms)
-        self.digest += _stat_crc(stat_seed, node) + _data_crc(data_seed, data)
-        events.append((EventType.NODE_DATA_CHANGED, path, node.acl))
+        if stat_seed is not None:
+            self.digest += _stat_crc(stat_seed, node) + _crc32(data, data_seed)
+        events.append((EventType.NODE_DATA_CHANGED, path, node.meta[0]))
         return node.stat()
 
     def _set_acl(self, body: tuple[Any, ...]) -> Stat:
