@@ -195,6 +195,12 @@ def load_backup(backup_dir: Path) -> tuple[Manifest, dict[str, bytes]]:
     Raises:
         BackupError: no manifest, a foreign format, a missing file or a checksum mismatch.
     """
+    manifest, docs, _ = _load_nodes(backup_dir)
+    return manifest, docs
+
+
+def _load_nodes(backup_dir: Path) -> tuple[Manifest, dict[str, bytes], dict[str, int]]:
+    """``load_backup``, and each node's cversion when it was backed up (relative path -> int)."""
     try:
         raw = json.loads((backup_dir / MANIFEST).read_text())
     except FileNotFoundError:
@@ -204,7 +210,7 @@ def load_backup(backup_dir: Path) -> tuple[Manifest, dict[str, bytes]]:
     if raw.get("format") != FORMAT or raw.get("version") != FORMAT_VERSION:
         raise BackupError(f"{backup_dir / MANIFEST}: not a {FORMAT} v{FORMAT_VERSION} manifest")
     manifest = Manifest(raw["project"], raw["root"], int(raw["zxid"], 16), raw["znodes"], raw["data_bytes"], raw["created"], raw["files"])
-    docs = {}
+    docs, cversions = {}, {}
     base = f"{manifest.root.rstrip('/')}/{manifest.project}"
     for name, digest in manifest.files.items():
         try:
@@ -216,7 +222,8 @@ def load_backup(backup_dir: Path) -> tuple[Manifest, dict[str, bytes]]:
         node = json.loads(content)
         data = node["data"].encode() if node["encoding"] == "utf-8" else base64.b64decode(node["data"])
         docs[_rel(base, node["path"])] = data
-    return manifest, docs
+        cversions[_rel(base, node["path"])] = int(node.get("stat", {}).get("cversion", 0))
+    return manifest, docs, cversions
 
 
 # ----------------------------------------------------------------------------- restore
@@ -282,14 +289,20 @@ def _clear_target(client: Any, epoch: ProjectEpoch, existing: set[str], replace:
     return existing - set(doomed)
 
 
-def _advance_sequences(client: Any, epoch: ProjectEpoch, base: str, docs: dict[str, bytes]) -> None:
-    """Move each parent's sequence counter (its cversion) past its highest restored suffix."""
+def _advance_sequences(client: Any, epoch: ProjectEpoch, base: str, docs: dict[str, bytes], cversions: dict[str, int]) -> None:
+    """Move each parent's sequence counter (its cversion) past its highest restored suffix.
+
+    A name that merely ends in ten digits (a segment's UUID can) is no suffix: a sequential
+    child's suffix is the parent's cversion before its create, so it is below the parent's
+    backed-up cversion.  Without that bound, such a name asked for billions of fillers."""
     highest: dict[str, int] = {}
     for rel in docs:
         match = _SEQUENTIAL.fullmatch(rel.rsplit("/", 1)[-1])
         if match and "/" in rel:
             parent = rel.rsplit("/", 1)[0]
-            highest[parent] = max(highest.get(parent, -1), int(match.group(1)))
+            suffix = int(match.group(1))
+            if suffix < cversions.get(parent, 0):
+                highest[parent] = max(highest.get(parent, -1), suffix)
     for parent, top in highest.items():
         path = f"{base}/{parent}"
         needed = top + 1 - client.exists(path).cversion  # each create moves it by one
@@ -318,7 +331,7 @@ def restore_project(client: Any, backup_dir: Path, layout: Layout | None = None,
         FencedError: our epoch was lost during the restore.
     """
     started = time.monotonic()
-    manifest, docs = load_backup(backup_dir)
+    manifest, docs, cversions = _load_nodes(backup_dir)
     layout = layout or Layout(manifest.project, manifest.root)
     epoch = ProjectEpoch(client, layout, owner=owner or "zabby-restore")
     epoch.acquire(timeout=epoch_timeout_s)
@@ -328,7 +341,7 @@ def restore_project(client: Any, backup_dir: Path, layout: Layout | None = None,
                for rel in sorted(docs, key=_depth_order)]  # fmt: skip
         for batch in _batches(ops):
             _commit(client, epoch, batch)
-        _advance_sequences(client, epoch, layout.base, docs)
+        _advance_sequences(client, epoch, layout.base, docs, cversions)
         _verify(client, layout, docs)
     finally:
         epoch.release()
