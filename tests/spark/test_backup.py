@@ -4,6 +4,7 @@ project going on there (the next build's audit entry does not collide with resto
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -164,6 +165,26 @@ def test_a_damaged_backup_is_refused_before_anything_is_written(make_client, tar
     assert target.exists("/kylin/p") is None
     with pytest.raises(BackupError, match="no manifest.json"):
         restore_project(target, tmp_path)
+
+
+def test_a_node_file_without_its_stat_is_refused_with_its_name(make_client, target: SyncClient, tmp_path: Path) -> None:
+    """A node file that matches its checksum but lacks a field (written by hand, or by another
+    tool) is named in a BackupError, not left to a KeyError; nothing is written."""
+    client, epoch, store = driver(make_client)
+    epoch.acquire()
+    build_project(store, builds=1)
+    backup = tmp_path / "backup"
+    backup_project(client, store.layout, backup)
+    name = node_file("project")
+    node = json.loads((backup / name).read_text())
+    del node["stat"]
+    (backup / name).write_text(json.dumps(node))
+    manifest = json.loads((backup / "manifest.json").read_text())
+    manifest["files"][name] = hashlib.sha256((backup / name).read_bytes()).hexdigest()
+    (backup / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BackupError, match=r"project/@node.json: not a node file \(KeyError"):
+        restore_project(target, backup)
+    assert target.exists("/kylin/p") is None
 
 
 def test_zabby_admin_kylin_backup_and_restore_under_another_name(make_client, ensemble, target: SyncClient, tmp_path: Path) -> None:

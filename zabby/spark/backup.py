@@ -219,10 +219,14 @@ def _load_nodes(backup_dir: Path) -> tuple[Manifest, dict[str, bytes], dict[str,
             raise BackupError(f"{backup_dir}: {name} is listed in the manifest but missing") from None
         if hashlib.sha256(content).hexdigest() != digest:
             raise BackupError(f"{backup_dir / name}: checksum mismatch (the file changed after the backup)")
-        node = json.loads(content)
-        data = node["data"].encode() if node["encoding"] == "utf-8" else base64.b64decode(node["data"])
-        docs[_rel(base, node["path"])] = data
-        cversions[_rel(base, node["path"])] = int(node.get("stat", {}).get("cversion", 0))
+        try:
+            node = json.loads(content)
+            data = node["data"].encode() if node["encoding"] == "utf-8" else base64.b64decode(node["data"])
+            cversion = int(node["stat"]["cversion"])  # the restore's bound on sequence suffixes
+            rel = _rel(base, node["path"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # binascii.Error is a ValueError
+            raise BackupError(f"{backup_dir / name}: not a node file ({type(exc).__name__}: {exc})") from None
+        docs[rel], cversions[rel] = data, cversion
     return manifest, docs, cversions
 
 
