@@ -23,7 +23,7 @@ from zabby.errors import RemoteProtocolError
 from zabby.tree.txns import Txn
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Notification:
     """A fast-leader-election vote: who the sender proposes, and the sender's own state.
     ``config``: the sender's committed membership (its text), so that a server which missed
@@ -42,7 +42,7 @@ class Notification:
     proposed: str = ""  # the sender's proposed membership (a RECONFIG logged, not committed)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Request:
     """A client write (or session close) forwarded by a learner to the leader."""
 
@@ -55,19 +55,19 @@ class Request:
     superuser: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Proposal:
     TYPE: ClassVar[int] = 2
     txns: tuple[Txn, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Ack:
     TYPE: ClassVar[int] = 3
     zxid: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Commit:
     """Everything up to ``zxid`` is committed.  ``designated``: that commit activated a
     membership that leaves the leader out; the learners elect this server next (ZooKeeper's
@@ -78,7 +78,7 @@ class Commit:
     designated: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Logged:
     """Leader → follower: the leader's own log holds everything up to ``zxid`` (as its own
     ACK would say); sent only to a follower that makes a quorum with the leader alone."""
@@ -87,7 +87,7 @@ class Logged:
     zxid: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Ping:
     """Leader → learner: liveness, and the leader's latest confirmation ``round`` (see
     ``Peer``'s sync).  Learner → leader: the sessions its clients touched, and the round of
@@ -98,7 +98,7 @@ class Ping:
     round: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Sync:
     """A client ``sync``: learner → leader asks, leader → learner answers in stream order."""
 
@@ -107,7 +107,7 @@ class Sync:
     cxid: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Inform:
     """Committed txns for observers (PROPOSAL and COMMIT in one)."""
 
@@ -115,7 +115,7 @@ class Inform:
     txns: tuple[Txn, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class NewLeader:
     """``config``: the leader's committed membership (``zabby.membership`` text), which a
     learner synced by SNAP could not learn from its log; ``proposed``: the membership of a
@@ -128,7 +128,7 @@ class NewLeader:
     proposed: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class FollowerInfo:
     """``config_version``: the version of the learner's committed membership (ZooKeeper's
     LearnerInfo carries it too): a leader that knows no membership that recent is stale."""
@@ -140,24 +140,24 @@ class FollowerInfo:
     config_version: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class UpToDate:
     TYPE: ClassVar[int] = 12
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Diff:
     TYPE: ClassVar[int] = 13
     zxid: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Trunc:
     TYPE: ClassVar[int] = 14
     zxid: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Snap:
     """Sync by snapshot: the tree as of ``zxid`` follows (as SnapChunk messages)."""
 
@@ -165,13 +165,13 @@ class Snap:
     zxid: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class LeaderInfo:
     TYPE: ClassVar[int] = 17
     epoch: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class AckEpoch:
     """``snapshot_wanted``: the learner cannot truncate to where the leader would (see Peer)."""
 
@@ -181,7 +181,7 @@ class AckEpoch:
     snapshot_wanted: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class SnapChunk:
     """Part of a snapshot stream (shell level: the core never sees chunks).  ``encoded``, not
     on the wire: the records' bytes as they arrived, one msgpack value after another (what a
@@ -194,7 +194,7 @@ class SnapChunk:
     encoded: bytes | memoryview = dataclasses.field(default=b"", compare=False, repr=False, metadata={"wire": False})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class TreeDigest:
     """Leader → learner: the leader's tree digest right after it applied ``zxid`` (shell level,
     like SnapChunk; ZooKeeper attaches a digest to its txns).  A learner that computes another
@@ -216,6 +216,8 @@ _TYPES: dict[int, type[Any]] = {
                 FollowerInfo, UpToDate, Diff, Trunc, Snap, LeaderInfo, AckEpoch, SnapChunk, TreeDigest)  # fmt: skip
 }
 _FIELDS = {type_: tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("wire", True)) for type_, cls in _TYPES.items()}
+_unpackb = msgpack.unpackb
+_new_tuple = tuple.__new__  # a Txn from a decoded array, without Txn.__new__'s call per field
 _SNAP_CHUNK_HEAD = bytes([0x93, SnapChunk.TYPE])  # a 3-array, then the type as a positive fixint
 _ARRAY_HEADER_BYTES = {**{code: 1 for code in range(0x90, 0xA0)}, 0xDC: 3, 0xDD: 5}  # fixarray, array 16, array 32
 
@@ -227,22 +229,20 @@ def encode(message: Message) -> bytes:
 
 def decode(frame: bytes) -> Message:
     try:
-        value = msgpack.unpackb(frame, raw=False, use_list=False)
+        value = _unpackb(frame, raw=False, use_list=False)
         cls = _TYPES[value[0]]
-        kwargs = dict(zip(_FIELDS[value[0]], value[1:], strict=True))
-    except Exception as exc:  # any malformed frame, whatever msgpack or zip raised
+        if cls is Proposal or cls is Inform:
+            (_, txns) = value  # checked before the txns are made: a Txn of 6 fields each
+            if set(map(len, txns)) - {6}:
+                raise TypeError("a txn is not an array of 6")
+            return cls(tuple([_new_tuple(Txn, txn) for txn in txns]))  # type: ignore[no-any-return]
+        if cls is SnapChunk:
+            (_, records, last) = value
+            return SnapChunk(records, last, _records_bytes(frame))
+        # the wire fields in their order, positionally: no dict of them per message
+        return cls(*value[1:])  # type: ignore[no-any-return]
+    except Exception as exc:  # any malformed frame, whatever msgpack, the unpacking or __init__ raised
         raise RemoteProtocolError(f"malformed quorum packet: {exc}") from None
-    if cls in (Proposal, Inform):
-        try:
-            kwargs["txns"] = tuple(Txn(*txn) for txn in kwargs["txns"])
-        except TypeError as exc:
-            raise RemoteProtocolError(f"malformed txn in {cls.__name__}: {exc}") from None
-    elif cls is SnapChunk:
-        kwargs["encoded"] = _records_bytes(frame)
-    try:
-        return cls(**kwargs)  # type: ignore[no-any-return]
-    except TypeError as exc:
-        raise RemoteProtocolError(f"malformed {cls.__name__}: {exc}") from None
 
 
 def _records_bytes(frame: bytes) -> memoryview | bytes:
