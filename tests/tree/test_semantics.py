@@ -349,6 +349,20 @@ def test_set_data_stat(h: Harness) -> None:
     assert code_of(h.set_data, "/nope", b"") == Err.NONODE
 
 
+def test_a_set_data_nobody_here_answers_changes_the_tree_alike_and_makes_no_stat() -> None:
+    answered, unanswered = Harness(), Harness()
+    for h in (answered, unanswered):
+        h.create("/a", data=b"1")
+        h.create("/a/child")
+    txn = answered.prepare(OpCode.SET_DATA, ("/a", b"four", 0))
+    st, events = answered.tree.apply(txn)
+    assert unanswered.tree.apply(txn, answered=False) == (None, events)
+    assert st == stat(answered, "/a")
+    assert answered.tree.content_hash() == unanswered.tree.content_hash()
+    assert answered.tree.digest == unanswered.tree.digest == unanswered.tree.compute_digest()
+    assert answered.tree.data_size == unanswered.tree.data_size
+
+
 def test_set_acl_stat(h: Harness) -> None:
     h.create("/a")
     before = stat(h, "/a")

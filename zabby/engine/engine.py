@@ -360,14 +360,15 @@ class Engine(ClientCalls):
     # ----------------------------------------------------------------- apply
     def _apply(self, txns: list[Txn]) -> None:
         tree, watches, on_applied = self.tree, self.watches, self.on_applied
+        waiting = self.waiting
         for txn in txns:
-            result, events = tree.apply(txn)
+            done = waiting.pop((txn.session_id, txn.cxid), None) if waiting else None
+            result, events = tree.apply(txn, done is not None)  # no waiter: no Stat to make
             if on_applied is not None:
                 on_applied(txn, result)
             if events and (watches.data or watches.child or watches.persistent or watches.recursive):
                 for sink, event_type, path in watches.trigger(events):
                     sink.send_event(event_type, path, txn.zxid)  # type: ignore[attr-defined]
-            done = self.waiting.pop((txn.session_id, txn.cxid), None)
             if done is not None:
                 self.outstanding -= 1
                 done(txn, result)
