@@ -469,13 +469,19 @@ class DataTree:
         time_ms = self._shared_time(txn.time_ms)
         nodes[path] = Znode(data, acl, zxid, time_ms, owner)
         parent_seed = _stat_seed(parent_path)
-        self.digest -= _stat_crc(parent_seed, parent)
+        if parent_seed is not None:  # its Stat's digest bytes before and after from one read of its fields
+            _, aversion, parent_owner = parent.meta
+            pzxid, cversion = parent.child_fields()
+            czxid, mzxid, ctime, mtime, version = parent.czxid, parent.mzxid, parent.ctime, parent.mtime, parent.version
+            before = _pack_stat(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, parent_owner)
+            after = _pack_stat(czxid, mzxid, zxid, ctime, mtime, version, parent_cversion, aversion, parent_owner)
+            self.digest += _crc32(after, parent_seed) - _crc32(before, parent_seed)
         parent.add_child(path)
         children = parent.children  # its own now: set once, not through the two setters' own_children
         children.cversion = parent_cversion  # type: ignore[union-attr]
         children.pzxid = zxid  # type: ignore[union-attr]
         # the new node's digest from the fields it was just given, as _node_digest would read them
-        self.digest += _stat_crc(parent_seed, parent) + _record_digest(path, data, zxid, zxid, zxid, time_ms, time_ms, 0, 0, 0, owner)
+        self.digest += _record_digest(path, data, zxid, zxid, zxid, time_ms, time_ms, 0, 0, 0, owner)
         self.data_size += len(data) + len(path)
         if owner:  # a persistent znode is in no index
             self._index_add(path, owner)
