@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from collections.abc import Callable
+from operator import attrgetter
 from typing import Any, ClassVar
 
 import msgpack
@@ -222,9 +224,26 @@ _SNAP_CHUNK_HEAD = bytes([0x93, SnapChunk.TYPE])  # a 3-array, then the type as 
 _ARRAY_HEADER_BYTES = {**{code: 1 for code in range(0x90, 0xA0)}, 0xDC: 3, 0xDD: 5}  # fixarray, array 16, array 32
 
 
+
+
+def _wire_values(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A message's wire fields as a tuple, read in one call (attrgetter gives a tuple for two
+    names or more)."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        return lambda message, name=names[0]: (getattr(message, name),)
+    return lambda message: ()
+
+
+_VALUES = {type_: _wire_values(names) for type_, names in _FIELDS.items()}
+# One Packer for every message: msgpack.packb makes a new one each time, which costs more
+# than packing an ACK (see zabby.tree.txns for why one can be shared).
+_pack = msgpack.Packer(use_bin_type=True).pack
+
+
 def encode(message: Message) -> bytes:
-    fields = _FIELDS[message.TYPE]
-    return msgpack.packb([message.TYPE, *(getattr(message, name) for name in fields)], use_bin_type=True)
+    return _pack((message.TYPE, *_VALUES[message.TYPE](message)))
 
 
 def decode(frame: bytes) -> Message:
