@@ -650,18 +650,19 @@ class Peer:
         if info is None:
             return
         info.heard_tick = self.now
-        if isinstance(message, AckEpoch):
-            self._leader_ack_epoch(sender, info, message)
+        if isinstance(message, Request):  # the busy leader's two messages first: each forwarded write, each ACK
+            if leader.established:
+                self._ready.requests.append((sender, message))
         elif isinstance(message, Ack):
             self._leader_ack(sender, info, message.zxid)
+        elif isinstance(message, AckEpoch):
+            self._leader_ack_epoch(sender, info, message)
         elif isinstance(message, Ping):
             self._ready.touched_sessions.extend(message.sessions)
             if message.round > info.round_acked:
                 info.round_acked = message.round
                 if leader.syncs:
                     self._advance_syncs()
-        elif isinstance(message, Request) and leader.established:
-            self._ready.requests.append((sender, message))
         elif isinstance(message, Sync) and leader.established:
             self._leader_sync(leader, sender, message)
 
