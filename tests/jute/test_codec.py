@@ -93,7 +93,7 @@ def test_detection() -> None:
 
 
 def test_request_args_map_onto_zabbys_op_model() -> None:
-    assert request_args(OpCode.CREATE_TTL, jute.CreateTTLRequest("/t", b"", OPEN, 5, 99)) == (21, ["/t", b"", [[31, "world", "anyone"]], 5, 99])
+    assert request_args(OpCode.CREATE_TTL, jute.CreateTTLRequest("/t", b"", OPEN, 5, 99)) == (21, ["/t", b"", ((31, "world", "anyone"),), 5, 99])
     watches = jute.SetWatches2(7, ["/d"], ["/e"], ["/c"], ["/p"], None)
     assert request_args(OpCode.SET_WATCHES2, watches) == (OpCode.SET_WATCHES, [7, ["/d"], ["/e"], ["/c"], ["/p"], []])
     multi = jute.MultiRequest([(2, jute.DeleteRequest("/x", 3)), (5, jute.SetDataRequest("/y", None, -1))])

@@ -126,8 +126,9 @@ def fix_acl(acl: object, auth_ids: list[AuthId]) -> tuple[ACL, ...]:
     if not isinstance(acl, (list, tuple)) or not acl:
         raise ZabbyError(Err.INVALIDACL, "ACL must be a non-empty list")
     try:
-        key = tuple((p, s, i) for p, s, i in acl)
-        cached = _FIXED_CACHE.get(key)
+        cached = _FIXED_CACHE.get(acl) if acl.__class__ is tuple else None  # type: ignore[call-overload]  # as the codec gives it
+        key = acl if cached is not None else tuple((p, s, i) for p, s, i in acl)
+        cached = cached or _FIXED_CACHE.get(key)
     except (TypeError, ValueError):
         key, cached = None, None
     if cached is not None:

@@ -206,7 +206,7 @@ class Preparer:
             self._check_quota(path, 1, len(data), zxid)
         new_cversion = parent.cversion + 1
         self._record(parent_path, parent.with_children(new_cversion, parent.num_children + 1, zxid))
-        self._record(path, Pending(True, fixed_acl, 0, 0, 0, owner, 0, zxid, len(data)))
+        self._record(path, _new_tuple(Pending, (True, fixed_acl, 0, 0, 0, owner, 0, zxid, len(data))))
         return OpCode.CREATE, (path, data, fixed_acl, owner, new_cversion)
 
     def _create_mode(self, op: int, flags: Any, ttl_ms: Any) -> CreateMode:

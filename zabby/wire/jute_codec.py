@@ -39,11 +39,11 @@ _MULTI_OPS = (OpCode.MULTI, OpCode.MULTI_READ)
 
 
 # ----------------------------------------------------------------------------- requests → op model
-def _acl(entries: list[jute.ACL] | None) -> list[list[Any]] | None:
+def _acl(entries: list[jute.ACL] | None) -> tuple[tuple[int, str, str], ...] | None:
     if entries is None:
         return None
     # kazoo writes an empty id (as for the "auth" scheme) as a null ustring
-    return [[e.perms, e.id.scheme, "" if e.id.id is None else e.id.id] for e in entries]
+    return tuple((e.perms, e.id.scheme, "" if e.id.id is None else e.id.id) for e in entries)
 
 
 def _paths(paths: list[str | None] | None) -> list[str]:
@@ -118,9 +118,29 @@ def _blob(payload: bytes, pos: int, size_max: int) -> tuple[bytes, int]:
     return payload[pos + 4 : end], end
 
 
+# A create's ACL vector by its bytes: clients repeat a few ACLs, so most creates look theirs up
+# here instead of reading it entry by entry (bounded: a client inventing ACLs fills it once).
+_ACLS_BY_BYTES: dict[bytes, tuple[tuple[int, str, str], ...]] = {}
+_ACLS_BY_BYTES_MAX = 256
+
+
 def _create_args(payload: bytes, size_max: int) -> list[Any]:
     path, pos = _blob(payload, 8, size_max)
     data, pos = _blob(payload, pos, size_max)
+    acl = _ACLS_BY_BYTES.get(payload[pos:-4])  # the flags, an int, end the record
+    if acl is None:
+        start = pos
+        acl, pos = _acl_vector(payload, pos, size_max)
+        if pos == len(payload) - 4 and len(_ACLS_BY_BYTES) < _ACLS_BY_BYTES_MAX:
+            _ACLS_BY_BYTES[payload[start:pos]] = acl
+    else:
+        pos = len(payload) - 4
+    (flags,) = _INT.unpack_from(payload, pos)
+    return [path.decode(), data, acl, flags, 0]
+
+
+def _acl_vector(payload: bytes, pos: int, size_max: int) -> tuple[tuple[tuple[int, str, str], ...], int]:
+    """A vector of ACL records at ``pos``, and the position after it."""
     (count,) = _INT.unpack_from(payload, pos)
     pos += 4
     if count < 0 or count > len(payload) - pos:
@@ -130,9 +150,8 @@ def _create_args(payload: bytes, size_max: int) -> list[Any]:
         (perms,) = _INT.unpack_from(payload, pos)
         scheme, pos = _blob(payload, pos + 4, size_max)
         ident, pos = _blob(payload, pos, size_max)
-        acl.append([perms, scheme.decode(), ident.decode()])
-    (flags,) = _INT.unpack_from(payload, pos)
-    return [path.decode(), data, acl, flags, 0]
+        acl.append((perms, scheme.decode(), ident.decode()))
+    return tuple(acl), pos
 
 
 def _set_data_args(payload: bytes, size_max: int) -> list[Any]:
