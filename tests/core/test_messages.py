@@ -3,6 +3,8 @@ peer could send decodes or raises RemoteProtocolError, never another exception."
 
 from __future__ import annotations
 
+import dataclasses
+
 import msgpack
 import pytest
 from hypothesis import given, settings
@@ -44,6 +46,14 @@ def test_every_message_decodes_to_what_was_encoded(message: m.Message) -> None:
     assert type(decoded) is type(message)
     if isinstance(decoded, m.Proposal | m.Inform):
         assert all(type(txn) is Txn for txn in decoded.txns)
+
+
+def test_the_wire_fields_of_every_type_lead_its_fields() -> None:
+    # decode passes the wire fields positionally: one kept off the wire must come after them
+    for type_, cls in m._TYPES.items():
+        names = tuple(field.name for field in dataclasses.fields(cls))
+        assert names[: len(m._FIELDS[type_])] == m._FIELDS[type_], cls.__name__
+    assert len(m._TYPES) == len(EVERY_TYPE)
 
 
 def test_a_snap_chunk_keeps_its_records_bytes() -> None:

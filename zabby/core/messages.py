@@ -1,7 +1,8 @@
 """Quorum messages: election notifications and Zab packets, with ZooKeeper's type numbers.
 
 On the wire a message is one msgpack array ``[TYPE, field, ...]`` inside a length-prefixed
-frame; txns travel as their ``Txn`` arrays.  ``decode`` turns anything ill-formed into a
+frame, its fields in their dataclass's order (``decode`` passes them positionally, so a field
+kept off the wire comes after them all); txns travel as their ``Txn`` arrays.  ``decode`` turns anything ill-formed into a
 ``RemoteProtocolError`` (the link is dropped and the learner resynchronises).
 
 Zabby batches where ZooKeeper sends one packet per txn: ``Proposal`` carries several txns,
@@ -14,8 +15,8 @@ waiting for the COMMIT (see ``Peer``).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, ClassVar
 
@@ -222,8 +223,6 @@ _unpackb = msgpack.unpackb
 _new_tuple = tuple.__new__  # a Txn from a decoded array, without Txn.__new__'s call per field
 _SNAP_CHUNK_HEAD = bytes([0x93, SnapChunk.TYPE])  # a 3-array, then the type as a positive fixint
 _ARRAY_HEADER_BYTES = {**{code: 1 for code in range(0x90, 0xA0)}, 0xDC: 3, 0xDD: 5}  # fixarray, array 16, array 32
-
-
 
 
 def _wire_values(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
