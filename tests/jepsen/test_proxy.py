@@ -149,7 +149,11 @@ def test_reset_sends_rst_on_live_connections(link: tuple[EchoTarget, LinkProxy])
     with _connect(proxy) as still_passing:
         assert _read_exactly(still_passing, 3) == GREETING
     proxy.set_mode(Mode.RESET)
-    with _connect(proxy) as refused:
+    try:
+        refused = _connect(proxy)
+    except ConnectionResetError:
+        return  # the proxy's RST came before connect() returned (a loaded machine): reset all the same
+    with refused:
         assert _closed_or_reset(refused) == "reset"
 
 
