@@ -10,7 +10,7 @@ from typing import Any
 
 from zabby.config import PeerAddress, ServerConfig
 from zabby.core.peer import DurableState
-from zabby.engine import Engine, Persist, Recovered, Reload, core_timing
+from zabby.engine import Append, Engine, Persist, Recovered, Reload, core_timing
 from zabby.engine.effects import CheckSpace, Effect
 from zabby.opcodes import OpCode
 from zabby.tree.acl import OPEN_ACL_UNSAFE
@@ -57,7 +57,8 @@ def tree_of(txns: list[Txn]) -> DataTree:
     return tree
 
 
-def make_engine(txns: list[Txn] = (), *, servers: int = 3, sid: int = 1, **settings: Any) -> Engine:  # type: ignore[assignment]
+def make_engine(txns: list[Txn] = (), *, servers: int = 3, sid: int = 1, sync_in_background: bool = False,  # type: ignore[assignment]
+                **settings: Any) -> Engine:
     peers = tuple(PeerAddress(i, "127.0.0.1", 1000 + i, 2000 + i) for i in range(1, servers + 1)) if servers > 1 else ()
     config = ServerConfig(data_dir=Path("/nowhere"), data_log_dir=Path("/nowhere"), tick_ms=200, peers=peers, server_id=sid, **settings)
     core_tick_ms, peer_config = core_timing(config)
@@ -65,7 +66,7 @@ def make_engine(txns: list[Txn] = (), *, servers: int = 3, sid: int = 1, **setti
     last = tree.last_zxid
     durable = DurableState(accepted_epoch=1, current_epoch=1, last_logged=last, applied=last, history=tuple(txns))
     return Engine(config, peer_config, core_tick_ms, Recovered(tree, durable), clock=FakeClock(),
-                  freezer=CopyFreezer(), rng=random.Random(7))  # fmt: skip
+                  freezer=CopyFreezer(), rng=random.Random(7), sync_in_background=sync_in_background)  # fmt: skip
 
 
 class Driver:
@@ -76,6 +77,7 @@ class Driver:
         self.disk_txns = list(disk_txns)
         self.effects: list[Effect] = []
         self.fail_next: dict[type, BaseException] = {}
+        self.syncs_at_once = False  # an Append's sync: done at once, or left to the test's log_synced
 
     def answer(self, effect: Effect) -> Any:
         failure = self.fail_next.pop(type(effect), None)
@@ -85,6 +87,8 @@ class Driver:
             tree = tree_of(self.disk_txns)
             last = tree.last_zxid
             return Recovered(tree, DurableState(1, 1, last, last, tuple(self.disk_txns), 0, effect.snapshot_wanted))
+        if isinstance(effect, Append):
+            return False, self.syncs_at_once or not effect.sync
         if isinstance(effect, (Persist, CheckSpace)):
             return False
         return None

@@ -1,12 +1,14 @@
 """Pipelined writes: a write that an earlier Ready logged is answered before the fsync of the
-writes that came in after it, not after it (each write would otherwise wait for two fsyncs)."""
+writes that came in after it, not after it (each write would otherwise wait for two fsyncs);
+with the log's sync in the background, later writes are logged while it runs, and nothing is
+answered or acknowledged before the sync covers it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tests.engine.helpers import Driver, create, make_engine
-from zabby.engine import Engine, Persist
+from zabby.engine import Append, Engine, Persist
 from zabby.opcodes import CreateMode, OpCode
 from zabby.tree.acl import OPEN_ACL_UNSAFE
 from zabby.tree.prep import Caller
@@ -64,3 +66,67 @@ def test_a_standalone_write_is_logged_and_applied_in_one_ready(monkeypatch: Any)
     assert [path for path, _stat in answered] == ["/one"]
     [ready] = readies  # a quorum of one: the Ready that logs the write also applies it, after its persist
     assert ready.append == ready.committed
+
+
+def _writer(engine: Engine, session: int, answered: list[str]) -> Any:
+    def submit(path: str, cxid: int) -> None:
+        args = (path, b"v", OPEN_ACL_UNSAFE, int(CreateMode.PERSISTENT), None)
+        engine.submit(int(OpCode.CREATE), args, Caller(session, []), cxid, lambda txn, result: answered.append(path))
+
+    return submit
+
+
+def test_with_the_sync_in_the_background_writes_are_logged_meanwhile_and_answered_once_durable() -> None:
+    engine = make_engine([create(1)], servers=1, sync_in_background=True)
+    driver = Driver(engine)
+    driver.syncs_at_once = True
+    session = serving_session(engine, driver)
+    driver.syncs_at_once = False
+    answered: list[str] = []
+    submit = _writer(engine, session, answered)
+    submit("/a", 1)
+    [append_a] = [e for e in driver.run() if isinstance(e, Append)]
+    submit("/b", 2)  # arrives while /a's sync runs: logged at once, behind it
+    [append_b] = [e for e in driver.run() if isinstance(e, Append)]
+    assert [t.body[0] for t in append_a.txns + append_b.txns] == ["/a", "/b"] and append_a.sync and append_b.sync
+    assert answered == [] and engine.awaiting_sync
+    assert engine.applied_once_synced == append_b.txns[-1].zxid and engine.tree.last_zxid < append_a.txns[0].zxid
+    engine.log_synced(append_a.txns[-1].zxid)  # the first sync covered /a only
+    driver.run()
+    assert answered == ["/a"] and engine.tree.get("/b") is None
+    engine.log_synced(append_b.txns[-1].zxid)
+    driver.run()
+    assert answered == ["/a", "/b"] and not engine.awaiting_sync
+
+
+def test_a_ready_that_changes_more_than_the_log_first_syncs_and_finishes_those_waiting() -> None:
+    engine = make_engine([create(1)], servers=1, sync_in_background=True)
+    driver = Driver(engine)
+    driver.syncs_at_once = True
+    session = serving_session(engine, driver)
+    driver.syncs_at_once = False
+    answered: list[str] = []
+    _writer(engine, session, answered)("/a", 1)
+    driver.run()
+    assert answered == [] and engine.awaiting_sync
+    engine.peer._ready.drop_links.append(9)  # the next Ready drops a link: it cannot wait for the sync
+    effects = driver.run()
+    kinds = [type(e).__name__ for e in effects]
+    assert kinds[0] == "Persist" and not effects[0].append and effects[0].sync  # the whole log made durable first
+    assert answered == ["/a"] and not engine.awaiting_sync
+    assert kinds.index("DropLinks") > 0
+
+
+def test_a_failed_background_sync_fails_the_work_and_the_engine_repairs() -> None:
+    engine = make_engine([create(1)], servers=1, sync_in_background=True)
+    driver = Driver(engine, disk_txns=[create(1)])
+    driver.syncs_at_once = True
+    session = serving_session(engine, driver)
+    driver.syncs_at_once = False
+    answered: list[str] = []
+    _writer(engine, session, answered)("/a", 1)
+    driver.run()
+    engine.log_synced(0, OSError("injected"))
+    driver.run()
+    assert answered == [] and engine.stats.repairs == 1 and not engine.awaiting_sync
+    assert engine.tree.get("/a") is None  # the reload found the log without it

@@ -82,15 +82,19 @@ def test_the_log_hands_out_its_segment_only_when_an_fdatasync_is_all_its_sync_ne
     log.sync()
     assert log.segment_to_sync() is None  # all synced
     log.append([(2, b"second")])
-    fd = log.segment_to_sync()
-    assert fd is not None
+    point = log.segment_to_sync()
+    assert point is not None
+    fd, writes = point
+    log.append([(3, b"third")])  # written while the kernel syncs: that sync does not cover it
     os.fdatasync(fd)
-    log.segment_synced()
+    log.segment_synced(writes)
+    assert log.segment_to_sync() == (fd, writes + 1)
+    log.segment_synced(writes + 1)
     assert log.segment_to_sync() is None
-    log.append([(3, b"x" * (600 << 10))])  # past half the reservation: sync tops it up itself
+    log.append([(4, b"x" * (600 << 10))])  # past half the reservation: sync tops it up itself
     assert log.segment_to_sync() is None
     log.sync()
-    log.append([(4, b"fourth")])
+    log.append([(5, b"fifth")])
     assert log.segment_to_sync() is not None
     log.close()
 

@@ -1,6 +1,7 @@
 """The engine: one server's decisions, driven by the trio server and by the simulator."""
 
 from zabby.engine.effects import (
+    Append as Append,
     CheckSpace as CheckSpace,
     ClientSink as ClientSink,
     Clock as Clock,

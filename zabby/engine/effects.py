@@ -5,8 +5,8 @@ time and the driver answers with its result (or the error it raised) on the next
 the order of every step — send early, persist, apply, send, drop links — is written once,
 in the engine, for the trio server and for the simulator alike.
 
-Effects that answer with a value: ``Reload`` (a ``Recovered``), and ``Persist`` and
-``CheckSpace`` (True if the disk is short of space afterwards).  The others answer None.  An effect the driver could not
+Effects that answer with a value: ``Reload`` (a ``Recovered``), ``Persist`` and
+``CheckSpace`` (True if the disk is short of space afterwards), and ``Append``.  The others answer None.  An effect the driver could not
 carry out is answered with the exception it raised; the engine then repairs itself
 (``zabby.engine.engine``), or asks to stop (``FailStop``) if the disk failed.
 """
@@ -46,6 +46,18 @@ class Persist:
     current_epoch: int | None
     truncate_to: int | None
     append: list[Txn]
+    sync: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """Append ``txns`` to the log now and, if ``sync``, have the log made durable: here, or in
+    the background, reporting ``Engine.log_synced(zxid)`` each time everything appended up
+    to ``zxid`` is durable, until the log's last zxid is.  Answer ``(space_low, durable)``:
+    whether the disk is short of space, and whether the whole log is durable already.  Asked
+    only of a driver that syncs in the background (``Engine(sync_in_background=True)``)."""
+
+    txns: list[Txn]
     sync: bool
 
 
@@ -146,7 +158,7 @@ class FailStop:
     reason: str
 
 
-Effect = Send | Persist | Reload | StageSnapshot | Install | DropLinks | CloseClients | WriteSnapshot | Purge | CheckSpace | Reconfigure | Pause | FailStop
+Effect = Send | Persist | Append | Reload | StageSnapshot | Install | DropLinks | CloseClients | WriteSnapshot | Purge | CheckSpace | Reconfigure | Pause | FailStop
 
 
 class Clock(Protocol):

@@ -19,7 +19,9 @@ at once, without a unit of its own; it fails as a unit would.  So the
 Ready contract (``zabby.core.ready``) — send early, persist, apply (or apply first, when an
 earlier Ready logged what it commits), send, drop links, then
 ``advance`` — is written here once.  Driver inputs that arrive while a unit of work waits
-for its effect are queued, and fed when it is done.  Client calls act at once: a write is
+for its effect are queued, and fed when it is done.  With a driver that syncs the log in the
+background (an ensemble's server, the simulator), a broadcast Ready appends and goes on, and
+what must follow its fsync waits for ``log_synced`` (see "the log's sync in the background").  Client calls act at once: a write is
 prepared on the leader (or forwarded by a learner) while the previous Ready is on disk, as
 ZooKeeper's pipeline does.
 
@@ -37,17 +39,18 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any
 
 from zabby.config import ServerConfig
-from zabby.core.messages import Diff, Message, Proposal, Snap, SnapChunk, TreeDigest, Trunc
+from zabby.core.messages import Ack, Diff, Logged, Message, Proposal, Snap, SnapChunk, TreeDigest, Trunc
 from zabby.core.peer import Peer, PeerConfig
 from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
 from zabby.engine.clients import ClientCalls, first_session_id
 from zabby.engine.digests import DigestCheck
 from zabby.engine.effects import (
-    CheckSpace, ClientSink, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
+    Append, CheckSpace, ClientSink, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
     Install, Pause, Persist, Purge, Reconfigure, Recovered, Reload, Send, StageSnapshot, SyncDone, WriteSnapshot,
 )  # fmt: skip
 from zabby.errors import Inconsistency, InvariantError
@@ -101,11 +104,14 @@ class Engine(ClientCalls):
             for snapshot spacing and session passwords).
         wake: called when a client call left work for ``next_effect``.
         on_applied: called with each committed txn the tree applies (the simulator's checks).
+        sync_in_background: the driver carries out ``Append`` (see "The log's sync in the
+            background" in the module's docstring).
     """
 
     def __init__(self, config: ServerConfig, peer_config: PeerConfig, core_tick_ms: int, recovered: Recovered, *,
                  clock: Clock, freezer: Freezer, rng: random.Random, wake: Callable[[], None] = lambda: None,
-                 on_applied: Callable[[Txn, Any], None] | None = None, stats: ServerStats | None = None) -> None:  # fmt: skip
+                 on_applied: Callable[[Txn, Any], None] | None = None, stats: ServerStats | None = None,
+                 sync_in_background: bool = False) -> None:  # fmt: skip
         self.config = config
         self.peer_config = peer_config
         self.core_tick_ms = core_tick_ms
@@ -136,6 +142,10 @@ class Engine(ClientCalls):
         self._proposals: list[Txn] = []
         self._snap_in: dict[int, tuple[Snap, TreeBuilder]] = {}
         self._work: Work | None = None
+        self.sync_in_background = sync_in_background
+        self._logged_zxid = self._durable_zxid = recovered.durable.last_logged  # the log holds, and durably
+        self._sync_asked_zxid = 0  # an Append asked for the log to be durable up to here
+        self._tails: deque[_Tail] = deque()  # what Readys left until the log is durable, oldest first
         self._ticks = 0
         self._expiry_checked_ms: int | None = None  # the last session expiry check
         self._stall_excused = False  # that check was skipped: this server had stalled
@@ -173,6 +183,19 @@ class Engine(ClientCalls):
         return bool(self._snap_in)
 
     @property
+    def awaiting_sync(self) -> bool:
+        """Readys wait for the log's background sync (``Append``) to finish them."""
+        return bool(self._tails)
+
+    @property
+    def applied_once_synced(self) -> int:
+        """The zxid the tree reaches once the Readys waiting for the log's sync are finished."""
+        for tail in reversed(self._tails):
+            if tail.committed:
+                return tail.committed[-1].zxid
+        return self.tree.last_zxid
+
+    @property
     def throttled(self) -> bool:
         return self.outstanding >= self.config.outstanding_requests_max
 
@@ -193,6 +216,11 @@ class Engine(ClientCalls):
 
     def snapshot_written(self, zxid: int, ok: bool, elapsed_ms: float) -> None:
         self._inputs.append((_SNAPSHOT_WRITTEN, (zxid, ok, elapsed_ms), None))
+
+    def log_synced(self, zxid: int, error: Exception | None = None) -> None:
+        """The log is durable up to ``zxid`` (an ``Append``'s sync done in the background), or
+        that sync raised ``error``, which fails the engine's work as a failed effect would."""
+        self._inputs.append((_LOG_SYNCED, zxid, error))
 
     def has_work(self) -> bool:
         return bool(self._work is not None or self._inputs or self.peer.has_ready()
@@ -233,7 +261,10 @@ class Engine(ClientCalls):
                 return self._process(ready)
             # Nothing to send, store or apply (a forwarded write, a ping's touched sessions):
             # steps 6 and 8 at once, and a write it prepared is proposed in the next Ready.
+            if ready.sync_replies and self._tails:
+                return self._process(ready)  # its sync answers follow the commits still waiting
             self._act_on(ready)
+            self._answer_syncs(ready)
             self.peer.advance(ready)
 
     def _feed(self) -> Work:
@@ -245,6 +276,11 @@ class Engine(ClientCalls):
                 self.peer.link_down(a)
             elif kind == _SNAPSHOT_WRITTEN:
                 yield from self._snapshot_written(*a)
+            elif kind == _LOG_SYNCED:
+                if b is not None:
+                    raise b
+                self._durable_zxid = max(self._durable_zxid, a)
+                yield from self._finish_durable()
             elif isinstance(b, TreeDigest):
                 if b.zxid and self.soft.leader == a and not self.is_leader:
                     self.digests.expect(b.zxid, b.digest, a, self.tree)
@@ -285,6 +321,11 @@ class Engine(ClientCalls):
 
     # ----------------------------------------------------------------- one Ready
     def _process(self, ready: Ready) -> Work:
+        if self.sync_in_background and self._in_background(ready):
+            yield from self._process_in_background(ready)
+            return
+        if self._tails:  # this Ready changes more than the log: every earlier one is finished first
+            yield from self._sync_all()
         if ready.early_messages:
             yield Send(ready.early_messages)
         if _logged_before(ready):  # step 5 first (see zabby.core.ready)
@@ -301,6 +342,7 @@ class Engine(ClientCalls):
         if ready.drop_links or unsent:
             yield DropLinks(tuple(ready.drop_links) + unsent)
         self._act_on(ready)
+        self._answer_syncs(ready)
         if ready.soft_state != self.soft:
             yield from self._change_state(ready.soft_state)
         yield from self._maybe_snapshot()
@@ -312,6 +354,9 @@ class Engine(ClientCalls):
         if (ready.accepted_epoch is None and ready.current_epoch is None and ready.truncate_to is None
                 and not ready.append and not sync):  # fmt: skip
             return
+        if ready.truncate_to is not None:
+            self._logged_zxid = min(self._logged_zxid, ready.truncate_to)
+            self._durable_zxid = min(self._durable_zxid, ready.truncate_to)
         if ready.truncate_to is not None and self.tree.last_zxid > ready.truncate_to:
             # the tree holds txns the cut takes out: reload it from the cut log, before the
             # txns this Ready appends after the cut are in the log too
@@ -320,10 +365,95 @@ class Engine(ClientCalls):
             yield from self._reload(f"the tree is ahead of the log (0x{self.tree.last_zxid:x})")
             if ready.append or sync or ready.current_epoch is not None:
                 self.space_low = yield Persist(None, ready.current_epoch, None, ready.append, sync)
-            return
-        if ready.truncate_to is not None:
-            LOGGER.info("truncating the log after 0x%x", ready.truncate_to)
-        self.space_low = yield Persist(ready.accepted_epoch, ready.current_epoch, ready.truncate_to, ready.append, sync)
+        else:
+            if ready.truncate_to is not None:
+                LOGGER.info("truncating the log after 0x%x", ready.truncate_to)
+            self.space_low = yield Persist(ready.accepted_epoch, ready.current_epoch, ready.truncate_to, ready.append, sync)
+        if ready.append:
+            self._logged_zxid = ready.append[-1].zxid
+        if sync or not self._sync_enabled():
+            self._durable_zxid = self._logged_zxid
+
+    # ------------------------------------------- the log's sync in the background
+    # With a driver that syncs the log in the background (``Append``), a Ready of the
+    # broadcast phase does not wait for its fsync: it sends its early messages, appends its
+    # txns and applies the commits the log already holds durably, and what must follow the
+    # fsync waits in a ``_Tail`` (its regular messages, ACKs and LOGGED among them; its other
+    # commits; its sync answers; ``advance``, which counts a leader's own log).  Meanwhile
+    # the engine goes on with the next inputs and Readys, the next fsync covering their
+    # appends, as ZooKeeper's SyncRequestProcessor does.  The tree never gets ahead of the
+    # durable log.  A Ready that does more (epochs, a truncation, a SNAP, a role change,
+    # links to drop) first waits for every earlier one to be finished (``_sync_all``).
+    def _in_background(self, ready: Ready) -> bool:
+        return bool(ready.accepted_epoch is None and ready.current_epoch is None and ready.truncate_to is None
+                    and not ready.drop_links and ready.soft_state == self.soft
+                    and not any(m.__class__ is Snap for _, m in ready.messages))  # fmt: skip
+
+    def _process_in_background(self, ready: Ready) -> Work:
+        if ready.early_messages:
+            yield Send(ready.early_messages)
+        committed = ready.committed
+        applied = False
+        if committed and committed[-1].zxid <= self._durable_zxid and not any(t.committed for t in self._tails):
+            self._apply(committed)  # logged durably by earlier Readys: before this one's append, as step 5 may
+            committed, applied = [], True
+        needs = max(ready.append[-1].zxid if ready.append else 0, committed[-1].zxid if committed else 0)
+        if ready.append or needs > max(self._durable_zxid, self._sync_asked_zxid):
+            sync = self._sync_enabled()
+            self.space_low, durable = yield Append(ready.append, sync)
+            if ready.append:
+                self._logged_zxid = ready.append[-1].zxid
+            if sync:
+                self._sync_asked_zxid = self._logged_zxid
+            if durable or not sync:
+                self._durable_zxid = self._logged_zxid
+        if applied and self.config.digest_enabled:
+            yield from self._digests_after_commits()
+        self._act_on(ready)
+        tail = _Tail(max(needs, self._tails[-1].needs if self._tails else 0), ready, committed)
+        if tail.needs <= self._durable_zxid and not self._tails:
+            yield from self._finish([tail])
+        elif ready.messages or committed or ready.sync_replies or ready.append:
+            self._tails.append(tail)
+        else:  # nothing that must wait: finished now, whatever waits before it
+            yield from self._finish([tail])
+        yield from self._finish_durable()
+
+    def _finish(self, tails: list[_Tail]) -> Work:
+        """What ``tails`` left, in order, now that the log is durable up to their needs: one
+        apply of their commits and one Send of their messages, an ACK or LOGGED that a later
+        one covers left out (the one sync made all of them durable)."""
+        committed = [txn for tail in tails for txn in tail.committed] if len(tails) > 1 else tails[0].committed
+        if committed:
+            self._apply(committed)
+        messages = [m for tail in tails for m in tail.ready.messages] if len(tails) > 1 else tails[0].ready.messages
+        messages, _ = self._with_images(_without_superseded(messages), {})  # no SNAP among them: no image
+        if messages:
+            yield Send(messages)
+        if committed and self.config.digest_enabled:
+            yield from self._digests_after_commits()
+        for tail in tails:
+            self._answer_syncs(tail.ready)
+        yield from self._maybe_snapshot()
+        yield from self._membership_changed()
+        for tail in tails:
+            self.peer.advance(tail.ready)
+
+    def _finish_durable(self) -> Work:
+        """Finish, in order, the Readys whose wait the durable log now covers."""
+        tails = self._tails
+        if tails and tails[0].needs <= self._durable_zxid:
+            done = []
+            while tails and tails[0].needs <= self._durable_zxid:
+                done.append(tails.popleft())
+            yield from self._finish(done)
+
+    def _sync_all(self) -> Work:
+        """Make the whole log durable here and finish every Ready still waiting for it."""
+        if self._durable_zxid < self._logged_zxid:
+            self.space_low = yield Persist(None, None, None, [], True)
+            self._durable_zxid = self._logged_zxid
+        yield from self._finish_durable()
 
     def _sync_enabled(self) -> bool:
         if self.soft.state == ServerState.OBSERVING:
@@ -342,9 +472,9 @@ class Engine(ClientCalls):
         self.preparer = Preparer(tree, self.preparer.limits)
 
     def _act_on(self, ready: Ready) -> None:
-        """Step 6 of the Ready: forwarded writes, touched sessions, sync answers.  Writes that
-        reached a leader which stepped down in this Ready are dropped: their learners lose this
-        leader too, and their clients see the connection lost (nothing was acknowledged)."""
+        """Step 6 of the Ready: forwarded writes, touched sessions.  Writes that reached a
+        leader which stepped down in this Ready are dropped: their learners lose this leader
+        too, and their clients see the connection lost (nothing was acknowledged)."""
         for _, request in ready.requests if self.peer.established_leader else ():
             caller = Caller(request.session_id, [tuple(a) for a in request.auth_ids], request.superuser)  # type: ignore[misc]
             self._prepare(request.op, request.args, caller, request.cxid)
@@ -352,6 +482,9 @@ class Engine(ClientCalls):
             now = self.clock.monotonic_ms()
             for session_id in ready.touched_sessions:
                 self.sessions.touch(session_id, now)
+
+    def _answer_syncs(self, ready: Ready) -> None:
+        """Step 6's sync answers: after the Ready's commits are applied."""
         for sync in ready.sync_replies:
             done = self.sync_waiting.pop((sync.session_id, sync.cxid), None)
             if done is not None:
@@ -467,6 +600,8 @@ class Engine(ClientCalls):
         """A SNAP's records build the new tree and go to disk as they arrive (``StageSnapshot``),
         so that once the last one is in, installing it is an fsync and a rename."""
         if isinstance(message, Snap):
+            if self._tails:  # their commits are for the old tree
+                yield from self._sync_all()
             # The old tree goes now, so the whole tree is never held twice; this server is
             # not serving while it syncs, and a broken stream reloads the tree from disk.
             self._replace_tree(DataTree())
@@ -497,6 +632,8 @@ class Engine(ClientCalls):
         tree.adopt_digest(digest)
         self._replace_tree(tree)
         self.peer.snapshot_installed(snap.zxid)
+        self._logged_zxid = self._durable_zxid = snap.zxid  # the snapshot is the whole log now
+        self._sync_asked_zxid = 0
         LOGGER.info("installed a snapshot at 0x%x from server %d (%d znodes)", snap.zxid, sid, tree.node_count())
         self.digests.check(self.tree, self.soft.leader)
 
@@ -622,15 +759,42 @@ class Engine(ClientCalls):
         peers = tuple(sorted(self.peer_config.peers))
         if peers:
             yield DropLinks(peers)
+        self._tails.clear()  # what they would send and apply: the new core decides again
         recovered: Recovered = yield Reload(why, snapshot_wanted=snapshot_wanted)
         self._replace_tree(recovered.tree)
         self._tree_committed = False
+        self._logged_zxid = self._durable_zxid = recovered.durable.last_logged
+        self._sync_asked_zxid = 0
         self.peer = Peer(self.peer_config, recovered.durable)
         if not self.standalone:
             self.tree.show_config(self.peer.membership.text())
         self.soft = self.peer.soft_state()
         self.looking_since_ms = self.clock.monotonic_ms()
         LOGGER.info("core restarted from disk at 0x%x; looking for the leader", self.tree.last_zxid)
+
+
+@dataclass(slots=True)
+class _Tail:
+    """What a Ready leaves until the log is durable up to ``needs`` (its own appends and
+    commits, and those of the Readys before it): its regular messages, the commits it could
+    not apply yet, its sync answers, and ``advance``."""
+
+    needs: int
+    ready: Ready
+    committed: list[Txn]
+
+
+def _without_superseded(messages: list[tuple[int, Message]]) -> list[tuple[int, Message]]:
+    """``messages`` but each ACK or LOGGED that a later one to the same server covers (both
+    say "logged up to zxid"); a NEWLEADER's ACK (counter 0) always stays."""
+    if len(messages) < 2:
+        return messages
+    last: dict[tuple[int, type], int] = {}
+    for index, (sid, message) in enumerate(messages):
+        if message.__class__ is Ack or message.__class__ is Logged:
+            last[(sid, message.__class__)] = index
+    return [(sid, message) for index, (sid, message) in enumerate(messages)
+            if last.get((sid, message.__class__), index) == index or not message.zxid & 0xFFFFFFFF]  # type: ignore[attr-defined]
 
 
 def _logged_before(ready: Ready) -> bool:
@@ -665,4 +829,4 @@ def _describe(exc: BaseException) -> str:
 
 
 _SESSION_AND_REAP_TXNS = frozenset({OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION, OpCode.DELETE_CONTAINER})
-_TICK, _MESSAGE, _LINK_DOWN, _SNAPSHOT_WRITTEN = 0, 1, 2, 3
+_TICK, _MESSAGE, _LINK_DOWN, _SNAPSHOT_WRITTEN, _LOG_SYNCED = 0, 1, 2, 3, 4

@@ -38,7 +38,7 @@ from zabby.core.peer import DurableState
 from zabby.errors import InvariantError
 from zabby.engine import (
     ClientSink,
-    CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
+    Append, CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
     Reconfigure, Recovered, Reload, Send, StageSnapshot, WriteSnapshot, core_timing, logged_membership,
 )  # fmt: skip
 from zabby.server.disk import DiskWorker, fail_stop
@@ -122,9 +122,14 @@ class ZabbyServer:
         self.core_tick_ms, peer_config = core_timing(config)
         self.recorded_membership = config.membership  # what the configuration files say now
         recovered = Recovered(tree, durable_state(datadir, tree, log, config, self.recorded_membership))
+        self._kernel_sync = KernelSync.open()
+        # An ensemble's server syncs its log in the background (the engine goes on meanwhile)
+        # when the kernel does the fdatasync: a leader commits on its followers' ACKs, and
+        # they log the next proposals while syncing the last.  A standalone server commits
+        # only on its own fsync, so it keeps one Ready per fsync, which batches more.
         self.engine = Engine(config, peer_config, self.core_tick_ms, recovered, clock=SystemClock(),
-                             freezer=ForkFreezer(datadir.snap_dir), rng=random.SystemRandom(),
-                             wake=self._wake_up, stats=self.stats)  # fmt: skip
+                             freezer=ForkFreezer(datadir.snap_dir), rng=random.SystemRandom(), wake=self._wake_up,
+                             stats=self.stats, sync_in_background=self._kernel_sync is not None and bool(config.peers))  # fmt: skip
         self.engine.space_low = log.space_low
         self.transport: Transport | None = None
         if config.peers:
@@ -134,7 +139,9 @@ class ZabbyServer:
         self._unthrottled = trio.Event()
         self._unthrottled.set()
         self._fsync_recent_s = 0.0  # a moving average of fsync times
-        self._kernel_sync = KernelSync.open()
+        self._sync_wanted = trio.Event()  # an Append asked the background sync for more
+        self._sync_idle = trio.Event()  # no background sync running or wanted
+        self._sync_idle.set()
         self._to_flush: list[Any] = []  # connections with replies queued by the peer task
         self._awaited: Effect | None = None  # an effect handed to the peer task (it must be awaited)
         self._result: Any = None  # what the last effect gave, for the engine's next step
@@ -343,6 +350,7 @@ class ZabbyServer:
     async def run_peer(self, nursery: trio.Nursery) -> None:
         """Carry out the effects that must be awaited, and what the engine asks after each,
         for as long as the server runs."""
+        nursery.start_soon(self._run_syncer)
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
@@ -360,6 +368,8 @@ class ZabbyServer:
         it must be awaited."""
         if isinstance(effect, Send):
             self._send(effect)
+        elif isinstance(effect, Append):
+            return True, self._append_in_background(effect)
         elif isinstance(effect, Persist) and self._persists_now(effect):
             return True, self._append_and_sync(effect)
         elif isinstance(effect, DropLinks):
@@ -373,7 +383,9 @@ class ZabbyServer:
         return True, None
 
     async def _carry_out(self, effect: Effect, nursery: trio.Nursery) -> Any:
-        """An effect that must be awaited (the others: ``_carry_out_now``)."""
+        """An effect that must be awaited (the others: ``_carry_out_now``), once the log's
+        background sync is done: these use the disk, and the kernel syncs one thing at a time."""
+        await self._sync_idle.wait()
         if isinstance(effect, Persist):
             return await self._persist(effect)
         elif isinstance(effect, Reload):
@@ -420,14 +432,14 @@ class ZabbyServer:
     def _persists_now(self, effect: Persist) -> bool:
         """A Persist that needs neither the epoch files, a truncation nor the disk thread."""
         return (effect.accepted_epoch is None and effect.current_epoch is None and effect.truncate_to is None
-                and (not effect.sync or self._fsync_inline(effect)))  # fmt: skip
+                and (not effect.sync or self._fsync_inline(len(effect.append))))  # fmt: skip
 
     async def _persist(self, effect: Persist) -> bool:
         if effect.accepted_epoch is not None:
             await self.disk.run(write_epoch, self.datadir.accepted_epoch_path, effect.accepted_epoch)
         if effect.truncate_to is not None:
             await self.disk.run(self.log.truncate_after, effect.truncate_to)
-        if effect.sync and not self._fsync_inline(effect):  # elsewhere: the loop reads on meanwhile
+        if effect.sync and not self._fsync_inline(len(effect.append)):  # elsewhere: the loop reads on meanwhile
             self._append(effect)
             started = time.perf_counter()
             await self._sync_log()
@@ -442,21 +454,83 @@ class ZabbyServer:
         """The log's sync off the loop: its segment's fdatasync by the kernel (``KernelSync``)
         when that is all it needs and no disk fault is being injected, else the disk thread's."""
         kernel = self._kernel_sync
-        if kernel is not None and not faults.active() and (fd := self.log.segment_to_sync()) is not None:
+        if kernel is not None and not faults.active() and (point := self.log.segment_to_sync()) is not None:
             try:
-                await kernel.fdatasync(fd, "the txn log's segment")
+                await kernel.fdatasync(point[0], "the txn log's segment")
             except SubmitRefused as exc:
                 LOGGER.info("the kernel refused an fsync of the txn log (%s): the disk thread does them", exc)
                 kernel.close()
                 self._kernel_sync = None
+                self.engine.sync_in_background = False
             else:
-                self.log.segment_synced()
+                self.log.segment_synced(point[1])
                 return
         await self.disk.run(self.log.sync)
 
     def _append(self, effect: Persist) -> None:
         if effect.append:
             self.log.append([(txn.zxid, encode_txn(txn)) for txn in effect.append])
+
+    # ----------------------------------------------------------------- the log's background sync
+    def _append_in_background(self, effect: Append) -> tuple[bool, bool]:
+        """Append; sync here when one write waits for it alone (``_fsync_inline``), else have
+        ``_run_syncer`` do it.  Whether the disk is short of space, and the log durable now."""
+        if effect.txns:
+            self.log.append([(txn.zxid, encode_txn(txn)) for txn in effect.txns])
+        if not effect.sync:
+            return self.log.space_low, False
+        if self._sync_idle.is_set() and self._fsync_inline(len(effect.txns)):
+            started = time.perf_counter()
+            self.log.sync()
+            self._fsynced(time.perf_counter() - started)
+            return self.log.space_low, True
+        if self._sync_idle.is_set():
+            self._sync_idle = trio.Event()
+        self._sync_wanted.set()
+        return self.log.space_low, False
+
+    async def _run_syncer(self) -> None:
+        """Sync the log whenever an Append asks, and tell the engine up to which zxid each
+        sync made it durable: the appends made while one runs wait for the next."""
+        while True:
+            await self._sync_wanted.wait()
+            self._sync_wanted = trio.Event()
+            zxid = self.log.last_zxid
+            error: Exception | None = None
+            started = time.perf_counter()
+            try:
+                await self._sync_log_in_background()
+            except DiskFailure as exc:
+                fail_stop(str(exc))
+            except Exception as exc:  # handed to the engine: it decides what a failure means
+                error = exc
+            else:
+                self._fsynced(time.perf_counter() - started)
+            if not self._sync_wanted.is_set():
+                self._sync_idle.set()
+            self.engine.log_synced(zxid, error)
+            self.run_effects()
+
+    async def _sync_log_in_background(self) -> None:
+        """The segment's fdatasync by the kernel, while appends go on; here, blocking the loop,
+        when the sync has more to do (a directory entry, a reservation) or a disk fault is
+        being injected: the disk thread's sync would race the appends."""
+        kernel = self._kernel_sync
+        point = self.log.segment_to_sync() if kernel is not None and not faults.active() else None
+        if point is None:
+            self.log.sync()
+            return
+        fd, writes = point
+        try:
+            await kernel.fdatasync(fd, "the txn log's segment")  # type: ignore[union-attr]
+        except SubmitRefused as exc:
+            LOGGER.info("the kernel refused an fsync of the txn log (%s): the disk thread does them", exc)
+            kernel.close()  # type: ignore[union-attr]
+            self._kernel_sync = None
+            self.engine.sync_in_background = False
+            self.log.sync()
+        else:
+            self.log.segment_synced(writes)
 
     def _append_and_sync(self, effect: Persist) -> bool:
         """Append the Persist's txns, and fsync right here (blocking the loop) if it asks to."""
@@ -473,14 +547,14 @@ class ZabbyServer:
         if elapsed > FSYNC_WARNING_S:
             LOGGER.warning("fsync-ing the write ahead log took %.0f ms", elapsed * 1000)
 
-    def _fsync_inline(self, effect: Persist) -> bool:
+    def _fsync_inline(self, txns: int) -> bool:
         """Fsync right here, blocking the event loop, when a single write waits for it and
         fsyncs are fast: the hop to the disk thread and back (a queue, a futex, trio's
         wake-up socket) costs about what the fsync does.  Under pipelined load the fsync
         runs elsewhere and the loop reads the next requests meanwhile (group commit).  The
         txns it logs count, not only this server's own clients' writes: a leader or a
         follower logs the writes of the whole ensemble's clients."""
-        return len(effect.append) <= 1 and self.engine.outstanding <= 1 and self._fsync_recent_s < FSYNC_INLINE_S_MAX
+        return txns <= 1 and self.engine.outstanding <= 1 and self._fsync_recent_s < FSYNC_INLINE_S_MAX
 
     async def _reconfigure(self, effect: Reconfigure) -> None:
         """Reach the members of the new membership; record a committed one in the files."""

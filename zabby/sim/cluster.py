@@ -34,7 +34,7 @@ from zabby.core.peer import DurableState, Peer, PeerConfig
 from zabby.core.ready import SoftState
 from zabby.core.types import ServerState
 from zabby.engine import (
-    CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
+    Append, CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
     Reconfigure, Recovered, Reload, Send, StageSnapshot, WriteSnapshot,
 )  # fmt: skip
 from zabby.engine.reconfig import logged_membership
@@ -104,6 +104,7 @@ class Node:
     snap_sent: tuple[int, int] | None = None  # last SNAP sent (to, zxid), for the trace
     staged: dict[int, tuple[int, list[Any]]] = field(default_factory=dict)  # SNAP streams written, by leader: (zxid, records)
     writing: tuple[int, WriteSnapshot] | None = None  # a snapshot being written in the background: (done at tick, it)
+    sync_wanted: bool = False  # an Append left the log's sync to the background: done at a later tick
 
     @property
     def peer(self) -> Peer:
@@ -188,7 +189,7 @@ class Cluster:
         node.alive = True
         recovered = self._recover(node, snapshot_wanted=False)
         node.engine = Engine(node.config, node.peer_config, TICK_MS, recovered, clock=node.clock, freezer=CopyFreezer(),
-                             rng=random.Random(self.engine_rng.getrandbits(64)),
+                             rng=random.Random(self.engine_rng.getrandbits(64)), sync_in_background=True,
                              on_applied=lambda txn, result, node=node: self._applied(node, txn))  # fmt: skip
         node.soft = None
         node.answer = None
@@ -197,6 +198,7 @@ class Cluster:
         node.repairs_seen = 0
         node.staged.clear()  # .tmp files: never read back, removed at start-up
         node.writing = None
+        node.sync_wanted = False
         self.stats["restarts"] += 1
         durable = recovered.durable
         self.log(f"server {node.sid} starts: epochs {durable.accepted_epoch}/{durable.current_epoch}, "
@@ -240,8 +242,16 @@ class Cluster:
         if node.alive:
             if node.writing is not None and node.writing[0] <= self.now:
                 self._snapshot_done(node, node.writing[1])
+            if node.sync_wanted and self.rng.random() < 0.7:  # or at a later tick
+                self._synced_in_background(node)
             node.engine.tick()
             self.drain(node)
+
+    def _synced_in_background(self, node: Node) -> None:
+        """The background sync an Append asked for is done: all the log holds now is durable."""
+        node.sync_wanted = False
+        node.disk.sync()
+        node.engine.log_synced(node.disk.last_zxid)
 
     def deliver(self, event: Event) -> Node | None:
         """Queue one network event into its engine; returns the node with new work."""
@@ -287,23 +297,29 @@ class Cluster:
                 return
             if node.crash_armed and self._crash_here(node, effect):
                 return
+            if node.sync_wanted and not isinstance(effect, (Send, Append, DropLinks, CloseClients, StageSnapshot)):
+                self._synced_in_background(node)  # the server awaits its background sync before these
             node.answer = self._carry_out(node, effect)
         raise Violation(f"server {node.sid}: the engine's work does not settle")
 
     def _crash_here(self, node: Node, effect: Effect) -> bool:
-        """An armed crash lands before this effect, half the time (or between a Persist's
-        append and its fsync, the interesting spot)."""
+        """An armed crash lands before this effect, half the time (or between a Persist's or
+        an Append's append and its fsync, the interesting spot)."""
         if isinstance(effect, Persist) and effect.append and effect.sync and self.rng.random() < 0.5:
             self._persist(node, effect, sync=False)
+        elif isinstance(effect, Append) and effect.txns and self.rng.random() < 0.5:
+            node.disk.append(effect.txns)
         elif self.rng.random() < 0.5:
             return False
         node.crash_armed = False
         self.crash(node, in_ready=True)
         return True
 
-    def _carry_out(self, node: Node, effect: Effect) -> Any:
+    def _carry_out(self, node: Node, effect: Effect) -> Any:  # noqa: C901 -- one branch per effect
         if isinstance(effect, Send):
             self._send(node, effect)
+        elif isinstance(effect, Append):
+            return self._append(node, effect)
         elif isinstance(effect, Persist):
             return self._persist(node, effect, sync=effect.sync)
         elif isinstance(effect, Reload):
@@ -363,6 +379,18 @@ class Cluster:
             disk.sync()
         disk.save_epochs(None, effect.current_epoch)
         return False
+
+    def _append(self, node: Node, effect: Append) -> tuple[bool, bool]:
+        """Append; sync at once (as the server does for one write alone) or leave it to a
+        later tick (its kernel's AIO)."""
+        node.disk.append(effect.txns)
+        if not effect.sync:
+            return False, False
+        if not node.sync_wanted and self.rng.random() < 0.3:
+            node.disk.sync()
+            return False, True
+        node.sync_wanted = True
+        return False, False
 
     def _stage(self, node: Node, effect: StageSnapshot) -> None:
         if effect.start:
@@ -448,8 +476,11 @@ class Cluster:
             return
         if tree.last_zxid != node.tree_zxid:
             raise Violation(f"server {node.sid}: tree at 0x{tree.last_zxid:x}, its applies reached 0x{node.tree_zxid:x}")
-        if peer.applied != node.tree_zxid:
-            raise Violation(f"server {node.sid}: core applied 0x{peer.applied:x}, tree at 0x{node.tree_zxid:x}")
+        if node.engine.awaiting_sync and not node.sync_wanted:
+            raise Violation(f"server {node.sid}: Readys wait for a sync of the log that nobody runs")
+        if peer.applied != node.engine.applied_once_synced:
+            raise Violation(f"server {node.sid}: core applied 0x{peer.applied:x}, tree at 0x{node.tree_zxid:x}"
+                            f" (0x{node.engine.applied_once_synced:x} once the log's sync is done)")
         if peer.last_logged != node.disk.last_zxid:
             raise Violation(f"server {node.sid}: core logged 0x{peer.last_logged:x}, disk at 0x{node.disk.last_zxid:x}")
 

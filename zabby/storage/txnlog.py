@@ -230,6 +230,7 @@ class TxnLog:
         self._file_unsynced = False
         self._dir_unsynced = False
         self._opened = False
+        self.writes = 0  # writes to the log so far: a sync done elsewhere covers those before it began
 
     # ----------------------------------------------------------------- open / close
     def open(self, *, check_from: int = 0) -> None:
@@ -368,6 +369,7 @@ class TxnLog:
             raise
         self._segment_bytes += len(data)
         self._file_unsynced = True
+        self.writes += 1
 
     def _cut_back(self) -> None:
         """Undo a failed write: nothing of it stays in the log."""
@@ -492,18 +494,20 @@ class TxnLog:
             self._dir_unsynced = False
         self._reserve()
 
-    def segment_to_sync(self) -> int | None:
-        """The open segment's fd when all that ``sync`` has to do is its fdatasync, for a caller
-        that has it done elsewhere (the kernel's AIO) and then calls ``segment_synced``; None
-        when there is nothing to sync or more to do (a directory entry, a reservation to top
-        up): then ``sync``."""
+    def segment_to_sync(self) -> tuple[int, int] | None:
+        """``(fd, writes)``: the open segment's fd and the count of writes so far, when all that
+        ``sync`` has to do is its fdatasync, for a caller that has it done elsewhere (the
+        kernel's AIO) and then calls ``segment_synced(writes)``; None when there is nothing to
+        sync or more to do (a directory entry, a reservation to top up): then ``sync``."""
         if self._fd is None or not self._file_unsynced or self._dir_unsynced or self._reserve_due():
             return None
-        return self._fd
+        return self._fd, self.writes
 
-    def segment_synced(self) -> None:
-        """The fd ``segment_to_sync`` gave was fdatasync-ed after the last append."""
-        self._file_unsynced = False
+    def segment_synced(self, writes: int) -> None:
+        """The fd ``segment_to_sync`` gave was fdatasync-ed; ``writes``: its count then.  A
+        write since (appends go on while the kernel syncs) leaves the segment unsynced."""
+        if writes == self.writes:
+            self._file_unsynced = False
 
     def roll(self) -> None:
         """Make the next ``append`` start a new segment (called when a snapshot is taken)."""
