@@ -363,9 +363,11 @@ class Peer:
             self._send(self.learner.leader, sync)
 
     def forward(self, request: Request) -> None:
+        """A client's write to the leader: early, as it promises nothing about this server's
+        disk (it need not wait for the fsync of the proposals logged before it)."""
         if self.learner is None:
             raise InvariantError("only a learner forwards requests")
-        self._send(self.learner.leader, request)
+        self._send_early(self.learner.leader, request)
 
     def touch_sessions(self, session_ids: list[int]) -> None:
         if self.learner is not None:
@@ -457,8 +459,9 @@ class Peer:
         self._regular_sids.add(sid)
 
     def _send_early(self, sid: int, message: Message) -> None:
-        """A leader's packet that may leave before this Ready's persistence; it stays behind
-        any regular message to the same server, so each stream keeps its order."""
+        """A packet that may leave before this Ready's persistence (a leader's PROPOSAL, COMMIT,
+        INFORM, PING; a learner's forwarded write); it stays behind any regular message to
+        the same server, so each stream keeps its order."""
         if sid in self._regular_sids:
             self._ready.messages.append((sid, message))
         else:

@@ -1,7 +1,8 @@
 """Ready: what the shell must do for the core, in this order (etcd raft's contract).
 
-0. send ``early_messages`` (the leader's PROPOSAL, COMMIT, INFORM and PING: they promise
-   nothing about the sender's disk, so the leader's fsync runs in parallel with its followers');
+0. send ``early_messages`` (the leader's PROPOSAL, COMMIT, INFORM and PING, a learner's
+   forwarded writes: they promise nothing about the sender's disk, so the leader's fsync runs
+   in parallel with its followers', and a write reaches the leader without waiting for one);
 1. persist ``accepted_epoch`` (atomically, fsynced) when not None;
 2. ``truncate_to``: cut the log after that zxid (and reload the tree to it if the tree is ahead);
 3. append ``append`` to the log, fsync if ``must_sync``;
@@ -21,6 +22,9 @@
 8. call ``peer.advance(ready)``.
 
 ACKs and the leader's LOGGED are among the messages, so they leave only after what they tell of is on disk.
+A shell may carry out steps 5-8 later, once a background fsync covers the Ready's appends,
+and take the next Readys meanwhile (``zabby.engine``, for a Ready that only appends,
+commits and sends): it applies only what is durable in its own log, and keeps the order.
 """
 
 from __future__ import annotations
