@@ -68,6 +68,17 @@ def test_a_standalone_write_is_logged_and_applied_in_one_ready(monkeypatch: Any)
     assert ready.append == ready.committed
 
 
+def _serving_in_background() -> tuple[Engine, Driver, int]:
+    """A standalone engine that syncs in the background, serving a session; its driver leaves
+    every Append's sync to the test's ``log_synced`` from here on."""
+    engine = make_engine([create(1)], servers=1, sync_in_background=True)
+    driver = Driver(engine, disk_txns=[create(1)])
+    driver.syncs_at_once = True
+    session = serving_session(engine, driver)
+    driver.syncs_at_once = False
+    return engine, driver, session
+
+
 def _writer(engine: Engine, session: int, answered: list[str]) -> Any:
     def submit(path: str, cxid: int) -> None:
         args = (path, b"v", OPEN_ACL_UNSAFE, int(CreateMode.PERSISTENT), None)
@@ -77,11 +88,7 @@ def _writer(engine: Engine, session: int, answered: list[str]) -> Any:
 
 
 def test_with_the_sync_in_the_background_writes_are_logged_meanwhile_and_answered_once_durable() -> None:
-    engine = make_engine([create(1)], servers=1, sync_in_background=True)
-    driver = Driver(engine)
-    driver.syncs_at_once = True
-    session = serving_session(engine, driver)
-    driver.syncs_at_once = False
+    engine, driver, session = _serving_in_background()
     answered: list[str] = []
     submit = _writer(engine, session, answered)
     submit("/a", 1)
@@ -100,11 +107,7 @@ def test_with_the_sync_in_the_background_writes_are_logged_meanwhile_and_answere
 
 
 def test_a_ready_that_changes_more_than_the_log_first_syncs_and_finishes_those_waiting() -> None:
-    engine = make_engine([create(1)], servers=1, sync_in_background=True)
-    driver = Driver(engine)
-    driver.syncs_at_once = True
-    session = serving_session(engine, driver)
-    driver.syncs_at_once = False
+    engine, driver, session = _serving_in_background()
     answered: list[str] = []
     _writer(engine, session, answered)("/a", 1)
     driver.run()
@@ -118,11 +121,7 @@ def test_a_ready_that_changes_more_than_the_log_first_syncs_and_finishes_those_w
 
 
 def test_a_failed_background_sync_fails_the_work_and_the_engine_repairs() -> None:
-    engine = make_engine([create(1)], servers=1, sync_in_background=True)
-    driver = Driver(engine, disk_txns=[create(1)])
-    driver.syncs_at_once = True
-    session = serving_session(engine, driver)
-    driver.syncs_at_once = False
+    engine, driver, session = _serving_in_background()
     answered: list[str] = []
     _writer(engine, session, answered)("/a", 1)
     driver.run()
