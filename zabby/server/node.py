@@ -453,19 +453,28 @@ class ZabbyServer:
     async def _sync_log(self) -> None:
         """The log's sync off the loop: its segment's fdatasync by the kernel (``KernelSync``)
         when that is all it needs and no disk fault is being injected, else the disk thread's."""
+        if not await self._kernel_fdatasync():
+            await self.disk.run(self.log.sync)
+
+    async def _kernel_fdatasync(self) -> bool:
+        """The segment's fdatasync by the kernel, if that is all the log's sync needs (no
+        directory entry, no reservation), no disk fault is being injected and the kernel
+        takes it; False, having done nothing, otherwise."""
         kernel = self._kernel_sync
-        if kernel is not None and not faults.active() and (point := self.log.segment_to_sync()) is not None:
-            try:
-                await kernel.fdatasync(point[0], "the txn log's segment")
-            except SubmitRefused as exc:
-                LOGGER.info("the kernel refused an fsync of the txn log (%s): the disk thread does them", exc)
-                kernel.close()
-                self._kernel_sync = None
-                self.engine.sync_in_background = False
-            else:
-                self.log.segment_synced(point[1])
-                return
-        await self.disk.run(self.log.sync)
+        point = self.log.segment_to_sync() if kernel is not None and not faults.active() else None
+        if point is None:
+            return False
+        fd, writes = point
+        try:
+            await kernel.fdatasync(fd, "the txn log's segment")  # type: ignore[union-attr]
+        except SubmitRefused as exc:
+            LOGGER.info("the kernel refused an fsync of the txn log (%s): the disk thread does them", exc)
+            kernel.close()  # type: ignore[union-attr]
+            self._kernel_sync = None
+            self.engine.sync_in_background = False
+            return False
+        self.log.segment_synced(writes)
+        return True
 
     def _append(self, effect: Persist) -> None:
         if effect.append:
@@ -499,7 +508,8 @@ class ZabbyServer:
             error: Exception | None = None
             started = time.perf_counter()
             try:
-                await self._sync_log_in_background()
+                if not await self._kernel_fdatasync():
+                    self.log.sync()  # here, blocking the loop: the disk thread's would race the appends
             except DiskFailure as exc:
                 fail_stop(str(exc))
             except Exception as exc:  # handed to the engine: it decides what a failure means
@@ -510,27 +520,6 @@ class ZabbyServer:
                 self._sync_idle.set()
             self.engine.log_synced(zxid, error)
             self.run_effects()
-
-    async def _sync_log_in_background(self) -> None:
-        """The segment's fdatasync by the kernel, while appends go on; here, blocking the loop,
-        when the sync has more to do (a directory entry, a reservation) or a disk fault is
-        being injected: the disk thread's sync would race the appends."""
-        kernel = self._kernel_sync
-        point = self.log.segment_to_sync() if kernel is not None and not faults.active() else None
-        if point is None:
-            self.log.sync()
-            return
-        fd, writes = point
-        try:
-            await kernel.fdatasync(fd, "the txn log's segment")  # type: ignore[union-attr]
-        except SubmitRefused as exc:
-            LOGGER.info("the kernel refused an fsync of the txn log (%s): the disk thread does them", exc)
-            kernel.close()  # type: ignore[union-attr]
-            self._kernel_sync = None
-            self.engine.sync_in_background = False
-            self.log.sync()
-        else:
-            self.log.segment_synced(writes)
 
     def _append_and_sync(self, effect: Persist) -> bool:
         """Append the Persist's txns, and fsync right here (blocking the loop) if it asks to."""
