@@ -5,10 +5,15 @@ answered or acknowledged before the sync covers it."""
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from tests.engine.helpers import Driver, create, make_engine
+from zabby.core.messages import Logged, Ping, Proposal, Request
+from zabby.core.ready import Ready, SoftState
+from zabby.core.types import ServerState, ZabPhase
 from zabby.engine import Append, Engine, Persist
+from zabby.engine.engine import _early_now, _Tail
 from zabby.opcodes import CreateMode, OpCode
 from zabby.tree.acl import OPEN_ACL_UNSAFE
 from zabby.tree.prep import Caller
@@ -129,3 +134,15 @@ def test_a_failed_background_sync_fails_the_work_and_the_engine_repairs() -> Non
     driver.run()
     assert answered == [] and engine.stats.repairs == 1 and not engine.awaiting_sync
     assert engine.tree.get("/a") is None  # the reload found the log without it
+
+
+def test_an_early_message_waits_behind_what_waits_on_its_link_but_a_forward_does_not() -> None:
+    soft = SoftState(ServerState.LEADING, ZabPhase.BROADCAST, 1, 1, True)
+    # a Ready that pinged learner 2 and then proposed: its PROPOSAL became regular and waits
+    # for the leader's fsync with the LOGGED after it
+    waiting = Ready(soft, messages=[(2, Ping(round=1)), (2, Proposal(txns=(create(5),))), (2, Logged(zxid=5))])
+    tails = deque([_Tail(5, waiting, [])])
+    later = [(2, Proposal(txns=(create(6),))), (3, Proposal(txns=(create(6),))), (2, Request(1, 1, 1, (), (), False))]
+    now, held = _early_now(later, tails)
+    assert now == [later[1], later[2]] and held == [later[0]]
+    assert _early_now(later, deque()) == (later, [])

@@ -364,10 +364,13 @@ class Peer:
 
     def forward(self, request: Request) -> None:
         """A client's write to the leader: early, as it promises nothing about this server's
-        disk (it need not wait for the fsync of the proposals logged before it)."""
+        disk (it need not wait for the fsync of the proposals logged before it).  Always
+        early, even behind a regular message, so that forwards never overtake each other; a
+        forward overtaking an ACK or a ping's answer changes nothing, and overtaking a sync
+        only makes the sync wait for it too."""
         if self.learner is None:
             raise InvariantError("only a learner forwards requests")
-        self._send_early(self.learner.leader, request)
+        self._ready.early_messages.append((self.learner.leader, request))
 
     def touch_sessions(self, session_ids: list[int]) -> None:
         if self.learner is not None:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zabby.config import ServerConfig
-from zabby.core.messages import Ack, Diff, Logged, Message, Proposal, Snap, SnapChunk, TreeDigest, Trunc
+from zabby.core.messages import Ack, Diff, Logged, Message, Proposal, Request, Snap, SnapChunk, TreeDigest, Trunc
 from zabby.core.peer import Peer, PeerConfig
 from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
@@ -390,8 +390,11 @@ class Engine(ClientCalls):
                     and not any(m.__class__ is Snap for _, m in ready.messages))  # fmt: skip
 
     def _process_in_background(self, ready: Ready) -> Work:
-        if ready.early_messages:
-            yield Send(ready.early_messages)
+        early, held = _early_now(ready.early_messages, self._tails)
+        if held:  # they follow what waits for the sync on their links: a PROPOSAL after a held PROPOSAL
+            ready.messages[:0] = held
+        if early:
+            yield Send(early)
         committed = ready.committed
         applied = False
         if committed and committed[-1].zxid <= self._durable_zxid and not any(t.committed for t in self._tails):
@@ -782,6 +785,23 @@ class _Tail:
     needs: int
     ready: Ready
     committed: list[Txn]
+
+
+def _early_now(early: list[tuple[int, Message]], tails: deque[_Tail]) -> tuple[list[tuple[int, Message]], list[tuple[int, Message]]]:
+    """Which of a Ready's early messages may leave now, and which wait behind the messages
+    that ``tails`` hold on the same links (a leader's PROPOSAL made regular in a Ready that
+    also pinged, then a later PROPOSAL, must not overtake it: the learner would see a gap).
+    A learner's forwarded writes always leave: they are all early, in order."""
+    if not tails or not early:
+        return early, []
+    waiting = {sid for tail in tails for sid, _ in tail.ready.messages}
+    if not waiting:
+        return early, []
+    now: list[tuple[int, Message]] = []
+    held: list[tuple[int, Message]] = []
+    for sid, message in early:
+        (held if sid in waiting and message.__class__ is not Request else now).append((sid, message))
+    return now, held
 
 
 def _without_superseded(messages: list[tuple[int, Message]]) -> list[tuple[int, Message]]:

@@ -142,6 +142,7 @@ class ZabbyServer:
         self._sync_wanted = trio.Event()  # an Append asked the background sync for more
         self._sync_idle = trio.Event()  # no background sync running or wanted
         self._sync_idle.set()
+        self._sync_on_thread = False  # the background sync is the disk thread's: no append meanwhile
         self._to_flush: list[Any] = []  # connections with replies queued by the peer task
         self._awaited: Effect | None = None  # an effect handed to the peer task (it must be awaited)
         self._result: Any = None  # what the last effect gave, for the engine's next step
@@ -368,7 +369,7 @@ class ZabbyServer:
         it must be awaited."""
         if isinstance(effect, Send):
             self._send(effect)
-        elif isinstance(effect, Append):
+        elif isinstance(effect, Append) and not self._sync_on_thread:
             return True, self._append_in_background(effect)
         elif isinstance(effect, Persist) and self._persists_now(effect):
             return True, self._append_and_sync(effect)
@@ -386,6 +387,8 @@ class ZabbyServer:
         """An effect that must be awaited (the others: ``_carry_out_now``), once the log's
         background sync is done: these use the disk, and the kernel syncs one thing at a time."""
         await self._sync_idle.wait()
+        if isinstance(effect, Append):  # it waited for the disk thread's sync of the log
+            return self._append_in_background(effect)
         if isinstance(effect, Persist):
             return await self._persist(effect)
         elif isinstance(effect, Reload):
@@ -500,7 +503,10 @@ class ZabbyServer:
 
     async def _run_syncer(self) -> None:
         """Sync the log whenever an Append asks, and tell the engine up to which zxid each
-        sync made it durable: the appends made while one runs wait for the next."""
+        sync made it durable: the appends made while one runs wait for the next.  The kernel
+        does the fdatasync while the loop goes on; where it cannot (a directory entry or a
+        reservation to write too, a disk fault injected), the disk thread syncs, and Appends
+        are awaited until it is done."""
         while True:
             await self._sync_wanted.wait()
             self._sync_wanted = trio.Event()
@@ -509,7 +515,11 @@ class ZabbyServer:
             started = time.perf_counter()
             try:
                 if not await self._kernel_fdatasync():
-                    self.log.sync()  # here, blocking the loop: the disk thread's would race the appends
+                    self._sync_on_thread = True  # appends wait for it: TxnLog.sync must not race them
+                    try:
+                        await self.disk.run(self.log.sync)
+                    finally:
+                        self._sync_on_thread = False
             except DiskFailure as exc:
                 fail_stop(str(exc))
             except Exception as exc:  # handed to the engine: it decides what a failure means
