@@ -21,9 +21,9 @@ earlier Ready logged what it commits), send, drop links, then
 ``advance`` — is written here once.  Driver inputs that arrive while a unit of work waits
 for its effect are queued, and fed when it is done.  With a driver that syncs the log in the
 background (an ensemble's server, the simulator), a broadcast Ready appends and goes on, and
-what must follow its fsync waits for ``log_synced`` (see "the log's sync in the background").  Client calls act at once: a write is
-prepared on the leader (or forwarded by a learner) while the previous Ready is on disk, as
-ZooKeeper's pipeline does.
+what must follow its fsync waits for ``log_synced`` (see "the log's sync in the
+background").  Client calls act at once: a write is prepared on the leader (or forwarded by
+a learner) while the previous Ready is on disk, as ZooKeeper's pipeline does.
 
 Faults: when a unit of work fails (a txn that does not fit the tree, a snapshot at another
 zxid than declared, a digest that differs from the leader's, a bug, a full disk), the engine
@@ -414,11 +414,10 @@ class Engine(ClientCalls):
             yield from self._digests_after_commits()
         self._act_on(ready)
         tail = _Tail(max(needs, self._tails[-1].needs if self._tails else 0), ready, committed)
-        if tail.needs <= self._durable_zxid and not self._tails:
-            yield from self._finish([tail])
-        elif ready.messages or committed or ready.sync_replies or ready.append:
+        must_wait = self._tails or tail.needs > self._durable_zxid
+        if must_wait and (ready.messages or committed or ready.sync_replies or ready.append):
             self._tails.append(tail)
-        else:  # nothing that must wait: finished now, whatever waits before it
+        else:  # nothing waits before it, or it holds nothing that must wait: finished now
             yield from self._finish([tail])
         yield from self._finish_durable()
 

@@ -56,7 +56,7 @@ from zabby.storage.snapshot import SnapshotWriter
 from zabby.storage.txnlog import CorruptLogError, TxnLog
 from zabby.membership import Membership
 from zabby.tree.datatree import DataTree
-from zabby.tree.txns import decode_txn, encode_txn, zxid_epoch
+from zabby.tree.txns import Txn, decode_txn, encode_txn, zxid_epoch
 
 LOGGER = logging.getLogger("zabby.server")
 FSYNC_WARNING_S = 1.0
@@ -443,7 +443,7 @@ class ZabbyServer:
         if effect.truncate_to is not None:
             await self.disk.run(self.log.truncate_after, effect.truncate_to)
         if effect.sync and not self._fsync_inline(len(effect.append)):  # elsewhere: the loop reads on meanwhile
-            self._append(effect)
+            self._append(effect.append)
             started = time.perf_counter()
             await self._sync_log()
             self._fsynced(time.perf_counter() - started)
@@ -457,7 +457,11 @@ class ZabbyServer:
         """The log's sync off the loop: its segment's fdatasync by the kernel (``KernelSync``)
         when that is all it needs and no disk fault is being injected, else the disk thread's."""
         if not await self._kernel_fdatasync():
-            await self.disk.run(self.log.sync)
+            self._sync_on_thread = True  # Appends wait for it: TxnLog.sync must not race them
+            try:
+                await self.disk.run(self.log.sync)
+            finally:
+                self._sync_on_thread = False
 
     async def _kernel_fdatasync(self) -> bool:
         """The segment's fdatasync by the kernel, if that is all the log's sync needs (no
@@ -479,22 +483,25 @@ class ZabbyServer:
         self.log.segment_synced(writes)
         return True
 
-    def _append(self, effect: Persist) -> None:
-        if effect.append:
-            self.log.append([(txn.zxid, encode_txn(txn)) for txn in effect.append])
+    def _append(self, txns: list[Txn]) -> None:
+        if txns:
+            self.log.append([(txn.zxid, encode_txn(txn)) for txn in txns])
+
+    def _sync_here(self) -> None:
+        """The log's sync right here, blocking the loop."""
+        started = time.perf_counter()
+        self.log.sync()
+        self._fsynced(time.perf_counter() - started)
 
     # ----------------------------------------------------------------- the log's background sync
     def _append_in_background(self, effect: Append) -> tuple[bool, bool]:
         """Append; sync here when one write waits for it alone (``_fsync_inline``), else have
         ``_run_syncer`` do it.  Whether the disk is short of space, and the log durable now."""
-        if effect.txns:
-            self.log.append([(txn.zxid, encode_txn(txn)) for txn in effect.txns])
+        self._append(effect.txns)
         if not effect.sync:
             return self.log.space_low, False
         if self._sync_idle.is_set() and self._fsync_inline(len(effect.txns)):
-            started = time.perf_counter()
-            self.log.sync()
-            self._fsynced(time.perf_counter() - started)
+            self._sync_here()
             return self.log.space_low, True
         if self._sync_idle.is_set():
             self._sync_idle = trio.Event()
@@ -514,12 +521,7 @@ class ZabbyServer:
             error: Exception | None = None
             started = time.perf_counter()
             try:
-                if not await self._kernel_fdatasync():
-                    self._sync_on_thread = True  # appends wait for it: TxnLog.sync must not race them
-                    try:
-                        await self.disk.run(self.log.sync)
-                    finally:
-                        self._sync_on_thread = False
+                await self._sync_log()
             except DiskFailure as exc:
                 fail_stop(str(exc))
             except Exception as exc:  # handed to the engine: it decides what a failure means
@@ -533,11 +535,9 @@ class ZabbyServer:
 
     def _append_and_sync(self, effect: Persist) -> bool:
         """Append the Persist's txns, and fsync right here (blocking the loop) if it asks to."""
-        self._append(effect)
+        self._append(effect.append)
         if effect.sync:
-            started = time.perf_counter()
-            self.log.sync()
-            self._fsynced(time.perf_counter() - started)
+            self._sync_here()
         return self.log.space_low
 
     def _fsynced(self, elapsed: float) -> None:
