@@ -143,6 +143,21 @@ def test_a_broken_core_is_caught() -> None:
     assert failures, "40 seeds ran a leader that commits alone, and no checker noticed"
 
 
+def test_a_proposal_overtaking_the_one_before_it_is_caught() -> None:
+    """The sender's side of a stream: a leader whose next PROPOSAL leaves before the one it
+    held behind its log's sync (the bug f93061c fixed) is caught where it sends, though its
+    learners would only have resynced."""
+    from zabby.engine import engine
+
+    original = engine._early_now
+    engine._early_now = lambda early, tails: (early, [])  # type: ignore[assignment]
+    try:
+        failures = [r for r in map(_run, range(1, 41)) if not r.ok]
+    finally:
+        engine._early_now = original
+    assert any("right after" in (r.error or "") for r in failures), "40 seeds ran a leader whose PROPOSALs overtake each other, and no checker noticed"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_soak_seeds() -> None:

@@ -58,7 +58,7 @@ from zabby.core.types import ServerState, SyncMode, ZabPhase
 from zabby.errors import InvariantError
 from zabby.membership import Member, Membership
 from zabby.opcodes import OpCode
-from zabby.tree.txns import Txn, make_zxid, zxid_counter, zxid_epoch
+from zabby.tree.txns import Txn, follows, make_zxid, zxid_epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -1016,7 +1016,7 @@ class Peer:
         assert learner is not None
         last = self.last_logged
         for txn in proposal.txns:
-            if not _follows(last, txn.zxid):
+            if not follows(last, txn.zxid):
                 self._learner_resync()  # a gap or a step back in the proposal stream
                 return
             last = txn.zxid
@@ -1071,7 +1071,7 @@ class Peer:
         fresh = [t for t in inform.txns if t.zxid > self.last_logged]
         last = self.last_logged
         for txn in fresh:
-            if not _follows(last, txn.zxid):
+            if not follows(last, txn.zxid):
                 self._learner_resync()
                 return
             last = txn.zxid
@@ -1111,13 +1111,6 @@ class Peer:
             return
         learner.phase = ZabPhase.BROADCAST
         self._apply_up_to(learner.commit_point)
-
-
-def _follows(last: int, zxid: int) -> bool:
-    """True if ``zxid`` may come right after ``last`` in a log (no gap, no step back)."""
-    if zxid_epoch(zxid) == zxid_epoch(last):
-        return zxid == last + 1
-    return zxid_epoch(zxid) > zxid_epoch(last) and zxid_counter(zxid) == 1
 
 
 def static_membership(config: PeerConfig) -> Membership:

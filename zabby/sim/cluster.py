@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from zabby.config import ServerConfig
-from zabby.core.messages import Diff, Request, Snap, SnapChunk, Sync, Trunc
+from zabby.core.messages import Diff, Inform, Proposal, Request, Snap, SnapChunk, Sync, Trunc
 from zabby.core.peer import DurableState, Peer, PeerConfig
 from zabby.core.ready import SoftState
 from zabby.core.types import ServerState
@@ -42,11 +42,11 @@ from zabby.errors import ZabbyError
 from zabby.membership import Member
 from zabby.sim.checkers import Checker, Violation
 from zabby.sim.disk import Disk, Snapshot
-from zabby.sim.network import Event, Network
+from zabby.sim.network import UP, Event, Network, pair
 from zabby.sim.options import SimOptions
 from zabby.tree.datatree import DataTree, records_digest
 from zabby.tree.prep import Caller
-from zabby.tree.txns import Txn
+from zabby.tree.txns import Txn, follows
 
 TICK_MS = 50  # one simulator tick is one core tick of a server
 SNAP_CHUNK_RECORDS = 8  # small: a SNAP crosses the network as several messages
@@ -167,6 +167,8 @@ class Cluster:
         self.now = 0
         self.network = Network(random.Random(rng.getrandbits(64)), options)
         self.engine_rng = random.Random(rng.getrandbits(64))
+        # per direction: (the connection's generation, the last zxid PROPOSED or INFORMED on it)
+        self.txn_streams: dict[tuple[int, int], tuple[int, int]] = {}
         self.nodes: dict[int, Node] = {}
         for sid, (config, peer_config) in _configs(options).items():
             self.nodes[sid] = Node(sid, config, peer_config, SimClock(self))
@@ -353,6 +355,8 @@ class Cluster:
     def _send(self, node: Node, effect: Send) -> None:
         for dst, message in effect.messages:
             self.network.send(self.now, node.sid, dst, message)
+            if message.__class__ is Proposal or message.__class__ is Inform:
+                self._check_txn_stream(node.sid, dst, message)  # type: ignore[arg-type]
             if self.trace is not None and isinstance(message, (Diff, Trunc, Snap)):
                 self.log(f"server {node.sid} -> {dst}: {message} (log at 0x{node.disk.last_zxid:x})")
             if isinstance(message, Snap):
@@ -363,6 +367,27 @@ class Cluster:
                     last = start + SNAP_CHUNK_RECORDS >= len(records)
                     chunk = SnapChunk(records=records[start:start + SNAP_CHUNK_RECORDS], last=last)
                     self.network.send(self.now, node.sid, dst, chunk)
+
+    def _check_txn_stream(self, src: int, dst: int, message: Proposal | Inform) -> None:
+        """On one connection, the txns a server proposes (or informs) follow each other with no
+        gap and no step back (an INFORM may repeat what a DIFF proposed: its learner skips
+        those).  The network keeps them in order (its injected reorders aside, which come
+        after this), so a learner that found one out of order would resync for nothing: a
+        sender's bug that the learner's recovery hides (a PROPOSAL held behind a sync,
+        overtaken by a later one, did just that)."""
+        conn = self.network.connections[pair(src, dst)]
+        if conn.state != UP:
+            return  # dropped: the learner sees the connection break, not a gap
+        txns = message.txns
+        stream = self.txn_streams.get((src, dst))
+        last = stream[1] if stream is not None and stream[0] == conn.generation else None
+        if last is not None and message.__class__ is Inform:
+            txns = tuple(txn for txn in txns if txn.zxid > last)
+        if not txns:
+            return
+        if last is not None and not follows(last, txns[0].zxid):
+            raise Violation(f"server {src} sends txn 0x{txns[0].zxid:x} to {dst} right after 0x{last:x} on one connection")
+        self.txn_streams[(src, dst)] = (conn.generation, txns[-1].zxid)
 
     def _persist(self, node: Node, effect: Persist, *, sync: bool) -> bool:
         disk = node.disk

@@ -76,3 +76,10 @@ def zxid_epoch(zxid: int) -> int:
 
 def zxid_counter(zxid: int) -> int:
     return zxid & 0xFFFFFFFF
+
+
+def follows(last: int, zxid: int) -> bool:
+    """True if ``zxid`` may come right after ``last`` in a log (no gap, no step back)."""
+    if zxid_epoch(zxid) == zxid_epoch(last):
+        return zxid == last + 1
+    return zxid_epoch(zxid) > zxid_epoch(last) and zxid_counter(zxid) == 1
