@@ -24,11 +24,12 @@ FORWARD_TO_PROPOSAL = "forward → PROPOSAL back"
 REQUEST_TO_PROPOSAL = "forwarded request → PROPOSAL out"
 LEADER_FSYNC = "PROPOSAL out → LOGGED out (its fsync)"
 FOLLOWER_FSYNC = "PROPOSAL in → ACK out (its fsync)"
+LOG_FDATASYNC = "the log's fdatasync call alone"  # inside the two spans above; all three servers' run at once
 WAIT_FOR_LOGGED = "ACK → the leader's LOGGED in"
 LOGGED_TO_REPLY = "LOGGED in → reply flushed"
 CLIENT_TURNAROUND = "reply flushed → next request in (the client)"
-PATH = (CLIENT_TO_FORWARD, FORWARD_TO_PROPOSAL, REQUEST_TO_PROPOSAL, LEADER_FSYNC, FOLLOWER_FSYNC, WAIT_FOR_LOGGED,
-        LOGGED_TO_REPLY, CLIENT_TURNAROUND)  # fmt: skip
+PATH = (CLIENT_TO_FORWARD, FORWARD_TO_PROPOSAL, REQUEST_TO_PROPOSAL, LEADER_FSYNC, FOLLOWER_FSYNC, LOG_FDATASYNC,
+        WAIT_FOR_LOGGED, LOGGED_TO_REPLY, CLIENT_TURNAROUND)  # fmt: skip
 
 
 class _Spans:
@@ -52,6 +53,8 @@ class _Spans:
 
 
 def install(out_path: str) -> None:
+    import os
+
     import zabby.server.client_conn as client_conn
     import zabby.server.transport as transport
     from zabby.core import messages
@@ -93,7 +96,15 @@ def install(out_path: str) -> None:
             spans.mark("reply out", now)
         flush(self)
 
+    fdatasync = os.fdatasync
+
+    def timed_fdatasync(fd: int) -> None:  # a write alone is synced inline, by this call
+        started = clock()
+        fdatasync(fd)
+        spans.spans[LOG_FDATASYNC].append(clock() - started)
+
     transport.decode, transport.encode = timed_decode, timed_encode
+    os.fdatasync = timed_fdatasync
     client_conn.Connection._handle_frames = timed_handle_frames  # type: ignore[method-assign]
     client_conn.Connection.flush = timed_flush  # type: ignore[method-assign]
     atexit.register(spans.write, out_path)
