@@ -60,7 +60,7 @@ from zabby.storage.files import DiskFailure, DiskFull
 from zabby.tree.datatree import DataTree, TreeBuilder
 from zabby.tree.prep import Caller, Preparer, PrepLimits
 from zabby.tree.sessions import SessionTracker
-from zabby.tree.txns import Txn
+from zabby.tree.txns import Txn, zxid_counter
 from zabby.tree.watches import WatchManager
 
 LOGGER = logging.getLogger("zabby.server")
@@ -813,7 +813,7 @@ def _without_superseded(messages: list[tuple[int, Message]]) -> list[tuple[int, 
         if message.__class__ is Ack or message.__class__ is Logged:
             last[(sid, message.__class__)] = index
     return [(sid, message) for index, (sid, message) in enumerate(messages)
-            if last.get((sid, message.__class__), index) == index or not message.zxid & 0xFFFFFFFF]  # type: ignore[attr-defined]
+            if last.get((sid, message.__class__), index) == index or not zxid_counter(message.zxid)]  # type: ignore[attr-defined]
 
 
 def _logged_before(ready: Ready) -> bool:

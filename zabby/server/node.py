@@ -444,9 +444,7 @@ class ZabbyServer:
             await self.disk.run(self.log.truncate_after, effect.truncate_to)
         if effect.sync and not self._fsync_inline(len(effect.append)):  # elsewhere: the loop reads on meanwhile
             self._append(effect.append)
-            started = time.perf_counter()
             await self._sync_log()
-            self._fsynced(time.perf_counter() - started)
         else:
             self._append_and_sync(effect)
         if effect.current_epoch is not None:  # last: only once the log holds what came with it
@@ -454,14 +452,17 @@ class ZabbyServer:
         return self.log.space_low
 
     async def _sync_log(self) -> None:
-        """The log's sync off the loop: its segment's fdatasync by the kernel (``KernelSync``)
-        when that is all it needs and no disk fault is being injected, else the disk thread's."""
+        """The log's sync off the loop, timed: its segment's fdatasync by the kernel
+        (``KernelSync``) when that is all it needs and no disk fault is being injected, else
+        the disk thread's."""
+        started = time.perf_counter()
         if not await self._kernel_fdatasync():
             self._sync_on_thread = True  # Appends wait for it: TxnLog.sync must not race them
             try:
                 await self.disk.run(self.log.sync)
             finally:
                 self._sync_on_thread = False
+        self._fsynced(time.perf_counter() - started)
 
     async def _kernel_fdatasync(self) -> bool:
         """The segment's fdatasync by the kernel, if that is all the log's sync needs (no
@@ -519,15 +520,12 @@ class ZabbyServer:
             self._sync_wanted = trio.Event()
             zxid = self.log.last_zxid
             error: Exception | None = None
-            started = time.perf_counter()
             try:
                 await self._sync_log()
             except DiskFailure as exc:
                 fail_stop(str(exc))
             except Exception as exc:  # handed to the engine: it decides what a failure means
                 error = exc
-            else:
-                self._fsynced(time.perf_counter() - started)
             if not self._sync_wanted.is_set():
                 self._sync_idle.set()
             self.engine.log_synced(zxid, error)
