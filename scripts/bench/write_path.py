@@ -3,6 +3,7 @@
 
     python scripts/bench/write_path.py                 # 3,000 setData, one at a time
     python scripts/bench/write_path.py --writes 500
+    python scripts/bench/write_path.py --other-follower stopped   # the third server SIGSTOPped
 
 kazoo writes one znode one at a time through a follower, so each write goes: the client's
 request to that follower, its forward to the leader, the leader's PROPOSAL, both servers'
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -42,9 +44,17 @@ if os.environ.get({HOOKS_ENV!r}):
 """
 
 
-def measure(folder: Path, writes: int, warmup: int) -> tuple[dict[str, dict[str, list[float]]], list[float]]:
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(folder: Path, writes: int, warmup: int, other_follower: str = "running",
+            ) -> tuple[dict[str, dict[str, list[float]]], list[float], dict[str, float]]:  # fmt: skip
     """Each server's spans by its role (``leader``, ``client's follower``, ``other follower``),
-    and the client's latency of every measured write, in seconds."""
+    the client's latency of every measured write, in seconds, and each role's CPU seconds per
+    measured write.  ``other_follower="stopped"``: that server is stopped before the writes."""
     from kazoo.client import KazooClient
 
     hooks = folder / "hooks"
@@ -58,28 +68,38 @@ def measure(folder: Path, writes: int, warmup: int) -> tuple[dict[str, dict[str,
     try:
         leader = group.wait_leader(everyone=True)
         via = min(sid for sid in group.servers if sid != leader)
+        roles = {sid: {leader: "leader", via: "client's follower"}.get(sid, "other follower") for sid in group.servers}
+        pids = {roles[sid]: server.proc.pid for sid, server in group.servers.items() if server.proc is not None}
+        if other_follower == "stopped":
+            os.kill(pids["other follower"], signal.SIGSTOP)
         client = KazooClient(hosts=group.servers[via].hosts, timeout=10.0)
         client.start(timeout=10.0)
         try:
             client.create("/write-path", b"x" * 100)
             for i in range(warmup + writes):
+                if i == warmup:
+                    cpu_before = {role: cpu_seconds(pid) for role, pid in pids.items()}
                 started = time.perf_counter()
                 client.set("/write-path", b"y" * 100)
                 if i >= warmup:
                     latencies.append(time.perf_counter() - started)
+            cpu = {role: (cpu_seconds(pid) - cpu_before[role]) / writes for role, pid in pids.items()}
         finally:
             client.stop()
             client.close()
+            os.kill(pids["other follower"], signal.SIGCONT)  # it must run to exit and write its spans
     finally:
         group.stop_all()
-    roles = {leader: "leader", via: "client's follower"}
-    spans = {roles.get(sid, "other follower"): json.loads((folder / f"spans-{sid}.json").read_text()) for sid in group.servers}
-    return spans, latencies
+    spans = {roles[sid]: json.loads((folder / f"spans-{sid}.json").read_text()) for sid in group.servers}
+    return spans, latencies, cpu
 
 
-def table(spans: dict[str, dict[str, list[float]]], latencies: list[float]) -> str:
+def table(spans: dict[str, dict[str, list[float]]], latencies: list[float], cpu: dict[str, float]) -> str:
+    roles = ("leader", "client's follower", "other follower")
     lines = [f"one-at-a-time setData through a follower: {len(latencies)} writes, p50 {percentile(latencies, 0.5) * 1e3:.3f} ms, "
-             f"p90 {percentile(latencies, 0.9) * 1e3:.3f} ms", "", "| span | server | p50 | p90 | count |", "|---|---|---|---|---|"]  # fmt: skip
+             f"p90 {percentile(latencies, 0.9) * 1e3:.3f} ms",
+             "CPU per write: " + ", ".join(f"{role} {cpu[role] * 1e6:.0f} µs" for role in roles if role in cpu),
+             "", "| span | server | p50 | p90 | count |", "|---|---|---|---|---|"]  # fmt: skip
     for span in PATH:
         for role in ("client's follower", "leader", "other follower"):
             values = spans.get(role, {}).get(span)
@@ -93,12 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--writes", type=int, default=3000, help="writes measured (default 3000)")
     parser.add_argument("--warmup", type=int, default=300, help="writes before them, not in the client's figures (default 300)")
+    parser.add_argument("--other-follower", choices=("running", "stopped"), default="running",
+                        help="stopped: SIGSTOP the follower the client is not on before the writes (default running)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.writes < 1 or args.warmup < 0:
         parser.error("--writes must be at least 1 and --warmup at least 0")
     with tempfile.TemporaryDirectory(prefix="zabby-write-path-") as tmp:
-        spans, latencies = measure(Path(tmp), args.writes, args.warmup)
-    print(table(spans, latencies))
+        spans, latencies, cpu = measure(Path(tmp), args.writes, args.warmup, args.other_follower)
+    print(table(spans, latencies, cpu))
     return 0
 
 
