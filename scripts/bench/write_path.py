@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_runner import percentile  # noqa: E402
+from bench_systems import cpu_of  # noqa: E402
 from write_path_hooks import PATH  # noqa: E402
 
 from zabby.local.processes import Ensemble  # noqa: E402
@@ -42,12 +43,6 @@ if os.environ.get({HOOKS_ENV!r}):
     import write_path_hooks
     write_path_hooks.install(os.environ[{HOOKS_ENV!r}])
 """
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(folder: Path, writes: int, warmup: int, other_follower: str = "running",
@@ -78,12 +73,12 @@ def measure(folder: Path, writes: int, warmup: int, other_follower: str = "runni
             client.create("/write-path", b"x" * 100)
             for i in range(warmup + writes):
                 if i == warmup:
-                    cpu_before = {role: cpu_seconds(pid) for role, pid in pids.items()}
+                    cpu_before = {role: cpu_of(pid) for role, pid in pids.items()}
                 started = time.perf_counter()
                 client.set("/write-path", b"y" * 100)
                 if i >= warmup:
                     latencies.append(time.perf_counter() - started)
-            cpu = {role: (cpu_seconds(pid) - cpu_before[role]) / writes for role, pid in pids.items()}
+            cpu = {role: (cpu_of(pid) - cpu_before[role]) / writes for role, pid in pids.items()}
         finally:
             client.stop()
             client.close()
