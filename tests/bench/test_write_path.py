@@ -24,7 +24,7 @@ def test_every_span_of_a_write_is_timed_where_it_happens(tmp_path: Path) -> None
     hooks = sys.modules["write_path_hooks"]
     spans, latencies, cpu = write_path.measure(tmp_path, writes=40, warmup=10)
     assert len(latencies) == 40 and all(latency > 0 for latency in latencies)
-    assert set(cpu) == {"leader", "client's follower", "other follower"} and cpu["leader"] > 0
+    assert set(cpu) == {"leader", "client's follower", "other follower"}  # its figures: the test below
     seen = {
         "client's follower": [hooks.CLIENT_TO_FORWARD, hooks.FORWARD_TO_PROPOSAL, hooks.FOLLOWER_FSYNC,
                               hooks.WAIT_FOR_LOGGED, hooks.LOGGED_TO_REPLY, hooks.CLIENT_TURNAROUND],
@@ -44,9 +44,11 @@ def test_every_span_of_a_write_is_timed_where_it_happens(tmp_path: Path) -> None
 
 def test_writes_go_on_with_the_other_follower_stopped(tmp_path: Path) -> None:
     """The leader and the client's follower are a quorum: the third server, stopped, does no
-    work during the writes, and is let go on afterwards (it writes its spans as it exits)."""
+    work during the writes, and is let go on afterwards (it writes its spans as it exits).
+    CPU time is counted in 10 ms ticks: 300 writes (~0.3 ms of each server's CPU apiece)
+    give the two working servers several, where 30 could give one none."""
     write_path = _load("zabby_write_path", ROOT / "scripts" / "bench" / "write_path.py")
-    spans, latencies, cpu = write_path.measure(tmp_path, writes=30, warmup=5, other_follower="stopped")
-    assert len(latencies) == 30
+    spans, latencies, cpu = write_path.measure(tmp_path, writes=300, warmup=5, other_follower="stopped")
+    assert len(latencies) == 300
     assert cpu["other follower"] == 0 and cpu["leader"] > 0 and cpu["client's follower"] > 0
     assert "other follower" in spans
