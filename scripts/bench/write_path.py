@@ -82,7 +82,8 @@ def measure(folder: Path, writes: int, warmup: int, other_follower: str = "runni
         finally:
             client.stop()
             client.close()
-            os.kill(pids["other follower"], signal.SIGCONT)  # it must run to exit and write its spans
+            if other_follower == "stopped":
+                os.kill(pids["other follower"], signal.SIGCONT)  # it must run to exit and write its spans
     finally:
         group.stop_all()
     spans = {roles[sid]: json.loads((folder / f"spans-{sid}.json").read_text()) for sid in group.servers}
