@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from zabby.config import ServerConfig
 from zabby.core.messages import Request, Sync
@@ -42,6 +43,51 @@ SESSION_OPS = frozenset({OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION})
 READ_ONLY_AFTER_MS_MIN = 2000  # ZooKeeper starts its read-only server after max(2 s, tickTime)
 
 
+T = TypeVar("T")
+
+
+class Waiters(Generic[T]):
+    """What waits for a txn (or a sync) of a session, by (session id, cxid).
+
+    The key is the client's: a client may repeat a cxid (kazoo starts again at 1 on every new
+    connection, while the old connection's writes may still be in flight), so a repeated key
+    queues behind the first instead of replacing it, and each txn with the key takes the
+    oldest.  Nothing a client sends can so drop another request's answer or leak the count.
+    """
+
+    __slots__ = ("_first", "_more")
+
+    def __init__(self) -> None:
+        self._first: dict[tuple[int, int], T] = {}
+        self._more: dict[tuple[int, int], deque[T]] = {}  # keys repeated, in arrival order
+
+    def put(self, key: tuple[int, int], value: T) -> None:
+        if key in self._first:
+            self._more.setdefault(key, deque()).append(value)
+        else:
+            self._first[key] = value
+
+    def pop(self, key: tuple[int, int]) -> T | None:
+        value = self._first.pop(key, None)
+        if value is not None and self._more:
+            more = self._more.get(key)
+            if more:
+                self._first[key] = more.popleft()
+                if not more:
+                    del self._more[key]
+        return value
+
+    def clear(self) -> None:
+        self._first.clear()
+        self._more.clear()
+
+    def __len__(self) -> int:
+        return len(self._first) + sum(len(more) for more in self._more.values())
+
+    def __bool__(self) -> bool:
+        return bool(self._first)
+
+
 class ClientCalls:
     # the Engine's state these methods use (see zabby.engine.engine)
     config: ServerConfig
@@ -57,8 +103,8 @@ class ClientCalls:
     session_sinks: dict[int, ClientSink]
     closing_sessions: set[int]
     local_sessions: dict[int, tuple[int, bytes]]
-    waiting: dict[tuple[int, int], Done]
-    sync_waiting: dict[tuple[int, int], SyncDone]
+    waiting: Waiters[Done]
+    sync_waiting: Waiters[SyncDone]
     outstanding: int
     space_low: bool
     looking_since_ms: int | None
@@ -95,7 +141,7 @@ class ClientCalls:
         self._check_serving()
         if self.space_low and op not in SESSION_OPS and not self.is_leader:
             raise self._disk_full_error()
-        self.waiting[(caller.session_id, cxid)] = done
+        self.waiting.put((caller.session_id, cxid), done)
         self.outstanding += 1
         if self.is_leader:
             self._prepare(op, args, caller, cxid)
@@ -169,7 +215,7 @@ class ClientCalls:
 
     def client_sync(self, session_id: int, cxid: int, done: SyncDone) -> None:
         self._check_serving()
-        self.sync_waiting[(session_id, cxid)] = done
+        self.sync_waiting.put((session_id, cxid), done)
         self.peer.client_sync(Sync(session_id=session_id, cxid=cxid))
         self.wake()
 

@@ -47,7 +47,7 @@ from zabby.core.messages import Ack, Diff, Logged, Message, Proposal, Request, S
 from zabby.core.peer import Peer, PeerConfig
 from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
-from zabby.engine.clients import ClientCalls, first_session_id
+from zabby.engine.clients import ClientCalls, Waiters, first_session_id
 from zabby.engine.digests import DigestCheck
 from zabby.engine.effects import (
     Append, CheckSpace, ClientSink, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
@@ -132,8 +132,8 @@ class Engine(ClientCalls):
         self.closing_sessions: set[int] = set()
         self.local_sessions: dict[int, tuple[int, bytes]] = {}  # read-only mode's sessions
         self.looking_since_ms: int | None = clock.monotonic_ms()  # None while not LOOKING
-        self.waiting: dict[tuple[int, int], Done] = {}
-        self.sync_waiting: dict[tuple[int, int], SyncDone] = {}
+        self.waiting: Waiters[Done] = Waiters()  # a client write's answer
+        self.sync_waiting: Waiters[SyncDone] = Waiters()
         self.outstanding = 0
         self.space_low = False
         self.last_proposal_bytes = (0, 0, 0)  # last, min, max
@@ -488,7 +488,7 @@ class Engine(ClientCalls):
     def _answer_syncs(self, ready: Ready) -> None:
         """Step 6's sync answers: after the Ready's commits are applied."""
         for sync in ready.sync_replies:
-            done = self.sync_waiting.pop((sync.session_id, sync.cxid), None)
+            done = self.sync_waiting.pop((sync.session_id, sync.cxid))
             if done is not None:
                 done()
 
@@ -497,7 +497,7 @@ class Engine(ClientCalls):
         tree, watches, on_applied = self.tree, self.watches, self.on_applied
         waiting = self.waiting
         for txn in txns:
-            done = waiting.pop((txn.session_id, txn.cxid), None) if waiting else None
+            done = waiting.pop((txn.session_id, txn.cxid)) if waiting else None
             result, events = tree.apply(txn, done is not None)  # no waiter: no Stat to make
             if on_applied is not None:
                 on_applied(txn, result)
