@@ -84,3 +84,40 @@ def test_a_committed_reconfig_reaches_the_watchers_of_zookeeper_config(h: Harnes
     _, events = h.apply(Txn(h.zxid, 1, 1, h.now, OpCode.RECONFIG, (text,)))
     assert events == [(CHANGED, "/zookeeper/config")] and h.last_acls == [acls.READ_ACL_UNSAFE]
     assert watches.trigger(h.tree.apply(Txn(h.zxid + 1, 1, 2, h.now, OpCode.RECONFIG, (text,)))[1]) == [(anyone, CHANGED, "/zookeeper/config")]
+
+
+class _Untouchable(dict):  # type: ignore[type-arg]
+    """A table that fails any walk over it: a watcher's removal must not walk the others'."""
+
+    def items(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("walked the whole table")
+
+    __iter__ = items  # type: ignore[assignment]
+
+
+def test_forgetting_a_watcher_touches_only_its_own_watches() -> None:
+    """A session with 100,000 watches made every other session's close walk all of them."""
+    watches = WatchManager()
+    hoarder, other = Session("hoarder"), Session("other")
+    for i in range(1000):
+        watches.add_data(f"/hoard/{i}", hoarder)
+    watches.add_child("/mine", other)
+    watches.add_persistent("/tree", other, recursive=True)
+    for name in ("data", "child", "persistent", "recursive"):
+        table = _Untouchable(getattr(watches, name))
+        setattr(watches, name, table)
+    watches._numbered = (watches.data, watches.child, watches.persistent, watches.recursive)
+    watches.remove_watcher(other)
+    assert "/mine" not in watches.child and "/tree" not in watches.recursive
+    assert watches.count() == 1000
+    watches.remove_watcher(hoarder)
+    assert watches.count() == 0 and not dict(watches.data)
+
+
+def test_fired_one_shot_watches_leave_their_watchers_index() -> None:
+    watches = WatchManager()
+    session = Session("s")
+    for i in range(100):
+        watches.add_data(f"/n{i}", session)
+        watches.trigger([(CHANGED, f"/n{i}", OPEN)])
+    assert watches.count() == 0 and watches.paths_by_watcher() == {}

@@ -25,40 +25,50 @@ from zabby.tree.paths import ancestors
 Delivery = tuple[Hashable, int, str]
 
 _DATA_EVENTS = (EventType.NODE_CREATED, EventType.NODE_DELETED, EventType.NODE_DATA_CHANGED)
+_DATA, _CHILD, _PERSISTENT, _RECURSIVE = range(4)  # the tables, numbered for each watcher's own set
 
 
 class WatchManager:
+    """The four tables (path → watchers) and, beside them, each watcher's own watches, so that
+    forgetting a watcher (its connection closed) touches only its watches, never the rest."""
+
     def __init__(self) -> None:
         self.data: dict[str, set[Hashable]] = {}
         self.child: dict[str, set[Hashable]] = {}
         self.persistent: dict[str, set[Hashable]] = {}
         self.recursive: dict[str, set[Hashable]] = {}
+        self._held: dict[Hashable, set[tuple[int, str]]] = {}  # watcher → (table number, path)
+        self._numbered = (self.data, self.child, self.persistent, self.recursive)
 
     def _tables(self) -> tuple[dict[str, set[Hashable]], ...]:
-        return (self.data, self.child, self.persistent, self.recursive)
+        return self._numbered
 
-    def add(self, table: dict[str, set[Hashable]], path: str, watcher: Hashable) -> None:
-        table.setdefault(path, set()).add(watcher)
+    def _add(self, number: int, path: str, watcher: Hashable) -> None:
+        self._numbered[number].setdefault(path, set()).add(watcher)
+        held = self._held.get(watcher)
+        if held is None:
+            held = self._held[watcher] = set()
+        held.add((number, path))
 
     def add_data(self, path: str, watcher: Hashable) -> None:
-        self.data.setdefault(path, set()).add(watcher)
+        self._add(_DATA, path, watcher)
 
     def add_child(self, path: str, watcher: Hashable) -> None:
-        self.child.setdefault(path, set()).add(watcher)
+        self._add(_CHILD, path, watcher)
 
     def add_persistent(self, path: str, watcher: Hashable, recursive: bool) -> None:
-        self.add(self.recursive if recursive else self.persistent, path, watcher)
+        self._add(_RECURSIVE if recursive else _PERSISTENT, path, watcher)
 
     def trigger(self, events: Iterable[tuple[int, str, tuple[acls.ACL, ...]]]) -> list[Delivery]:
         out: list[Delivery] = []
         for event_type, path, acl in events:
             watchers: set[Hashable] = set()
             if event_type == EventType.NODE_CHILDREN_CHANGED:
-                watchers.update(self.child.pop(path, ()))
+                self._fire(_CHILD, self.child, path, watchers)
             else:
-                watchers.update(self.data.pop(path, ()))
+                self._fire(_DATA, self.data, path, watchers)
                 if event_type == EventType.NODE_DELETED:
-                    watchers.update(self.child.pop(path, ()))
+                    self._fire(_CHILD, self.child, path, watchers)
             watchers.update(self.persistent.get(path, ()))
             if self.recursive and event_type in _DATA_EVENTS:
                 watchers.update(self.recursive.get(path, ()))
@@ -67,52 +77,74 @@ class WatchManager:
             out.extend((watcher, event_type, path) for watcher in watchers if _may_read(watcher, acl))
         return out
 
-    def _tables_for(self, watcher_type: int) -> tuple[dict[str, set[Hashable]], ...]:
+    def _fire(self, number: int, table: dict[str, set[Hashable]], path: str, into: set[Hashable]) -> None:
+        """One-shot watches on ``path`` fire: they leave the table and their watchers' sets."""
+        fired = table.pop(path, None)
+        if fired:
+            key = (number, path)
+            for watcher in fired:
+                held = self._held.get(watcher)
+                if held is not None:
+                    held.discard(key)
+                    if not held:
+                        del self._held[watcher]
+            into.update(fired)
+
+    def _tables_for(self, watcher_type: int) -> tuple[int, ...]:
         if watcher_type == WatcherType.ANY:
-            return self._tables()
+            return (_DATA, _CHILD, _PERSISTENT, _RECURSIVE)
         return {
-            WatcherType.CHILDREN: (self.child,),
-            WatcherType.DATA: (self.data,),
-            WatcherType.PERSISTENT: (self.persistent,),
-            WatcherType.PERSISTENT_RECURSIVE: (self.recursive,),
+            WatcherType.CHILDREN: (_CHILD,),
+            WatcherType.DATA: (_DATA,),
+            WatcherType.PERSISTENT: (_PERSISTENT,),
+            WatcherType.PERSISTENT_RECURSIVE: (_RECURSIVE,),
         }.get(watcher_type, ())
 
     def remove(self, path: str, watcher: Hashable, watcher_type: int) -> bool:
         """Remove this watcher's watches of one type on ``path``; False if there were none."""
         removed = False
-        for table in self._tables_for(watcher_type):
-            watchers = table.get(path)
-            if watchers is not None and watcher in watchers:
-                watchers.discard(watcher)
-                removed = True
-                if not watchers:
-                    del table[path]
+        for number in self._tables_for(watcher_type):
+            removed = self._remove_one(number, path, watcher) or removed
         return removed
 
+    def _remove_one(self, number: int, path: str, watcher: Hashable) -> bool:
+        table = self._tables()[number]
+        watchers = table.get(path)
+        if watchers is None or watcher not in watchers:
+            return False
+        watchers.discard(watcher)
+        if not watchers:
+            del table[path]
+        held = self._held.get(watcher)
+        if held is not None:
+            held.discard((number, path))
+            if not held:
+                del self._held[watcher]
+        return True
+
     def has(self, path: str, watcher: Hashable, watcher_type: int) -> bool:
-        return any(watcher in table.get(path, ()) for table in self._tables_for(watcher_type))
+        tables = self._tables()
+        return any(watcher in tables[number].get(path, ()) for number in self._tables_for(watcher_type))
 
     def remove_watcher(self, watcher: Hashable) -> None:
-        """Forget every watch of a watcher (its connection closed)."""
-        for table in self._tables():
-            empty = []
-            for path, watchers in table.items():
+        """Forget every watch of a watcher (its connection closed): O(its watches)."""
+        held = self._held.pop(watcher, None)
+        if not held:
+            return
+        tables = self._tables()
+        for number, path in held:
+            table = tables[number]
+            watchers = table.get(path)
+            if watchers is not None:
                 watchers.discard(watcher)
                 if not watchers:
-                    empty.append(path)
-            for path in empty:
-                del table[path]
+                    del table[path]
 
     def count(self) -> int:
-        return sum(len(w) for table in self._tables() for w in table.values())
+        return sum(len(held) for held in self._held.values())
 
     def paths_by_watcher(self) -> dict[Hashable, set[str]]:
-        out: dict[Hashable, set[str]] = {}
-        for table in self._tables():
-            for path, watchers in table.items():
-                for watcher in watchers:
-                    out.setdefault(watcher, set()).add(path)
-        return out
+        return {watcher: {path for _, path in held} for watcher, held in self._held.items()}
 
     def watchers_by_path(self) -> dict[str, set[Hashable]]:
         out: dict[str, set[Hashable]] = {}
