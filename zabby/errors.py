@@ -8,6 +8,17 @@ the same exceptions.  ``error_for_code`` is the one registry both directions go 
 from __future__ import annotations
 
 import enum
+import reprlib
+
+_SHOWN = reprlib.Repr()  # (keyword arguments only from Python 3.12)
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother = 3, 80, 80
+_SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxdict = 8
+
+
+def shown(value: object) -> str:
+    """A client's value as an error message shows it: bounded in length and depth, so a
+    hostile value cannot make the message huge or recurse without end."""
+    return _SHOWN.repr(value)
 
 
 class Err(enum.IntEnum):
@@ -176,6 +187,20 @@ class RemoteProtocolError(ProtocolError):
 
 class OversizeError(RemoteProtocolError):
     """A frame or a buffer over its size limit (jute.maxbuffer): a large request rejected."""
+
+
+class RefusedRequest(Exception):
+    """A well-formed request the server will not take (over ``maxRequestOps``, say): it is
+    answered with ``code`` and the reason, in its turn, and the connection goes on."""
+
+    def __init__(self, xid: int, code: Err, message: str) -> None:
+        super().__init__(message)
+        self.xid = xid
+        self.code = code
+
+
+class TooManyOps(RemoteProtocolError):
+    """A multi (or multiRead) with more ops than the reader was told to take."""
 
 
 class InvariantError(AssertionError):

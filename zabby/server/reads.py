@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
-from zabby.errors import Err, ZabbyError
+from zabby.errors import Err, ZabbyError, shown
 from zabby.opcodes import AddWatchMode, EventType, OpCode, WatcherType
 from zabby.tree import acl as acls
-from zabby.tree.datatree import DataTree, Znode
+from zabby.tree.datatree import DataTree, Listing, Znode
 from zabby.tree.watches import WatchManager
 
 
@@ -30,6 +30,11 @@ class Asker(Hashable, Protocol):
 
     @property
     def superuser(self) -> bool: ...
+
+    @property
+    def reply_bytes_max(self) -> int:
+        """The largest reply it may be sent (half of clientConnectionMemoryMax)."""
+        ...
 
 
 _JAVA_TRIMMED = "".join(chr(code) for code in range(33))  # what Java's String.trim() strips
@@ -80,9 +85,21 @@ def get_children(tree: DataTree, watches: WatchManager, who: Asker, args: list[A
     path, watch = args
     node = _node(tree, path)
     _require(node, acls.READ, who)
+    listing = node.listing()
+    if len(listing) > LISTING_CHECKED_FROM and _listing_bytes(listing) > who.reply_bytes_max:
+        raise ZabbyError(Err.BADARGUMENTS, f"the children of {shown(path)} ({len(listing)}) make a reply over the "
+                         f"{who.reply_bytes_max}-byte limit (half of clientConnectionMemoryMax)")  # fmt: skip
     if watch:
         watches.add_child(path, who)
-    return [node.listing()]
+    return [listing]
+
+
+LISTING_CHECKED_FROM = 10_000  # children: a smaller listing cannot pass any sensible limit
+REPLY_BYTES_PER_ITEM = 100  # a multiRead result's header and Stat, or a name's length prefix, with room
+
+
+def _listing_bytes(listing: Listing) -> int:
+    return sum(map(len, listing)) + 4 * len(listing)
 
 
 def get_children2(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
@@ -124,7 +141,7 @@ def get_all_children_number(tree: DataTree, watches: WatchManager, who: Asker, a
 def add_watch(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     path, mode = args
     if mode not in (AddWatchMode.PERSISTENT, AddWatchMode.PERSISTENT_RECURSIVE):
-        raise ZabbyError(Err.BADARGUMENTS, f"unknown addWatch mode {mode!r}")
+        raise ZabbyError(Err.BADARGUMENTS, f"unknown addWatch mode {shown(mode)}")
     node = tree.nodes.get(_string(path))
     if node is not None:
         _require(node, acls.READ, who)
@@ -136,7 +153,7 @@ def _watcher_type(value: Any) -> int:
     try:
         return WatcherType(value)
     except ValueError:
-        raise ZabbyError(Err.BADARGUMENTS, f"unknown watcher type {value!r}") from None
+        raise ZabbyError(Err.BADARGUMENTS, f"unknown watcher type {shown(value)}") from None
 
 
 def remove_watches(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
@@ -164,15 +181,25 @@ def multi_read(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any
     if not isinstance(ops, list):
         raise ZabbyError(Err.BADARGUMENTS, "multiRead takes a list of ops")
     results = []
+    reply_bytes = 0
     for sub in ops:
         if not isinstance(sub, list) or len(sub) < 2 or sub[0] not in (OpCode.GET_DATA, OpCode.GET_CHILDREN):
-            raise ZabbyError(Err.BADARGUMENTS, f"bad multiRead op {sub!r}")
+            raise ZabbyError(Err.BADARGUMENTS, f"bad multiRead op {shown(sub)}")
         handler = get_data if sub[0] == OpCode.GET_DATA else get_children
         try:
             value = handler(tree, watches, who, [sub[1], bool(sub[2]) if len(sub) > 2 else False])
-            results.append([sub[0], 0, value if sub[0] == OpCode.GET_DATA else value[0]])
         except ZabbyError as exc:
             results.append([sub[0], int(exc.code), None])
+            continue
+        if sub[0] == OpCode.GET_DATA:
+            results.append([sub[0], 0, value])
+            reply_bytes += REPLY_BYTES_PER_ITEM + len(value[0])
+        else:
+            results.append([sub[0], 0, value[0]])
+            reply_bytes += REPLY_BYTES_PER_ITEM + _listing_bytes(value[0])
+        if reply_bytes > who.reply_bytes_max:
+            raise ZabbyError(Err.BADARGUMENTS, f"this multiRead's reply passes the {who.reply_bytes_max}-byte limit "
+                             f"(half of clientConnectionMemoryMax) at op {len(results)}: split it")  # fmt: skip
     return [results]
 
 

@@ -11,7 +11,7 @@ import base64
 import hashlib
 import ipaddress
 
-from zabby.errors import Err, ZabbyError
+from zabby.errors import Err, ZabbyError, shown
 
 READ = 1
 WRITE = 2
@@ -45,7 +45,7 @@ def letters_to_perms(text: str) -> int:
     for ch in text:
         bits = dict(_PERM_LETTERS).get(ch)
         if bits is None:
-            raise ZabbyError(Err.INVALIDACL, f"unknown permission {ch!r} in {text!r}")
+            raise ZabbyError(Err.INVALIDACL, f"unknown permission {shown(ch)} in {shown(text)}")
         perms |= bits
     return perms
 
@@ -58,7 +58,7 @@ def authenticate(scheme: str, credential: bytes) -> AuthId:
         if not sep or not user:
             raise ZabbyError(Err.AUTHFAILED, "digest credential must be user:password")
         return ("digest", digest(user, password))
-    raise ZabbyError(Err.AUTHFAILED, f"unsupported auth scheme {scheme!r}")
+    raise ZabbyError(Err.AUTHFAILED, f"unsupported auth scheme {shown(scheme)}")
 
 
 def _ip_matches(pattern: str, address: str) -> bool:
@@ -143,12 +143,12 @@ def _fix_acl(acl: list[object] | tuple[object, ...], auth_ids: list[AuthId]) -> 
     out: list[ACL] = []
     for entry in acl:
         if not (isinstance(entry, (list, tuple)) and len(entry) == 3):
-            raise ZabbyError(Err.INVALIDACL, f"ACL entry must be [perms, scheme, id]: {entry!r}")
+            raise ZabbyError(Err.INVALIDACL, f"ACL entry must be [perms, scheme, id]: {shown(entry)}")
         perms, scheme, acl_id = entry
         if not isinstance(perms, int) or not isinstance(scheme, str) or not isinstance(acl_id, str):
-            raise ZabbyError(Err.INVALIDACL, f"bad ACL entry {entry!r}")
+            raise ZabbyError(Err.INVALIDACL, f"bad ACL entry {shown(entry)}")
         if not -(2**31) <= perms < 2**31:  # any int, as ZooKeeper keeps: bits beyond ALL grant nothing
-            raise ZabbyError(Err.INVALIDACL, f"permissions {perms} in {entry!r} are not an int32")
+            raise ZabbyError(Err.INVALIDACL, f"permissions {perms} in {shown(entry)} are not an int32")
         if scheme == "auth":
             authed = [(s, i) for s, i in auth_ids if s != "ip"]
             if not authed:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from zabby.errors import Err, ZabbyError
+from zabby.errors import Err, ZabbyError, shown
 from zabby.opcodes import (
     CONTAINER_OWNER,
     TTL_MAX_MS,
@@ -213,14 +213,14 @@ class Preparer:
         try:
             mode = CreateMode.of(flags)
         except (ValueError, TypeError):
-            raise ZabbyError(Err.BADARGUMENTS, f"unknown create mode {flags!r}") from None
+            raise ZabbyError(Err.BADARGUMENTS, f"unknown create mode {shown(flags)}") from None
         if (op == OpCode.CREATE_CONTAINER and mode != CreateMode.CONTAINER) or (op == OpCode.CREATE_TTL and not mode.is_ttl):
             raise ZabbyError(Err.BADARGUMENTS, f"create mode {mode.name} does not fit op {OpCode(op).name}")
         if mode.is_ttl:
             if not self.limits.ttl_enabled:
                 raise ZabbyError(Err.UNIMPLEMENTED, "TTL nodes are disabled (extendedTypesEnabled=false)")
             if not isinstance(ttl_ms, int) or not 0 < ttl_ms <= TTL_MAX_MS:
-                raise ZabbyError(Err.BADARGUMENTS, f"ttl must be in 1..{TTL_MAX_MS} ms, got {ttl_ms!r}")
+                raise ZabbyError(Err.BADARGUMENTS, f"ttl must be in 1..{TTL_MAX_MS} ms, got {shown(ttl_ms)}")
         elif ttl_ms not in _NO_TTL:
             raise ZabbyError(Err.BADARGUMENTS, f"ttl given for non-TTL mode {mode.name}")
         return mode
@@ -352,7 +352,7 @@ class Preparer:
 
     def _multi_op(self, sub: Any, caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
         if not isinstance(sub, (list, tuple)) or not sub:
-            raise ZabbyError(Err.BADARGUMENTS, f"bad multi op {sub!r}")
+            raise ZabbyError(Err.BADARGUMENTS, f"bad multi op {shown(sub)}")
         op, *rest = sub
         if op not in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL,
                       OpCode.DELETE, OpCode.SET_DATA, OpCode.CHECK):  # fmt: skip
@@ -368,12 +368,12 @@ def _parent_unchecked(path: Any) -> str:
     takes it: it refuses only a path with no "/" or with a NUL, so "/a/." or "/a//b" meets
     NONODE or NOAUTH before any BADARGUMENTS."""
     if not isinstance(path, str) or "/" not in path or "\0" in path:
-        raise ZabbyError(Err.BADARGUMENTS, f"bad path {path!r}")
+        raise ZabbyError(Err.BADARGUMENTS, f"bad path {shown(path)}")
     return path[: path.rindex("/")] or "/"
 
 
 def _check_version(expected: Any, actual: int, path: str) -> None:
     if not isinstance(expected, int):
-        raise ZabbyError(Err.BADARGUMENTS, f"version must be an int, got {expected!r}")
+        raise ZabbyError(Err.BADARGUMENTS, f"version must be an int, got {shown(expected)}")
     if expected != -1 and expected != actual:
         raise ZabbyError(Err.BADVERSION, path)

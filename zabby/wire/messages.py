@@ -36,8 +36,12 @@ def unpack(frame: bytes) -> Any:
     """Decode one frame; anything but a well-formed msgpack array is a RemoteProtocolError."""
     try:
         value = msgpack.unpackb(frame, raw=False, use_list=True, strict_map_key=True)
-    except Exception as exc:  # msgpack raises several unrelated types
-        raise RemoteProtocolError(f"malformed msgpack frame: {exc}") from None
+    except msgpack.StackError:
+        raise RemoteProtocolError("malformed msgpack frame: arrays or maps nested too deeply") from None
+    except msgpack.FormatError:
+        raise RemoteProtocolError("malformed msgpack frame: a byte that begins no msgpack value") from None
+    except Exception as exc:  # msgpack raises several unrelated types, some without a message
+        raise RemoteProtocolError(f"malformed msgpack frame: {type(exc).__name__}{f': {exc}' if str(exc) else ''}") from None
     if not isinstance(value, list) or not value:
         raise RemoteProtocolError("a frame must be a non-empty msgpack array")
     return value
