@@ -85,6 +85,10 @@ class ServerConfig:
     super_digest: str | None = None
     skip_acl: bool = False  # skipACL (ZooKeeper's zookeeper.skipACL): every session may do anything
     outstanding_requests_max: int = 1000
+    request_ops_max: int = 5_000  # maxRequestOps: ops in one multi or multiRead
+    connection_outstanding_max: int = 500  # clientOutstandingLimit: requests in flight per connection before it is not read
+    client_memory_budget_bytes: int = 256 * 2**20  # clientMemoryBudget: what all client connections may hold (zabby.server.budget)
+    connection_memory_bytes_max: int = 32 * 2**20  # clientConnectionMemoryMax: what one may hold before it is closed
     commit_log_count: int = 500
     force_sync: bool = True
     leader_serves: bool = True
@@ -275,6 +279,10 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         super_digest=raw.pop("superDigest", None),
         skip_acl=_bool(raw, "skipACL", False),
         outstanding_requests_max=_int(raw, "globalOutstandingLimit", 1000, 1),
+        request_ops_max=_int(raw, "maxRequestOps", 5_000, 1),
+        connection_outstanding_max=_int(raw, "clientOutstandingLimit", 500, 1),
+        client_memory_budget_bytes=_int(raw, "clientMemoryBudget", 256 * 2**20, 1),
+        connection_memory_bytes_max=_int(raw, "clientConnectionMemoryMax", 32 * 2**20, 1),
         commit_log_count=_int(raw, "commitLogCount", 500, 0),
         force_sync=_bool(raw, "forceSync", True),
         leader_serves=_bool(raw, "leaderServes", True),
@@ -294,6 +302,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
     raw.pop("peerType", None)
     if config.session_timeout_ms_min > config.session_timeout_ms_max:
         raise ConfigError("minSessionTimeout must not exceed maxSessionTimeout")
+    _check_client_memory(config)
     myid = _read_myid(data_dir)
     if myid is not None:
         config = dataclasses.replace(config, server_id=myid)
@@ -305,6 +314,17 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
     for key in raw:
         LOGGER.info("config key %s is not used by zabby", key)
     return dataclasses.replace(config, extra=raw)
+
+
+def _check_client_memory(config: ServerConfig) -> None:
+    """A connection must be able to hold a request and its reply, and the budget one connection."""
+    least = 3 * config.jute_buffer_bytes_max
+    if config.connection_memory_bytes_max < least:
+        raise ConfigError(f"clientConnectionMemoryMax={config.connection_memory_bytes_max} is too small: a connection holds a "
+                          f"request and its reply, so it must be at least 3 x jute.maxbuffer ({least})")  # fmt: skip
+    if config.client_memory_budget_bytes < config.connection_memory_bytes_max:
+        raise ConfigError(f"clientMemoryBudget={config.client_memory_budget_bytes} must be at least "
+                          f"clientConnectionMemoryMax ({config.connection_memory_bytes_max})")  # fmt: skip
 
 
 def _dynamic_config(raw: dict[str, str], base: Path) -> tuple[Path | None, int]:

@@ -79,9 +79,12 @@ def test_unknown_op_and_malformed_request(zabby_server: ServerProcess) -> None:
     assert session.call(999)[2] == Err.UNIMPLEMENTED
     assert session.call(4, "/")[2] == Err.BADARGUMENTS  # missing the watch flag
     assert session.call(15, "/x", "not-bytes", [], 0, 0)[2] in (Err.BADARGUMENTS, Err.INVALIDACL)
-    session.sock.sendall(pack_frame(["not", "a", "request"]))
-    assert session.receive()[2] == Err.BADARGUMENTS
-    assert session.call(3, "/", False)[2] == 0
+    assert session.call(3, "/", False)[2] == 0  # a bad argument costs the request, not the connection
+    session.sock.sendall(pack_frame(["not", "a", "request"]))  # no xid: nothing can be answered in order after it
+    reply = session.receive()
+    assert reply[2] == Err.BADARGUMENTS and "[xid, op, args...]" in reply[3]
+    assert _read_all(session.sock) == b""  # and the connection is closed
+    assert raw_session(zabby_server.port).call(3, "/", False)[2] == 0
 
 
 def test_bad_handshake_and_unknown_session(zabby_server: ServerProcess) -> None:

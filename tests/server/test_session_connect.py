@@ -27,7 +27,7 @@ class _Output:
 
 
 class _HostThatJustStoppedServing:
-    config = SimpleNamespace(skip_acl=False, leader_serves=True)
+    config = SimpleNamespace(skip_acl=False, leader_serves=True, connection_memory_bytes_max=32 * 2**20)
     serving, read_only, is_leader, standalone, last_zxid = True, False, False, False, 0x300000c6a
 
     def negotiate_timeout(self, requested_ms: int) -> int:

@@ -28,20 +28,23 @@ import logging
 import os
 import socket
 import ssl
+from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import trio
 
-from zabby.errors import Err, OversizeError, RemoteProtocolError
+from zabby.errors import Err, OversizeError, RefusedRequest, RemoteProtocolError
+from zabby.opcodes import KeeperState
 from zabby.server import fourletter
+from zabby.server.budget import ClientMemory
 from zabby.server.guard import NETWORK_ERRORS
 from zabby.server.session import ClientSession, SessionHost
 from zabby.server.sockets import receiver
 from zabby.server.statistics import Monitored, reset, snapshot
 from zabby.wire.codec import ClientCodec, ClientProtocol, MsgpackCodec, detect
-from zabby.wire.framing import FrameDecoder
+from zabby.wire.framing import FRAME_HEADROOM_BYTES, FrameDecoder
 from zabby.wire.jute_codec import JuteCodec
 from zabby.wire.messages import connect_refusal
 
@@ -50,14 +53,25 @@ TLS_HANDSHAKE_RECORD = 0x16  # the first byte a TLS client sends (a handshake re
 LOGGER = logging.getLogger("zabby.server.conn")
 
 RECEIVE_BYTES_MAX = 256 * 1024
-OUTGOING_BYTES_MAX = 64 * 2**20  # a client that reads nothing cannot make us hold more
 HANDSHAKE_TIMEOUT_S = 10.0
 LINGER_S = 1.0
-FRAME_HEADROOM_BYTES = 1024  # a frame holds jute.maxbuffer of data plus the request's header
 
 
 class ClientPortHost(SessionHost, Monitored, Protocol):
     """The server behind the client port: its sessions' host, and monitored by the words."""
+
+    @property
+    def client_memory(self) -> ClientMemory: ...
+
+    @property
+    def throttled(self) -> bool:
+        """globalOutstandingLimit writes are in flight: connections with requests of their own
+        in flight take no more (one with none still may: nobody waits longer than its turn)."""
+        ...
+
+    def wake_when_unthrottled(self, connection: Connection) -> None:
+        """Call ``connection.requests_answered()`` once ``throttled`` is over."""
+        ...
 
     def flush_soon(self, connection: Connection) -> None:
         """Call ``connection.flush()`` once the task running now is done with its batch."""
@@ -69,20 +83,35 @@ class ClientPortHost(SessionHost, Monitored, Protocol):
 
 
 class Connection:
+    """One client connection (see the module's docstring); a ``Holder`` of client memory
+    (``zabby.server.budget``): every byte it holds for its client is charged as it changes."""
+
     def __init__(self, server: ClientPortHost, stream: trio.abc.Stream, address: tuple[str, int]) -> None:
         self.server = server
         self.stream = stream
         self.address = address
         self.session = ClientSession(server, self, address)
+        self._memory = server.client_memory
+        self._outstanding_max = server.config.connection_outstanding_max
         self._encode: Callable[[list[Any]], bytes] = MsgpackCodec.encode  # the codec's, once detected
+        self._encode_events: Callable[[int, int, list[tuple[int, str]]], bytes] = MsgpackCodec.encode_events
+        self._decoder = FrameDecoder(server.config.jute_buffer_bytes_max + FRAME_HEADROOM_BYTES)
         self._out: list[bytes] = []
-        self._out_bytes = 0
         self._wake = trio.Event()
         self._started = trio.Event()
         self._closing = False
         self._queued = False  # asked the server to flush us
         self._sending = False  # the writer task is in a send_all
         self._direct = isinstance(stream, trio.SocketStream)  # flush may write to the socket (TLS: the writer encrypts)
+        # what it holds for its client (``held_bytes``): input, requests in flight, and output
+        self.held_bytes = 0
+        self._input_bytes = 0  # the decoder's partial frame and the frames in ``_pending``
+        self._request_bytes = 0  # the session's ``request_bytes``, as last charged
+        self._pending: deque[bytes] = deque()  # frames read, not yet handed to the session
+        self._pending_bytes = 0
+        self._paused = False  # the reader waits for ``_resume`` (see ``_may_read``)
+        self._resume = trio.Event()
+        self._released = False  # the connection ended: nothing more is charged
 
     # ----------------------------------------------------------------- lifecycle
     async def run(self) -> None:
@@ -96,6 +125,9 @@ class Connection:
                 self.close_after_flush()
         finally:
             self.server.detach(self.session)
+            self._memory.release(self)
+            self._released = True
+            self._out.clear()
             with trio.CancelScope(shield=True):
                 await self._linger_close()
 
@@ -123,26 +155,70 @@ class Connection:
         if frame:
             self._queue(frame)
 
+    def send_events(self, zxid: int, events: list[tuple[int, str]]) -> None:
+        frames = self._encode_events(zxid, int(KeeperState.SYNC_CONNECTED), events)
+        if frames:
+            self._queue(frames, len(events))
+
     def session_started(self) -> None:
         self._started.set()
 
     def close_after_flush(self) -> None:
         self._closing = True
         self._wake.set()
+        self._resume.set()
+
+    def requests_answered(self) -> None:
+        self._charge_requests()
+        if self._paused:
+            self._resume.set()
+
+    # ----------------------------------------------------------------- memory
+    def _charge(self, delta: int) -> None:
+        """Hold ``delta`` bytes more (or fewer) for the client, against its limit and the budget."""
+        if self._released:
+            return
+        self.held_bytes += delta
+        memory = self._memory
+        memory.charge(self, delta)
+        if delta > 0:
+            if self.held_bytes > memory.connection_bytes_max and not self._closing:
+                memory.over_connection_limit(self)
+        elif self._paused and self.held_bytes - self._input_bytes < memory.resume_bytes:
+            self._resume.set()
+
+    def _charge_input(self) -> None:
+        held = self._decoder.buffered_bytes + self._pending_bytes
+        if held != self._input_bytes:
+            delta, self._input_bytes = held - self._input_bytes, held
+            self._charge(delta)
+
+    def _charge_requests(self) -> None:
+        held = self.session.request_bytes
+        if held != self._request_bytes:
+            delta, self._request_bytes = held - self._request_bytes, held
+            self._charge(delta)
+
+    def close_for_memory(self, reason: str) -> None:
+        """Over a memory limit (``zabby.server.budget``): drop what is queued and close."""
+        self.server.warn_rate_limited("memory", f"closing {self.address[0]}:{self.address[1]} (session 0x{self.session.session_id:x}): {reason}")
+        self.server.stats.connection_drop_count += 1
+        released = sum(len(frame) for frame in self._out)
+        self._out.clear()
+        self._pending.clear()
+        self._pending_bytes = 0
+        self.close_after_flush()
+        self._charge(-released)
+        self._charge_input()
 
     # ----------------------------------------------------------------- writing
-    def _queue(self, frame: bytes) -> None:
+    def _queue(self, frame: bytes, count: int = 1) -> None:
         if self._closing and not self._out:
             return
         self._out.append(frame)
-        self._out_bytes += len(frame)
-        self.session.sent += 1
-        if self._out_bytes > OUTGOING_BYTES_MAX:
-            LOGGER.warning("closing %s: %d bytes unread by the client", self.address, self._out_bytes)
-            self._out.clear()
-            self._closing = True
-            self._wake.set()
-        elif not self._queued:
+        self.session.sent += count
+        self._charge(len(frame))
+        if not self._queued and not self._closing:
             self._queued = True
             self.server.flush_soon(self)
 
@@ -157,7 +233,6 @@ class Connection:
             return
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
         self._out.clear()
-        self._out_bytes = 0
         try:
             sent = os.write(self.stream.socket.fileno(), data)
         except BlockingIOError:
@@ -167,8 +242,9 @@ class Connection:
         self.server.stats.packets_sent += 1
         if sent < len(data):
             self._out.append(data[sent:])
-            self._out_bytes = len(data) - sent
             self._wake.set()
+        if sent:
+            self._charge(-sent)
 
     async def _writer(self, cancel_scope: trio.CancelScope) -> None:
         try:
@@ -178,11 +254,11 @@ class Connection:
                 if self._out:
                     data = b"".join(self._out)
                     self._out.clear()
-                    self._out_bytes = 0
                     self.server.stats.packets_sent += 1
                     self._sending = True
                     await self.stream.send_all(data)
                     self._sending = False
+                    self._charge(-len(data))
                 if self._closing and not self._out:  # what queued during send_all goes out first
                     return
         except NETWORK_ERRORS as exc:  # the client went away while we wrote to it
@@ -201,22 +277,22 @@ class Connection:
         config = self.server.config
         codec: ClientCodec = MsgpackCodec()
         if protocol is ClientProtocol.JUTE:
-            codec = JuteCodec(self.close_after_flush, config.jute_buffer_bytes_max)
-        self._encode = codec.encode
-        decoder = FrameDecoder(config.jute_buffer_bytes_max + FRAME_HEADROOM_BYTES)
+            codec = JuteCodec(self.close_after_flush, config.jute_buffer_bytes_max, config.request_ops_max)
+        self._encode, self._encode_events = codec.encode, codec.encode_events
         try:
-            frames = decoder.receive_data(data)
+            self._take_input(data)
             with trio.move_on_after(HANDSHAKE_TIMEOUT_S):
-                while not frames:
+                while not self._pending:
                     data = await self.stream.receive_some(RECEIVE_BYTES_MAX)
                     if not data:
                         return
-                    frames = decoder.receive_data(data)
-            if not frames or not self.session.connect(codec.decode_connect(frames.pop(0))):
+                    self._take_input(data)
+            if not self._pending:
+                return  # no connect request in time
+            if not self.session.connect(codec.decode_connect(self._next_frame())):
                 return
             await self._started.wait()
-            self._handle_frames(codec, frames)
-            await self._read_requests(codec, decoder)
+            await self._read_requests(codec)
         except RemoteProtocolError as exc:
             self._protocol_error(codec, exc)
 
@@ -225,32 +301,76 @@ class Connection:
         text = fourletter.answer(word, snapshot(server, fourletter.parts(word)), functools.partial(reset, server))
         self._queue(text.encode())
 
-    async def _read_requests(self, codec: ClientCodec, decoder: FrameDecoder) -> None:
-        server = self.server
+    def _take_input(self, data: bytes | bytearray) -> None:
+        frames = self._decoder.receive_data(data)
+        if frames:
+            self._pending.extend(frames)
+            self._pending_bytes += sum(map(len, frames))
+        self._charge_input()
+
+    def _next_frame(self) -> bytes:
+        frame = self._pending.popleft()
+        self._pending_bytes -= len(frame)
+        return frame
+
+    async def _read_requests(self, codec: ClientCodec) -> None:
+        """Hand the session its requests while it may take them (``_may_read``); read the
+        socket only when none are left.  A connection that may take no more is not read:
+        its client meets back-pressure, and nobody else does."""
         receive = receiver(self.stream, RECEIVE_BYTES_MAX)
         while not self._closing:
-            if server.outstanding >= server.config.outstanding_requests_max:
-                await server.wait_unthrottled()
+            if self._pending:
+                self._handle_frames(codec)
+                if self._closing:
+                    return
+            if self._pending or not self._may_read():
+                await self._pause()
+                continue
             data = await receive()
             if not data:
                 return
-            self._handle_frames(codec, decoder.receive_data(data))
+            self._take_input(data)
 
-    def _handle_frames(self, codec: ClientCodec, frames: list[bytes]) -> None:
-        if not frames:
-            return
+    def _may_read(self) -> bool:
+        """Holding less than the memory pause in requests and replies (its input does not
+        count: it is what waits to be taken), fewer requests in flight than its share, and,
+        while the server has globalOutstandingLimit writes in flight, none of its own."""
+        in_flight = self.session.in_flight
+        if self.held_bytes - self._input_bytes >= self._memory.pause_bytes or in_flight >= self._outstanding_max:
+            return False
+        return not (in_flight and self.server.throttled)
+
+    async def _pause(self) -> None:
+        self._paused = True
+        if self.session.in_flight and self.server.throttled:
+            self.server.wake_when_unthrottled(self)
+        try:
+            await self._resume.wait()
+        finally:
+            self._paused = False
+            self._resume = trio.Event()
+
+    def _handle_frames(self, codec: ClientCodec) -> None:
         session = self.session
         session.touch()
         decode, handle = codec.decode_request, session.handle
+        pending = self._pending
         with self.server.feeding():
-            for frame in frames:
-                if self._closing:
-                    break
-                handle(decode(frame))
+            while pending and not self._closing and self._may_read():
+                frame = pending.popleft()
+                self._pending_bytes -= len(frame)
+                try:
+                    request = decode(frame)
+                except RefusedRequest as refused:
+                    session.refuse(refused.xid, refused.code, str(refused))
+                    continue
+                handle(request, len(frame))
+        self._charge_input()
+        self._charge_requests()
         self.flush()  # the burst's replies in one system call
 
     def _protocol_error(self, codec: ClientCodec, exc: RemoteProtocolError) -> None:
-        LOGGER.warning("closing %s connection %s:%d: %s", codec.name, *self.address, exc)
+        self.server.warn_rate_limited("protocol", f"closing {codec.name} connection {self.address[0]}:{self.address[1]}: {exc}")
         stats = self.server.stats
         stats.connection_drop_count += 1
         if isinstance(exc, OversizeError):
@@ -273,7 +393,8 @@ async def detect_protocol(stream: trio.abc.ReceiveStream, jute_enabled: bool) ->
     return protocol or ClientProtocol.MSGPACK, data
 
 
-async def open_secure(stream: trio.SocketStream, context: ssl.SSLContext, address: tuple[str, int]) -> trio.SSLStream[trio.SocketStream] | None:
+async def open_secure(stream: trio.SocketStream, context: ssl.SSLContext, address: tuple[str, int],
+                      warn: Callable[[str, str], None]) -> trio.SSLStream[trio.SocketStream] | None:  # fmt: skip
     """The TLS stream of a connection to the secure port, its handshake done.
 
     Returns None if the client's first byte is no TLS handshake record (it speaks plaintext:
@@ -291,7 +412,7 @@ async def open_secure(stream: trio.SocketStream, context: ssl.SSLContext, addres
         try:
             await secure.do_handshake()
         except trio.BrokenResourceError as exc:
-            LOGGER.warning("TLS handshake with %s:%d failed: %s", *address, exc.__cause__ or exc)
+            warn("tls", f"TLS handshake with {address[0]}:{address[1]} failed: {exc.__cause__ or exc}")
             raise
     return secure
 
@@ -305,7 +426,7 @@ async def refuse_plaintext(stream: trio.SocketStream, address: tuple[str, int], 
     if config.client_port is not None:
         message += f", or in plaintext to clientPort {config.client_port}"
     protocol, _ = await detect_protocol(stream, config.jute_enabled)
-    LOGGER.warning("closing %s:%d: a %s client spoke plaintext on the secure client port", *address, protocol.value)
+    host.warn_rate_limited("plaintext", f"closing {address[0]}:{address[1]}: a {protocol.value} client spoke plaintext on the secure client port")
     host.stats.connection_drop_count += 1
     answer = b""
     if protocol is ClientProtocol.FOUR_LETTER:

@@ -74,6 +74,10 @@ def mntr_data(s: ServerStatistics) -> dict[str, Any]:
         "connection_rejected": stats.connection_rejected,
         "connection_drop_count": stats.connection_drop_count,
         "large_requests_rejected": stats.large_requests_rejected,
+        "client_memory_bytes": s.client_memory.used_bytes,  # zabby: the client port's memory budget
+        "client_memory_peak_bytes": s.client_memory.peak_bytes,
+        "client_memory_budget_bytes": s.client_memory.budget_bytes,
+        "client_memory_closed_count": s.client_memory.closed_count,
         "commit_count": stats.commit_count,
         "snap_count": stats.snap_count,
         "diff_count": stats.diff_count,

@@ -79,19 +79,29 @@ async def serve_clients(
     port = listeners[0].socket.getsockname()[1]
     per_ip: Counter[str] = Counter()
 
-    async def handle(stream: trio.SocketStream) -> None:
-        address = stream.socket.getpeername()[:2]
+    async def admit(stream: trio.SocketStream) -> None:
+        try:
+            address = stream.socket.getpeername()[:2]
+        except OSError:  # reset before we looked (ENOTCONN): nobody to serve
+            await stream.aclose()
+            return
         limit = config.client_connections_per_ip_max
         if limit and per_ip[address[0]] >= limit:
             server.stats.connection_rejected += 1
-            LOGGER.warning("too many connections from %s - max is %d", address[0], limit)
+            server.warn_rate_limited("per-ip", f"too many connections from {address[0]} - max is {limit} (maxClientCnxns); refusing")
             await stream.aclose()
             return
         per_ip[address[0]] += 1
         try:
-            await contained(f"client connection {address[0]}:{address[1]}", CONN_LOGGER, serve_connection, server, stream, address, context)
+            await serve_connection(server, stream, address, context)
         finally:
             per_ip[address[0]] -= 1
+            if not per_ip[address[0]]:
+                del per_ip[address[0]]
+
+    async def handle(stream: trio.SocketStream) -> None:
+        # everything from accept() on, the peer's address included, ends this connection only
+        await contained("a client connection", CONN_LOGGER, admit, stream)
 
     LOGGER.info("serving clients on %s:%d%s", host, port, " (TLS)" if context else "")
     task_status.started(port)
@@ -102,7 +112,7 @@ async def serve_connection(server: ZabbyServer, stream: trio.SocketStream, addre
     """One client connection, over TLS when ``context`` is given."""
     client_stream: trio.abc.Stream = stream
     if context is not None:
-        secure = await open_secure(stream, context, address)
+        secure = await open_secure(stream, context, address, server.warn_rate_limited)
         if secure is None:
             await refuse_plaintext(stream, address, server)
             return

@@ -41,7 +41,9 @@ from zabby.engine import (
     Append, CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
     Reconfigure, Recovered, Reload, Send, StageSnapshot, WriteSnapshot, core_timing, logged_membership,
 )  # fmt: skip
+from zabby.server.budget import ClientMemory
 from zabby.server.disk import DiskWorker, fail_stop
+from zabby.server.ratelog import RateLimitedLogs
 from zabby.server.forks import DigestChild, DiskImage, ForkFreezer
 from zabby.server.guard import contained
 from zabby.server.kernel_sync import KernelSync, SubmitRefused
@@ -57,8 +59,11 @@ from zabby.storage.txnlog import CorruptLogError, TxnLog
 from zabby.membership import Membership
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn, decode_txn, encode_txn, zxid_epoch
+from zabby.wire.framing import FRAME_HEADROOM_BYTES
 
 LOGGER = logging.getLogger("zabby.server")
+CONN_LOGGER = logging.getLogger("zabby.server.conn")
+CLIENT_LOG_INTERVAL_S = 1.0
 FSYNC_WARNING_S = 1.0
 FSYNC_INLINE_S_MAX = 0.02  # a disk slower than this on average keeps its fsyncs off the loop
 
@@ -136,8 +141,10 @@ class ZabbyServer:
             self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
                                        config.quorum_tls)  # fmt: skip
         self._wake = trio.Event()
-        self._unthrottled = trio.Event()
-        self._unthrottled.set()
+        self._throttled_connections: list[Any] = []  # connections waiting for globalOutstandingLimit
+        self.client_memory = ClientMemory(config.client_memory_budget_bytes, config.connection_memory_bytes_max,
+                                          config.jute_buffer_bytes_max + FRAME_HEADROOM_BYTES)  # fmt: skip
+        self.client_logs = RateLimitedLogs(CONN_LOGGER, CLIENT_LOG_INTERVAL_S)  # refusals and closes a flood repeats
         self._fsync_recent_s = 0.0  # a moving average of fsync times
         self._sync_wanted = trio.Event()  # an Append asked the background sync for more
         self._sync_idle = trio.Event()  # no background sync running or wanted
@@ -221,8 +228,16 @@ class ZabbyServer:
 
     def submit(self, op: int, args: tuple[Any, ...], caller: Any, cxid: int, done: Any) -> None:
         self.engine.submit(op, args, caller, cxid, done)
-        if self.engine.throttled:
-            self._unthrottled = trio.Event()
+
+    @property
+    def throttled(self) -> bool:
+        return self.engine.throttled
+
+    def wake_when_unthrottled(self, connection: Any) -> None:
+        self._throttled_connections.append(connection)
+
+    def warn_rate_limited(self, kind: str, message: str) -> None:
+        self.client_logs.warning(kind, message)
 
     def create_session(self, timeout_ms: int, done: Any) -> None:
         self.engine.create_session(timeout_ms, done)
@@ -258,9 +273,6 @@ class ZabbyServer:
 
     def learner_counts(self) -> dict[str, int]:
         return self.engine.learner_counts()
-
-    async def wait_unthrottled(self) -> None:
-        await self._unthrottled.wait()
 
     def flush_soon(self, connection: Any) -> None:
         """A connection queued a reply: it is flushed when the running task's batch is done
@@ -302,6 +314,7 @@ class ZabbyServer:
             await trio.sleep(self.core_tick_ms / 1000)
             self.engine.tick()
             self.run_effects()
+            self.client_logs.flush()
 
     # ----------------------------------------------------------------- the effect loop
     def run_effects(self) -> None:
@@ -345,8 +358,10 @@ class ZabbyServer:
                 break
         if self._to_flush:
             self._flush_connections()
-        if not engine.throttled and not self._unthrottled.is_set():  # set() costs, even when set
-            self._unthrottled.set()
+        if self._throttled_connections and not engine.throttled:
+            waiting, self._throttled_connections = self._throttled_connections, []
+            for connection in waiting:
+                connection.requests_answered()
 
     async def run_peer(self, nursery: trio.Nursery) -> None:
         """Carry out the effects that must be awaited, and what the engine asks after each,

@@ -36,10 +36,16 @@ from zabby.tree.datatree import DataTree
 from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn
 from zabby.tree.watches import WatchManager
-from zabby.wire.codec import ConnectRequest
-from zabby.wire.messages import PROTOCOL_NAME, PROTOCOL_VERSION, XID_NOTIFICATION, connect_refusal
+from zabby.wire.codec import ConnectRequest, too_many_ops
+from zabby.wire.messages import PROTOCOL_NAME, PROTOCOL_VERSION, XID_AUTH, XID_NOTIFICATION, XID_PING, XID_SET_WATCHES, connect_refusal
 
 LOGGER = logging.getLogger("zabby.server.conn")
+
+XID_MAX = 2**31 - 1  # a jute int: every client's xid counter stays below it
+XID_WRAP_FROM = XID_MAX - 2**16  # from up here a counter may wrap (to 1 in Java and kazoo, 0 in Go)
+SPECIAL_XIDS = frozenset({XID_PING, XID_AUTH, XID_SET_WATCHES})  # repeat by design; never a write's
+_MULTI_OPS = (OpCode.MULTI, OpCode.MULTI_READ)
+NESTING_MAX = 6  # a write's arguments: a multi's op list, an op, an ACL, an ACL entry
 
 class SessionHost(Protocol):
     """The server as sessions and their connections use it: the engine's trio driver
@@ -67,10 +73,9 @@ class SessionHost(Protocol):
     def standalone(self) -> bool: ...
     @property
     def outstanding(self) -> int:
-        """Writes in flight; connections stop reading at ``config.outstanding_requests_max``."""
+        """Writes in flight (globalOutstandingLimit bounds them: see ``client_conn``)."""
         ...
 
-    async def wait_unthrottled(self) -> None: ...
     def submit(self, op: int, args: tuple[Any, ...], caller: Caller, cxid: int, done: Done) -> None:
         """A client write.  Raises: ZabbyError when it cannot be taken (not serving, disk full)."""
         ...
@@ -101,6 +106,10 @@ class SessionHost(Protocol):
         """The connection ended: forget the sink and its watches."""
         ...
 
+    def warn_rate_limited(self, kind: str, message: str) -> None:
+        """Log a warning that a flood of clients could repeat (at most one line a second per kind)."""
+        ...
+
 
 class SessionOutput(Protocol):
     """Where a session's messages go: its connection."""
@@ -109,18 +118,26 @@ class SessionOutput(Protocol):
         """Queue one message, given as the msgpack protocol's values, in the connection's codec."""
         ...
 
+    def send_events(self, zxid: int, events: list[tuple[int, str]]) -> None:
+        """Queue watch events ``(type, path)``, in order, at once."""
+        ...
+
     def session_started(self) -> None:
         """The handshake succeeded: the connection may hand over requests."""
         ...
 
     def close_after_flush(self) -> None: ...
 
+    def requests_answered(self) -> None:
+        """Requests left the session's queue (``in_flight`` and ``request_bytes`` fell)."""
+        ...
+
 
 class _Slot:
-    __slots__ = ("xid", "op", "args", "reply", "started", "write")
+    __slots__ = ("xid", "op", "args", "reply", "started", "write", "size")
 
-    def __init__(self, xid: int, op: int, args: list[Any], started: float, write: bool) -> None:
-        self.xid, self.op, self.args, self.started, self.write = xid, op, args, started, write
+    def __init__(self, xid: int, op: int, args: list[Any], started: float, write: bool, size: int = 0) -> None:
+        self.xid, self.op, self.args, self.started, self.write, self.size = xid, op, args, started, write, size
         self.reply: list[Any] | None = None  # the reply's values, encoded when sent
 
 
@@ -138,6 +155,7 @@ class ClientSession:
         self.timeout_ms = 0
         self.auth_ids: list[acls.AuthId] = [("ip", address[0])]
         self.superuser = host.config.skip_acl  # skipACL: no ACL is checked for anyone
+        self.reply_bytes_max = host.config.connection_memory_bytes_max // 2  # a larger read is refused (see reads)
         self.established_ms = int(time.time() * 1000)
         self.received = 0
         self.sent = 0  # frames queued to the client, counted by the output as it queues them
@@ -147,6 +165,9 @@ class ClientSession:
         self.latency = LatencyStat()
         self._caller = Caller(0, self.auth_ids)
         self._slots: deque[_Slot] = deque()
+        self.request_bytes = 0  # the frames of the requests in ``_slots``, held until answered
+        self._last_xid = 0  # the last ordinary (non-special) xid: the next must be greater
+        self._broken = False  # it broke the protocol: it is closed once what it asked before is answered
         self._close_after_reply = False  # the next read's reply is the last (a failed auth)
         self._handlers: dict[int, Callable[[list[Any]], list[Any]]] = {
             OpCode.PING: lambda args: [],
@@ -221,18 +242,36 @@ class ClientSession:
         """The client was heard from: its session lives on."""
         self.host.touch(self.session_id)
 
-    def handle(self, request: list[Any]) -> None:
-        """One decoded request, ``[xid, op, *args]``, in arrival order."""
+    @property
+    def in_flight(self) -> int:
+        """Requests taken and not yet answered (writes, and the reads queued behind them)."""
+        return len(self._slots)
+
+    def handle(self, request: list[Any], size: int = 0) -> None:
+        """One decoded request, ``[xid, op, *args]``, in arrival order; ``size``: its frame's bytes."""
+        if self._broken:
+            return
         started = time.perf_counter()
         self.received += 1
         self.host.stats.packets_received += 1
         if len(request) < 2 or not isinstance(request[0], int) or not isinstance(request[1], int):
-            self._answer_error(0, Err.BADARGUMENTS, "a request must be [xid, op, args...]", started)
+            second_connect = bool(request) and request[0] == PROTOCOL_NAME
+            self._break_protocol(0, "a second connect request on a connection" if second_connect else "a request must be [xid, op, args...]")
             return
         xid, op, args = request[0], request[1], request[2:]
         self.last_cxid = xid
+        if self._last_xid < xid <= XID_MAX:
+            self._last_xid = xid
+        elif not self._xid_allowed(xid, op):
+            return
+        if op in _MULTI_OPS and args and isinstance(args[0], list) and len(args[0]) > self.host.config.request_ops_max:
+            self._answer_error(xid, Err.BADARGUMENTS, too_many_ops(op, self.host.config.request_ops_max), started)
+            return
         if op in WRITE_OPS:
-            self._write(xid, op, args, started)
+            if not _nested_within(args, NESTING_MAX):
+                self._answer_error(xid, Err.BADARGUMENTS, f"the arguments are nested deeper than {NESTING_MAX} levels", started)
+                return
+            self._write(xid, op, args, started, size)
         elif op == OpCode.SYNC:
             self._sync(xid, args, started)
         elif op in READ_HANDLERS or op in self._handlers:
@@ -242,6 +281,49 @@ class ClientSession:
                 self._answer_read(xid, op, args, started)
         else:
             self._answer_error(xid, Err.UNIMPLEMENTED, f"unknown or unsupported op {op}", started)
+
+    def refuse(self, xid: int, code: Err, message: str) -> None:
+        """A request the codec refused before reading it whole: answered in its turn."""
+        if self._broken:
+            return
+        started = time.perf_counter()
+        self.received += 1
+        self.host.stats.packets_received += 1
+        if self._last_xid < xid <= XID_MAX:
+            self._last_xid = xid
+        elif not self._xid_allowed(xid, 0):
+            return
+        self._answer_error(xid, code, message, started)
+
+    def _xid_allowed(self, xid: int, op: int) -> bool:
+        """An xid that is not above the last: a special one (ping, auth, setWatches) on an op
+        that is no write, or a counter that wrapped.  Anything else breaks the protocol: the
+        connection is refused (see ``_break_protocol``)."""
+        if xid in SPECIAL_XIDS and op not in WRITE_OPS and op != OpCode.SYNC:
+            return True
+        last = self._last_xid
+        if last >= XID_WRAP_FROM and 0 <= xid < last:
+            self._last_xid = xid
+            return True
+        if not -(2**31) <= xid <= XID_MAX:
+            reason = f"xid {xid} is not a 32-bit int"
+        elif xid < 0:
+            reason = f"xid {xid} is negative and not a special one ({sorted(SPECIAL_XIDS)}) for a request that is no write"
+        else:
+            reason = f"xid {xid} is not greater than the last request's ({last}): xids must increase"
+        self._break_protocol(xid if -(2**31) <= xid <= XID_MAX else 0, reason)
+        return False
+
+    def _break_protocol(self, xid: int, reason: str) -> None:
+        """The client broke the protocol's rules: it is told why (BADARGUMENTS, in its turn),
+        nothing it sends from now on is taken, and the connection closes once the requests
+        before it are answered.  One log line (rate-limited: a flood of them is a count)."""
+        self.host.warn_rate_limited("protocol", f"closing {self.address[0]}:{self.address[1]} (session 0x{self.session_id:x}): {reason}")
+        self.host.stats.connection_drop_count += 1
+        self._broken = True
+        self._answer_error(xid, Err.BADARGUMENTS, reason, time.perf_counter())
+        if not self._slots:
+            self.output.close_after_flush()
 
     def _answer_error(self, xid: int, code: Err, message: str, started: float) -> None:
         values = [xid, self.host.last_zxid, int(code), message]
@@ -277,8 +359,8 @@ class ClientSession:
         self.latency.add(elapsed * 1000)
         self.last_response_ms = int(time.time() * 1000)
 
-    def _write(self, xid: int, op: int, args: list[Any], started: float) -> None:
-        slot = _Slot(xid, op, args, started, True)
+    def _write(self, xid: int, op: int, args: list[Any], started: float, size: int) -> None:
+        slot = _Slot(xid, op, args, started, True, size)
         self.last_op = op
 
         def done(txn: Txn, result: Any) -> None:
@@ -300,6 +382,7 @@ class ClientSession:
         except (TypeError, ValueError) as exc:
             slot.reply = [xid, self.host.last_zxid, int(Err.BADARGUMENTS), f"bad arguments: {exc}"]
         self._slots.append(slot)
+        self.request_bytes += size
         if slot.reply is not None:
             self._flush_slots()
 
@@ -326,15 +409,22 @@ class ClientSession:
 
     def _flush_slots(self) -> None:
         slots = self._slots
+        answered = False
         while slots:
             head = slots[0]
             if head.write:
                 if head.reply is None:
-                    return
+                    break
                 self._send(head.reply)
             else:
                 self._answer_read(head.xid, head.op, head.args, head.started)
             slots.popleft()
+            self.request_bytes -= head.size
+            answered = True
+        if answered:
+            self.output.requests_answered()
+            if self._broken and not slots:
+                self.output.close_after_flush()
 
     # ----------------------------------------------------------------- the sink the engine holds
     def send_event(self, event_type: int, path: str, zxid: int) -> None:
@@ -345,10 +435,14 @@ class ClientSession:
 
     # ----------------------------------------------------------------- session-level ops
     def _auth(self, args: list[Any]) -> list[Any]:
+        if len(args) != 2:
+            raise ZabbyError(Err.BADARGUMENTS, f"auth takes a scheme and a credential, not {len(args)} arguments")
         scheme, credential = args
         if isinstance(credential, str):
             credential = credential.encode()
         try:
+            if not isinstance(scheme, str) or not isinstance(credential, bytes):
+                raise ZabbyError(Err.AUTHFAILED, f"auth takes a scheme (a string) and a credential (bytes), not {_type_names(scheme, credential)}")
             auth_id = acls.authenticate(scheme, credential)
         except ZabbyError:
             self.host.stats.auth_failed_count += 1
@@ -362,7 +456,7 @@ class ClientSession:
         return []
 
     def _set_watches(self, args: list[Any]) -> list[Any]:
-        relative_zxid, data, exist, child, persistent, recursive = args
+        relative_zxid, data, exist, child, persistent, recursive = _watch_lists(args)
         watches, tree = self.host.watches, self.host.tree
         missed = missed_events(tree, relative_zxid, data, exist, child)
         fired = {path for _, path in missed}
@@ -379,8 +473,8 @@ class ClientSession:
             watches.add_persistent(path, self, recursive=False)
         for path in recursive:
             watches.add_persistent(path, self, recursive=True)
-        for kind, path in missed:
-            self.send_event(kind, path, tree.last_zxid)
+        if missed:
+            self.output.send_events(tree.last_zxid, missed)
         return []
 
     # ----------------------------------------------------------------- figures (cons, crst)
@@ -395,6 +489,34 @@ class ClientSession:
     def reset_statistics(self) -> None:
         self.latency.reset()
         self.received = self.sent = 0
+
+
+def _watch_lists(args: list[Any]) -> tuple[int, list[str], list[str], list[str], list[str], list[str]]:
+    """setWatches' arguments, checked: a zxid and five lists of paths.
+    Raises: ZabbyError BADARGUMENTS, saying what is wrong."""
+    if len(args) != 6:
+        raise ZabbyError(Err.BADARGUMENTS, f"setWatches takes a zxid and five lists of paths, not {len(args)} arguments")
+    relative_zxid, *lists = args
+    if not isinstance(relative_zxid, int) or isinstance(relative_zxid, bool):
+        raise ZabbyError(Err.BADARGUMENTS, f"setWatches' zxid must be an int, not {type(relative_zxid).__name__}")
+    for paths in lists:
+        if not isinstance(paths, list) or not all(isinstance(path, str) for path in paths):
+            raise ZabbyError(Err.BADARGUMENTS, "setWatches' watches must be lists of paths (strings)")
+    return relative_zxid, *lists  # type: ignore[return-value]
+
+
+def _type_names(*values: Any) -> str:
+    return ", ".join(type(value).__name__ for value in values)
+
+
+def _nested_within(value: Any, levels: int) -> bool:
+    """``value``'s lists and maps nest at most ``levels`` deep (a deeper one could not even be
+    forwarded to the leader: msgpack packs 512 levels at most)."""
+    if isinstance(value, (list, tuple)):
+        return levels > 0 and all(_nested_within(item, levels - 1) for item in value if isinstance(item, (list, tuple, dict)))
+    if isinstance(value, dict):
+        return levels > 0 and all(_nested_within(item, levels - 1) for item in value.values() if isinstance(item, (list, tuple, dict)))
+    return True
 
 
 def _write_values(op: int, result: Any) -> list[Any]:

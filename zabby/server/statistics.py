@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 from zabby.config import ServerConfig
 from zabby.membership import Membership
 from zabby.engine import ClientSink
+from zabby.server.budget import ClientMemory
 from zabby.server.stats import Counters, LatencyFigures, ServerStats
 from zabby.tree.quota import QuotaFigures, figures
 
@@ -85,6 +86,17 @@ class DiskSpace:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClientMemoryFigures:
+    """The client port's memory budget (``zabby.server.budget``)."""
+
+    used_bytes: int  # held now for all connections: input, requests in flight, queued replies
+    peak_bytes: int
+    budget_bytes: int  # clientMemoryBudget
+    connection_bytes_max: int  # clientConnectionMemoryMax
+    closed_count: int  # connections closed for holding too much
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ServerStatistics:
     config: ServerConfig
     state: str  # standalone, leader, follower, observer, looking, syncing
@@ -114,6 +126,7 @@ class ServerStatistics:
     learner_acked: tuple[tuple[int, int], ...]  # the leader's (learner sid, last zxid it acked); empty elsewhere
     space_low: bool  # the txn log could not reserve space: writes are refused
     disk_space: tuple[DiskSpace, ...] | None = None
+    client_memory: ClientMemoryFigures
 
 
 class MonitoredConnection(Protocol):
@@ -141,6 +154,8 @@ class Monitored(Protocol):
     def connections(self) -> Collection[MonitoredConnection]: ...
     @property
     def outstanding(self) -> int: ...
+    @property
+    def client_memory(self) -> ClientMemory: ...
     @property
     def is_leader(self) -> bool: ...
     @property
@@ -190,7 +205,13 @@ def snapshot(server: Monitored, parts: Part = Part.NONE) -> ServerStatistics:
         learner_acked=server.learner_acked(),
         space_low=server.space_low,
         disk_space=_disk_space(server.datadir) if Part.DISK_SPACE in parts else None,
+        client_memory=_client_memory(server.client_memory),
     )
+
+
+def _client_memory(memory: ClientMemory) -> ClientMemoryFigures:
+    return ClientMemoryFigures(used_bytes=memory.used_bytes, peak_bytes=memory.peak_bytes, budget_bytes=memory.budget_bytes,
+                               connection_bytes_max=memory.connection_bytes_max, closed_count=memory.closed_count)  # fmt: skip
 
 
 def reset(server: Monitored, what: Reset) -> None:

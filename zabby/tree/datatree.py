@@ -293,7 +293,9 @@ class Znode:
         if not isinstance(children, Children):
             return EMPTY_LISTING
         if children.cached_listing is None:
-            children.cached_listing = Listing(path[path.rfind("/") + 1 :] for path in children)
+            first = next(iter(children), "/")
+            cut = first.rfind("/") + 1  # one parent: every child's name starts there
+            children.cached_listing = Listing([path[cut:] for path in children])
         return children.cached_listing
 
     def stat(self) -> Stat:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from zabby.errors import Err
-from zabby.wire.messages import pack_frame, parse_connect_request, unpack
+from zabby.opcodes import OpCode
+from zabby.wire.messages import XID_NOTIFICATION, pack_frame, parse_connect_request, unpack
 
 DETECT_BYTES = 5  # a frame's length prefix and the first byte of its payload
 
@@ -55,6 +56,13 @@ def looks_like_jute(prefix: bytes) -> bool:
     return len(prefix) >= DETECT_BYTES and prefix[4] == 0
 
 
+def too_many_ops(op: int, ops_max: int) -> str:
+    """The reason a multi (or multiRead) over ``maxRequestOps`` is refused."""
+    name = "multiRead" if op == OpCode.MULTI_READ else "multi"
+    return (f"a {name} of more than {ops_max} ops is refused (maxRequestOps): one request that large would stop every "
+            f"client while it runs; split it")  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConnectRequest:
     """A connection's first frame, decoded: the session it asks for."""
@@ -84,7 +92,8 @@ class ClientCodec(Protocol):
         ...
 
     def decode_request(self, payload: bytes) -> list[Any]:
-        """A request frame → ``[xid, op, *args]``.  Raises: RemoteProtocolError if malformed."""
+        """A request frame → ``[xid, op, *args]``.  Raises: RemoteProtocolError if malformed;
+        RefusedRequest if well-formed but refused before it is read whole (it is answered)."""
         ...
 
     def encode(self, message: list[Any]) -> bytes:
@@ -94,6 +103,11 @@ class ClientCodec(Protocol):
 
     def encode_protocol_error(self, zxid: int, text: str) -> bytes:
         """What a client that broke the protocol hears before the close (b"": nothing)."""
+        ...
+
+    def encode_events(self, zxid: int, state: int, events: list[tuple[int, str]]) -> bytes:
+        """The frames of many watch events ``(type, path)`` at once, in order (a reconnecting
+        client's missed ones: tens of thousands, so one pass, not a call per event)."""
         ...
 
 
@@ -112,3 +126,7 @@ class MsgpackCodec:
     @staticmethod
     def encode_protocol_error(zxid: int, text: str) -> bytes:
         return pack_frame([0, zxid, int(Err.MARSHALLINGERROR), text])
+
+    @staticmethod
+    def encode_events(zxid: int, state: int, events: list[tuple[int, str]]) -> bytes:
+        return b"".join([pack_frame([XID_NOTIFICATION, zxid, 0, event_type, state, path]) for event_type, path in events])

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from zabby.errors import OversizeError
 
-FRAME_BYTES_MAX_DEFAULT = 0xFFFFF + 1024  # jute.maxbuffer plus room for the request header
+FRAME_HEADROOM_BYTES = 1024  # a frame holds jute.maxbuffer of data plus the request's header
+FRAME_BYTES_MAX_DEFAULT = 0xFFFFF + FRAME_HEADROOM_BYTES
 
 
 def encode_frame(payload: bytes) -> bytes:

@@ -24,7 +24,7 @@ import struct
 from collections.abc import Callable
 from typing import Any, ClassVar, Self, TypeVar
 
-from zabby.errors import OversizeError, RemoteProtocolError
+from zabby.errors import OversizeError, RemoteProtocolError, TooManyOps
 from zabby.opcodes import OpCode
 
 BUFFER_BYTES_MAX_DEFAULT = 0xFFFFF  # jute.maxbuffer
@@ -45,12 +45,13 @@ T = TypeVar("T")
 class Reader:
     """Reads jute primitives from ``data`` starting at ``pos``."""
 
-    __slots__ = ("buffer_bytes_max", "data", "pos")
+    __slots__ = ("buffer_bytes_max", "data", "ops_max", "pos")
 
-    def __init__(self, data: bytes, pos: int = 0, buffer_bytes_max: int = BUFFER_BYTES_MAX_DEFAULT) -> None:
+    def __init__(self, data: bytes, pos: int = 0, buffer_bytes_max: int = BUFFER_BYTES_MAX_DEFAULT, ops_max: int = 2**31) -> None:
         self.data = data
         self.pos = pos
         self.buffer_bytes_max = buffer_bytes_max
+        self.ops_max = ops_max  # a multi's ops: more raise TooManyOps (read no further)
 
     @property
     def remaining(self) -> int:
@@ -661,6 +662,8 @@ class MultiRequest(Record):
             record_type = MULTI_OP_RECORDS.get(header.type)
             if record_type is None:
                 raise RemoteProtocolError(f"op {header.type} cannot be part of a multi")
+            if len(ops) == reader.ops_max:
+                raise TooManyOps(f"more than {reader.ops_max} ops")
             ops.append((header.type, record_type.read(reader)))
 
     def write(self, writer: Writer) -> None:
@@ -771,9 +774,10 @@ def decode_connect_request(payload: bytes, buffer_bytes_max: int = BUFFER_BYTES_
     return ConnectRequest.decode(payload, buffer_bytes_max)
 
 
-def decode_request(payload: bytes, buffer_bytes_max: int = BUFFER_BYTES_MAX_DEFAULT) -> Request:
-    """A request frame's payload → ``Request``; RemoteProtocolError if it is malformed."""
-    reader = Reader(payload, 0, buffer_bytes_max)
+def decode_request(payload: bytes, buffer_bytes_max: int = BUFFER_BYTES_MAX_DEFAULT, ops_max: int = 2**31) -> Request:
+    """A request frame's payload → ``Request``.  Raises: RemoteProtocolError if it is malformed;
+    TooManyOps (one of them) for a multi of more than ``ops_max`` ops."""
+    reader = Reader(payload, 0, buffer_bytes_max, ops_max)
     header = RequestHeader.read(reader)
     if header.type not in REQUEST_RECORDS:
         return Request(header.xid, header.type, None, known=False)
