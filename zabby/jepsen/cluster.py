@@ -9,7 +9,8 @@ reaches each other one only through a link the nemesis controls, before and afte
 reconfig.  Spare servers (``spares``, for the reconfig nemesis) have their ports, folders and
 links from the start, and run only while they are members.  Clients reach server i through
 client proxy i (so their connections can be reset mid-request); the harness's own checks
-(four-letter words, per-server reads) go to the real client ports.
+(four-letter words, per-server reads), and the hostile clients of the ``clients`` family,
+go to the real client ports.
 
 Every server runs in its own process group (a zabby server forks to stream snapshots), so
 SIGKILL, SIGSTOP and SIGCONT reach all of it.  ``stop()`` kills every group; call it in a
@@ -77,6 +78,7 @@ class ClusterSpec:
     snap_count: int = 2000  # small, so snapshots (and SNAP syncs) happen during a run
     reconfig: bool = False  # reconfigEnabled=true and skipACL=yes (every session a superuser)
     spares: int = 0  # servers n+1.. that only run while a reconfig made them members
+    max_client_cnxns: int = 0  # maxClientCnxns, per client IP (0: no cap); hostile clients' runs set one to flood past
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,7 +127,7 @@ class Server:
         settings: dict[str, object] = {
             "tickTime": self.spec.tick_ms, "initLimit": self.spec.init_limit, "syncLimit": self.spec.sync_limit,
             "dataDir": self.data_dir, "clientPort": self.client_port, "clientPortAddress": "127.0.0.1",
-            "maxClientCnxns": 0, "snapCount": self.spec.snap_count, "4lw.commands.whitelist": "*",
+            "maxClientCnxns": self.spec.max_client_cnxns, "snapCount": self.spec.snap_count, "4lw.commands.whitelist": "*",
             "admin.enableServer": "false", "forceSync": "yes",
         }  # fmt: skip
         if self.spec.reconfig:

@@ -26,6 +26,14 @@ Membership changes (``RECONFIG_KINDS``, ``zabby.jepsen.reconfig``): ``reconfig-r
 ``reconfig-observer``, ``reconfig-replace`` and ``reconfig-partition``, in the groups
 ``reconfig`` and ``mixed-reconfig`` (every kind above and these); ``mixed`` does not draw
 them.  With a ``Reconfigurer``, every heal also puts the original membership back.
+
+Hostile clients (``HOSTILE_KINDS``, the attacks of ``zabby.jepsen.hostile``): ``reset-storm``,
+``duplicate-xids``, ``decreasing-xids``, ``never-read``, ``slowloris``, ``oversized-frames``,
+``connection-flood`` and ``watch-hoard``, in the group ``clients`` with ``client-reset``.  They
+are not faults of the schedule: a misbehaving client does not wait for a calm stretch, so a
+``HostileLoad`` thread (``zabby.jepsen.hostile_load``) runs them one after another, beside the
+schedule, for the whole run.
+Groups and kinds combine: ``mixed,clients`` is every fault of ``mixed`` plus the attacks.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from dataclasses import dataclass
 
 from zabby.jepsen.cluster import Cluster
 from zabby.jepsen.history import FAIL, OK, History
+from zabby.jepsen.hostile import ATTACKS
 from zabby.jepsen.proxy import Direction, Mode
 from zabby.jepsen.reconfig import RECONFIG_KINDS, Reconfigurer
 
@@ -46,18 +55,19 @@ KINDS = (
     "partition-leader", "partition-halves", "partition-one-way", "partition-blackhole", "partition-flapping",
     "client-reset", "slow-disk",
 )  # fmt: skip
+HOSTILE_KINDS = tuple(ATTACKS)
 GROUPS = {
     "mixed": KINDS,
     "kill": tuple(k for k in KINDS if k.startswith("kill-")),
     "pause": tuple(k for k in KINDS if k.startswith("pause-")),
     "partition": tuple(k for k in KINDS if k.startswith("partition-")),
-    "clients": ("client-reset",),
+    "clients": HOSTILE_KINDS + ("client-reset",),
     "disk": ("slow-disk",),
     "none": (),
     "reconfig": RECONFIG_KINDS,
     "mixed-reconfig": KINDS + RECONFIG_KINDS,
 }
-ALL_KINDS = KINDS + RECONFIG_KINDS
+ALL_KINDS = KINDS + RECONFIG_KINDS + HOSTILE_KINDS
 ZABBY_ONLY = frozenset({"slow-disk"})
 SLOW_FSYNC_MS = 200
 FAULTS_MAX = 10_000
@@ -72,16 +82,26 @@ class Fault:
 
 
 def kinds_for(nemesis: str) -> tuple[str, ...]:
-    """``nemesis``: a group name or a comma-separated list of kinds.  The schedule draws from
+    """``nemesis``: groups and kinds, comma-separated (``mixed``, ``mixed,clients``,
+    ``kill-leader,pause-random``), each kind once, in the order named.  The schedule draws from
     all of them on every system, so one seed means one schedule on zabby and on ZooKeeper; a
     kind a system lacks (``supported``) is then a calm stretch there."""
-    names = GROUPS.get(nemesis)
-    if names is None:
-        names = tuple(part.strip() for part in nemesis.split(",") if part.strip())
-        unknown = [name for name in names if name not in ALL_KINDS]
-        if unknown:
-            raise ValueError(f"unknown nemesis {unknown}: use one of {sorted(GROUPS)} or kinds {list(ALL_KINDS)}")
-    return names
+    names: list[str] = []
+    unknown: list[str] = []
+    for part in filter(None, (part.strip() for part in nemesis.split(","))):
+        expanded = GROUPS.get(part, (part,) if part in ALL_KINDS else None)
+        if expanded is None:
+            unknown.append(part)
+        else:
+            names.extend(name for name in expanded if name not in names)
+    if unknown:
+        raise ValueError(f"unknown nemesis {unknown}: use groups {sorted(GROUPS)} and/or kinds {list(ALL_KINDS)}, comma-separated")
+    return tuple(names)
+
+
+def hostile_kinds(kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """The attacks among ``kinds``: what a ``HostileLoad`` runs (the schedule leaves them out)."""
+    return tuple(kind for kind in kinds if kind in HOSTILE_KINDS)
 
 
 def reconfigures(kinds: tuple[str, ...]) -> bool:
@@ -100,7 +120,10 @@ def supported(kind: str, system: str) -> bool:
 
 def schedule(seed: int, duration_s: float, kinds: tuple[str, ...], fault_s: float, quiet_s: float) -> list[Fault]:
     """Faults from the seed.  The last one lasts until ``duration_s``, so the run's final heal
-    always ends a fault (and the convergence measured from it means something)."""
+    always ends a fault (and the convergence measured from it means something).  Hostile
+    clients are left out (a ``HostileLoad`` runs them beside the schedule), so ``mixed,clients``
+    has the schedule of ``mixed``."""
+    kinds = tuple(kind for kind in kinds if kind not in HOSTILE_KINDS)
     rng = random.Random(seed)
     faults: list[Fault] = []
     at = quiet_s

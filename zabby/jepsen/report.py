@@ -15,6 +15,8 @@ TABLE_HEADER = (
     "| converge after heal (median / max) | commit |"
 )
 TABLE_RULE = "|" + "---|" * TABLE_HEADER.count(" | ") + "---|"
+# a column of its own when some run had a well-behaved client beside hostile ones (nemesis group ``clients``)
+BYSTANDER_HEADER = "well-behaved client: read p99 median / worst, max (p99 per run)"
 
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:
@@ -31,16 +33,37 @@ def configuration(record: dict[str, Any]) -> tuple[str, int, str, str]:
 
 
 def markdown_table(records: list[dict[str, Any]]) -> str:
+    """One row per configuration; the well-behaved client's column only when some run has it,
+    so the tables of runs without hostile clients keep their shape."""
     groups: dict[tuple[str, int, str, str], list[dict[str, Any]]] = defaultdict(list)
     for record in records:
         groups[configuration(record)].append(record)
-    rows = [_row(config, runs) for config, runs in sorted(groups.items())]
-    return "\n".join([TABLE_HEADER, TABLE_RULE, *rows]) + "\n"
+    bystander = any(record.get("bystander") for record in records)
+    header, rule = TABLE_HEADER, TABLE_RULE
+    if bystander:
+        header = TABLE_HEADER.replace(" | commit |", f" | {BYSTANDER_HEADER} | commit |")
+        rule = "|" + "---|" * header.count(" | ") + "---|"
+    rows = [_row(config, runs, bystander) for config, runs in sorted(groups.items())]
+    return "\n".join([header, rule, *rows]) + "\n"
 
 
-def _row(config: tuple[str, int, str, str], runs: list[dict[str, Any]]) -> str:
+def bystander_cell(runs: list[dict[str, Any]]) -> str:
+    """The well-behaved client's read latencies over the runs that measured them: the median and
+    the worst of the runs' p99, the longest read, the failed reads, and each run's p99."""
+    figures = [run["bystander"] for run in runs if run.get("bystander", {}).get("p99_ms") is not None]
+    missing = sum(1 for run in runs if run.get("bystander")) - len(figures)
+    if not figures:
+        return "-" if not missing else f"not reported ({missing} runs)"
+    p99s = [f["p99_ms"] for f in figures]
+    reads, failed = sum(f.get("reads", 0) for f in figures), sum(f.get("failures", 0) for f in figures)
+    text = (f"{statistics.median(p99s):.1f} / {max(p99s):.1f} ms, max {max(f['max_ms'] for f in figures):.0f} ms, "
+            f"{failed} of {reads} reads failed (p99 per run: {', '.join(f'{p:.1f}' for p in p99s)})")  # fmt: skip
+    return text + (f"; not reported in {missing} runs" if missing else "")
+
+
+def _row(config: tuple[str, int, str, str], runs: list[dict[str, Any]], bystander: bool = False) -> str:
     system, servers, clients, nemesis = config
-    ops = Counter()
+    ops: Counter[str] = Counter()
     faults: Counter[str] = Counter()
     for run in runs:
         ops.update(run.get("ops", {}))
@@ -63,6 +86,8 @@ def _row(config: tuple[str, int, str, str], runs: list[dict[str, Any]]) -> str:
         f"{ops['total']} ({ops['ok']} / {ops['fail']} / {ops['unknown']})", fault_text, linearizable,
         f"{lost} / {duplicated}", str(deaths), f"{max(gaps):.1f} s" if gaps else "-", converge_text, commits,
     ]  # fmt: skip
+    if bystander:
+        cells.insert(-1, bystander_cell(runs))
     return "| " + " | ".join(cells) + " |"
 
 
@@ -76,7 +101,17 @@ def run_line(record: dict[str, Any]) -> str:
         f"faults {sum(record.get('faults', {}).values())}, linearizable {record.get('linearizable')}, "
         f"converged in {record.get('converge_s')} s, longest write gap {record.get('longest_write_gap_s')} s"
         + (f", reconfigs {_outcomes(record['reconfigs'])}" if record.get("reconfigs") else "")
+        + _bystander_text(record.get("bystander"))
     )
+
+
+def _bystander_text(figures: dict[str, Any] | None) -> str:
+    if not figures:
+        return ""
+    if figures.get("p99_ms") is None:
+        return f", well-behaved client: no figures ({figures.get('error', '?')})"
+    return (f", well-behaved client on server {figures.get('server')}: p99 {figures['p99_ms']:.1f} ms, max {figures['max_ms']:.0f} ms, "
+            f"{figures.get('failures', 0)} of {figures.get('reads', 0)} reads failed, fresh connect max {figures.get('fresh_max_ms', 0):.0f} ms")  # fmt: skip
 
 
 def _outcomes(counts: dict[str, int]) -> str:

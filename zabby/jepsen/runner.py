@@ -8,6 +8,10 @@ converge within ``converge_s`` of the heal; the ephemerals of dead and closed se
 go (bounded by their session timeout); the servers are read once more (they must agree
 again) and that final tree is what the checks use.  A watchdog kills the cluster if the run
 overruns its budget, which unblocks every wait, so a run cannot hang.
+
+With hostile clients among the kinds (``mixed,clients``), their attacks and a well-behaved
+client run beside the workload from its start; both stop at the heal, after the servers
+continue (an attack on a stopped server ends once it answers), before the checks.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from zabby.jepsen import checker, clients
 from zabby.jepsen.cluster import Cluster, ClusterSpec
 from zabby.jepsen.converge import Convergence, Inspector, ServingClock, Tree, reader_kind
 from zabby.jepsen.history import OK, History, longest_write_gap_s
-from zabby.jepsen.nemesis import SLOW_FSYNC_MS, Nemesis, kinds_for, reconfigures, schedule, spares_for
+from zabby.jepsen.hostile_load import BYSTANDER_SID, HostileSide
+from zabby.jepsen.nemesis import SLOW_FSYNC_MS, Nemesis, hostile_kinds, kinds_for, reconfigures, schedule, spares_for
 from zabby.jepsen.reconfig import CONFIG_PATH, Reconfigurer
 from zabby.membership import Membership
 from zabby.jepsen.workloads import EPHEMERALS, INITIAL_VALUE, SEQUENCE, SessionChurner, Worker, WorkloadSpec, register_path, setup
@@ -45,6 +50,7 @@ SETUP_TIMEOUT_S = 30.0
 WATCHDOG_SLACK_S = 240.0
 RUN_GC_THRESHOLDS = (20_000, 20, 20)  # the collector during a run (see _collections_kept_short)
 REPORTED_MAX = 10  # items of one kind quoted in the failures
+HOSTILE_CNXNS_PER_IP = 60  # maxClientCnxns with hostile clients (ZooKeeper's default), for a connection flood to pass it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,7 +100,7 @@ def run_once(spec: RunSpec) -> dict[str, Any]:
                               "failures": [], "notes": []}  # fmt: skip
     kinds = kinds_for(spec.nemesis)
     cluster = Cluster(ClusterSpec(system=spec.system, servers=spec.servers, workdir=run_dir, tick_ms=spec.tick_ms, init_limit=spec.init_limit, sync_limit=spec.sync_limit,
-                                  reconfig=reconfigures(kinds), spares=spares_for(kinds)))  # fmt: skip
+                                  reconfig=reconfigures(kinds), spares=spares_for(kinds), max_client_cnxns=HOSTILE_CNXNS_PER_IP if hostile_kinds(kinds) else 0))  # fmt: skip
     cluster.clock = history.now_s
     abort = threading.Event()
     watchdog = threading.Timer(_budget_s(spec), _fire_watchdog, args=(cluster, abort, result))
@@ -201,18 +207,24 @@ class _Run:
         kinds = effective_clients(spec)
         workers = [Worker(f"w{i}-{kinds[i % len(kinds)]}", kinds[i % len(kinds)], self.cluster.hosts, self.history, keys, spec.workload, self.rng.getrandbits(32), stop_workers) for i in range(spec.workers)]
         churner = SessionChurner(kinds, self.cluster.hosts, self.history, spec.workload, self.rng.getrandbits(32), stop_workers)
-        faults = schedule(self.rng.getrandbits(32), spec.duration_s, kinds_for(spec.nemesis), spec.fault_s, spec.quiet_s)
+        nemesis_kinds = kinds_for(spec.nemesis)
+        faults = schedule(self.rng.getrandbits(32), spec.duration_s, nemesis_kinds, spec.fault_s, spec.quiet_s)
         reconfigurer = Reconfigurer(self.cluster, self.history, reader_kind(spec.system)) if self.cluster.spec.reconfig else None
         nemesis = Nemesis(self.cluster, self.history, faults, stop_nemesis, reconfigurer)
+        hostile = HostileSide(self.cluster, self.history, nemesis_kinds, self.rng.getrandbits(32), stop_nemesis) if hostile_kinds(nemesis_kinds) else None
         monitor = threading.Thread(target=self._monitor, args=(stop_workers,), name="monitor", daemon=True)
         heal_s = spec.duration_s
         for thread in (*workers, churner, monitor, nemesis):
             thread.start()
         try:
+            if hostile is not None:
+                hostile.start()
             self.abort.wait(max(0.0, spec.duration_s - self.history.now_s()))
             stop_nemesis.set()
             nemesis.join(spec.fault_s * 2 + JOIN_MARGIN_S)
             self.cluster.heal()
+            if hostile is not None:
+                hostile.stop(self.notes)
             if reconfigurer is not None:
                 self._restore_membership(reconfigurer)
             heal_s = self.history.now_s()
@@ -225,12 +237,16 @@ class _Run:
         finally:
             stop_workers.set()
             stop_nemesis.set()
+            if hostile is not None:
+                hostile.stop(self.notes)
             if reconfigurer is not None:
                 reconfigurer.close()
                 self.result["reconfigs"] = {status: reconfigurer.outcomes[status] for status in ("ok", "fail", "unknown")}
             with ThreadPoolExecutor(max(1, len(workers))) as pool:
                 list(pool.map(lambda w: w.client is not None and clients.close_quietly(w.client), workers))
         self._summarize(workers, churner, nemesis, heal_s)
+        if hostile is not None:
+            self._summarize_hostile(hostile)
 
     def _restore_membership(self, reconfigurer: Reconfigurer) -> None:
         """The final heal: the original membership back (the nemesis's last heal usually did it)."""
@@ -415,6 +431,21 @@ class _Run:
         for name, error in [(w.name, w.error) for w in workers] + [("churner", churner.error), ("nemesis", nemesis.error)]:
             if error:
                 self.failures.append(f"{name} stopped: {error}")
+
+    def _summarize_hostile(self, hostile: HostileSide) -> None:
+        """The attacks count among the faults (per kind); their outcomes and the well-behaved
+        client's figures go in the result.  An attack that raised is not a failure (its target
+        may have been down); a bystander that did not report is, since its figure is the
+        run's measure of the attacks."""
+        self.result["faults"] = dict(sorted((Counter(self.result.get("faults", {})) + hostile.load.made).items()))
+        self.result["attacks"] = hostile.load.report()
+        if hostile.load.raised:
+            self.notes.append(f"attacks that raised (their target down, stopped or not serving, say): {dict(sorted(hostile.load.raised.items()))}")
+        self.result["bystander"] = hostile.figures
+        if not hostile.figures or "error" in hostile.figures:
+            self.failures.append(f"the well-behaved client on server {BYSTANDER_SID} did not report its figures: {hostile.figures.get('error', 'it never stopped')}")
+        if hostile.load.error:
+            self.failures.append(f"hostile load stopped: {hostile.load.error}")
 
 
 def _fresh_dir(path: Path) -> Path:
