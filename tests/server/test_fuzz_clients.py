@@ -32,7 +32,6 @@ def test_any_client_input_leaves_the_server_serving_others(tmp_path: Path) -> No
             closed.append(target.send(case).closed)
             server.check_running()
             target.check()
-            assert target.bugs_logged() == [], case
 
         one_connection()
         assert len(closed) >= EXAMPLES // 2 and any(closed) and not all(closed)  # it ran, and cases went both ways

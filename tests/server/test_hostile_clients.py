@@ -92,6 +92,12 @@ def test_special_xids_repeat_and_a_counter_may_wrap(zabby_server: ServerProcess)
         header, _ = session.reply(jute.XID_PING, OpCode.SET_DATA)
         assert header.err == Err.BADARGUMENTS
         assert read_all(session.sock) == b""
+    with JuteSession(zabby_server.port) as session:  # xid -1 is the server's, for events (found by the fuzzer)
+        session.connect()
+        session.send(OpCode.CREATE, jute.CreateRequest("/", b"", [], 0), xid=jute.XID_NOTIFICATION)
+        xid, _, err = struct.unpack_from(">iqi", session.receive_frame())  # (a client's decoder takes it for an event)
+        assert (xid, err) == (jute.XID_NOTIFICATION, Err.BADARGUMENTS)
+    assert " ERROR " not in zabby_server.log_path.read_text()
 
 
 def test_a_second_connect_request_closes_the_connection(zabby_server: ServerProcess) -> None:

@@ -187,7 +187,7 @@ def jute_cases(draw: st.DrawFn) -> Case:
             record = _jute_record(request[1], request[2:])
             frame = jute.encode_request(request[0], request[1], record)
         except (struct.error, TypeError, ValueError, IndexError, AttributeError, KeyError, OverflowError):
-            frame = jute.frame(struct.pack(">ii", request[0] & 0x7FFFFFFF, 1) + b"\x00\x00")  # a cut create
+            frame = jute.frame(struct.pack(">ii", xid, 1) + b"\x00\x00")  # a request it cannot carry: a cut create
         frames.append(frame)
     return Case("jute", draw(mutated_bytes(frames)), tuple(requests))
 
@@ -213,6 +213,7 @@ class Target:
         self.log_path = log_path
         self.acked = 0  # the last value of /fuzz-acked the server acknowledged
         self.cases = 0
+        self._log_read = 0  # what bugs_logged has read of the log
         self._client = self._connect()
         self._client.call(OpCode.CREATE, jute.CreateRequest("/fuzz-acked", b"0", [jute.ACL(31, jute.Id("world", "anyone"))], 0))
         self._client.call(OpCode.CREATE, jute.CreateRequest("/fuzz", b"", [jute.ACL(31, jute.Id("world", "anyone"))], 0))
@@ -247,8 +248,11 @@ class Target:
         return Sent(answered, closed)
 
     def check(self) -> None:
-        """The invariant after a case: the well-behaved client is served, and what was
-        acknowledged to it is there (every fifth case it writes again)."""
+        """The invariant after a case: the server logged no error of its own, the well-behaved
+        client is served, and what was acknowledged to it is there (every fifth case it writes
+        again).  Raises: AssertionError, saying which."""
+        bugs = self.bugs_logged()
+        assert not bugs, "the server logged an error of its own:\n" + "\n".join(bugs)
         header, reply = self._client.call(OpCode.GET_DATA, jute.GetDataRequest("/fuzz-acked", False))
         assert header.err == 0, f"the well-behaved client's read failed: {header.err}"
         assert reply.data == str(self.acked).encode(), f"acknowledged {self.acked}, read {reply.data!r}"
@@ -259,9 +263,14 @@ class Target:
             self.acked = value
 
     def bugs_logged(self) -> list[str]:
-        """Log lines that say one of our own errors surfaced (a traceback, a task that failed)."""
-        text = self.log_path.read_text(errors="replace")
-        return [line for line in text.splitlines() if "Traceback" in line or " ERROR " in line]
+        """Log lines since the last call that say one of our own errors surfaced (an ERROR, a
+        traceback), each with the lines that follow it."""
+        with open(self.log_path, "rb") as log:
+            log.seek(self._log_read)
+            text = log.read().decode(errors="replace")
+            self._log_read = log.tell()
+        lines = text.splitlines()
+        return ["\n".join(lines[i : i + 12]) for i, line in enumerate(lines) if "Traceback" in line or " ERROR " in line]
 
     def close(self) -> None:
         self._client.close()

@@ -445,7 +445,7 @@ class JuteCodec:
         if value[0] == PROTOCOL_NAME:
             return self._connect_response(value)
         xid, zxid, err = value[0], value[1], value[2]
-        if xid == jute.XID_NOTIFICATION:
+        if xid == jute.XID_NOTIFICATION and len(value) == 6:  # (a client that sent xid -1 is answered as it asked)
             try:
                 path = value[5].encode()
                 return _EVENT.pack(_EVENT.size - 4 + len(path), xid, -1, 0, value[3], value[4], len(path)) + path
