@@ -147,8 +147,9 @@ def test_clients_that_never_read_stay_within_the_memory_budget(tmp_path: Path) -
 
 
 # ----------------------------------------------------------------------------- finding 4: stalls
-def test_a_session_close_touches_only_its_own_watches(zabby_server: ServerProcess) -> None:
-    """A session with 100,000 watches: every other client's disconnect walked all of them."""
+def test_a_session_of_100k_watches_leaves_and_they_are_forgotten(zabby_server: ServerProcess) -> None:
+    """With 100,000 watches held by one session, every other client's disconnect walked all of
+    them (the unit test of that: tests/tree/test_watches.py); here, the real thing end to end."""
     outcome = hostile.watch_hoard(("127.0.0.1", zabby_server.port), 100_000, hold_s=0.0)
     assert outcome.errors == {}
     wait_until(lambda: _mntr(zabby_server)["zk_watch_count"] == "0", 10.0, "the hoarder's watches forgotten")

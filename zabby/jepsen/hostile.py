@@ -57,6 +57,25 @@ def _connect(address: Address, timeout_s: float = CONNECT_TIMEOUT_S) -> socket.s
     return socket.create_connection(address, timeout=timeout_s, source_address=(source, 0) if source else None)
 
 
+def _open(address: Address, outcome: Outcome) -> socket.socket | None:
+    """A connection, counted in ``outcome`` (None, counted as refused, if the server refused it)."""
+    try:
+        sock = _connect(address)
+    except OSError:
+        outcome.refused += 1
+        return None
+    outcome.connections += 1
+    return sock
+
+
+def _open_maybe_in_session(address: Address, outcome: Outcome, in_session: bool) -> socket.socket | None:
+    """A connection, after a handshake (a session) or before any; None if refused."""
+    if not in_session:
+        return _open(address, outcome)
+    session = _session(address, outcome)
+    return None if session is None else session.sock
+
+
 def attack_from(host: str | None) -> None:
     """This thread's attacks connect from ``host`` (on loopback, 127.0.0.2 and up are distinct
     client IPs to the server: an attacker's maxClientCnxns is not the bystander's)."""
@@ -118,12 +137,9 @@ def reset_storm(address: Address, count: int = 2000, stop: threading.Event | Non
         for i in range(count):
             if stop is not None and stop.is_set():
                 return
-            try:
-                sock = _connect(address)
-            except OSError:
-                outcome.refused += 1
+            sock = _open(address, outcome)
+            if sock is None:
                 continue
-            outcome.connections += 1
             if i % 3 == 2:
                 try:
                     sock.sendall(half_connect)
@@ -214,18 +230,9 @@ def slowloris(address: Address, connections: int = 20, hold_s: float = 10.0, sto
         socks: list[socket.socket] = []
         try:
             for i in range(connections):
-                if i % 2:
-                    session = _session(address, outcome)
-                    if session is None:
-                        continue
-                    sock = session.sock
-                else:
-                    try:
-                        sock = _connect(address)
-                    except OSError:
-                        outcome.refused += 1
-                        continue
-                    outcome.connections += 1
+                sock = _open_maybe_in_session(address, outcome, in_session=bool(i % 2))
+                if sock is None:
+                    continue
                 sock.settimeout(0.5)
                 try:
                     sock.sendall(FRAME_BYTES_MAX.to_bytes(4, "big"))
@@ -261,14 +268,9 @@ def oversized_frames(address: Address, count: int = 50, stop: threading.Event | 
         for i in range(count):
             if stop is not None and stop.is_set():
                 return
-            session = _session(address, outcome) if i % 2 else None
-            try:
-                sock = session.sock if session is not None else _connect(address)
-            except OSError:
-                outcome.refused += 1
+            sock = _open_maybe_in_session(address, outcome, in_session=bool(i % 2))
+            if sock is None:
                 continue
-            if session is None:
-                outcome.connections += 1
             try:
                 sock.sendall((2**31 - 1).to_bytes(4, "big") + b"\x00" * 64)
                 while sock.recv(65536):

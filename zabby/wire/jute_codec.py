@@ -141,12 +141,18 @@ def _create_args(payload: bytes, size_max: int) -> list[Any]:
     return [path.decode(), data, acl, flags, 0]
 
 
-def _acl_vector(payload: bytes, pos: int, size_max: int) -> tuple[tuple[tuple[int, str, str], ...], int]:
-    """A vector of ACL records at ``pos``, and the position after it."""
+def _vector_count(payload: bytes, pos: int) -> tuple[int, int]:
+    """A vector's item count at ``pos`` (a null vector, or more items than bytes left, is unusual)."""
     (count,) = _INT.unpack_from(payload, pos)
     pos += 4
     if count < 0 or count > len(payload) - pos:
         raise _Unusual
+    return count, pos
+
+
+def _acl_vector(payload: bytes, pos: int, size_max: int) -> tuple[tuple[tuple[int, str, str], ...], int]:
+    """A vector of ACL records at ``pos``, and the position after it."""
+    count, pos = _vector_count(payload, pos)
     acl = []
     for _ in range(count):
         (perms,) = _INT.unpack_from(payload, pos)
@@ -230,10 +236,7 @@ def _multi_ops(payload: bytes, size_max: int, ops_max: int) -> list[list[Any]]:
 
 def _strings(payload: bytes, pos: int, size_max: int) -> tuple[list[str], int]:
     """A vector of ustrings at ``pos`` (no nulls), and the position after it."""
-    (count,) = _INT.unpack_from(payload, pos)
-    pos += 4
-    if count < 0 or count > len(payload) - pos:
-        raise _Unusual
+    count, pos = _vector_count(payload, pos)
     items = []
     for _ in range(count):
         item, pos = _blob(payload, pos, size_max)
