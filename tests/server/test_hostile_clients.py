@@ -190,6 +190,13 @@ def test_malformed_values_get_a_code_and_a_reason_never_a_traceback(zabby_server
         sock.sendall(struct.pack(">I", len(nested)) + nested)
         answer = read_all(sock)
     assert b"nested" in answer
+    session = raw_session(zabby_server.port)
+    nested_list: list[object] = ["/"]
+    for _ in range(600):  # deeper than a learner could forward to the leader (msgpack packs 512 levels)
+        nested_list = [nested_list]
+    reply = session.call(OpCode.SET_DATA, nested_list, b"", -1)
+    assert reply[2] == Err.BADARGUMENTS and "nested deeper" in reply[3]
+    assert session.call(OpCode.EXISTS, "/", False)[2] == 0  # the connection goes on
     assert "Traceback" not in zabby_server.log_path.read_text()
 
 

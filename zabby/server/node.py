@@ -141,7 +141,7 @@ class ZabbyServer:
             self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
                                        config.quorum_tls)  # fmt: skip
         self._wake = trio.Event()
-        self._throttled_connections: list[Any] = []  # connections waiting for globalOutstandingLimit
+        self._throttled_connections: set[Any] = set()  # connections waiting for globalOutstandingLimit
         self.client_memory = ClientMemory(config.client_memory_budget_bytes, config.connection_memory_bytes_max,
                                           config.jute_buffer_bytes_max + FRAME_HEADROOM_BYTES)  # fmt: skip
         self.client_logs = RateLimitedLogs(CONN_LOGGER, CLIENT_LOG_INTERVAL_S)  # refusals and closes a flood repeats
@@ -234,7 +234,7 @@ class ZabbyServer:
         return self.engine.throttled
 
     def wake_when_unthrottled(self, connection: Any) -> None:
-        self._throttled_connections.append(connection)
+        self._throttled_connections.add(connection)
 
     def warn_rate_limited(self, kind: str, message: str) -> None:
         self.client_logs.warning(kind, message)
@@ -359,7 +359,7 @@ class ZabbyServer:
         if self._to_flush:
             self._flush_connections()
         if self._throttled_connections and not engine.throttled:
-            waiting, self._throttled_connections = self._throttled_connections, []
+            waiting, self._throttled_connections = self._throttled_connections, set()
             for connection in waiting:
                 connection.requests_answered()
 

@@ -45,7 +45,6 @@ XID_MAX = 2**31 - 1  # a jute int: every client's xid counter stays below it
 XID_WRAP_FROM = XID_MAX - 2**16  # from up here a counter may wrap (to 1 in Java and kazoo, 0 in Go)
 SPECIAL_XIDS = frozenset({XID_PING, XID_AUTH, XID_SET_WATCHES})  # repeat by design; never a write's
 _MULTI_OPS = (OpCode.MULTI, OpCode.MULTI_READ)
-NESTING_MAX = 6  # a write's arguments: a multi's op list, an op, an ACL, an ACL entry
 
 class SessionHost(Protocol):
     """The server as sessions and their connections use it: the engine's trio driver
@@ -268,9 +267,6 @@ class ClientSession:
             self._answer_error(xid, Err.BADARGUMENTS, too_many_ops(op, self.host.config.request_ops_max), started)
             return
         if op in WRITE_OPS:
-            if not _nested_within(args, NESTING_MAX):
-                self._answer_error(xid, Err.BADARGUMENTS, f"the arguments are nested deeper than {NESTING_MAX} levels", started)
-                return
             self._write(xid, op, args, started, size)
         elif op == OpCode.SYNC:
             self._sync(xid, args, started)
@@ -507,16 +503,6 @@ def _watch_lists(args: list[Any]) -> tuple[int, list[str], list[str], list[str],
 
 def _type_names(*values: Any) -> str:
     return ", ".join(type(value).__name__ for value in values)
-
-
-def _nested_within(value: Any, levels: int) -> bool:
-    """``value``'s lists and maps nest at most ``levels`` deep (a deeper one could not even be
-    forwarded to the leader: msgpack packs 512 levels at most)."""
-    if isinstance(value, (list, tuple)):
-        return levels > 0 and all(_nested_within(item, levels - 1) for item in value if isinstance(item, (list, tuple, dict)))
-    if isinstance(value, dict):
-        return levels > 0 and all(_nested_within(item, levels - 1) for item in value.values() if isinstance(item, (list, tuple, dict)))
-    return True
 
 
 def _write_values(op: int, result: Any) -> list[Any]:

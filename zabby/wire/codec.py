@@ -19,8 +19,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from zabby.errors import Err
-from zabby.opcodes import OpCode
+from zabby.errors import Err, RefusedRequest
+from zabby.opcodes import WRITE_OPS, OpCode
 from zabby.wire.messages import XID_NOTIFICATION, pack_frame, parse_connect_request, unpack
 
 DETECT_BYTES = 5  # a frame's length prefix and the first byte of its payload
@@ -111,12 +111,34 @@ class ClientCodec(Protocol):
         ...
 
 
+NESTING_MAX = 6  # a write's arguments: a multi's op list, an op, an ACL, an ACL entry
+
+
+def nested_within(value: Any, levels: int) -> bool:
+    """``value``'s lists and maps nest at most ``levels`` deep."""
+    if isinstance(value, list):
+        return levels > 0 and all(nested_within(item, levels - 1) for item in value if isinstance(item, (list, dict)))
+    if isinstance(value, dict):
+        return levels > 0 and all(nested_within(item, levels - 1) for item in value.values() if isinstance(item, (list, dict)))
+    return True
+
+
 class MsgpackCodec:
     """zabby's own protocol: the values are the wire format."""
 
     name = ClientProtocol.MSGPACK.value
-    decode_request = staticmethod(unpack)
     encode = staticmethod(pack_frame)
+
+    @staticmethod
+    def decode_request(payload: bytes) -> list[Any]:
+        """A write's arguments nested deeper than any op's are refused: a learner could not
+        even forward them to the leader (msgpack packs 512 levels at most).  Jute's records
+        nest no deeper than their layouts."""
+        request = unpack(payload)
+        if len(request) > 2 and request[1] in WRITE_OPS and not nested_within(request[2:], NESTING_MAX):
+            xid = request[0] if isinstance(request[0], int) else 0
+            raise RefusedRequest(xid, Err.BADARGUMENTS, f"the arguments are nested deeper than {NESTING_MAX} levels")
+        return request
 
     @staticmethod
     def decode_connect(payload: bytes) -> ConnectRequest:
