@@ -96,6 +96,33 @@ def test_set_watches_fires_missed_events(zabby_server: ServerProcess) -> None:
     assert _events(watcher) == [(EventType.NODE_CREATED, "/unborn")]
 
 
+def test_set_watches_fires_no_missed_event_about_a_node_the_session_may_not_read(zabby_server: ServerProcess) -> None:
+    """A stale relative zxid was an oracle: NodeCreated, NodeDataChanged, NodeChildrenChanged
+    about protected nodes told a session without READ that they exist and changed when."""
+    owner = raw_session(zabby_server.port)
+    assert owner.call(100, "digest", b"alice:secret")[2] == 0
+    alice_only = [[31, "auth", ""]]
+    owner.call(15, "/open", b"", [[31, "world", "anyone"]], 0, 0)
+    for path in ("/hidden", "/hidden-born"):
+        owner.call(15, path, b"", alice_only, 0, 0)
+    owner.call(15, "/hidden/child", b"", alice_only, 0, 0)
+    owner.call(5, "/hidden", b"changed", -1)
+    owner.call(5, "/open", b"changed", -1)
+    stranger = raw_session(zabby_server.port)
+    stranger.call(101, 1, ["/hidden", "/open"], ["/hidden-born"], ["/hidden"], [], [])
+    stranger.call(3, "/", False)
+    assert _events(stranger) == [(EventType.NODE_DATA_CHANGED, "/open")]
+    alice = raw_session(zabby_server.port)
+    alice.call(100, "digest", b"alice:secret")
+    alice.call(101, 1, ["/hidden"], ["/hidden-born"], ["/hidden"], [], [])
+    alice.call(3, "/", False)
+    assert sorted(_events(alice)) == sorted([(EventType.NODE_DATA_CHANGED, "/hidden"), (EventType.NODE_CREATED, "/hidden-born"),
+                                             (EventType.NODE_CHILDREN_CHANGED, "/hidden")])  # fmt: skip
+    owner.call(5, "/hidden", b"again", -1)  # the stranger's watch on it was used up, as a held-back event's is
+    stranger.call(3, "/", False)
+    assert _events(stranger) == []
+
+
 def test_connection_limit_per_ip(tmp_path) -> None:  # type: ignore[no-untyped-def]
     server = ServerProcess(tmp_path, maxClientCnxns=3)
     server.start()

@@ -221,22 +221,38 @@ READ_HANDLERS: dict[int, ReadHandler] = {
 }
 
 
-def missed_events(tree: DataTree, relative_zxid: int, data: list[str], exist: list[str], child: list[str]) -> list[tuple[int, str]]:
-    """setWatches: the events a reconnecting client missed since ``relative_zxid``."""
-    out: list[tuple[int, str]] = []
+def missed_events(tree: DataTree, who: Asker, relative_zxid: int, data: list[str], exist: list[str],
+                  child: list[str]) -> tuple[list[tuple[int, str]], set[str], set[str]]:  # fmt: skip
+    """setWatches: the events a reconnecting client missed since ``relative_zxid``, and the
+    data and child watches those used up (they are not registered again).
+
+    An event about a node the session may not READ is held back, its watch used up all the
+    same, as ``WatchManager.trigger`` does: else a stale relative zxid would be an oracle of
+    which protected nodes exist and changed.  A deletion reveals nothing a read of the path
+    would not (there is no node left to protect)."""
+    events: list[tuple[int, str]] = []
+    fired_data: set[str] = set()
+    fired_child: set[str] = set()
+
+    def fire(event_type: int, path: str, node: Znode | None, fired: set[str]) -> None:
+        fired.add(path)
+        if node is None or acls.check(node.acl, acls.READ, who.auth_ids, who.superuser):
+            events.append((event_type, path))
+
     for path in data:
         node = tree.nodes.get(path)
         if node is None:
-            out.append((EventType.NODE_DELETED, path))
+            fire(EventType.NODE_DELETED, path, None, fired_data)
         elif node.mzxid > relative_zxid:
-            out.append((EventType.NODE_DATA_CHANGED, path))
+            fire(EventType.NODE_DATA_CHANGED, path, node, fired_data)
     for path in exist:
-        if path in tree.nodes:
-            out.append((EventType.NODE_CREATED, path))
+        node = tree.nodes.get(path)
+        if node is not None:
+            fire(EventType.NODE_CREATED, path, node, fired_data)
     for path in child:
         node = tree.nodes.get(path)
         if node is None:
-            out.append((EventType.NODE_DELETED, path))
+            fire(EventType.NODE_DELETED, path, None, fired_child)
         elif node.pzxid > relative_zxid:
-            out.append((EventType.NODE_CHILDREN_CHANGED, path))
-    return out
+            fire(EventType.NODE_CHILDREN_CHANGED, path, node, fired_child)
+    return events, fired_data, fired_child

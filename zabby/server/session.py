@@ -454,16 +454,15 @@ class ClientSession:
     def _set_watches(self, args: list[Any]) -> list[Any]:
         relative_zxid, data, exist, child, persistent, recursive = _watch_lists(args)
         watches, tree = self.host.watches, self.host.tree
-        missed = missed_events(tree, relative_zxid, data, exist, child)
-        fired = {path for _, path in missed}
+        missed, fired_data, fired_child = missed_events(tree, self, relative_zxid, data, exist, child)
         for path in data:
-            if path not in fired:
+            if path not in fired_data:
                 watches.add_data(path, self)
         for path in exist:
-            if path not in fired:
+            if path not in fired_data:
                 watches.add_data(path, self)
         for path in child:
-            if path not in fired:
+            if path not in fired_child:
                 watches.add_child(path, self)
         for path in persistent:
             watches.add_persistent(path, self, recursive=False)
