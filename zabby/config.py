@@ -19,7 +19,10 @@ from zabby.membership import Member, Membership, MembershipError, parse_member
 
 LOGGER = logging.getLogger("zabby.config")
 
-DEFAULT_4LW_WHITELIST = frozenset({"ruok", "srvr", "stat", "mntr", "isro", "conf", "envi", "dirs"})
+# ZooKeeper's default: srvr alone.  stat and cons name client addresses, envi the host, its
+# user and folders, conf and dirs the data paths: an operator enables what monitoring needs
+# (docs/operations.md, "Securing an ensemble"); /metrics on the admin port is the scrape.
+DEFAULT_4LW_WHITELIST = frozenset({"srvr"})
 ALL_4LW = frozenset(
     {"ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "wchc", "wchp", "dump", "isro", "crst", "srst", "dirs"}
 )

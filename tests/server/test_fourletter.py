@@ -57,12 +57,17 @@ def test_other_words(zabby_server: ServerProcess) -> None:
     assert zabby_server.four_letter("srst") == "Server stats reset.\n"
 
 
-def test_whitelist_default_is_the_harmless_words(tmp_path: Path) -> None:
-    server = ServerProcess(tmp_path, **{"4lw.commands.whitelist": "ruok,srvr,stat,mntr,isro,conf,envi,dirs"})
+def test_the_default_whitelist_is_zookeepers_srvr_alone(tmp_path: Path) -> None:
+    """stat (client addresses), envi (host, user, folders) and conf (data paths) answered by
+    default; ZooKeeper's default is srvr alone."""
+    server = ServerProcess(tmp_path)
+    server.config_path.write_text("".join(line + "\n" for line in server.config_path.read_text().splitlines()
+                                          if not line.startswith("4lw.commands.whitelist")))  # fmt: skip
     server.start()
     try:
-        assert server.four_letter("dump") == "dump is not executed because it is not in the whitelist.\n"
-        assert server.four_letter("ruok") == "imok"
+        for word in ("stat", "envi", "conf", "cons", "dump", "ruok", "mntr"):
+            assert server.four_letter(word) == f"{word} is not executed because it is not in the whitelist.\n"
+        assert "Mode: standalone" in server.four_letter("srvr")
     finally:
         server.kill()
 
