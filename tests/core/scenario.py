@@ -25,6 +25,7 @@ from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn, make_zxid
 
 ACL = [list(entry) for entry in OPEN_ACL_UNSAFE]
+WRITER_SESSION_TIMEOUT_MS = 600_000  # write() outlives any scenario
 
 
 def create_txn(epoch: int, counter: int, path: str, parent_cversion: int) -> Txn:
@@ -51,6 +52,7 @@ class Scenario:
         self.cluster = Cluster(SimOptions(**defaults), random.Random(0), self.checker, self.lines.append)
         self._record_sends()
         self.cxid = 0
+        self._writer = -1  # the session of write(), opened at its first call
 
     def _record_sends(self) -> None:
         network, sent, cluster = self.cluster.network, self.sent, self.cluster
@@ -129,9 +131,16 @@ class Scenario:
         return [m for _, s, d, m in self.sent if isinstance(m, kind) and src in (None, s) and dst in (None, d)]
 
     def write(self, sid: int, path: str) -> None:
-        """A client create through server ``sid`` (the leader, or forwarded by a learner)."""
+        """A client create through server ``sid``: on the leader with no session (id 0, the
+        leader's own writes, checked against none), through a learner in a session of its own
+        (a forwarded write's session must be open: id 0 bypasses nothing there)."""
+        session_id = 0
+        if not self.node(sid).is_leader:
+            if self._writer not in self.node(sid).tree.sessions:
+                self._writer = self.open_session(sid, WRITER_SESSION_TIMEOUT_MS)
+            session_id = self._writer
         self.cxid += 1
-        request = Request(session_id=0, cxid=self.cxid, op=int(OpCode.CREATE),  # 0: no session to check
+        request = Request(session_id=session_id, cxid=self.cxid, op=int(OpCode.CREATE),
                           args=(path, b"x", ACL, int(CreateMode.PERSISTENT), None))  # fmt: skip
         assert self.cluster.submit(self.node(sid), request), f"server {sid} is not serving"
 

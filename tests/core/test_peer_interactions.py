@@ -418,12 +418,12 @@ def test_a_joiner_that_the_initial_servers_do_not_list_votes_for_them() -> None:
     joiner = Peer(PeerConfig(sid=4, voters=frozenset({1, 2, 3, 4})), DurableState(1, 1, z(1, 5), z(1, 5), (txn(1, 5),)))
     assert {m.leader for m in sent(drain(joiner), Notification)} == {4}
     initial = static_membership(PeerConfig(sid=3, voters=VOTERS)).text()
-    joiner.step(3, Notification(leader=3, zxid=z(1, 5), peer_epoch=1, election_epoch=1, state="looking", config=initial))
+    joiner.step(3, Notification(leader=3, zxid=z(1, 5), peer_epoch=1, election_epoch=1, state="looking", config=initial, logged=z(1, 5)))
     votes = sent(drain(joiner), Notification)
     assert votes and {m.leader for m in votes} == {-1}  # a new round, in which it proposes nobody
-    joiner.step(3, Notification(leader=3, zxid=z(1, 5), peer_epoch=1, election_epoch=2, state="looking", config=initial))
+    joiner.step(3, Notification(leader=3, zxid=z(1, 5), peer_epoch=1, election_epoch=2, state="looking", config=initial, logged=z(1, 5)))
     assert {m.leader for m in sent(drain(joiner), Notification)} == {3}
-    joiner.step(2, Notification(leader=3, zxid=z(1, 5), peer_epoch=1, election_epoch=2, state="looking", config=initial))
+    joiner.step(2, Notification(leader=3, zxid=z(1, 5), peer_epoch=1, election_epoch=2, state="looking", config=initial, logged=z(1, 5)))
     assert joiner.election is not None and joiner.election.proposal.leader == 3  # no new round for each such vote
 
 
@@ -466,12 +466,12 @@ def test_a_server_that_only_a_votes_hint_makes_a_voter_joins_the_established_lea
                     DurableState(1, 1, z(1, 8), z(1, 8), (txn(1, 8),), membership=committed))  # fmt: skip
     drain(observer)
     observer.step(3, Notification(leader=3, zxid=z(1, 9), peer_epoch=1, election_epoch=observer.logical_clock,
-                                  state="looking", config=committed.text(), proposed=hinted.text()))  # fmt: skip
+                                  state="looking", config=committed.text(), proposed=hinted.text(), logged=z(1, 9)))  # fmt: skip
     drain(observer)
     assert observer.hinted == hinted and observer.state == ServerState.LOOKING
     for sid, state in ((1, "following"), (4, "leading")):
         observer.step(sid, Notification(leader=4, zxid=z(2, 0), peer_epoch=2, election_epoch=observer.logical_clock,
-                                        state=state, config=committed.text()))  # fmt: skip
+                                        state=state, config=committed.text(), logged=z(2, 0)))  # fmt: skip
     assert observer.state == ServerState.OBSERVING and observer.learner is not None and observer.learner.leader == 4
     assert observer.hinted is None
 
@@ -545,7 +545,7 @@ def test_a_server_whose_logged_reconfig_a_later_leader_never_had_joins_that_lead
     one is ours), so the committed membership's quorum lets us join, and the sync cuts it."""
     peer, committed, _ = _looking_with_a_logged_reconfig()
     assert peer.state == ServerState.LOOKING
-    established = {"leader": 3, "zxid": z(4, 20), "peer_epoch": 4, "election_epoch": 6, "config": committed.text()}
+    established = {"leader": 3, "zxid": z(4, 20), "peer_epoch": 4, "election_epoch": 6, "config": committed.text(), "logged": z(4, 20)}
     peer.step(3, Notification(**established, state="leading"))
     peer.step(1, Notification(**established, state="following"))
     assert peer.state == ServerState.FOLLOWING and peer.soft_state().leader == 3

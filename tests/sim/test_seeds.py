@@ -21,6 +21,7 @@ from zabby.sim.runner import Result, run
 CI_SEEDS = range(1, 1001)
 SOAK_SEEDS = range(1, 10_001)
 RECONFIG_SHARE = 0.3  # of the CI and soak seeds, how many reconfigure (spare servers, super-user clients)
+FORGE_SHARE = 0.3  # of the CI and soak seeds, how many have the forging nemesis (zabby.sim.forge)
 
 # Seeds that once failed and led to a fix.  A seed replays its bug only with the simulator
 # it was found with: 41 was found once the simulator drove the server's own engine (checked
@@ -48,7 +49,7 @@ REGRESSIONS = {
 
 
 def _run(seed: int) -> Result:
-    return run(seed, reconfig_share=RECONFIG_SHARE)
+    return run(seed, reconfig_share=RECONFIG_SHARE, forge_share=FORGE_SHARE)
 
 
 def _failures(seeds: Iterable[int]) -> list[Result]:
@@ -107,6 +108,16 @@ def test_reconfig_seeds_change_the_membership() -> None:
     assert all(r.ok for r in results), _report([r for r in results if not r.ok])
     assert sum(r.stats["memberships"] for r in results) >= 10
     assert sum(r.stats["crashes"] + r.stats["breaks"] for r in results) > 0
+
+
+def test_forging_seeds_forge_and_change_no_membership() -> None:
+    """The forging nemesis does forge (votes with memberships from servers that are no
+    members, stale and impossible ones in members' names, forwarded writes), with reconfigs
+    beside it, and every seed holds: no membership recorded that no reconfig committed."""
+    results = [run(seed, reconfig_share=1.0, forge_share=1.0) for seed in range(1, 21)]
+    assert all(r.ok for r in results), _report([r for r in results if not r.ok])
+    assert sum(r.stats["forged"] for r in results) >= 50
+    assert sum(r.stats["memberships"] for r in results) >= 5
 
 
 def test_snapshots_written_in_the_background_skip_the_ones_due_meanwhile_and_die_with_their_server() -> None:

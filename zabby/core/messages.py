@@ -43,11 +43,14 @@ class Notification:
     state: str  # ServerState value of the sender
     config: str = ""
     proposed: str = ""  # the sender's proposed membership (a RECONFIG logged, not committed)
+    logged: int = -1  # the sender's own last logged zxid: a membership it names can be no later
 
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """A client write (or session close) forwarded by a learner to the leader."""
+    """A client write (or session close) forwarded by a learner to the leader: the session and
+    the identities its client proved to the learner.  ``superuser`` stays on the wire for older
+    servers and is ignored: the leader judges the identities itself."""
 
     TYPE: ClassVar[int] = 1
     session_id: int
@@ -225,6 +228,38 @@ _SNAP_CHUNK_HEAD = bytes([0x93, SnapChunk.TYPE])  # a 3-array, then the type as 
 _ARRAY_HEADER_BYTES = {**{code: 1 for code in range(0x90, 0xA0)}, 0xDC: 3, 0xDD: 5}  # fixarray, array 16, array 32
 
 
+_ANNOTATED_KINDS: dict[str, type[Any]] = {"int": int, "str": str, "bool": bool}
+
+
+def _field_kinds(cls: type[Any]) -> tuple[type[Any], ...]:
+    """The Python type each wire field must decode to (a tuple for any ``tuple[...]``)."""
+    kinds = []
+    for field in dataclasses.fields(cls):
+        if field.metadata.get("wire", True):
+            annotation = str(field.type)
+            kinds.append(tuple if annotation.startswith("tuple") else _ANNOTATED_KINDS[annotation])
+    return tuple(kinds)
+
+
+_KINDS = {type_: _field_kinds(cls) for type_, cls in _TYPES.items()}
+
+
+def _check_kinds(type_: int, values: tuple[Any, ...]) -> None:
+    """Every field has its type: a packet that lies about one is refused here, as malformed,
+    rather than failing somewhere in the core (a forged ``Ack(zxid="x")`` would have)."""
+    kinds = _KINDS[type_]
+    if len(values) > len(kinds):
+        raise TypeError(f"{len(values)} fields for {len(kinds)}")
+    for value, kind in zip(values, kinds):
+        if not isinstance(value, kind) or (kind is int and value.__class__ is bool):
+            raise TypeError(f"a field of type {type(value).__name__} where {kind.__name__} belongs")
+
+
+def _check_txn(txn: tuple[Any, ...]) -> None:
+    if len(txn) != 6 or not isinstance(txn[5], tuple) or not all(type(field) is int for field in txn[:5]):
+        raise TypeError("a txn is not [zxid, session, cxid, time, type, body]")
+
+
 def _wire_values(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     """A message's wire fields as a tuple, read in one call (attrgetter gives a tuple for two
     names or more)."""
@@ -250,15 +285,18 @@ def decode(frame: bytes) -> Message:
         value = _unpackb(frame, raw=False, use_list=False)
         cls = _TYPES[value[0]]
         if cls is Proposal or cls is Inform:
-            (_, txns) = value  # checked before the txns are made: a Txn of 6 fields each
-            if set(map(len, txns)) - {6}:
-                raise TypeError("a txn is not an array of 6")
+            (_, txns) = value  # checked before the txns are made
+            for txn in txns:
+                _check_txn(txn)
             return cls(tuple([_new_tuple(Txn, txn) for txn in txns]))  # type: ignore[no-any-return]
         if cls is SnapChunk:
             (_, records, last) = value
+            _check_kinds(SnapChunk.TYPE, (records, last))
             return SnapChunk(records, last, _records_bytes(frame))
+        fields = value[1:]
+        _check_kinds(value[0], fields)
         # the wire fields in their order, positionally: no dict of them per message
-        return cls(*value[1:])  # type: ignore[no-any-return]
+        return cls(*fields)  # type: ignore[no-any-return]
     except Exception as exc:  # any malformed frame, whatever msgpack, the unpacking or __init__ raised
         raise RemoteProtocolError(f"malformed quorum packet: {exc}") from None
 

@@ -56,7 +56,7 @@ from zabby.core.ready import Ready, SoftState
 from zabby.core.sync import choose_sync
 from zabby.core.types import ServerState, SyncMode, ZabPhase
 from zabby.errors import InvariantError
-from zabby.membership import Member, Membership
+from zabby.membership import Member, Membership, MembershipError
 from zabby.opcodes import OpCode
 from zabby.tree.txns import Txn, follows, make_zxid, zxid_epoch
 
@@ -201,6 +201,12 @@ class Peer:
     def peers(self) -> frozenset[int]:
         """The servers to vote with: every member of the committed, proposed and hinted memberships."""
         return frozenset().union(*(m.sids for m in self._views())) - {self.sid}
+
+    def is_member(self, sid: int) -> bool:
+        """Named by the committed membership or the proposed one: a server that is neither may
+        sync as a non-voting learner (a joiner does, before its reconfig), but what it forwards
+        is not taken, and its acks and votes count for nothing."""
+        return sid in self.membership.sids or (self.proposed is not None and sid in self.proposed.sids)
 
     def _views(self, *, hinted: bool = True, proposed: bool = True) -> list[Membership]:
         """The committed membership first, then (unless ``proposed`` is False) the proposed
@@ -457,7 +463,8 @@ class Peer:
     # ----------------------------------------------------------------- helpers
     def _send(self, sid: int, message: Message) -> None:
         if isinstance(message, Notification):  # our memberships: a peer may adopt them, or find it is no candidate
-            message = replace(message, config=self.membership.text(), proposed=self.proposed.text() if self.proposed else "")
+            message = replace(message, config=self.membership.text(), proposed=self.proposed.text() if self.proposed else "",
+                              logged=self.last_logged)  # fmt: skip
         self._ready.messages.append((sid, message))
         self._regular_sids.add(sid)
 
@@ -554,15 +561,16 @@ class Peer:
             self._broadcast_notification()
 
     def _step_notification(self, sender: int, note: Notification) -> None:
-        if self.state == ServerState.LOOKING and (self._adopt(note.config) | self._adopt_hint(note.proposed)
-                                                  | self._disowned_by(note.config)):  # fmt: skip
+        trusted = self._speaks_for_membership(sender, note)
+        if self.state == ServerState.LOOKING and trusted and (
+                self._adopt(note.config) | self._adopt_hint(note.proposed) | self._disowned_by(note.config)):  # fmt: skip
             self._become_looking()  # a newer membership, or we are no candidate: vote again
         if self.state != ServerState.LOOKING:
             if note.state == ServerState.LOOKING.value:
                 self._send(sender, self._current_vote_notification())
             return
         assert self.election is not None
-        if note.state == ServerState.LEADING.value and self._abandoned_for(note):
+        if note.state == ServerState.LEADING.value and trusted and self._abandoned_for(note):
             self.election.join_quorum = self._quorums(hinted=False, proposed=False)
         changed, decided = self.election.receive(sender, note, self.now)
         self.logical_clock = self.election.logical_clock
@@ -575,6 +583,20 @@ class Peer:
             # Behind us, or a server we do not count (ZooKeeper answers those too): it may
             # count us, in a membership it knows and we have not learnt yet.
             self._send(sender, self.election.notification(self.state))
+
+    def _speaks_for_membership(self, sender: int, note: Notification) -> bool:
+        """Whether a vote's memberships may change ours: only a member's (of a membership we
+        hold, committed, proposed or hinted: the one a joiner joins) can, and only memberships it
+        could have logged, versions no later than the last zxid it says it logged, text that parses.
+        Anyone else's vote is answered and changes nothing (one forged vote from server 99 made
+        it the ensemble's only member, on disk)."""
+        if not any(sender in view.sids for view in self._views()):
+            return False
+        try:
+            versions = [Membership.parse(text).version for text in (note.config, note.proposed) if text]
+        except MembershipError:
+            return False
+        return all(version <= note.logged for version in versions)
 
     def _abandoned_for(self, leading: Notification) -> bool:
         """Whether a leader's own notification shows that the membership our log proposes
@@ -657,7 +679,7 @@ class Peer:
             return
         info.heard_tick = self.now
         if isinstance(message, Request):  # the busy leader's two messages first: each forwarded write, each ACK
-            if leader.established:
+            if leader.established and info.uptodate and self.is_member(sender):
                 self._ready.requests.append((sender, message))
         elif isinstance(message, Ack):
             self._leader_ack(sender, info, message.zxid)

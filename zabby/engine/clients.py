@@ -139,6 +139,9 @@ class ClientCalls:
                 is full (a leader answers that with an ERROR txn, in the session's order).
         """
         self._check_serving()
+        if not self.is_leader and not self.peer.is_member(self.config.server_id):
+            raise ZabbyError(Err.NOTREADONLY, f"server {self.config.server_id} is no member of the ensemble yet (the reconfig that "
+                             "adds it has not committed): the leader takes no writes through it")  # fmt: skip
         if self.space_low and op not in SESSION_OPS and not self.is_leader:
             raise self._disk_full_error()
         self.waiting.put((caller.session_id, cxid), done)
@@ -150,13 +153,16 @@ class ClientCalls:
                                       auth_ids=tuple(caller.auth_ids), superuser=caller.superuser))  # fmt: skip
         self.wake()
 
-    def _prepare(self, op: int, args: tuple[Any, ...], caller: Caller, cxid: int) -> None:
+    def _prepare(self, op: int, args: tuple[Any, ...], caller: Caller, cxid: int, forwarded: bool = False) -> None:
+        """Turn a write into the next txn (an ERROR txn for a failed one).  A forwarded write's
+        session must be open whatever its id: session id 0 (the leader's own system writes)
+        bypasses nothing that comes over the network."""
         zxid = self._next_zxid()
         now = self.clock.wall_ms()
         try:
             if self.space_low and op not in SESSION_OPS:
                 raise self._disk_full_error()  # an ERROR txn is tiny: the reserve holds many
-            if op not in SESSION_OPS and caller.session_id and not self._session_open(caller.session_id):
+            if op not in SESSION_OPS and (caller.session_id or forwarded) and not self._session_open(caller.session_id):
                 # ZooKeeper's checkSession: an ephemeral of a closed session would never go
                 raise ZabbyError(Err.SESSIONEXPIRED, f"session 0x{caller.session_id:x} is closed or closing")
             if op == OpCode.CLOSE_SESSION:

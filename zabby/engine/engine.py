@@ -469,6 +469,20 @@ class Engine(ClientCalls):
         self._replace_tree(recovered.tree)
         self._tree_committed = False
 
+    def _forwarded_caller(self, sid: int, request: Request) -> Caller | None:
+        """Who a learner's forwarded write is for: the session and the identities its client
+        proved to the learner (as ZooKeeper forwards authInfo).  Superuser is this server's
+        judgement of those ids (skipACL, superDigest), never the packet's word; None, and the
+        request dropped, if the ids are not (scheme, id) pairs of strings."""
+        auth_ids = request.auth_ids
+        if not all(isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) and isinstance(a[1], str) for a in auth_ids):
+            LOGGER.warning("dropping a request forwarded by server %d: its identities are not (scheme, id) pairs", sid)
+            return None
+        ids = [(scheme, ident) for scheme, ident in auth_ids]
+        super_digest = self.config.super_digest
+        superuser = self.config.skip_acl or (super_digest is not None and ("digest", super_digest) in ids)
+        return Caller(request.session_id, ids, superuser)
+
     def _replace_tree(self, tree: DataTree) -> None:
         self.tree = tree
         self.preparer = Preparer(tree, self.preparer.limits)
@@ -477,9 +491,10 @@ class Engine(ClientCalls):
         """Step 6 of the Ready: forwarded writes, touched sessions.  Writes that reached a
         leader which stepped down in this Ready are dropped: their learners lose this leader
         too, and their clients see the connection lost (nothing was acknowledged)."""
-        for _, request in ready.requests if self.peer.established_leader else ():
-            caller = Caller(request.session_id, [tuple(a) for a in request.auth_ids], request.superuser)  # type: ignore[misc]
-            self._prepare(request.op, request.args, caller, request.cxid)
+        for sid, request in ready.requests if self.peer.established_leader else ():
+            caller = self._forwarded_caller(sid, request)
+            if caller is not None:
+                self._prepare(request.op, request.args, caller, request.cxid, forwarded=True)
         if ready.touched_sessions:
             now = self.clock.monotonic_ms()
             for session_id in ready.touched_sessions:

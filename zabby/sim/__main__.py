@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stats", action="store_true", help="print each seed's options and counters")
     parser.add_argument("--reconfig", type=float, default=0.0, metavar="SHARE",
                         help="the share of seeds whose clients reconfigure (default 0: see docs/reliability.md)")
+    parser.add_argument("--forge", type=float, default=0.0, metavar="SHARE",
+                        help="the share of seeds with the forging nemesis (forged votes, memberships and packets)")
     args = parser.parse_args(argv)
     seeds = range(args.seed, args.seed + 1) if args.seed is not None else args.seeds
     trace = print if args.verbose else None
@@ -34,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     totals: dict[str, int] = {}
     started = time.perf_counter()
     for seed in seeds:
-        result = run(seed, trace=trace, reconfig_share=args.reconfig)
+        result = run(seed, trace=trace, reconfig_share=args.reconfig, forge_share=args.forge)
         for key, value in result.stats.items():
             totals[key] = totals.get(key, 0) + value
         if args.stats or args.seed is not None:

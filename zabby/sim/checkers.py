@@ -26,6 +26,9 @@ from zabby.sim.disk import chain_next
 from zabby.tree.txns import Txn, make_zxid
 
 
+FORGED_CXID = 0x7F0F0F0F  # the cxid of the forging nemesis's writes (zabby.sim.forge): none may be applied
+
+
 class Violation(AssertionError):
     """A safety invariant failed: a bug in the core (or the simulated shell)."""
 
@@ -49,11 +52,14 @@ class Checker:
     acked_max: int = 0
     applies: int = 0
     memberships: list[tuple[int, frozenset[int]]] = field(default_factory=list)  # committed: (version, voters)
+    logged_memberships: dict[int, frozenset[int]] = field(default_factory=dict)  # a RECONFIG some server logged: voters by zxid
     reconfigs: dict[int, frozenset[int]] = field(default_factory=dict)  # every RECONFIG applied: zxid -> voters
 
     # ----------------------------------------------------------------- applies
     def on_apply(self, sid: int, tree_zxid: int, tree_chain: int, txn: Txn, *, committed: bool) -> int:
         """Check and record one apply; returns the server's new rolling hash."""
+        if txn.cxid == FORGED_CXID:
+            raise Violation(f"server {sid} applied 0x{txn.zxid:x}, a txn of a write forged by a server that is no member")
         if txn.zxid <= tree_zxid:
             raise Violation(f"server {sid} applied 0x{txn.zxid:x} after 0x{tree_zxid:x} (out of order)")
         new = chain_next(tree_chain, txn)
@@ -71,6 +77,20 @@ class Checker:
             self._commit_history(txn.zxid)
         self.applies += 1
         return new
+
+    def on_logged(self, txns: list[Txn]) -> None:
+        """Txns a server logged: the memberships their RECONFIGs propose may be recorded."""
+        for txn in txns:
+            if txn.type == OpCode.RECONFIG:
+                self.logged_memberships[txn.zxid] = Membership.parse(txn.body[0]).voters
+
+    def on_membership(self, sid: int, membership: Membership) -> None:
+        """A server records a membership as committed: one a logged RECONFIG txn made (no
+        forged vote's), with that txn's voters."""
+        voters = self.logged_memberships.get(membership.version)
+        if voters is None or voters != membership.voters:
+            raise Violation(f"server {sid} records membership 0x{membership.version:x} (voters {sorted(membership.voters)}), "
+                            "which no logged reconfig made")  # fmt: skip
 
     def _commit(self, zxid: int) -> None:
         if zxid in self.committed_set:

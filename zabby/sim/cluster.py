@@ -139,7 +139,7 @@ def _configs(options: SimOptions) -> dict[int, tuple[ServerConfig, PeerConfig]]:
             session_timeout_ms_min=8 * TICK_MS, session_timeout_ms_max=400 * TICK_MS,
             snap_count=max(2, options.snapshot_every_txns), container_check_interval_ms=40 * TICK_MS,
             commit_log_count=options.commit_log_count, peers=addresses, server_id=sid,
-            reconfig_enabled=options.reconfig_probability > 0,
+            reconfig_enabled=options.reconfig_probability > 0, super_digest=SUPER_DIGEST,
         )  # fmt: skip
         peer_config = PeerConfig(
             sid=sid, voters=voters | {sid} if sid in spares else voters, observers=observers,
@@ -151,6 +151,9 @@ def _configs(options: SimOptions) -> dict[int, tuple[ServerConfig, PeerConfig]]:
         )  # fmt: skip
         out[sid] = (config, peer_config)
     return out
+
+
+SUPER_DIGEST = "super:simulated"  # the digest identity a client proves to reconfigure (superDigest)
 
 
 def sim_member(sid: int, observer: bool = False) -> Member:
@@ -175,7 +178,7 @@ class Cluster:
         # client hooks, set by the workload
         self.on_clients_closed: Callable[[Node], None] = lambda node: None
         self.on_node_down: Callable[[Node], None] = lambda node: None
-        self.stats: dict[str, int] = {"crashes": 0, "crashes_in_ready": 0, "lost_unsynced": 0, "snaps": 0,
+        self.stats: dict[str, int] = {"forged": 0, "crashes": 0, "crashes_in_ready": 0, "lost_unsynced": 0, "snaps": 0,
                                       "truncs": 0, "reloads": 0, "elections": 0, "restarts": 0, "snapshots": 0,
                                       "snapshots_skipped": 0}  # fmt: skip
         for node in self.nodes.values():
@@ -347,6 +350,7 @@ class Cluster:
             return False  # the sim disk purges as it saves a snapshot, and never fills up
         elif isinstance(effect, Reconfigure):  # every simulated server reaches every other by its id
             if effect.committed and effect.membership.version:
+                self.checker.on_membership(node.sid, effect.membership)
                 node.disk.membership = effect.membership
                 self.log(f"server {node.sid} records membership {effect.membership.version:x}: "
                          f"voters {sorted(effect.membership.voters)} observers {sorted(effect.membership.observers)}")  # fmt: skip
@@ -354,6 +358,8 @@ class Cluster:
 
     def _send(self, node: Node, effect: Send) -> None:
         for dst, message in effect.messages:
+            if dst not in self.nodes:  # a forged sender's (zabby.sim.forge): nobody there
+                continue
             self.network.send(self.now, node.sid, dst, message)
             if message.__class__ is Proposal or message.__class__ is Inform:
                 self._check_txn_stream(node.sid, dst, message)  # type: ignore[arg-type]
@@ -398,6 +404,7 @@ class Cluster:
             self.checker.on_truncate(node.sid, disk.truncate(effect.truncate_to))
         if effect.append:
             disk.append(effect.append)
+            self.checker.on_logged(effect.append)
         if not sync and effect.sync:
             return False  # a crash between the append and the fsync: the current epoch waits too
         if sync:
@@ -409,6 +416,7 @@ class Cluster:
         """Append; sync at once (as the server does for one write alone) or leave it to a
         later tick (its kernel's AIO)."""
         node.disk.append(effect.txns)
+        self.checker.on_logged(effect.txns)
         if not effect.sync:
             return False, False
         if not node.sync_wanted and self.rng.random() < 0.3:

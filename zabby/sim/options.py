@@ -58,6 +58,7 @@ class SimOptions:
     sync_probability: float = 0.1  # of a client's operations, how many are syncs
     request_timeout_ticks: int = 120
     reconfig_probability: float = 0.0  # of a client's writes, how many are reconfigs (super user)
+    forge_probability: float = 0.0  # per tick: a forged vote, request or learner packet reaches a server
 
     @property
     def node_count(self) -> int:
@@ -68,7 +69,7 @@ class SimOptions:
         return replace(
             self, break_probability=0.0, duplicate_probability=0.0, reorder_probability=0.0,
             partition_probability=0.0, crash_probability=0.0, clock_jump_probability=0.0,
-            clock_stall_probability=0.0,
+            clock_stall_probability=0.0, forge_probability=0.0,
         )  # fmt: skip
 
 
@@ -77,9 +78,12 @@ def _maybe(rng: random.Random, p_on: float, high: float) -> float:
     return rng.uniform(0.0, high) if rng.random() < p_on else 0.0
 
 
-def swarm(rng: random.Random, seed: int, reconfig_share: float = 0.0) -> SimOptions:
+def swarm(rng: random.Random, seed: int, reconfig_share: float = 0.0, forge_share: float = 0.0) -> SimOptions:
     """``reconfig_share``: the share of seeds whose clients reconfigure (spares, a reconfig
-    probability); off by default until the seeds it finds are fixed (docs/reliability.md)."""
+    probability); off by default until the seeds it finds are fixed (docs/reliability.md).
+    ``forge_share``: the share of seeds with the forging nemesis (votes, memberships,
+    forwarded writes and learner packets from servers that are no members, and stale or
+    impossible memberships in members' names)."""
     voter_count = rng.choice((1, 3, 3, 3, 5, 5))
     observer_count = 1 if rng.random() < 0.2 else 0
     delay_max = rng.randint(1, 4)
@@ -123,7 +127,9 @@ def swarm(rng: random.Random, seed: int, reconfig_share: float = 0.0) -> SimOpti
         **_reconfig_options(rng, reconfig_share),  # drawn after the rest: the seeds from before reconfig keep their options
     )
     # drawn last, so every seed from before keeps the options it had
-    return replace(options, snapshot_ticks_max=rng.choice((0, 0, 3, 30)))
+    options = replace(options, snapshot_ticks_max=rng.choice((0, 0, 3, 30)))
+    forging = rng.random() < forge_share
+    return replace(options, forge_probability=rng.uniform(0.005, 0.05)) if forging else options
 
 
 def _reconfig_options(rng: random.Random, share: float) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from zabby.core.types import ServerState
 from zabby.sim.checkers import Checker, Violation
 from zabby.sim.cluster import TICK_MS, Cluster, Node
+from zabby.sim.forge import forge
 from zabby.sim.options import SimOptions, swarm
 from zabby.sim.workload import Workload
 from zabby.tree.datatree import DataTree
@@ -41,9 +42,11 @@ class Result:
     options: SimOptions | None = None
     stats: dict[str, int] = field(default_factory=dict)
     reconfig_share: float = 0.0
+    forge_share: float = 0.0
 
     def reproduce(self) -> str:
         share = f" --reconfig {self.reconfig_share}" if self.reconfig_share else ""
+        share += f" --forge {self.forge_share}" if self.forge_share else ""
         return f"reproduce: python -m zabby.sim --seed {self.seed}{share}"
 
 
@@ -127,6 +130,8 @@ class Simulation:
             node.stalled_until = cluster.now + rng.randint(1, options.clock_jump_ticks_max)
             cluster.log(f"server {node.sid}: ticks stall until {node.stalled_until}")
         self._partitions(sids)
+        if options.forge_probability and rng.random() < options.forge_probability:
+            forge(cluster, rng)
 
     def _partitions(self, sids: list[int]) -> None:
         options, rng, cluster = self.options, self.fault_rng, self.cluster
@@ -235,15 +240,16 @@ def _recover(node: Node) -> DataTree:
     return tree
 
 
-def options_for(seed: int, reconfig_share: float = 0.0, **overrides: object) -> SimOptions:
+def options_for(seed: int, reconfig_share: float = 0.0, forge_share: float = 0.0, **overrides: object) -> SimOptions:
     from dataclasses import replace
 
-    options = swarm(random.Random(seed ^ 0x5EED), seed, reconfig_share)
+    options = swarm(random.Random(seed ^ 0x5EED), seed, reconfig_share, forge_share)
     return replace(options, **overrides) if overrides else options  # type: ignore[arg-type]
 
 
-def run(seed: int, *, trace: Callable[[str], None] | None = None, reconfig_share: float = 0.0, **overrides: object) -> Result:
-    options = options_for(seed, reconfig_share, **overrides)
+def run(seed: int, *, trace: Callable[[str], None] | None = None, reconfig_share: float = 0.0, forge_share: float = 0.0,
+        **overrides: object) -> Result:  # fmt: skip
+    options = options_for(seed, reconfig_share, forge_share, **overrides)
     sim = Simulation(options, trace)
     try:
         sim.run()
@@ -251,5 +257,5 @@ def run(seed: int, *, trace: Callable[[str], None] | None = None, reconfig_share
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         if not isinstance(exc, Violation):
             detail += "\n" + "".join(traceback.format_tb(exc.__traceback__)[-4:])
-        return Result(seed, False, detail, sim.cluster.now, options, sim.stats(), reconfig_share)
-    return Result(seed, True, "", sim.cluster.now, options, sim.stats(), reconfig_share)
+        return Result(seed, False, detail, sim.cluster.now, options, sim.stats(), reconfig_share, forge_share)
+    return Result(seed, True, "", sim.cluster.now, options, sim.stats(), reconfig_share, forge_share)

@@ -20,10 +20,10 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from zabby.errors import ZabbyError
+from zabby.errors import Err, ZabbyError
 from zabby.opcodes import CreateMode, OpCode
 from zabby.sim.checkers import AckedWrite, Checker
-from zabby.sim.cluster import TICK_MS, Cluster, Node, sim_member
+from zabby.sim.cluster import SUPER_DIGEST, TICK_MS, Cluster, Node, sim_member
 from zabby.sim.options import SimOptions
 from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn
@@ -177,10 +177,13 @@ class Workload:
                 op, args = (OpCode.RECONFIG, self._reconfig(node)) if reconfig else self._op(client)
                 client.outstanding = Outstanding(client.cxid, "write", now, 0)
                 self.stats["reconfigs" if reconfig else "writes"] += 1
-                caller = Caller(client.session_id, [], superuser=reconfig)
+                caller = Caller(client.session_id, [("digest", SUPER_DIGEST)] if reconfig else [], superuser=reconfig)
                 node.engine.submit(op, args, caller, client.cxid, lambda txn, result: self._answered(client, node, txn))
-        except ZabbyError:
+        except ZabbyError as exc:
             client.outstanding = None
+            if exc.code == Err.NOTREADONLY:  # a server that takes no writes (no member): go elsewhere
+                self.disconnect(client, str(exc))
+                client.sid = self.rng.choice(sorted(self.cluster.nodes))
             return
         self.cluster.log(f"client {client.index} -> server {node.sid}: {client.outstanding.kind} cxid {client.cxid}")
         self.cluster.drain(node)

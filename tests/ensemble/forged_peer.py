@@ -1,0 +1,21 @@
+"""A process on the peer ports that claims a server id: the hello, then any quorum packets
+(``zabby.core.messages``), as zabby's transport frames them.  For the tests of issue 43."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import msgpack
+
+from zabby.core.messages import Message, encode
+from zabby.wire.framing import encode_frame
+
+
+def send_as(port: int, claimed_sid: int, messages: list[Message], *, hold_s: float = 0.5) -> None:
+    """Connect to ``port`` (a quorum or election port) as server ``claimed_sid`` and send
+    ``messages``; hold the connection ``hold_s`` so they are read, then close."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        hello = [claimed_sid, "127.0.0.1", 1, 1, False]
+        sock.sendall(encode_frame(msgpack.packb(hello)) + b"".join(encode_frame(encode(m)) for m in messages))
+        time.sleep(hold_s)

@@ -1,0 +1,83 @@
+"""What a process on the same host that knows the peer protocol can do, on default settings
+(issue 43).  Each of these once worked."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from kazoo.security import make_digest_acl
+
+from tests.ensemble.forged_peer import send_as
+from zabby.core.messages import FollowerInfo, Notification, Request
+from zabby.local.processes import Ensemble, wait_until
+from zabby.membership import Member, Membership
+from zabby.opcodes import OpCode
+
+
+def test_a_vote_from_a_server_that_is_no_member_changes_no_membership(tmp_path: Path) -> None:
+    """One notification from server 99 carrying a membership, to a server electing a leader,
+    became its configuration on disk, and then every server's: none could start again."""
+    ensemble = Ensemble(tmp_path, 3)
+    lonely = ensemble.servers[1]
+    lonely.launch()  # alone: it looks for a leader for as long as the others are down
+    try:
+        time.sleep(1.0)
+        forged = Membership.of([Member(99, "127.0.0.1", 1, 1)], 2**40).text()
+        vote = Notification(leader=99, zxid=2**50, peer_epoch=99, election_epoch=1, state="looking", config=forged, proposed=forged, logged=2**50)
+        for _ in range(3):
+            send_as(ensemble.ports[1][1], 99, [vote], hold_s=0.3)
+        for server in (ensemble.servers[2], ensemble.servers[3]):
+            server.launch()
+        for server in ensemble.servers.values():
+            server.wait_serving(30)
+        assert "server.99" not in lonely.four_letter("conf")
+        lonely.restart()  # what it keeps on disk is the ensemble's membership
+        assert lonely.mode() in ("leader", "follower")
+    finally:
+        ensemble.kill_all()
+
+
+def test_a_process_that_claims_a_server_id_writes_nothing_past_acls_and_ends_no_session(tmp_path: Path) -> None:
+    """Any sid was taken as a learner, its forwarded Requests right after FOLLOWERINFO, and
+    the superuser flag they carried believed: a digest-protected znode was overwritten and a
+    victim's session closed, its ephemeral lock deleted."""
+    ensemble = Ensemble(tmp_path, 3)
+    ensemble.start()
+    owner = KazooClient(hosts=ensemble.hosts, timeout=10, auth_data=[("digest", "alice:secret")])
+    owner.start(timeout=20)
+    try:
+        owner.create("/secret", b"mine", acl=[make_digest_acl("alice", "secret", all=True)])
+        owner.create("/lock", b"", ephemeral=True)
+        victim_session = owner.client_id[0]
+        leader = next(sid for sid, server in ensemble.servers.items() if server.mode() == "leader")
+        follower = next(sid for sid in ensemble.servers if sid != leader)
+        info = FollowerInfo(accepted_epoch=2**20, last_zxid=0)
+        attacks = [
+            Request(session_id=victim_session, cxid=1, op=int(OpCode.SET_DATA), args=("/secret", b"stolen", -1), auth_ids=(), superuser=True),
+            Request(session_id=0, cxid=2, op=int(OpCode.SET_DATA), args=("/secret", b"stolen", -1), auth_ids=(), superuser=True),
+            Request(session_id=victim_session, cxid=3, op=int(OpCode.CLOSE_SESSION), args=(), auth_ids=(), superuser=True),
+        ]
+        for claimed in (99, follower):  # a stranger, and a member's id (not synced on this link)
+            send_as(ensemble.ports[leader][0], claimed, [info, *attacks], hold_s=1.0)
+        time.sleep(1.0)
+        reader = KazooClient(hosts=ensemble.hosts, timeout=10)
+        reader.start(timeout=20)
+        try:
+            try:
+                reader.get("/secret")
+                raise AssertionError("the protected znode is readable without its digest")
+            except NoAuthError:
+                pass
+            assert reader.exists("/lock") is not None  # the victim's session lives
+        finally:
+            reader.stop()
+            reader.close()
+        assert owner.get("/secret")[0] == b"mine"
+        wait_until(lambda: all(s.mode() in ("leader", "follower") for s in ensemble.servers.values()), 30, "the ensemble serving")
+    finally:
+        owner.stop()
+        owner.close()
+        ensemble.kill_all()
