@@ -19,3 +19,21 @@ def send_as(port: int, claimed_sid: int, messages: list[Message], *, hold_s: flo
         hello = [claimed_sid, "127.0.0.1", 1, 1, False]
         sock.sendall(encode_frame(msgpack.packb(hello)) + b"".join(encode_frame(encode(m)) for m in messages))
         time.sleep(hold_s)
+
+
+def open_as(port: int, claimed_sid: int, *, source: str = "127.0.0.1") -> socket.socket:
+    """A link to ``port`` from ``source`` that says it is server ``claimed_sid`` and stays open."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
+    sock.sendall(encode_frame(msgpack.packb([claimed_sid, source, 1, 1, False])))
+    return sock
+
+
+def closed_by_peer(sock: socket.socket, wait_s: float = 3.0) -> bool:
+    """Whether the other end closed ``sock`` within ``wait_s`` (it never writes on a link)."""
+    sock.settimeout(wait_s)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:
+        return True

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 
-from tests.ensemble.forged_peer import send_as
+from tests.ensemble.forged_peer import closed_by_peer, open_as, send_as
 from zabby.core.messages import FollowerInfo, Notification, Request
 from zabby.local.processes import Ensemble, wait_until
 from zabby.membership import Member, Membership
@@ -24,7 +25,7 @@ def test_a_vote_from_a_server_that_is_no_member_changes_no_membership(tmp_path: 
     lonely = ensemble.servers[1]
     lonely.launch()  # alone: it looks for a leader for as long as the others are down
     try:
-        time.sleep(1.0)
+        wait_until(lambda: _listening(ensemble.ports[1][1]), 20, "server 1's election port")
         forged = Membership.of([Member(99, "127.0.0.1", 1, 1)], 2**40).text()
         vote = Notification(leader=99, zxid=2**50, peer_epoch=99, election_epoch=1, state="looking", config=forged, proposed=forged, logged=2**50)
         for _ in range(3):
@@ -80,4 +81,73 @@ def test_a_process_that_claims_a_server_id_writes_nothing_past_acls_and_ends_no_
     finally:
         owner.stop()
         owner.close()
+        ensemble.kill_all()
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _vm_kb(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise AssertionError(key)
+
+
+def test_a_hello_cannot_take_a_live_members_link_nor_claim_a_member_from_another_host(tmp_path: Path) -> None:
+    """A hello that claimed a member's id replaced that member's link."""
+    ensemble = Ensemble(tmp_path, 3)
+    ensemble.start()
+    try:
+        leader = next(sid for sid, server in ensemble.servers.items() if server.mode() == "leader")
+        follower = next(sid for sid in ensemble.servers if sid != leader)
+        impostor = open_as(ensemble.ports[leader][0], follower)  # from the member's own host: its link is live
+        stranger_host = open_as(ensemble.ports[leader][0], follower, source="127.0.0.2")
+        assert closed_by_peer(impostor) and closed_by_peer(stranger_host)
+        log = ensemble.servers[leader].log_path.read_text()
+        assert f"link for server {follower}" in log or "its link is live" in log
+        client = KazooClient(hosts=ensemble.servers[follower].hosts, timeout=10)
+        client.start(timeout=20)
+        try:
+            client.create("/through-the-follower", b"ok")  # its link to the leader still carries its writes
+        finally:
+            client.stop()
+            client.close()
+    finally:
+        ensemble.kill_all()
+
+
+def test_peer_ports_hold_no_more_than_a_bounded_amount_for_strangers(tmp_path: Path) -> None:
+    """8 links each holding an unfinished 59 MiB frame took a follower from 36 to 527 MB."""
+    ensemble = Ensemble(tmp_path, 3)
+    ensemble.start()
+    socks = []
+    try:
+        target = ensemble.servers[1]
+        pid = target.proc.pid  # type: ignore[union-attr]
+        before_kb = _vm_kb(pid, "VmRSS")
+        chunk = b"\x00" * (1 << 20)
+        for index in range(8):
+            sock = open_as(ensemble.ports[1][0], 90 + index)  # servers no membership names
+            sock.sendall((59 * 2**20).to_bytes(4, "big"))
+            try:
+                for _ in range(58):
+                    sock.sendall(chunk)
+            except OSError:
+                pass  # refused: its frame is over a stranger's limit
+            socks.append(sock)
+        silent = [socket.create_connection(("127.0.0.1", ensemble.ports[1][0]), timeout=5) for _ in range(40)]
+        socks.extend(silent)  # never say who they are
+        assert all(closed_by_peer(sock, 5.0) for sock in silent)  # the hello's deadline
+        growth_mb = (_vm_kb(pid, "VmHWM") - before_kb) / 1024
+        assert growth_mb < 100, f"{growth_mb:.0f} MB"
+        assert target.mode() in ("leader", "follower")
+    finally:
+        for sock in socks:
+            sock.close()
         ensemble.kill_all()

@@ -21,7 +21,7 @@ from zabby.core.messages import SnapChunk, decode, encode
 from zabby.local import process_alive
 from zabby.local.processes import wait_until
 from zabby.server.forks import (
-    SNAP_CHUNK_RECORDS, SNAPSHOT_IDLE_S, SNAPSHOT_NICENESS, BackgroundPriority, DigestChild, ForkFreezer, _can_leave_idle,
+    SNAP_CHUNK_BYTES, SNAP_CHUNK_RECORDS, SNAPSHOT_IDLE_S, SNAPSHOT_NICENESS, BackgroundPriority, DigestChild, ForkFreezer, _can_leave_idle,
     fork_child, write_snapshot_frames,
 )  # fmt: skip
 from zabby.opcodes import OpCode
@@ -29,6 +29,7 @@ from zabby.storage.datadir import DataDir
 from zabby.storage.snapshot import SnapshotWriter, read_snapshot, write_snapshot
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn, make_zxid
+from zabby.server.transport import member_frame_bytes_max
 from zabby.wire.framing import FrameDecoder
 
 
@@ -42,6 +43,18 @@ def test_snapshot_frames_carry_every_record_once_and_end_with_last() -> None:
     assert [chunk.last for chunk in chunks] == [False] * (len(chunks) - 1) + [True]
     assert [tuple(r) for chunk in chunks for r in chunk.records] == [tuple(r) for r in records]
     assert all(len(chunk.records) <= SNAP_CHUNK_RECORDS for chunk in chunks)
+
+
+def test_a_chunk_of_large_znodes_ends_by_bytes_under_a_members_frame_limit() -> None:
+    """2,000 znodes of 1 MB made one frame of 2 GB, which any receiver refuses (its limit is
+    64 of jute.maxbuffer): the SNAP could never finish."""
+    records = [(f"/big{index}", b"x" * 1_000_000, ()) for index in range(40)]
+    pipe = io.BytesIO()
+    write_snapshot_frames(pipe, iter(records))
+    limit = member_frame_bytes_max(0xFFFFF)
+    frames = FrameDecoder(limit).receive_data(pipe.getvalue())
+    assert len(frames) > 1 and all(len(frame) <= SNAP_CHUNK_BYTES + 1_000_000 + 1024 for frame in frames)
+    assert [r[0] for frame in frames for r in decode(frame).records] == [r[0] for r in records]  # type: ignore[attr-defined]
 
 
 def test_an_empty_tree_is_one_last_chunk() -> None:

@@ -21,7 +21,6 @@ import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -34,6 +33,7 @@ from zabby.tree.datatree import DataTree, records_digest
 from zabby.wire.framing import encode_frame
 
 SNAP_CHUNK_RECORDS = 2000
+SNAP_CHUNK_BYTES = 4 * 2**20  # a chunk ends once its data passes this (one record may pass it by jute.maxbuffer)
 # A snapshot file's child first runs at idle priority, then, if it is still running after
 # SNAPSHOT_IDLE_S, at SNAPSHOT_NICENESS (about a tenth of a core beside busy servers).
 SNAPSHOT_IDLE_S = 20.0
@@ -75,14 +75,23 @@ def _die_with_parent(parent: int) -> None:
 
 def write_snapshot_frames(pipe: BinaryIO, records: Iterable[tuple[Any, ...]]) -> None:
     """The quorum frames of a snapshot stream: SnapChunk messages of SNAP_CHUNK_RECORDS records,
-    the last one shorter (empty when the records fill the others exactly)."""
-    records = iter(records)
-    while True:
-        chunk = tuple(islice(records, SNAP_CHUNK_RECORDS))
-        last = len(chunk) < SNAP_CHUNK_RECORDS
-        pipe.write(encode_frame(encode(SnapChunk(records=chunk, last=last))))
-        if last:
-            return
+    or fewer where their data passes SNAP_CHUNK_BYTES (a receiver refuses a frame over its
+    limit: 2,000 znodes of 1 MB would have made one of 2 GB), the last one marked ``last``
+    (empty when the records end with a full chunk)."""
+    chunk: list[tuple[Any, ...]] = []
+    chunk_bytes = 0
+    for record in records:
+        chunk.append(record)
+        chunk_bytes += _record_bytes(record)
+        if len(chunk) == SNAP_CHUNK_RECORDS or chunk_bytes >= SNAP_CHUNK_BYTES:
+            pipe.write(encode_frame(encode(SnapChunk(records=tuple(chunk), last=False))))
+            chunk, chunk_bytes = [], 0
+    pipe.write(encode_frame(encode(SnapChunk(records=tuple(chunk), last=True))))
+
+
+def _record_bytes(record: tuple[Any, ...]) -> int:
+    """About what a snapshot record packs to: its path (or kind) and its data, and room for the rest."""
+    return 128 + sum(len(field) for field in record[:2] if isinstance(field, (bytes, str)))
 
 
 def download_image(tree: DataTree) -> tuple[ForkedStream, int, int]:

@@ -49,7 +49,7 @@ from zabby.server.guard import contained
 from zabby.server.kernel_sync import KernelSync, SubmitRefused
 from zabby.server.session import ClientSession
 from zabby.server.stats import ServerStats
-from zabby.server.transport import Transport
+from zabby.server.transport import Transport, member_frame_bytes_max
 from zabby.storage import faults
 from zabby.storage.datadir import DataDir, RecoveryError
 from zabby.storage.epochs import read_epoch, write_epoch
@@ -136,15 +136,16 @@ class ZabbyServer:
                              freezer=ForkFreezer(datadir.snap_dir), rng=random.SystemRandom(), wake=self._wake_up,
                              stats=self.stats, sync_in_background=self._kernel_sync is not None and bool(config.peers))  # fmt: skip
         self.engine.space_low = log.space_low
-        self.transport: Transport | None = None
-        if config.peers:
-            self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
-                                       config.quorum_tls)  # fmt: skip
         self._wake = trio.Event()
         self._throttled_connections: set[Any] = set()  # connections waiting for globalOutstandingLimit
         self.client_memory = ClientMemory(config.client_memory_budget_bytes, config.connection_memory_bytes_max,
                                           config.jute_buffer_bytes_max + FRAME_HEADROOM_BYTES)  # fmt: skip
         self.client_logs = RateLimitedLogs(CONN_LOGGER, CLIENT_LOG_INTERVAL_S)  # refusals and closes a flood repeats
+        self.transport: Transport | None = None
+        if config.peers:  # peer links' unread input counts in the same budget as the clients'
+            self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
+                                       config.quorum_tls, frame_bytes_max=member_frame_bytes_max(config.jute_buffer_bytes_max),
+                                       memory=self.client_memory, warn=self.warn_rate_limited)  # fmt: skip
         self._fsync_recent_s = 0.0  # a moving average of fsync times
         self._sync_wanted = trio.Event()  # an Append asked the background sync for more
         self._sync_idle = trio.Event()  # no background sync running or wanted

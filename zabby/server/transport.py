@@ -22,6 +22,7 @@ server goes on working, and the pipe's capacity is the only buffer.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import signal
@@ -36,9 +37,10 @@ import trio
 
 from zabby import tls
 from zabby.config import PeerAddress, TlsConfig
-from zabby.core.messages import Message, Notification, decode, encode
+from zabby.core.messages import Inform, Message, Notification, Proposal, decode, encode
 from zabby.errors import RemoteProtocolError
 from zabby.server.guard import contained
+from zabby.server.budget import ClientMemory
 from zabby.server.ratelog import RateLimitedLog
 from zabby.server.sockets import receiver
 from zabby.wire.framing import FrameDecoder, encode_frame
@@ -46,7 +48,12 @@ from zabby.wire.framing import FrameDecoder, encode_frame
 LOGGER = logging.getLogger("zabby.server.transport")
 
 QUEUE_BYTES_MAX = 256 * 2**20
-PEER_FRAME_BYTES_MAX = 64 * 2**20
+FRAMES_OF_MAX_TXNS = 64  # a member's frame: a batch of up to this many jute.maxbuffer txns (and a SNAP chunk: forks)
+HELLO_BYTES_MAX = 4096  # before a peer has said who it is
+STRANGER_FRAME_BYTES_MAX = 64 * 1024  # a learner no membership names sends FOLLOWERINFO, ACKs and pings
+UNIDENTIFIED_LINKS_MAX = 32  # connections at once that have not said who they are
+STRANGER_LINKS_MAX = 16  # links at once from servers no membership names
+LINK_LIVE_S = 5.0  # a link that delivered within this is live: a second hello for its id is refused
 CONNECT_TIMEOUT_S = 2.0
 TLS_WARNING_INTERVAL_S = 10.0
 ELECTION, QUORUM = "election", "quorum"
@@ -57,6 +64,36 @@ LinkDown = Callable[[int], None]
 
 def kind_of(message: Message) -> str:
     return ELECTION if isinstance(message, Notification) else QUORUM
+
+
+def member_frame_bytes_max(jute_buffer_bytes_max: int) -> int:
+    """The largest frame a member may send: ``FRAMES_OF_MAX_TXNS`` txns of jute.maxbuffer (a
+    larger Proposal is split before it is sent, a SNAP chunk is cut by bytes)."""
+    return FRAMES_OF_MAX_TXNS * (jute_buffer_bytes_max + 1024)
+
+
+class _PeerInput:
+    """An incoming link's unparsed input, charged to the server's memory budget
+    (``zabby.server.budget``): the frame being read may be large; it is charged as it grows,
+    and a link over its share is closed like a client connection."""
+
+    def __init__(self, memory: ClientMemory | None, what: str, warn: Callable[[str, str], None]) -> None:
+        self.memory, self.what, self.warn = memory, what, warn
+        self.held_bytes = 0
+        self.scope = trio.CancelScope()
+
+    def hold(self, buffered: int) -> None:
+        delta, self.held_bytes = buffered - self.held_bytes, buffered
+        if delta and self.memory is not None:
+            self.memory.charge(self, delta)
+
+    def close_for_memory(self, reason: str) -> None:
+        self.warn("peer-memory", f"closing {self.what}: {reason}")
+        self.hold(0)
+        self.scope.cancel()
+
+    def release(self) -> None:
+        self.hold(0)
 
 
 @dataclass
@@ -131,9 +168,19 @@ class _Outgoing:
 
 
 class Transport:
-    def __init__(self, sid: int, peers: dict[int, PeerAddress], deliver: Deliver, link_down: LinkDown, quorum_tls: TlsConfig | None = None) -> None:
+    def __init__(self, sid: int, peers: dict[int, PeerAddress], deliver: Deliver, link_down: LinkDown, quorum_tls: TlsConfig | None = None,
+                 *, frame_bytes_max: int = member_frame_bytes_max(0xFFFFF), memory: ClientMemory | None = None,
+                 warn: Callable[[str, str], None] | None = None) -> None:  # fmt: skip
         self.sid = sid
         self.peers = peers
+        self.members = set(peers)  # ids a membership names (the configured, and every membership's since)
+        self.frame_bytes_max = frame_bytes_max
+        self.memory = memory
+        self.warn = warn or (lambda kind, message: LOGGER.warning("%s", message))
+        self._unidentified = 0  # connections that have not said who they are yet
+        self._strangers = 0  # links from servers no membership names
+        self._last_heard: dict[tuple[int, str], float] = {}  # when each incoming link last delivered
+        self._hellos: dict[int, PeerAddress] = {}  # the addresses the latest hellos gave
         self.deliver = deliver
         self.link_down = link_down
         self._outgoing: dict[tuple[int, str], _Outgoing] = {}
@@ -163,6 +210,7 @@ class Transport:
         for member in members:
             if member.sid != self.sid and member.host:
                 self.peers[member.sid] = member
+                self.members.add(member.sid)
 
     # ----------------------------------------------------------------- sending
     def send(self, sid: int, message: Message) -> None:
@@ -173,6 +221,11 @@ class Transport:
         if message is not last:  # messages are immutable: the same one encodes to the same bytes
             payload = encode(message)
             self._last_encoded = (message, payload)
+        if len(payload) > self.frame_bytes_max and isinstance(message, (Proposal, Inform)) and len(message.txns) > 1:
+            half = len(message.txns) // 2  # a receiver refuses a frame over its limit: send it in parts, in order
+            self.send(sid, type(message)(txns=message.txns[:half]))
+            self.send(sid, type(message)(txns=message.txns[half:]))
+            return
         self.send_frame(sid, kind_of(message), payload)
 
     def flush(self) -> None:
@@ -361,31 +414,76 @@ class Transport:
     # ----------------------------------------------------------------- receiving
     def _incoming_handler(self, kind: str) -> Callable[[trio.abc.Stream], Awaitable[None]]:
         async def handle(stream: trio.abc.Stream) -> None:
-            decoder = FrameDecoder(PEER_FRAME_BYTES_MAX)
             sid = None
+            stranger = False
+            peer_input: _PeerInput | None = None
             try:
                 async with stream:
-                    if isinstance(stream, trio.SSLStream) and not await self._accept_handshake(stream, kind):
+                    if self._unidentified >= UNIDENTIFIED_LINKS_MAX:
+                        self.warn("peer-unidentified", f"refusing a {kind} link: {UNIDENTIFIED_LINKS_MAX} others have not said who they are yet")
                         return
-                    sid = await self._hello(stream, decoder)
-                    if sid is None:
-                        return
+                    self._unidentified += 1
+                    try:
+                        if isinstance(stream, trio.SSLStream) and not await self._accept_handshake(stream, kind):
+                            return
+                        hello = await self._hello(stream)
+                        if hello is None or not await self._admit(hello[0], kind, stream):
+                            return
+                        sid, after_hello = hello
+                    finally:
+                        self._unidentified -= 1
+                    stranger = sid not in self.members
+                    self._strangers += stranger
+                    if stranger and sid not in self.peers:  # it may sync as a non-voting learner: reach it where it says
+                        LOGGER.info("link from server %d at %s, which is not in our configuration", sid, self._hellos[sid].host)
+                        self.peers[sid] = self._hellos[sid]
+                    decoder = FrameDecoder(STRANGER_FRAME_BYTES_MAX if stranger else self.frame_bytes_max)
+                    early_frames = decoder.receive_data(after_hello)
                     old = self._incoming.get((sid, kind))
                     self._incoming[(sid, kind)] = stream
                     if old is not None:
                         await old.aclose()
-                    await self._receive_loop(sid, stream, decoder)
+                    peer_input = _PeerInput(self.memory, f"the {kind} link from server {sid}", self.warn)
+                    with peer_input.scope:
+                        await self._receive_loop(sid, kind, stream, decoder, peer_input, early_frames)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 pass
             except RemoteProtocolError as exc:
-                LOGGER.warning("closing link from server %s (%s): %s", sid, kind, exc)
+                self.warn("peer-protocol", f"closing link from server {sid} ({kind}): {exc}")
             finally:
+                if peer_input is not None:
+                    peer_input.release()
+                self._strangers -= stranger
                 if sid is not None and self._incoming.get((sid, kind)) is stream:
                     del self._incoming[(sid, kind)]
                     if kind == QUORUM:
                         self.link_down(sid)
 
         return handle
+
+    async def _admit(self, sid: int, kind: str, stream: trio.abc.Stream) -> bool:
+        """Whether a link that says it is from server ``sid`` is taken (one log line if not):
+        never our own id; a member's only from the host its membership names, and not while
+        its link is live (a second hello must not replace a member's link); a stranger's (it
+        may sync as a non-voting learner) only within ``STRANGER_LINKS_MAX``."""
+        if sid == self.sid:
+            self.warn("peer-refused", f"refusing a {kind} link that claims our own id {sid}")
+            return False
+        address = _peer_host(stream)
+        if sid in self.members:
+            host = self.peers[sid].host if sid in self.peers else ""
+            if host and address is not None and not await _same_host(host, address):
+                self.warn("peer-refused", f"refusing a {kind} link from {address} that claims server {sid}, which is at {host}")
+                return False
+            heard = self._last_heard.get((sid, kind))
+            if (sid, kind) in self._incoming and heard is not None and time.monotonic() - heard < LINK_LIVE_S:
+                self.warn("peer-refused", f"refusing a second {kind} link for server {sid} from {address}: its link is live")
+                return False
+            return True
+        if self._strangers >= STRANGER_LINKS_MAX:
+            self.warn("peer-refused", f"refusing a {kind} link from server {sid} at {address}: {STRANGER_LINKS_MAX} servers no membership names are linked")
+            return False
+        return True
 
     async def _accept_handshake(self, stream: trio.SSLStream[trio.SocketStream], kind: str) -> bool:
         """The TLS handshake of an incoming link; False (logged) if it failed or took too long."""
@@ -399,35 +497,48 @@ class Transport:
                 return False
         return False
 
-    async def _hello(self, stream: trio.abc.Stream, decoder: FrameDecoder) -> int | None:
-        frames: list[bytes] = []
+    async def _hello(self, stream: trio.abc.Stream) -> tuple[int, bytes] | None:
+        """The id a new link says it is from, and the bytes that came after its hello; None if
+        it said nothing in time.  Only the hello's own frame is read here, and it is small: what
+        follows is read at the limit of who the peer turns out to be.
+
+        Raises: RemoteProtocolError for a hello that is too long or no hello."""
+        buffer = bytearray()
         with trio.move_on_after(CONNECT_TIMEOUT_S):
-            while not frames:
-                data = await stream.receive_some(65536)
+            while len(buffer) < 4 or len(buffer) < 4 + int.from_bytes(buffer[:4], "big"):
+                if len(buffer) >= 4 and int.from_bytes(buffer[:4], "big") > HELLO_BYTES_MAX:
+                    raise RemoteProtocolError(f"a hello of {int.from_bytes(buffer[:4], 'big')} bytes (at most {HELLO_BYTES_MAX})")
+                data = await stream.receive_some(HELLO_BYTES_MAX)
                 if not data:
                     return None
-                frames = decoder.receive_data(data)
-        if not frames:
-            return None
-        try:
-            sid, host, quorum_port, election_port, observer = msgpack.unpackb(frames[0])
-            address = PeerAddress(int(sid), str(host), int(quorum_port), int(election_port), bool(observer))
-        except (ValueError, TypeError, msgpack.UnpackException) as exc:
-            raise RemoteProtocolError(f"bad hello frame from a peer: {exc}") from None
-        if sid not in self.peers:
-            # a server not (yet) in our configuration: it may sync as a non-voting learner
-            LOGGER.info("connection from server %d at %s, which is not in our configuration", sid, host)
-            self.peers[sid] = address
-        self._deliver_frames(sid, frames[1:])
-        return sid
+                buffer += data
+            length = int.from_bytes(buffer[:4], "big")
+            try:
+                sid, host, quorum_port, election_port, observer = msgpack.unpackb(bytes(buffer[4 : 4 + length]))
+                address = PeerAddress(int(sid), str(host), int(quorum_port), int(election_port), bool(observer))
+            except (ValueError, TypeError, msgpack.UnpackException) as exc:
+                raise RemoteProtocolError(f"bad hello frame from a peer: {exc}") from None
+            self._hellos[sid] = address
+            return int(sid), bytes(buffer[4 + length :])
+        return None
 
-    async def _receive_loop(self, sid: int, stream: trio.abc.Stream, decoder: FrameDecoder) -> None:
+    async def _receive_loop(self, sid: int, kind: str, stream: trio.abc.Stream, decoder: FrameDecoder, peer_input: _PeerInput,
+                            frames: list[bytes]) -> None:  # fmt: skip
+        if frames:  # those that came with the hello
+            self._heard(sid, kind, frames)
         receive = receiver(stream, 1 << 20)
         while True:
             data = await receive()
             if not data:
                 return
-            self._deliver_frames(sid, decoder.receive_data(data))
+            frames = decoder.receive_data(data)
+            peer_input.hold(decoder.buffered_bytes)
+            if frames:
+                self._heard(sid, kind, frames)
+
+    def _heard(self, sid: int, kind: str, frames: list[bytes]) -> None:
+        self._last_heard[(sid, kind)] = time.monotonic()
+        self._deliver_frames(sid, frames)
 
     def _deliver_frames(self, sid: int, frames: list[bytes]) -> None:
         """Hand one read's messages over together (the engine then acts on them at once); those
@@ -447,3 +558,29 @@ def _clear(out: _Outgoing) -> None:
             item.abandon()
     out.queue.clear()
     out.queued_bytes = 0
+
+
+def _peer_host(stream: trio.abc.Stream) -> str | None:
+    """The address a link comes from (None when the socket cannot say)."""
+    socket_stream = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
+    try:
+        return str(socket_stream.socket.getpeername()[0])  # type: ignore[attr-defined]
+    except (OSError, AttributeError):
+        return None
+
+
+async def _same_host(configured: str, address: str) -> bool:
+    """Whether ``address`` is the host a membership names: the same IP, or a name that
+    resolves to it (the hosts file and DNS, at each hello of a member named by host name)."""
+    try:
+        if ipaddress.ip_address(configured) == ipaddress.ip_address(address):
+            return True
+    except ValueError:
+        pass
+    else:
+        return False
+    try:
+        resolved = {str(info[4][0]) for info in await trio.socket.getaddrinfo(configured, None)}
+    except OSError:
+        return False
+    return address in resolved
