@@ -35,7 +35,7 @@ CONFIG = ServerConfig(data_dir=Path("/nowhere"), data_log_dir=Path("/nowhere"))
 ])  # fmt: skip
 def test_the_console_answers_on_its_address(console_address: str, local: str, allowed: bool) -> None:
     config = dataclasses.replace(CONFIG, console_address=console_address)
-    answer = refusal(config, request(local))
+    answer = refusal(config, request(local), admin=False)
     assert (answer is None) == allowed
     if not allowed:
         assert answer is not None and answer.status.startswith("403")
@@ -49,3 +49,16 @@ def test_credentials_are_checked_against_the_digest() -> None:
         answer = refusal(config, request("127.0.0.1", header))
         assert answer is not None and answer.status.startswith("401") and ("WWW-Authenticate", 'Basic realm="zabby console", charset="UTF-8"') in answer.headers
     assert refusal(config, request("127.0.0.1", basic("admin:secret"))) is None
+
+
+def test_what_needs_an_administrator_is_refused_where_none_is_configured() -> None:
+    """The sessions and watches pages, the snapshot and the admin words answered without
+    credentials even with admin.console.auth set (issue 43); with no administrator at all
+    they are refused, and the rest of the console stays open on its address."""
+    answer = refusal(CONFIG, request("127.0.0.1", basic("admin:secret")))
+    assert answer is not None and answer.status.startswith("403") and b"admin.console.auth" in answer.body
+    assert refusal(CONFIG, request("127.0.0.1"), admin=False) is None
+    super_user = dataclasses.replace(CONFIG, super_digest=DIGEST)  # superDigest's user is an administrator too
+    assert refusal(super_user, request("127.0.0.1", basic("admin:secret"))) is None
+    refused = refusal(super_user, request("127.0.0.1", basic("admin:wrong")))
+    assert refused is not None and refused.status.startswith("401")

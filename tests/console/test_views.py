@@ -10,6 +10,7 @@ import pytest
 from tests.storage.helpers import OPEN_ACL
 from zabby.opcodes import OpCode
 from zabby.server.console_views import BadRequest, ServerRow, ensemble_rows, node_view, row_from_mntr, sessions_view
+from zabby.tree.acl import digest
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn, make_zxid
 
@@ -30,6 +31,23 @@ def test_a_node_page_holds_its_stat_data_and_one_page_of_children() -> None:
     assert view["stat"]["numChildren"] == 250 and view["stat"]["czxid"] == "0x100000001" and view["stat"]["cversion"] == 250
     assert node_view(tree, "/big", offset=300)["children"] == []
     assert node_view(tree, "/nowhere") == {"path": "/nowhere", "exists": False}
+
+
+def test_a_node_page_is_read_as_the_identity_of_the_request() -> None:
+    """GET /console/api/tree?path=/secret returned the protected data and the digests of its
+    ACL to anyone (issue 43): now what a client with the same credentials would read."""
+    alice = ("digest", digest("alice", "secret"))
+    tree = DataTree()
+    reader_only = ((1, "digest", alice[1]), (1, "world", "anyone"))
+    tree.apply(Txn(make_zxid(1, 1), 0, 0, 0, OpCode.CREATE, ("/secret", b"s3cret", ((31, "digest", alice[1]),), 0, 1)))
+    tree.apply(Txn(make_zxid(1, 2), 0, 0, 0, OpCode.CREATE, ("/shared", b"ok", reader_only, 0, 2)))
+    stranger = node_view(tree, "/secret")
+    assert stranger["exists"] and "NOAUTH" in stranger["error"] and "data_base64" not in stranger and "acl" not in stranger
+    owner = node_view(tree, "/secret", auth_ids=[alice])
+    assert base64.b64decode(owner["data_base64"]) == b"s3cret" and owner["acl"] == [f"digest:{alice[1]}:rwcda"]
+    assert node_view(tree, "/secret", superuser=True)["data_base64"]
+    shared = node_view(tree, "/shared")  # READ for anyone, ADMIN for nobody: the digest is hidden
+    assert shared["acl"] == ["digest:alice:x:r", "world:anyone:r"]
 
 
 @pytest.mark.parametrize("path, offset, limit", [("big", 0, 10), ("/big/", 0, 10), ("/big", -1, 10), ("/big", 0, 0), ("/big", 0, 5000)])

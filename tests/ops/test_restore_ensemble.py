@@ -3,14 +3,12 @@ snapshot's state (every znode and Stat, the digest at the snapshot's zxid) in a 
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from pathlib import Path
 
 from tests.ops.helpers import admin, read_tree, tree_nodes
 from tests.storage.helpers import TxnMaker, tree_of
 from zabby import SyncClient
-from zabby.local.processes import Ensemble
+from zabby.local.processes import Ensemble, admin_settings, digest_at
 from zabby.storage.epochs import read_epoch
 from zabby.storage.snapshot import write_snapshot
 from zabby.tree.txns import zxid_epoch
@@ -18,17 +16,10 @@ from zabby.tree.txns import zxid_epoch
 EPOCH = 4
 
 
-def digest_at(admin_port: int, zxid: int) -> int | None:
-    """The server's tree digest right after ``zxid`` (``/commands/hash``), if still listed."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/commands/hash", timeout=10) as answer:
-        digests = json.load(answer)["digests"]
-    return next((entry["digest"] for entry in digests if entry["zxid"] == zxid), None)
-
-
 def test_a_restored_ensemble_serves_the_snapshot_in_a_new_epoch(tmp_path: Path) -> None:
     tree = tree_of(TxnMaker(epoch=EPOCH).some(5000))
     snapshot = write_snapshot(tmp_path, tree.last_zxid, tree.records())
-    ensemble = Ensemble(tmp_path / "ensemble", 3, tickTime=200)
+    ensemble = Ensemble(tmp_path / "ensemble", 3, tickTime=200, **admin_settings())
     for sid, server in ensemble.servers.items():
         code, _, err = admin("snapshot", "restore", str(snapshot), "--data-dir", str(server.data_dir), "--myid", str(sid))
         assert code == 0, err

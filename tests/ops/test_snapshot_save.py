@@ -15,28 +15,44 @@ from tests.ops.helpers import admin
 from tests.storage.helpers import TxnMaker, tree_of
 from zabby import SyncClient
 from zabby.local import free_port
-from zabby.local.processes import ServerProcess
+from zabby.local.processes import LOCAL_ADMIN, ServerProcess, admin_settings
 from zabby.ops.snapfile import status
 from zabby.storage.snapshot import write_snapshot
 
 DIGEST = "admin:fvr2cB/fjGeAiX8g1aGhUm3ZICk="  # zabby-admin digest admin:secret
 
 
-def test_save_from_a_live_server(zabby_server: ServerProcess, tmp_path: Path) -> None:
+def test_save_needs_an_administrator(zabby_server: ServerProcess, tmp_path: Path) -> None:
+    """The snapshot is the whole tree, every ACL's data: it streamed to anyone (issue 43)."""
+    code, _, err = admin("snapshot", "save", str(tmp_path / "a.snap"), "--server", f"127.0.0.1:{zabby_server.admin_port}")
+    assert code != 0 and "403" in err and "admin.console.auth" in err
+
+
+def test_save_from_a_live_server(tmp_path: Path) -> None:
+    zabby_server = ServerProcess(tmp_path / "server", **admin_settings())
+    zabby_server.start()
+    try:
+        _save_from(zabby_server, tmp_path)
+    finally:
+        zabby_server.kill()
+
+
+def _save_from(zabby_server: ServerProcess, tmp_path: Path) -> None:
+    auth = ("--auth", ":".join(LOCAL_ADMIN))
     with SyncClient(zabby_server.hosts) as client:
         for index in range(300):
             client.create(f"/n{index}", b"v" * index)
     mntr = dict(line.split("\t", 1) for line in zabby_server.four_letter("mntr").splitlines())
     target = tmp_path / "backup.snap"
-    code, out, err = admin("snapshot", "save", str(target), "--server", f"127.0.0.1:{zabby_server.admin_port}")
+    code, out, err = admin("snapshot", "save", str(target), "--server", f"127.0.0.1:{zabby_server.admin_port}", *auth)
     assert code == 0, err
     info = status(target)
     assert f"0x{info.zxid:x}" == mntr["zk_last_zxid"] and f"0x{info.digest:016x}" == mntr["zk_digest"]
     assert info.znodes == int(mntr["zk_znode_count"]) and "digest match the server's" in out
     assert not list(tmp_path.glob("*.download"))
-    code, _, err = admin("snapshot", "save", str(target), "--server", f"127.0.0.1:{zabby_server.admin_port}")
+    code, _, err = admin("snapshot", "save", str(target), "--server", f"127.0.0.1:{zabby_server.admin_port}", *auth)
     assert code == 2 and "exists" in err
-    code, _, err = admin("snapshot", "save", str(tmp_path / "no" / "dir.snap"), "--server", f"127.0.0.1:{zabby_server.admin_port}")
+    code, _, err = admin("snapshot", "save", str(tmp_path / "no" / "dir.snap"), "--server", f"127.0.0.1:{zabby_server.admin_port}", *auth)
     assert code == 2 and "no such directory" in err
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.server.wire import raw_session
-from zabby.local.processes import ServerProcess
+from zabby.local.processes import ServerProcess, admin_json, admin_settings
 from zabby.server import fourletter
 
 
@@ -85,9 +88,32 @@ def test_admin_endpoint_and_metrics(zabby_server: ServerProcess) -> None:
     assert 'zabby_request_latency_seconds_count{kind="write"}' in metrics
     # the AdminServer's configuration commands; a standalone server has no voting view
     assert json.load(urllib.request.urlopen(f"{base}/commands/voting_view", timeout=5))["current_config"] == {}
-    initial = json.load(urllib.request.urlopen(f"{base}/commands/initial_configuration", timeout=5))
-    assert initial["command"] == "initial_configuration"
-    assert initial["initial_configuration"] == zabby_server.config_path.read_text()
+    with pytest.raises(urllib.error.HTTPError, match="403"):  # it names the data folders: an administrator's
+        urllib.request.urlopen(f"{base}/commands/initial_configuration", timeout=5)
+
+
+def test_the_admin_words_need_an_administrator_and_the_resets_a_post(tmp_path: Path) -> None:
+    """dump, connections, watches_by_path, environment, initial_configuration, hash and the
+    counter resets (by GET) answered without credentials, even with admin.console.auth set."""
+    server = ServerProcess(tmp_path, **admin_settings())
+    server.start()
+    try:
+        base = f"http://127.0.0.1:{server.admin_port}/commands"
+        for name in ("dump", "connections", "watches_by_path", "environment", "initial_configuration", "hash", "stats"):
+            with pytest.raises(urllib.error.HTTPError, match="401"):
+                urllib.request.urlopen(f"{base}/{name}", timeout=5)
+            assert admin_json(server.admin_port, name)["command"] == name
+        initial = admin_json(server.admin_port, "initial_configuration")
+        assert initial["initial_configuration"] == server.config_path.read_text()
+        with pytest.raises(urllib.error.HTTPError, match="405"):
+            admin_json(server.admin_port, "stat_reset")  # a GET changes nothing
+        assert admin_json(server.admin_port, "stat_reset", method="POST")["command"] == "stat_reset"
+        assert json.load(urllib.request.urlopen(f"{base}/mntr", timeout=5))["command"] == "mntr"  # monitoring stays open
+    finally:
+        server.kill()
+
+
+def test_passwords_are_masked_in_the_configuration() -> None:
     assert fourletter._masked("clientPort=1\nssl.keyStore.password=secret\n") == "clientPort=1\nssl.keyStore.password=********\n"
 
 

@@ -182,8 +182,7 @@ def test_malformed_values_get_a_code_and_a_reason_never_a_traceback(zabby_server
     assert reply[2] == Err.BADARGUMENTS and "paths" in reply[3]
     for word in ("wchc", "wchp"):
         assert "/" in [line.strip() for line in zabby_server.four_letter(word).splitlines()]  # they still answer
-    for command in ("watches", "watches_by_path", "watch_summary"):
-        json.load(urllib.request.urlopen(f"http://127.0.0.1:{zabby_server.admin_port}/commands/{command}", timeout=10))
+    json.load(urllib.request.urlopen(f"http://127.0.0.1:{zabby_server.admin_port}/commands/watch_summary", timeout=10))
     with socket.create_connection(("127.0.0.1", zabby_server.port), timeout=10) as sock:
         nested = b"\x91" * 100_000 + b"\xc0"  # a list in a list ... 100,000 deep
         sock.sendall(pack_frame(["zabby", 1, 0, 4000, 0, b"", False]))

@@ -19,18 +19,16 @@ in-process (``zabby.cli.admin.main_captured``).  Steps and checks:
 
 from __future__ import annotations
 
-import json
 import shutil
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from zabby import SyncClient
 from zabby.cli.admin import main_captured
-from zabby.local.processes import Ensemble
+from zabby.local.processes import LOCAL_ADMIN, Ensemble, admin_settings, digest_at
 from zabby.ops import compare, snapfile
 from zabby.tree.txns import zxid_epoch
 
@@ -122,15 +120,10 @@ class Writer(threading.Thread):
         return self.writes
 
 
-def digest_at(admin_port: int, zxid: int) -> int | None:
-    with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/commands/hash", timeout=10) as answer:
-        digests = json.load(answer)["digests"]
-    return next((entry["digest"] for entry in digests if entry["zxid"] == zxid), None)
-
-
 def _save(ensemble: Ensemble, target: Path) -> None:
     leader = ensemble.servers[ensemble.wait_leader()]
-    code, out, err = main_captured(["snapshot", "save", str(target), "--server", f"127.0.0.1:{leader.admin_port}", "--timeout", "600"])
+    code, out, err = main_captured(["snapshot", "save", str(target), "--server", f"127.0.0.1:{leader.admin_port}", "--timeout", "600",
+                                    "--auth", ":".join(LOCAL_ADMIN)])  # fmt: skip
     if code != 0:
         raise RuntimeError(f"snapshot save failed ({code}): {err}{out}")
 
@@ -149,8 +142,8 @@ def _restore(backup: Path, ensemble: Ensemble) -> None:
 
 
 def run_drill(workdir: Path, znodes: int, say: Callable[[str], object] = print) -> DrillResult:
-    old = Ensemble(workdir / "old", 3, tickTime=500)
-    new = Ensemble(workdir / "new", 3, tickTime=500)
+    old = Ensemble(workdir / "old", 3, tickTime=500, **admin_settings())
+    new = Ensemble(workdir / "new", 3, tickTime=500, **admin_settings())
     backup = workdir / "backup.snapshot"
     try:
         old.start(wait_s=120)

@@ -16,17 +16,22 @@ instead of ZooKeeper's 64 MB (``preAllocSize``; a test run starts hundreds of th
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from zabby.local import CHECKOUT, four_letter, free_port, process_alive, server_mode
 from zabby.local.netproxy import LinkProxy
+from zabby.tree.acl import digest
 
 __all__ = [
     "Ensemble", "ServerProcess", "kill_pids", "kill_processes", "launch_server", "local_settings", "server_spec",
@@ -67,6 +72,30 @@ def local_settings(data_dir: Path, client_port: int, admin_port: int, tick_ms: i
         "admin.serverPort": admin_port, "admin.serverAddress": "127.0.0.1",
         "4lw.commands.whitelist": "*",
     }  # fmt: skip
+
+
+LOCAL_ADMIN = ("admin", "zabby-local")  # the administrator of the servers these tools start on this host
+
+
+def admin_settings() -> dict[str, object]:
+    """zoo.cfg settings that make ``LOCAL_ADMIN`` the administrator (admin.console.auth): the
+    admin words, the snapshot stream and the console's session pages ask for it."""
+    return {"admin.console.auth": digest(*LOCAL_ADMIN)}
+
+
+def admin_json(admin_port: int, command: str, credentials: tuple[str, str] = LOCAL_ADMIN, method: str = "GET") -> Any:
+    """``/commands/<command>`` of a server on this host, as the administrator."""
+    token = base64.b64encode(":".join(credentials).encode()).decode("ascii")
+    request = urllib.request.Request(f"http://127.0.0.1:{admin_port}/commands/{command}", method=method,
+                                     headers={"Authorization": f"Basic {token}"})  # fmt: skip
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.load(answer)
+
+
+def digest_at(admin_port: int, zxid: int) -> int | None:
+    """The server's tree digest right after ``zxid`` (``/commands/hash``), if still listed."""
+    digests = admin_json(admin_port, "hash")["digests"]
+    return next((entry["digest"] for entry in digests if entry["zxid"] == zxid), None)
 
 
 def server_spec(quorum: int, election: int, client: int, role: str = "") -> str:

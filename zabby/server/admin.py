@@ -6,8 +6,9 @@ forked child (ZooKeeper 3.9's ``snapshot?streaming=true``), and ``/console`` is 
 web console (``zabby.server.console``); both are guarded by ``admin.console.address`` and
 ``admin.console.auth``.
 
-A deliberately small HTTP/1.0-style server on trio: one request per connection, GET only,
-bounded request size.  A busy port is logged and the server goes on without the endpoint.
+A deliberately small HTTP/1.0-style server on trio: one request per connection, GET (HEAD, and
+POST for the counter resets), bounded request size.  What reveals more than figures needs an
+administrator's credentials (``ADMIN_WORDS``, ``console.refusal``).  A busy port is logged and the server goes on without the endpoint.
 """
 
 from __future__ import annotations
@@ -61,8 +62,16 @@ class MntrCollector(Collector):
             yield family
 
 
+# What needs an administrator's credentials (console.refusal): client addresses (stat, cons),
+# session ids and their watches' paths (dump, wchc, wchp), the host and its folders (envi,
+# conf, icfg, dirs), the tree's digests (hash), and the counter resets, which change state
+# and take a POST.  srvr, mntr, ruok, isro, wchs and /metrics stay open, for monitoring.
+ADMIN_WORDS = frozenset({"stat", "cons", "dump", "wchc", "wchp", "envi", "conf", "icfg", "dirs", "hash", "crst", "srst"})
+STATE_WORDS = frozenset({"crst", "srst"})
+
+
 def render(server: Monitored, target: str) -> tuple[str, str, bytes]:
-    """(status, content type, body) for a GET of ``target``."""
+    """(status, content type, body) for a GET of ``target`` (the caller checked who may)."""
     path = target.split("?", 1)[0].rstrip("/")
     prefix = server.config.admin_command_url.rstrip("/")
     if path == "/metrics":
@@ -123,18 +132,40 @@ async def _stream_snapshot(server: Monitored, request: http.Request, stream: tri
     LOGGER.info("streamed a snapshot at 0x%x: %d bytes in %.2f s", zxid, sent, time.perf_counter() - started)
 
 
+def word_of(server: Monitored, request: http.Request) -> str | None:
+    """The four-letter word a ``/commands/<name>`` request asks for (None: another path)."""
+    prefix = server.config.admin_command_url.rstrip("/") + "/"
+    if not request.path.startswith(prefix):
+        return None
+    name = request.path[len(prefix) :]
+    return ALIASES.get(name, name)
+
+
+def _command_refusal(server: Monitored, request: http.Request) -> http.Response | None:
+    """Why a ``/commands`` request may not have its answer, if it may not."""
+    word = word_of(server, request)
+    if word in STATE_WORDS and request.method != "POST":
+        return http.Response("405 Method Not Allowed", "application/json", json.dumps({"error": f"{word} changes state: POST it"}).encode(),
+                             (("Allow", "POST"),))  # fmt: skip
+    if word not in STATE_WORDS and request.method == "POST":
+        return http.Response("405 Method Not Allowed", "application/json", b'{"error": "only the counter resets take a POST"}', (("Allow", "GET"),))
+    if word in ADMIN_WORDS:
+        return console.refusal(server.config, request, local=False)
+    return None
+
+
 async def _handle(server: Monitored, busy: trio.Lock, stream: trio.SocketStream) -> None:
     async with stream:
         request = http.parse_request(await _read_head(stream), stream.socket.getsockname()[0])
         if request is None:
-            response = http.Response("400 Bad Request", "text/plain", b"only GET is supported\n")
+            response = http.Response("400 Bad Request", "text/plain", b"only GET, HEAD and POST are supported\n")
         elif request.path == f"{server.config.admin_command_url.rstrip('/')}/{SNAPSHOT_COMMAND}":
             await _stream_snapshot(server, request, stream, busy)
             return
         elif server.config.console_enabled and (request.path == console.PREFIX or request.path.startswith(console.PREFIX + "/")):
             response = await console.respond(server, request)
         else:
-            response = http.Response(*render(server, request.target))
+            response = _command_refusal(server, request) or http.Response(*render(server, request.target))
         await stream.send_all(response.encode(send_body=request is None or request.method != "HEAD"))
 
 

@@ -55,16 +55,38 @@ def _json(status: str, body: Any) -> Response:
     return Response(status, "application/json", json.dumps(body, default=str).encode(), _NO_STORE)
 
 
-def authorized(expected: str, header: str | None) -> bool:
-    """Do HTTP Basic credentials in ``header`` hash to the digest ``user:base64(sha1)``?"""
+def credentials(header: str | None) -> tuple[str, str] | None:
+    """(user, password) from an HTTP Basic ``Authorization`` header, or None."""
     scheme, _, encoded = (header or "").partition(" ")
     if scheme.lower() != "basic":
-        return False
+        return None
     try:
         user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode("utf-8").partition(":")
     except (binascii.Error, UnicodeDecodeError):
-        return False
-    return bool(sep) and hmac.compare_digest(acl.digest(user, password), expected)
+        return None
+    return (user, password) if sep and user else None
+
+
+def identity(request: Request) -> list[acl.AuthId]:
+    """The ids a request proves: its HTTP Basic credentials as a digest id, as a client's
+    ``addauth digest user:password`` proves it (none without credentials)."""
+    given = credentials(request.headers.get("authorization"))
+    return [] if given is None else [("digest", acl.digest(*given))]
+
+
+def administrators(config: ServerConfig) -> list[str]:
+    """The digest ids that may use the admin words: admin.console.auth's, and superDigest's."""
+    return [ident for ident in (config.console_auth, config.super_digest) if ident]
+
+
+def is_admin(config: ServerConfig, ids: list[acl.AuthId]) -> bool:
+    return any(scheme == "digest" and hmac.compare_digest(ident, admin) for scheme, ident in ids for admin in administrators(config))
+
+
+def authorized(expected: str, header: str | None) -> bool:
+    """Do HTTP Basic credentials in ``header`` hash to the digest ``user:base64(sha1)``?"""
+    given = credentials(header)
+    return given is not None and hmac.compare_digest(acl.digest(*given), expected)
 
 
 def _loopback(address: str) -> bool:
@@ -83,11 +105,21 @@ def arrived_on(address: str, request: Request) -> bool:
     return _loopback(address) and _loopback(request.local_address)
 
 
-def refusal(config: ServerConfig, request: Request) -> Response | None:
-    """Why this request may not see the console (or the snapshot stream), if it may not."""
-    if not arrived_on(config.console_address, request):
+def refusal(config: ServerConfig, request: Request, *, admin: bool = True, local: bool = True) -> Response | None:
+    """Why this request may not have what it asks, if it may not: the console and the snapshot
+    stream answer only on ``admin.console.address`` (``local``); with ``admin.console.auth``
+    set the console asks for those credentials; what reveals sessions, client addresses,
+    paths, the environment or the whole tree, or changes state (``admin``), needs an
+    administrator's (admin.console.auth's or superDigest's), and is refused where none is
+    configured."""
+    if local and not arrived_on(config.console_address, request):
         return _json("403 Forbidden", {"error": f"the console answers on {config.console_address} only (admin.console.address)"})
-    if config.console_auth is not None and not authorized(config.console_auth, request.headers.get("authorization")):
+    if not admin and config.console_auth is None:
+        return None
+    if admin and not administrators(config):
+        return _json("403 Forbidden", {"error": "this needs an administrator's credentials, and none is configured: set "
+                                                "admin.console.auth (or superDigest) in zoo.cfg"})  # fmt: skip
+    if not is_admin(config, identity(request)):
         return Response("401 Unauthorized", "application/json", b'{"error": "credentials required"}',
                         (("WWW-Authenticate", REALM), *_NO_STORE))  # fmt: skip
     return None
@@ -168,8 +200,12 @@ def _int(query: dict[str, str], name: str, default: int) -> int:
 
 
 async def _tree(server: Monitored, request: Request) -> dict[str, Any]:
+    """One znode, read as the request's identity: what a client with the same credentials
+    could read (NOAUTH for the rest), the ACL's digests only with ADMIN on the node."""
     query = request.query
-    return node_view(server.tree, query.get("path", "/"), _int(query, "offset", 0), _int(query, "limit", 100))
+    ids = identity(request)
+    superuser = server.config.skip_acl or (server.config.super_digest is not None and ("digest", server.config.super_digest) in ids)
+    return node_view(server.tree, query.get("path", "/"), _int(query, "offset", 0), _int(query, "limit", 100), ids, superuser)
 
 
 async def _server(server: Monitored, request: Request) -> dict[str, Any]:
@@ -199,12 +235,15 @@ def page() -> bytes:
     return importlib.resources.files("zabby.server").joinpath("console.html").read_bytes()
 
 
+ADMIN_ROUTES = frozenset({"/api/sessions", "/api/watches"})  # session ids, client addresses, paths
+
+
 async def respond(server: Monitored, request: Request) -> Response:
     """The answer to a request for ``/console`` or below."""
-    denied = refusal(server.config, request)
+    route = request.path[len(PREFIX) :]
+    denied = refusal(server.config, request, admin=route in ADMIN_ROUTES)
     if denied is not None:
         return denied
-    route = request.path[len(PREFIX) :]
     if route in ("", "/"):
         return Response("200 OK", "text/html; charset=utf-8", page(), _NO_STORE)
     handler = API.get(route)

@@ -37,8 +37,11 @@ def _stat(node: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def node_view(tree: DataTree, path: str, offset: int = 0, limit: int = 100) -> dict[str, Any]:
-    """One znode and the children ``[offset, offset + limit)`` of its sorted list.
+def node_view(tree: DataTree, path: str, offset: int = 0, limit: int = 100, auth_ids: list[acls.AuthId] | None = None,
+              superuser: bool = False) -> dict[str, Any]:  # fmt: skip
+    """One znode and the children ``[offset, offset + limit)`` of its sorted list, as a client
+    proving ``auth_ids`` would read them: NOAUTH without READ, and the ACL's digest ids as
+    getACL shows them (hidden without ADMIN).
 
     Raises:
         BadRequest: a malformed path, or a page outside ``0 <= offset``, ``1 <= limit <= 1000``.
@@ -52,12 +55,17 @@ def node_view(tree: DataTree, path: str, offset: int = 0, limit: int = 100) -> d
     node = tree.get(path)
     if node is None:
         return {"path": path, "exists": False}
+    ids = auth_ids or []
+    if not acls.check(node.acl, acls.READ, ids, superuser):
+        return {"path": path, "exists": True, "error": "NOAUTH: insufficient permission to read it (log in as a user its ACL names)"}
+    admin = acls.check(node.acl, acls.ADMIN, ids, superuser)
     children = node.listing()
     return {
         "path": path,
         "exists": True,
         "stat": _stat(node),
-        "acl": [f"{scheme}:{ident}:{acls.perms_to_letters(perms)}" for perms, scheme, ident in node.acl],
+        "acl": [f"{scheme}:{ident if admin or scheme != 'digest' else ident.partition(':')[0] + ':x'}:{acls.perms_to_letters(perms)}"
+                for perms, scheme, ident in node.acl],  # fmt: skip
         "data_base64": base64.b64encode(node.data).decode("ascii"),
         "children": list(children[offset : offset + limit]),
         "children_total": len(children),

@@ -1,4 +1,4 @@
-"""The bits of HTTP/1.1 the admin endpoint speaks: one GET (or HEAD) per connection, a
+"""The bits of HTTP/1.1 the admin endpoint speaks: one GET (HEAD, POST) per connection, a
 bounded request head, and answers with a Content-Length, or streamed until close.  Pure:
 bytes in, a ``Request`` out; a ``Response`` in, bytes out.
 """
@@ -53,11 +53,12 @@ def head_complete(data: bytes) -> bool:
 
 
 def parse_request(data: bytes, local_address: str) -> Request | None:
-    """The request in ``data`` (its head), or None if it is not a GET or HEAD request line."""
+    """The request in ``data`` (its head), or None if it is not a GET, HEAD or POST request
+    line (a POST's body, if any, is not read: the commands that change state take none)."""
     head = data.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0].decode("latin-1")
     request_line, *header_lines = head.split("\n")
     parts = request_line.split()
-    if len(parts) < 2 or parts[0] not in ("GET", "HEAD"):
+    if len(parts) < 2 or parts[0] not in ("GET", "HEAD", "POST"):
         return None
     headers = {}
     for line in header_lines:
