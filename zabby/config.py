@@ -54,6 +54,16 @@ PeerAddress = Member  # one server's addresses and role (``server.N=`` lines)
 
 
 @dataclass(frozen=True, slots=True)
+class QuorumAuth:
+    """Peer authentication (``quorum.auth.*``): every quorum and election link proves, both
+    ways, that each end holds ``secret`` (zabby.server.peer_auth).  ``required`` False takes
+    unauthenticated links too: the step of a rolling upgrade from off to on."""
+
+    secret: bytes
+    required: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class ServerConfig:
     data_dir: Path
     data_log_dir: Path
@@ -63,6 +73,7 @@ class ServerConfig:
     secure_client_port_address: str = "0.0.0.0"
     client_tls: TlsConfig | None = None
     quorum_tls: TlsConfig | None = None  # sslQuorum=true: the peer links use TLS
+    quorum_auth: QuorumAuth | None = None  # quorum.auth.enabled=true: the peer links authenticate
     enforce_quota: bool = False  # zookeeper.enforceQuota: hard quotas refuse writes (QUOTAEXCEEDED)
     tick_ms: int = 2000
     init_limit_ticks: int = 10
@@ -383,6 +394,7 @@ def _with_security(config: ServerConfig, raw: dict[str, str], base: Path) -> Ser
     secure_port = _int(raw, "secureClientPort", -1)
     client_tls = _tls(raw, "ssl.", base) if secure_port >= 0 else None
     quorum_tls = _tls(raw, "ssl.quorum.", base) if _bool(raw, "sslQuorum", False) else None
+    quorum_auth = _quorum_auth(raw, base)
     raw.pop("serverCnxnFactory", None)  # ZooKeeper needs Netty's for TLS; zabby has one kind
     enforce = _pop(raw, "enforceQuota")
     return dataclasses.replace(
@@ -391,8 +403,32 @@ def _with_security(config: ServerConfig, raw: dict[str, str], base: Path) -> Ser
         secure_client_port_address=raw.pop("secureClientPortAddress", config.client_port_address),
         client_tls=client_tls,
         quorum_tls=quorum_tls,
+        quorum_auth=quorum_auth,
         enforce_quota=_bool({"enforceQuota": enforce} if enforce is not None else {}, "enforceQuota", False),
     )
+
+
+QUORUM_SECRET_BYTES_MIN = 16
+
+
+def _quorum_auth(raw: dict[str, str], base: Path) -> QuorumAuth | None:
+    """``quorum.auth.enabled``, ``quorum.auth.secretFile`` (its bytes, whitespace at the ends
+    cut, at least 16) and ``quorum.auth.required`` (default true)."""
+    enabled = _bool(raw, "quorum.auth.enabled", False)
+    name = raw.pop("quorum.auth.secretFile", None)
+    required = _bool(raw, "quorum.auth.required", True)
+    if not enabled:
+        return None
+    if name is None:
+        raise ConfigError("quorum.auth.enabled=true needs quorum.auth.secretFile: a file of the secret every server of the ensemble holds")
+    path = (base / name).resolve()
+    try:
+        secret = path.read_bytes().strip()
+    except OSError as exc:
+        raise ConfigError(f"quorum.auth.secretFile {path}: {exc}") from None
+    if len(secret) < QUORUM_SECRET_BYTES_MIN:
+        raise ConfigError(f"quorum.auth.secretFile {path}: the secret must be at least {QUORUM_SECRET_BYTES_MIN} bytes (e.g. head -c 32 /dev/urandom | base64)")
+    return QuorumAuth(secret, required)
 
 
 def _read_myid(data_dir: Path) -> int | None:

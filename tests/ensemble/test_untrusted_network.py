@@ -12,10 +12,11 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 
 from tests.ensemble.forged_peer import closed_by_peer, open_as, send_as
-from zabby.core.messages import FollowerInfo, Notification, Request
+from zabby.core.messages import Commit, FollowerInfo, Notification, Proposal, Request
 from zabby.local.processes import Ensemble, wait_until
 from zabby.membership import Member, Membership
 from zabby.opcodes import OpCode
+from zabby.tree.txns import Txn
 
 
 def test_a_vote_from_a_server_that_is_no_member_changes_no_membership(tmp_path: Path) -> None:
@@ -150,4 +151,86 @@ def test_peer_ports_hold_no_more_than_a_bounded_amount_for_strangers(tmp_path: P
     finally:
         for sock in socks:
             sock.close()
+        ensemble.kill_all()
+
+
+def _auth(tmp_path: Path, secret: bytes, required: bool = True) -> dict[str, object]:
+    path = tmp_path / f"secret-{secret.hex()[:8]}"
+    path.write_bytes(secret)
+    return {"quorum.auth.enabled": "true", "quorum.auth.secretFile": path, "quorum.auth.required": str(required).lower()}
+
+
+def test_with_quorum_authentication_a_peer_without_the_secret_is_not_heard(tmp_path: Path) -> None:
+    """With quorum.auth on, the ensemble works, and a process without the secret gets no link:
+    its vote and its forwarded writes are never read."""
+    ensemble = Ensemble(tmp_path, 3, **_auth(tmp_path, b"0123456789abcdef-the-secret"))
+    ensemble.start()
+    try:
+        leader = next(sid for sid, server in ensemble.servers.items() if server.mode() == "leader")
+        client = KazooClient(hosts=ensemble.hosts, timeout=10)
+        client.start(timeout=20)
+        client.create("/with-auth", b"ok")
+        victim = client.client_id[0]
+        closing = Request(session_id=victim, cxid=1, op=int(OpCode.CLOSE_SESSION), args=(), auth_ids=(), superuser=True)
+        for claimed in (99, leader % 3 + 1):
+            send_as(ensemble.ports[leader][0], claimed, [FollowerInfo(accepted_epoch=2**20, last_zxid=0), closing], hold_s=0.5)
+        time.sleep(0.5)
+        assert client.exists("/with-auth") is not None and client.client_id[0] == victim  # its session lives
+        client.stop()
+        client.close()
+        log = ensemble.servers[leader].log_path.read_text()
+        assert "does not authenticate" in log
+    finally:
+        ensemble.kill_all()
+
+
+def test_a_server_with_another_secret_cannot_join_and_the_upgrade_step_takes_both(tmp_path: Path) -> None:
+    """Rolling upgrade: with quorum.auth.required=false links authenticate where both ends do
+    and are taken unauthenticated otherwise; with it true, a wrong secret keeps a server out."""
+    upgrading = Ensemble(tmp_path / "upgrade", 3)
+    for sid in (1, 2):  # already upgraded; server 3 still without quorum.auth
+        upgrading.servers[sid].config_path.write_text(upgrading.servers[sid].config_path.read_text() + "".join(
+            f"{key}={value}\n" for key, value in _auth(tmp_path, b"0123456789abcdef-the-secret", required=False).items()))
+    upgrading.start()
+    upgrading.kill_all()
+    strict = Ensemble(tmp_path / "strict", 3, **_auth(tmp_path, b"0123456789abcdef-the-secret"))
+    wrong = strict.servers[3]
+    wrong.config_path.write_text(wrong.config_path.read_text().replace(str(tmp_path / "secret-30313233"), str(tmp_path / "secret-wrong")))
+    (tmp_path / "secret-wrong").write_bytes(b"0123456789abcdef-another-one")
+    try:
+        for sid in (1, 2):
+            strict.servers[sid].launch()
+        wrong.launch()
+        for sid in (1, 2):
+            strict.servers[sid].wait_serving(30)
+        time.sleep(2.0)
+        assert wrong.mode() != "follower" and wrong.mode() != "leader"  # it never joins
+        assert "proof is wrong" in strict.servers[1].log_path.read_text() + strict.servers[2].log_path.read_text()
+    finally:
+        strict.kill_all()
+
+
+def test_a_process_that_claims_the_leaders_id_puts_nothing_in_a_followers_log(tmp_path: Path) -> None:
+    """A hello claiming the leader's id to a follower, then PROPOSAL and COMMIT: the follower
+    applied the txn (and undid it at its resync 5 ms later)."""
+    ensemble = Ensemble(tmp_path, 3)
+    ensemble.start()
+    try:
+        leader = next(sid for sid, server in ensemble.servers.items() if server.mode() == "leader")
+        follower = next(sid for sid in ensemble.servers if sid != leader)
+        epoch = int(ensemble.servers[follower].four_letter("srvr").split("Zxid: 0x")[1].split()[0], 16) >> 32
+        zxid = (epoch << 32) | 0xFFFF
+        forged = Txn(zxid, 0, 1, 0, int(OpCode.CREATE), ("/injected", b"", ((31, "world", "anyone"),), 0, 1))
+        send_as(ensemble.ports[follower][0], leader, [Proposal(txns=(forged,)), Commit(zxid=zxid)], hold_s=1.0)
+        client = KazooClient(hosts=ensemble.servers[follower].hosts, timeout=10)
+        client.start(timeout=20)
+        try:
+            assert client.exists("/injected") is None
+        finally:
+            client.stop()
+            client.close()
+        assert "its link is live" in ensemble.servers[follower].log_path.read_text()
+        mntr = ensemble.servers[follower].four_letter("mntr")
+        assert "zk_core_restarts_count\t0" in mntr  # it never applied it (and had to repair itself from disk)
+    finally:
         ensemble.kill_all()

@@ -145,7 +145,7 @@ class ZabbyServer:
         if config.peers:  # peer links' unread input counts in the same budget as the clients'
             self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
                                        config.quorum_tls, frame_bytes_max=member_frame_bytes_max(config.jute_buffer_bytes_max),
-                                       memory=self.client_memory, warn=self.warn_rate_limited)  # fmt: skip
+                                       memory=self.client_memory, warn=self.warn_rate_limited, auth=config.quorum_auth)  # fmt: skip
         self._fsync_recent_s = 0.0  # a moving average of fsync times
         self._sync_wanted = trio.Event()  # an Append asked the background sync for more
         self._sync_idle = trio.Event()  # no background sync running or wanted

@@ -30,16 +30,18 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 from functools import partial
 
 import msgpack
 import trio
 
 from zabby import tls
-from zabby.config import PeerAddress, TlsConfig
+from zabby.config import PeerAddress, QuorumAuth, TlsConfig
 from zabby.core.messages import Inform, Message, Notification, Proposal, decode, encode
 from zabby.errors import RemoteProtocolError
 from zabby.server.guard import contained
+from zabby.server import peer_auth
 from zabby.server.budget import ClientMemory
 from zabby.server.ratelog import RateLimitedLog
 from zabby.server.sockets import receiver
@@ -53,7 +55,8 @@ HELLO_BYTES_MAX = 4096  # before a peer has said who it is
 STRANGER_FRAME_BYTES_MAX = 64 * 1024  # a learner no membership names sends FOLLOWERINFO, ACKs and pings
 UNIDENTIFIED_LINKS_MAX = 32  # connections at once that have not said who they are
 STRANGER_LINKS_MAX = 16  # links at once from servers no membership names
-LINK_LIVE_S = 5.0  # a link that delivered within this is live: a second hello for its id is refused
+LINK_LIVE_S = 5.0
+AUTH_WAIT_S = 1.0  # a dialer waits this long for a challenge before it takes the peer for one without quorum.auth  # a link that delivered within this is live: a second hello for its id is refused
 CONNECT_TIMEOUT_S = 2.0
 TLS_WARNING_INTERVAL_S = 10.0
 ELECTION, QUORUM = "election", "quorum"
@@ -70,6 +73,21 @@ def member_frame_bytes_max(jute_buffer_bytes_max: int) -> int:
     """The largest frame a member may send: ``FRAMES_OF_MAX_TXNS`` txns of jute.maxbuffer (a
     larger Proposal is split before it is sent, a SNAP chunk is cut by bytes)."""
     return FRAMES_OF_MAX_TXNS * (jute_buffer_bytes_max + 1024)
+
+
+class PeerAuthError(Exception):
+    """A peer link that did not authenticate where it must (``quorum.auth``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """What a new link's hello said: the id it claims, its nonce and proof (with
+    ``quorum.auth``), and the bytes that came after it."""
+
+    sid: int
+    nonce: bytes | None
+    mac: bytes | None
+    after: bytes
 
 
 class _PeerInput:
@@ -170,12 +188,13 @@ class _Outgoing:
 class Transport:
     def __init__(self, sid: int, peers: dict[int, PeerAddress], deliver: Deliver, link_down: LinkDown, quorum_tls: TlsConfig | None = None,
                  *, frame_bytes_max: int = member_frame_bytes_max(0xFFFFF), memory: ClientMemory | None = None,
-                 warn: Callable[[str, str], None] | None = None) -> None:  # fmt: skip
+                 warn: Callable[[str, str], None] | None = None, auth: QuorumAuth | None = None) -> None:  # fmt: skip
         self.sid = sid
         self.peers = peers
         self.members = set(peers)  # ids a membership names (the configured, and every membership's since)
         self.frame_bytes_max = frame_bytes_max
         self.memory = memory
+        self.auth = auth
         self.warn = warn or (lambda kind, message: LOGGER.warning("%s", message))
         self._unidentified = 0  # connections that have not said who they are yet
         self._strangers = 0  # links from servers no membership names
@@ -344,23 +363,56 @@ class Transport:
     async def _pump(self, out: _Outgoing, stream: trio.abc.Stream, generation: int) -> None:
         broke: str | None = None  # stays None when the watcher cancels the send
         try:
-            async with stream, trio.open_nursery() as nursery:
-                # the peer never writes on this stream: EOF means it closed (it died or dropped
-                # us), and we notice now rather than lose the next message into a dead socket
-                nursery.start_soon(self._watch_close, stream, nursery.cancel_scope)
-                broke = await self._send_frames(out, stream, generation)
-                nursery.cancel_scope.cancel()
+            async with stream:
+                try:
+                    await self._introduce(out, stream)
+                except PeerAuthError as exc:
+                    broke = f"not authenticated: {exc}"
+                    self.warn("peer-auth", f"the {out.kind} link to server {out.sid} is {broke}")
+                    return
+                async with trio.open_nursery() as nursery:
+                    # the peer never writes on this stream after its proof: EOF means it closed
+                    # (it died or dropped us), and we notice now rather than lose the next
+                    # message into a dead socket
+                    nursery.start_soon(self._watch_close, stream, nursery.cancel_scope)
+                    broke = await self._send_frames(out, stream, generation)
+                    nursery.cancel_scope.cancel()
         finally:  # however the link ended, unless it was dropped on purpose, the core hears of it
             if out.generation == generation:
                 LOGGER.info("link to server %d (%s) %s", out.sid, out.kind, broke or "closed by the peer")
                 self._discard(out)
 
+    async def _introduce(self, out: _Outgoing, stream: trio.abc.Stream) -> None:
+        """Say who we are (the hello); with ``quorum.auth``, answer the peer's challenge and
+        check its proof first (zabby.server.peer_auth).
+
+        Raises: PeerAuthError where the peer did not authenticate and it must; the network's
+        errors."""
+        me = self.peers[self.sid]
+        hello: list[Any] = [self.sid, me.host, me.quorum_port, me.election_port, me.observer]
+        auth = self.auth
+        if auth is None:
+            await stream.send_all(encode_frame(msgpack.packb(hello)))
+            return
+        decoder = FrameDecoder(HELLO_BYTES_MAX)
+        challenge = await _read_frame(stream, decoder, AUTH_WAIT_S)
+        nonce_b = peer_auth.parse_challenge(challenge) if challenge is not None else None
+        if nonce_b is None:
+            if auth.required:
+                raise PeerAuthError("it sent no challenge (quorum.auth off there?)")
+            await stream.send_all(encode_frame(msgpack.packb(hello)))
+            return
+        nonce_a = os.urandom(peer_auth.NONCE_BYTES)
+        hello += [nonce_a, peer_auth.dial_mac(auth.secret, out.kind, self.sid, out.sid, nonce_b, nonce_a)]
+        await stream.send_all(encode_frame(msgpack.packb(hello)))
+        proof = await _read_frame(stream, decoder, CONNECT_TIMEOUT_S)
+        expected = peer_auth.accept_mac(auth.secret, out.kind, out.sid, self.sid, nonce_a, nonce_b)
+        if proof is None or not peer_auth.checks_out(expected, peer_auth.parse_proof(proof)):
+            raise PeerAuthError("it did not prove it holds the secret (quorum.auth.secretFile)")
+
     async def _send_frames(self, out: _Outgoing, stream: trio.abc.Stream, generation: int) -> str | None:
         """Send queued frames until the link is dropped; the reason if it broke instead."""
         try:
-            me = self.peers[self.sid]
-            hello = [self.sid, me.host, me.quorum_port, me.election_port, me.observer]
-            await stream.send_all(encode_frame(msgpack.packb(hello)))
             if isinstance(stream, trio.SocketStream):
                 out.fd = stream.socket.fileno()
             while out.generation == generation:
@@ -426,10 +478,11 @@ class Transport:
                     try:
                         if isinstance(stream, trio.SSLStream) and not await self._accept_handshake(stream, kind):
                             return
+                        nonce_b = await self._challenge(stream)
                         hello = await self._hello(stream)
-                        if hello is None or not await self._admit(hello[0], kind, stream):
+                        if hello is None or not await self._admit(hello, kind, stream, nonce_b):
                             return
-                        sid, after_hello = hello
+                        sid, after_hello = hello.sid, hello.after
                     finally:
                         self._unidentified -= 1
                     stranger = sid not in self.members
@@ -461,11 +514,24 @@ class Transport:
 
         return handle
 
-    async def _admit(self, sid: int, kind: str, stream: trio.abc.Stream) -> bool:
-        """Whether a link that says it is from server ``sid`` is taken (one log line if not):
-        never our own id; a member's only from the host its membership names, and not while
-        its link is live (a second hello must not replace a member's link); a stranger's (it
-        may sync as a non-voting learner) only within ``STRANGER_LINKS_MAX``."""
+    async def _challenge(self, stream: trio.abc.Stream) -> bytes | None:
+        """With ``quorum.auth``: the nonce of the challenge sent to a new link."""
+        if self.auth is None:
+            return None
+        nonce = os.urandom(peer_auth.NONCE_BYTES)
+        await stream.send_all(encode_frame(peer_auth.challenge_payload(nonce)))
+        return nonce
+
+    async def _admit(self, hello: Hello, kind: str, stream: trio.abc.Stream, nonce_b: bytes | None) -> bool:
+        """Whether a link that says it is from server ``hello.sid`` is taken (one log line if
+        not): with ``quorum.auth``, only one whose hello proves the secret (or, while it is not
+        required, none at all), and it is sent our proof; never our own id; a member's only
+        from the host its membership names (and, over TLS, with a certificate for that host),
+        and not while its link is live (a second hello must not replace a member's link); a
+        stranger's (it may sync as a non-voting learner) only within ``STRANGER_LINKS_MAX``."""
+        sid = hello.sid
+        if not await self._authenticated(hello, kind, stream, nonce_b):
+            return False
         if sid == self.sid:
             self.warn("peer-refused", f"refusing a {kind} link that claims our own id {sid}")
             return False
@@ -474,6 +540,9 @@ class Transport:
             host = self.peers[sid].host if sid in self.peers else ""
             if host and address is not None and not await _same_host(host, address):
                 self.warn("peer-refused", f"refusing a {kind} link from {address} that claims server {sid}, which is at {host}")
+                return False
+            if host and isinstance(stream, trio.SSLStream) and not _certificate_names(stream, host):
+                self.warn("peer-refused", f"refusing a {kind} link that claims server {sid}: its certificate is not for {host}")
                 return False
             heard = self._last_heard.get((sid, kind))
             if (sid, kind) in self._incoming and heard is not None and time.monotonic() - heard < LINK_LIVE_S:
@@ -497,7 +566,24 @@ class Transport:
                 return False
         return False
 
-    async def _hello(self, stream: trio.abc.Stream) -> tuple[int, bytes] | None:
+    async def _authenticated(self, hello: Hello, kind: str, stream: trio.abc.Stream, nonce_b: bytes | None) -> bool:
+        auth = self.auth
+        if auth is None:
+            return True
+        if hello.mac is None or hello.nonce is None or nonce_b is None:
+            if auth.required:
+                self.warn("peer-auth", f"refusing a {kind} link that claims server {hello.sid}: it does not authenticate (quorum.auth.required)")
+                return False
+            return True
+        expected = peer_auth.dial_mac(auth.secret, kind, hello.sid, self.sid, nonce_b, hello.nonce)
+        if not peer_auth.checks_out(expected, hello.mac):
+            self.warn("peer-auth", f"refusing a {kind} link that claims server {hello.sid}: its proof is wrong (another secret?)")
+            return False
+        proof = peer_auth.accept_mac(auth.secret, kind, self.sid, hello.sid, hello.nonce, nonce_b)
+        await stream.send_all(encode_frame(peer_auth.proof_payload(proof)))
+        return True
+
+    async def _hello(self, stream: trio.abc.Stream) -> Hello | None:
         """The id a new link says it is from, and the bytes that came after its hello; None if
         it said nothing in time.  Only the hello's own frame is read here, and it is small: what
         follows is read at the limit of who the peer turns out to be.
@@ -514,12 +600,14 @@ class Transport:
                 buffer += data
             length = int.from_bytes(buffer[:4], "big")
             try:
-                sid, host, quorum_port, election_port, observer = msgpack.unpackb(bytes(buffer[4 : 4 + length]))
+                fields = msgpack.unpackb(bytes(buffer[4 : 4 + length]))
+                sid, host, quorum_port, election_port, observer = fields[:5]
                 address = PeerAddress(int(sid), str(host), int(quorum_port), int(election_port), bool(observer))
-            except (ValueError, TypeError, msgpack.UnpackException) as exc:
+                nonce, mac = (bytes(fields[5]), bytes(fields[6])) if len(fields) == 7 else (None, None)
+            except (ValueError, TypeError, IndexError, msgpack.UnpackException) as exc:
                 raise RemoteProtocolError(f"bad hello frame from a peer: {exc}") from None
-            self._hellos[sid] = address
-            return int(sid), bytes(buffer[4 + length :])
+            self._hellos[address.sid] = address
+            return Hello(address.sid, nonce, mac, bytes(buffer[4 + length :]))
         return None
 
     async def _receive_loop(self, sid: int, kind: str, stream: trio.abc.Stream, decoder: FrameDecoder, peer_input: _PeerInput,
@@ -584,3 +672,37 @@ async def _same_host(configured: str, address: str) -> bool:
     except OSError:
         return False
     return address in resolved
+
+
+async def _read_frame(stream: trio.abc.Stream, decoder: FrameDecoder, wait_s: float) -> bytes | None:
+    """The next frame on ``stream`` within ``wait_s`` (None: none came, or the peer closed)."""
+    with trio.move_on_after(wait_s):
+        while True:
+            frames = decoder.receive_data(b"")
+            if frames:
+                return frames[0]
+            data = await stream.receive_some(HELLO_BYTES_MAX)
+            if not data:
+                return None
+            frames = decoder.receive_data(data)
+            if frames:
+                return frames[0]
+    return None
+
+
+def _certificate_names(stream: trio.SSLStream[Any], host: str) -> bool:
+    """Whether the peer's certificate names ``host`` (a subjectAltName DNS name or IP, a
+    wildcard covering one label, or the subject's commonName where it has no SAN).  A peer
+    that showed none passes: ``ssl.quorum.clientAuth`` decided it need not (with ``need``,
+    ZooKeeper's default, its handshake failed already)."""
+    certificate = stream.getpeercert()
+    if not certificate:
+        return True
+    names = [value for kind, value in certificate.get("subjectAltName", ()) if kind in ("DNS", "IP Address")]
+    if not names:
+        names = [value for field in certificate.get("subject", ()) for key, value in field if key == "commonName"]
+    host = host.lower().rstrip(".")
+    for name in (str(n).lower().rstrip(".") for n in names):
+        if name == host or (name.startswith("*.") and "." in host and host.split(".", 1)[1] == name[2:]):
+            return True
+    return False
