@@ -53,6 +53,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--op-timeout", type=float, default=5.0, help="how long a worker waits for one request (s)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "jepsen")
     parser.add_argument("--keep-data", action="store_true", help="keep the data dirs of passing runs too")
+    parser.add_argument("--quorum-auth", action="store_true", help="zabby: every peer link authenticates (quorum.auth, a secret file per run)")
     return parser.parse_args(argv)
 
 
@@ -63,7 +64,7 @@ def spec_for(args: argparse.Namespace, seed: int) -> RunSpec:
         seed=seed, out_dir=args.out, system=args.system, servers=args.servers, duration_s=args.duration, nemesis=args.nemesis,
         clients=tuple(c.strip() for c in args.clients.split(",") if c.strip()), workers=args.workers, tick_ms=args.tick_ms,
         init_limit=args.init_limit, sync_limit=args.sync_limit, fault_s=args.fault_s, quiet_s=args.quiet_s,
-        workload=workload, keep_data=args.keep_data,
+        workload=workload, keep_data=args.keep_data, quorum_auth=args.quorum_auth,
     )  # fmt: skip
 
 

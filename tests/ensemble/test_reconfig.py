@@ -21,7 +21,7 @@ import pytest
 
 from tests.server.wire import raw_session
 from zabby import SyncClient
-from zabby.local.processes import Ensemble, ServerProcess, wait_until
+from zabby.local.processes import Ensemble, ServerProcess, admin_json, admin_settings, wait_until
 from zabby.membership import Membership
 from zabby.opcodes import OpCode
 from zabby.ops.logtool import dump
@@ -204,7 +204,7 @@ def started(made: list[Ensemble], path: Path, size: int, **overrides: object) ->
 
 # ----------------------------------------------------------------------------- tests
 def test_grow_three_to_five_under_writes_and_restart_with_the_new_membership(tmp_path: Path, tmp_ensembles: list[Ensemble]) -> None:
-    ensemble = started(tmp_ensembles, tmp_path, 3)
+    ensemble = started(tmp_ensembles, tmp_path, 3, **admin_settings())
     with Writers(ensemble.hosts) as writers:
         writers.wait_progress()
         for sid in (4, 5):  # each syncs as a non-voting follower of the old membership first
@@ -227,9 +227,9 @@ def test_grow_three_to_five_under_writes_and_restart_with_the_new_membership(tmp
     assert sorted(view) == ["1", "2", "3", "4", "5"]
     assert view["4"] == {"server_addresses": [f"127.0.0.1:{quorum}"], "election_addresses": [f"127.0.0.1:{election}"],
                          "client_address": f"127.0.0.1:{client}", "learner_type": "participant"}  # fmt: skip
-    conf = json.load(urllib.request.urlopen(f"{admin}/configuration", timeout=5))
+    conf = admin_json(ensemble.servers[1].admin_port, "configuration")  # (an administrator's: it names the data folders)
     assert conf["version"] == f"{membership.version:x}" and "server.5" in conf
-    initial = json.load(urllib.request.urlopen(f"{admin}/icfg", timeout=5))["initial_configuration"]
+    initial = admin_json(ensemble.servers[1].admin_port, "icfg")["initial_configuration"]
     assert "server.4" not in initial and "dynamicConfigFile" not in initial  # as it started: three servers
 
 

@@ -170,6 +170,7 @@ class Peer:
         self.proposed = durable.proposed
         self.hinted: Membership | None = None  # a vote's proposed membership, for the next election only
         self._disowned_at: int | None = None  # the committed version whose voters, as peers know them, leave us out
+        self._disowned_by_sids: frozenset[int] = frozenset()  # that version's servers, as they know it
         self.quorum = self._quorums()
         self.accepted_epoch = durable.accepted_epoch
         self.current_epoch = durable.current_epoch
@@ -207,6 +208,14 @@ class Peer:
         sync as a non-voting learner (a joiner does, before its reconfig), but what it forwards
         is not taken, and its acks and votes count for nothing."""
         return sid in self.membership.sids or (self.proposed is not None and sid in self.proposed.sids)
+
+    def counted_as_member(self) -> bool:
+        """Whether the ensemble counts this server a member: our own view names us, and no
+        peer's copy of the same version leaves us out (a joiner's zoo.cfg lists itself beside
+        the initial servers, all at version 0, before the reconfig that adds it)."""
+        if not self.is_member(self.sid):
+            return False
+        return self._disowned_at != self.membership.version or self.sid in self._disowned_by_sids
 
     def _views(self, *, hinted: bool = True, proposed: bool = True) -> list[Membership]:
         """The committed membership first, then (unless ``proposed`` is False) the proposed
@@ -264,6 +273,7 @@ class Peer:
         if theirs.version != self.membership.version or self.sid in theirs.voters:
             return False
         self._disowned_at = theirs.version
+        self._disowned_by_sids = theirs.sids
         return True
 
     def _adopt_hint(self, text: str) -> bool:

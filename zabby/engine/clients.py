@@ -139,7 +139,7 @@ class ClientCalls:
                 is full (a leader answers that with an ERROR txn, in the session's order).
         """
         self._check_serving()
-        if not self.is_leader and not self.peer.is_member(self.config.server_id):
+        if not self.is_leader and not self.peer.counted_as_member():
             raise ZabbyError(Err.NOTREADONLY, f"server {self.config.server_id} is no member of the ensemble yet (the reconfig that "
                              "adds it has not committed): the leader takes no writes through it")  # fmt: skip
         if self.space_low and op not in SESSION_OPS and not self.is_leader:

@@ -79,6 +79,7 @@ class ClusterSpec:
     reconfig: bool = False  # reconfigEnabled=true and skipACL=yes (every session a superuser)
     spares: int = 0  # servers n+1.. that only run while a reconfig made them members
     max_client_cnxns: int = 0  # maxClientCnxns, per client IP (0: no cap); hostile clients' runs set one to flood past
+    quorum_auth: bool = False  # zabby: quorum.auth on every peer link, with a secret file in the run's folder
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,6 +133,11 @@ class Server:
         }  # fmt: skip
         if self.spec.reconfig:
             settings.update({"reconfigEnabled": "true", "skipACL": "yes"})
+        if self.spec.quorum_auth and self.spec.system == "zabby":
+            secret = self.spec.workdir / "quorum.secret"
+            if not secret.exists():
+                secret.write_text(os.urandom(24).hex())
+            settings.update({"quorum.auth.enabled": "true", "quorum.auth.secretFile": secret})
         lines = [f"{key}={value}\n" for key, value in settings.items()] + [f"{line}\n" for line in members]
         self.config_path.write_text("".join(lines))
         if self.spec.system == "zookeeper":

@@ -71,6 +71,7 @@ class RunSpec:
     converge_s: float = 30.0
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     keep_data: bool = False  # keep the servers' data dirs of a passing run too
+    quorum_auth: bool = False  # zabby's peer links authenticate (quorum.auth)
 
 
 def reproduce_command(spec: RunSpec) -> str:
@@ -82,6 +83,7 @@ def reproduce_command(spec: RunSpec) -> str:
         "--fault-s", f"{spec.fault_s:g}", "--quiet-s", f"{spec.quiet_s:g}", "--keys", str(spec.workload.keys),
         "--session-timeout", f"{spec.workload.session_timeout_s:g}", "--op-timeout", f"{spec.workload.op_timeout_s:g}",
         "--churn-session-timeout", f"{spec.workload.churn_session_timeout_s:g}",
+        *(["--quorum-auth"] if spec.quorum_auth else []),
     ]  # fmt: skip
     return shlex.join(args)
 
@@ -94,13 +96,14 @@ def effective_clients(spec: RunSpec) -> tuple[str, ...]:
 def run_once(spec: RunSpec) -> dict[str, Any]:
     run_dir = _fresh_dir(spec.out_dir.resolve() / f"{spec.system}-{spec.servers}-seed{spec.seed}")  # servers run in their own folders
     history = History()
-    result: dict[str, Any] = {"seed": spec.seed, "system": spec.system, "servers": spec.servers, "nemesis": spec.nemesis,
+    result: dict[str, Any] = {"seed": spec.seed, "system": spec.system, "servers": spec.servers, "nemesis": spec.nemesis, "quorum_auth": spec.quorum_auth,
                               "clients": list(effective_clients(spec)), "duration_s": spec.duration_s, "tick_ms": spec.tick_ms,
                               "dir": str(run_dir), "commit": git_commit(), "reproduce": reproduce_command(spec),
                               "failures": [], "notes": []}  # fmt: skip
     kinds = kinds_for(spec.nemesis)
     cluster = Cluster(ClusterSpec(system=spec.system, servers=spec.servers, workdir=run_dir, tick_ms=spec.tick_ms, init_limit=spec.init_limit, sync_limit=spec.sync_limit,
-                                  reconfig=reconfigures(kinds), spares=spares_for(kinds), max_client_cnxns=HOSTILE_CNXNS_PER_IP if hostile_kinds(kinds) else 0))  # fmt: skip
+                                  reconfig=reconfigures(kinds), spares=spares_for(kinds), max_client_cnxns=HOSTILE_CNXNS_PER_IP if hostile_kinds(kinds) else 0,
+                                  quorum_auth=spec.quorum_auth))  # fmt: skip
     cluster.clock = history.now_s
     abort = threading.Event()
     watchdog = threading.Timer(_budget_s(spec), _fire_watchdog, args=(cluster, abort, result))
