@@ -119,8 +119,10 @@ class Workload:
         client.outstanding = Outstanding(0, "connect", now, 0)
         try:
             engine.create_session(client.timeout_ms, lambda txn, result: self._created(client, node, txn))
-        except ZabbyError:
+        except ZabbyError as exc:
             client.outstanding = None
+            if exc.code == Err.NOTREADONLY:  # refused (no member yet): a client tries another server
+                client.sid = self.rng.choice(sorted(self.cluster.nodes))
             return
         self.cluster.drain(node)
 
