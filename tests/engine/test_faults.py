@@ -16,6 +16,7 @@ import pytest
 
 from tests.engine.helpers import Driver, create, make_engine, tree_of
 from zabby.core.messages import Snap, SnapChunk, TreeDigest
+from zabby.core.peer import LearnerState
 from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState, ZabPhase
 from zabby.engine import CloseClients, DropLinks, FailStop, Persist, Reload, Send
@@ -86,6 +87,20 @@ def test_a_snapshot_at_another_zxid_than_declared_is_refused_and_the_learner_ask
     assert engine.peer.state == ServerState.LOOKING and not engine.serving
     [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert "the snapshot from server 2 is refused: it declares 0x100000001 but holds a tree at 0x100000002" in line
+
+
+def test_a_core_restart_drops_the_link_to_a_leader_the_configuration_file_does_not_name() -> None:
+    """A leader that a reconfig added (server 7, in no zoo.cfg of this server's): the restart
+    drops its link too, or the leader's old stream runs on into the new core's sync (sim seed
+    2187 with the soak's options: an INFORM sent before the restart, then a SNAP after it)."""
+    engine, driver = learner([create(1)])
+    engine.peer.learner = LearnerState(leader=7)
+    engine._snap_in[7] = (Snap(zxid=make_zxid(1, 1)), TreeBuilder())
+    engine.peer.expects_snapshot = lambda sid, zxid: True  # type: ignore[method-assign]
+    engine.receive(7, SnapChunk(records=(("not", "a record"),), last=True))
+    effects = driver.run()
+    [drop] = [e for e in effects if isinstance(e, DropLinks)]
+    assert set(drop.sids) == {2, 3, 7}
 
 
 def test_a_digest_that_differs_from_the_leaders_is_an_inconsistency() -> None:

@@ -89,6 +89,22 @@ RECONFIG_REGRESSIONS = {
 }
 
 
+# Seeds of the CI and soak swarm (reconfigs and forgeries in their shares) that once failed.
+SWARM_REGRESSIONS = {
+    2187: "a core restart left the link to a leader a reconfig had added up, and that leader's stream ran on "
+    "into the next sync (test_a_core_restart_drops_the_link_to_a_leader_the_configuration_file_does_not_name)",
+    2971: "the forging nemesis sent votes in members' names with a membership of the receiver's version that "
+    "left it out, and every server stopped voting for itself (a lie only quorum authentication stops: "
+    "the nemesis no longer tells it)",
+}
+
+
+@pytest.mark.parametrize("seed", sorted(SWARM_REGRESSIONS), ids=lambda s: f"seed{s}")
+def test_regression_seed_of_the_swarm(seed: int) -> None:
+    result = _run(seed)
+    assert result.ok, f"{SWARM_REGRESSIONS[seed]}\n{result.error}\n{result.reproduce()}"
+
+
 @pytest.mark.parametrize("seed", sorted(RECONFIG_REGRESSIONS), ids=lambda s: f"seed{s}")
 def test_regression_seed_with_reconfigs(seed: int) -> None:
     share, bug = RECONFIG_REGRESSIONS[seed]

@@ -203,6 +203,17 @@ class Peer:
         """The servers to vote with: every member of the committed, proposed and hinted memberships."""
         return frozenset().union(*(m.sids for m in self._views())) - {self.sid}
 
+    @property
+    def linked(self) -> frozenset[int]:
+        """Every server we may hold a link with: the peers, our leader, and our learners (a
+        joiner that no membership names yet among them)."""
+        links = set(self.peers)
+        if self.learner is not None:
+            links.add(self.learner.leader)
+        if self.leader is not None:
+            links.update(self.leader.learners)
+        return frozenset(links - {self.sid})
+
     def is_member(self, sid: int) -> bool:
         """Named by the committed membership or the proposed one: a server that is neither may
         sync as a non-voting learner (a joiner does, before its reconfig), but what it forwards

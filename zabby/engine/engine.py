@@ -773,7 +773,10 @@ class Engine(ClientCalls):
         self._inputs.clear()
         self._snap_in.clear()
         self.digests.clear()
-        peers = tuple(sorted(self.peer_config.peers))
+        # Every link, not the static configuration's alone: a link left up to a server a
+        # reconfig added carries the old core's stream on into the new one's sync (sim seed
+        # 2187 with the soak's options: an INFORM queued before the restart, then a SNAP).
+        peers = tuple(sorted(self.peer_config.peers | self.peer.linked))
         if peers:
             yield DropLinks(peers)
         self._tails.clear()  # what they would send and apply: the new core decides again

@@ -7,7 +7,9 @@ Each forgery reaches one live server as if over its links, from its claimed send
 
 * ``outsider-vote``: a vote from a server no membership names, carrying a membership of its
   own at a far version (it once became the ensemble's only member, on disk);
-* ``stale-vote``: a member's vote carrying a membership older than the receiver's;
+* ``stale-vote``: a member's vote carrying a membership older than the receiver's (none while
+  the receiver holds the first one: a membership of the receiver's version that leaves it out
+  is a lie only quorum authentication stops, see ``Peer._disowned_by``);
 * ``impossible-vote``: a member's vote carrying a membership later than the last zxid the vote
   says its sender logged (no member can have committed it);
 * ``outsider-learner``: a FOLLOWERINFO, an ACK far ahead and a forwarded write (as a superuser,
@@ -72,6 +74,8 @@ def _member(target: Node, rng: random.Random) -> int:
 
 def _stale_vote(cluster: Cluster, target: Node, rng: random.Random) -> tuple[int, list[Message]]:
     member = _member(target, rng)
+    if target.peer.membership.version == 0:
+        return _impossible_vote(cluster, target, rng)
     version = max(0, target.peer.membership.version - rng.randint(1, 3))
     return member, [_vote(target, _membership_of([member], version), target.peer.last_logged)]
 
