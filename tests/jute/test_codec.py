@@ -80,7 +80,7 @@ def test_connect_request_without_the_read_only_byte() -> None:
 def test_nulls() -> None:
     record = jute.CreateRequest.decode(struct.pack(">iiii", -1, -1, -1, 0))
     assert record == jute.CreateRequest(None, None, None, 0)
-    assert request_args(OpCode.CREATE, record) == (OpCode.CREATE, [None, b"", None, 0, 0])
+    assert request_args(OpCode.CREATE, record) == (OpCode.CREATE, [None, None, None, 0, 0])  # null data stays null
     with pytest.raises(RemoteProtocolError):
         jute.CreateRequest.decode(struct.pack(">iiii", -2, -1, -1, 0))
 
@@ -97,7 +97,7 @@ def test_request_args_map_onto_zabbys_op_model() -> None:
     watches = jute.SetWatches2(7, ["/d"], ["/e"], ["/c"], ["/p"], None)
     assert request_args(OpCode.SET_WATCHES2, watches) == (OpCode.SET_WATCHES, [7, ["/d"], ["/e"], ["/c"], ["/p"], []])
     multi = jute.MultiRequest([(2, jute.DeleteRequest("/x", 3)), (5, jute.SetDataRequest("/y", None, -1))])
-    assert request_args(OpCode.MULTI, multi) == (OpCode.MULTI, [[[2, "/x", 3], [5, "/y", b"", -1]]])
+    assert request_args(OpCode.MULTI, multi) == (OpCode.MULTI, [[[2, "/x", 3], [5, "/y", None, -1]]])
     assert request_args(OpCode.AUTH, jute.AuthPacket(0, "digest", b"u:p")) == (OpCode.AUTH, ["digest", b"u:p"])
 
 

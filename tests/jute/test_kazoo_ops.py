@@ -246,7 +246,7 @@ def test_add_check_and_remove_watches(shared_server: ServerProcess, kz: KazooCli
         assert header.err == 0
     with pytest.raises(NoWatcherError):
         kazoo_call(kz, OpCode.REMOVE_WATCHES, jute.RemoveWatchesRequest("/pw", WatcherType.CHILDREN))
-    assert kazoo_call(kz, OpCode.ADD_WATCH, jute.AddWatchRequest("/pw", 0)) is True
+    assert kazoo_call(kz, OpCode.ADD_WATCH, jute.AddWatchRequest("/pw", 0)) == jute.ErrorResponse(0)  # as ZooKeeper answers
     kz.delete("/pw", recursive=True)
 
 
@@ -315,3 +315,13 @@ def test_set_watches_after_reconnect_fires_missed_events(shared_server: ServerPr
         header, _ = again.call(OpCode.CLOSE_SESSION)
         assert header.err == 0
     kz.delete("/sw")
+
+
+def test_null_data_reads_back_null_and_empty_data_empty(kz: KazooClient) -> None:
+    """kazoo's own test_create_null_data and test_set_null_data: null is not empty."""
+    kz.create("/nulldata", None)
+    kz.create("/emptydata", b"")
+    assert kz.get("/nulldata")[0] is None and kz.get("/emptydata")[0] == b""
+    kz.set("/emptydata", None)
+    data, stat = kz.get("/emptydata")
+    assert data is None and stat.data_length == 0 and stat.version == 1

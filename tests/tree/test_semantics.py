@@ -724,6 +724,35 @@ def test_snapshot_round_trip(h: Harness, through_msgpack: bool) -> None:
     assert h2.tree.content_hash() == h.tree.content_hash()
 
 
+def test_null_data_is_kept_apart_from_empty_data_through_txns_and_snapshots(h: Harness) -> None:
+    """ZooKeeper keeps a null znode's data null (a read gives null back), and counts it as
+    empty everywhere else: Stat, sizes, quotas, the digest."""
+    from zabby.server.reads import get_data
+    from zabby.tree.datatree import shown_data
+    from zabby.tree.watches import WatchManager
+
+    h.create("/null", None)  # type: ignore[arg-type]
+    h.create("/empty", b"")
+    h.create("/set", b"x")
+    h.set_data("/set", None)  # type: ignore[arg-type]
+    assert [shown_data(h.tree.get(p).data) for p in ("/null", "/empty", "/set")] == [None, b"", None]
+    assert stat(h, "/null")[DATALEN] == stat(h, "/set")[DATALEN] == 0
+    twin = Harness()  # the same writes with empty data: the same digest (as ZooKeeper's)
+    twin.create("/null", b"")
+    twin.create("/empty", b"")
+    twin.create("/set", b"x")
+    twin.set_data("/set", b"")
+    assert twin.tree.digest == h.tree.digest and twin.tree.data_size == h.tree.data_size
+    for records in (list(h.tree.records()), [msgpack.unpackb(msgpack.packb(r, use_bin_type=True), raw=False) for r in h.tree.records()]):
+        restored = _restore(records)
+        assert [shown_data(restored.get(p).data) for p in ("/null", "/empty", "/set")] == [None, b"", None]
+        assert restored.digest == h.tree.digest
+    reply = get_data(h.tree, WatchManager(), h.caller(1), ["/null", False])  # type: ignore[arg-type]
+    assert reply[0] is None
+    txn = h.prepare(OpCode.SET_DATA, ("/empty", None, -1))
+    assert decode_txn(encode_txn(txn)) == txn and txn.body[1] is None  # the log keeps it null
+
+
 def test_digest_sees_every_change(h: Harness) -> None:
     seen = {h.tree.content_hash()}
     h.create("/a")

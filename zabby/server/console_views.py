@@ -17,7 +17,7 @@ from typing import Any
 
 from zabby.errors import ZabbyError
 from zabby.tree import acl as acls
-from zabby.tree.datatree import DataTree
+from zabby.tree.datatree import DataTree, shown_data
 from zabby.tree.paths import validate_path
 
 CHILDREN_PAGE_MAX = 1000
@@ -66,7 +66,7 @@ def node_view(tree: DataTree, path: str, offset: int = 0, limit: int = 100, auth
         "stat": _stat(node),
         "acl": [f"{scheme}:{ident if admin or scheme != 'digest' else ident.partition(':')[0] + ':x'}:{acls.perms_to_letters(perms)}"
                 for perms, scheme, ident in node.acl],  # fmt: skip
-        "data_base64": base64.b64encode(node.data).decode("ascii"),
+        "data_base64": None if shown_data(node.data) is None else base64.b64encode(node.data).decode("ascii"),
         "children": list(children[offset : offset + limit]),
         "children_total": len(children),
         "offset": offset,

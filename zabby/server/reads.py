@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from zabby.errors import Err, ZabbyError, shown
 from zabby.opcodes import AddWatchMode, EventType, OpCode, WatcherType
 from zabby.tree import acl as acls
-from zabby.tree.datatree import DataTree, Listing, Znode
+from zabby.tree.datatree import DataTree, Listing, Znode, shown_data
 from zabby.tree.watches import WatchManager
 
 
@@ -78,7 +78,7 @@ def get_data(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any])
     _require(node, acls.READ, who)
     if watch:
         watches.add_data(path, who)
-    return [node.data, node.stat()]
+    return [shown_data(node.data), node.stat()]
 
 
 def get_children(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
@@ -193,7 +193,7 @@ def multi_read(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any
             continue
         if sub[0] == OpCode.GET_DATA:
             results.append([sub[0], 0, value])
-            reply_bytes += REPLY_BYTES_PER_ITEM + len(value[0])
+            reply_bytes += REPLY_BYTES_PER_ITEM + len(value[0] or b"")
         else:
             results.append([sub[0], 0, value[0]])
             reply_bytes += REPLY_BYTES_PER_ITEM + _listing_bytes(value[0])

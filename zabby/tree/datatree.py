@@ -52,6 +52,30 @@ DIGEST_MASK = (1 << 64) - 1
 DIGEST_LOG_LENGTH = 1024
 _STAT_DIGEST = struct.Struct(">9Q")  # czxid mzxid pzxid ctime mtime version cversion aversion owner
 _SESSION_DIGEST = struct.Struct(">qq")
+class NullData(bytes):
+    """A znode's null data (a client created or set it with null, as ZooKeeper's may): empty
+    for every count and digest (as in ZooKeeper's), but read back as null, and kept as null
+    (None) in txns, snapshots and SNAPs.  One instance, ``NULL_DATA``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NULL_DATA"
+
+
+NULL_DATA = NullData()
+
+
+def stored_data(data: bytes | None) -> bytes:
+    """A txn's or a record's data as a znode holds it."""
+    return NULL_DATA if data is None else data
+
+
+def shown_data(data: bytes) -> bytes | None:
+    """A znode's data as a read answers it, a txn or record carries it: None for null."""
+    return None if data.__class__ is NullData else data
+
+
 _DATA_CRC_SEED = 0x5A  # a znode's data CRC starts from its path's CRC with this seed, its Stat's from 0
 _crc32 = zlib.crc32
 
@@ -462,6 +486,8 @@ class DataTree:
 
     def _create(self, txn: Txn, body: tuple[Any, ...], events: list[Event]) -> tuple[str, Stat]:
         path, data, acl, owner, parent_cversion = body
+        if data is None:
+            data = NULL_DATA
         nodes, zxid = self.nodes, txn.zxid
         parent_path = parent_of(path)
         parent = nodes.get(parent_path)
@@ -513,6 +539,8 @@ class DataTree:
 
     def _set_data(self, txn: Txn, body: tuple[Any, ...], events: list[Event], answered: bool = True) -> Stat | None:
         path, data, version = body
+        if data is None:
+            data = NULL_DATA
         node = self.nodes.get(path)
         if node is None:
             raise InvariantError(f"setData {path}: no node")
@@ -616,7 +644,8 @@ class DataTree:
                 pzxid, cversion = children.pzxid, children.cversion  # type: ignore[union-attr]
             else:
                 pzxid, cversion = node.czxid, 0
-            yield (path, node.data, acl, node.czxid, node.mzxid, pzxid, node.ctime, node.mtime,
+            data = node.data
+            yield (path, None if data.__class__ is NullData else data, acl, node.czxid, node.mzxid, pzxid, node.ctime, node.mtime,
                    node.version, cversion, aversion, owner)  # fmt: skip
 
     def record_count(self) -> int:
@@ -728,6 +757,8 @@ class TreeBuilder:
                 except (KeyError, TypeError):  # a new ACL, or one in lists
                     acl = interned_acl(acl)
                 node = nodes[path] = new_znode(Znode)
+                if data is None:
+                    data = NULL_DATA
                 node.data = data
                 # the shared meta when there is one: znode_meta() finds it too, a call later
                 node.meta = shared_metas.get((acl, aversion, owner)) or znode_meta(acl, aversion, owner)

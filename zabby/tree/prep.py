@@ -191,7 +191,7 @@ class Preparer:
             mode = self._create_mode(op, flags, ttl_ms)
             sequential, owner = mode.is_sequential, self._owner_for(mode, caller.session_id, ttl_ms)
         parent_path = _parent_unchecked(path)  # the whole path is checked once it has its name
-        self._check_data(data)
+        data_bytes = self._check_data(data)
         fixed_acl = acls.fix_acl(acl, caller.auth_ids)
         parent = self._existing(parent_path)
         self._check_acl(parent, acls.CREATE, caller)
@@ -203,10 +203,10 @@ class Preparer:
         if is_session_owner(parent.owner):
             raise ZabbyError(Err.NOCHILDRENFOREPHEMERALS, parent_path)
         if self.tree.quota_roots:  # tested here: the plaintext write path pays one attribute look-up
-            self._check_quota(path, 1, len(data), zxid)
+            self._check_quota(path, 1, data_bytes, zxid)
         new_cversion = parent.cversion + 1
         self._record(parent_path, parent.with_children(new_cversion, parent.num_children + 1, zxid))
-        self._record(path, _new_tuple(Pending, (True, fixed_acl, 0, 0, 0, owner, 0, zxid, len(data))))
+        self._record(path, _new_tuple(Pending, (True, fixed_acl, 0, 0, 0, owner, 0, zxid, data_bytes)))
         return OpCode.CREATE, (path, data, fixed_acl, owner, new_cversion)
 
     def _create_mode(self, op: int, flags: Any, ttl_ms: Any) -> CreateMode:
@@ -235,11 +235,16 @@ class Preparer:
             return ttl_owner(ttl_ms)
         return 0
 
-    def _check_data(self, data: Any) -> None:
+    def _check_data(self, data: Any) -> int:
+        """Its size.  None is null data, as ZooKeeper's clients send it: kept apart from empty
+        data (a read gives back null), 0 bytes for every count."""
+        if data is None:
+            return 0
         if not isinstance(data, bytes):
-            raise ZabbyError(Err.BADARGUMENTS, f"data must be bytes, not {type(data).__name__}")
+            raise ZabbyError(Err.BADARGUMENTS, f"data must be bytes or null, not {type(data).__name__}")
         if len(data) > self.limits.data_bytes_max:
             raise ZabbyError(Err.BADARGUMENTS, f"data of {len(data)} bytes is over the {self.limits.data_bytes_max} limit")
+        return len(data)
 
     def _delete(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
         path, version = args
@@ -272,14 +277,14 @@ class Preparer:
     def _set_data(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
         path, data, version = args
         validate_path(path)
-        self._check_data(data)
+        data_bytes = self._check_data(data)
         node = self._existing(path)
         self._check_acl(node, acls.WRITE, caller)
         _check_version(version, node.version, path)
         if self.tree.quota_roots:
-            self._check_quota(path, 0, len(data) - node.data_bytes, zxid)
+            self._check_quota(path, 0, data_bytes - node.data_bytes, zxid)
         new_version = node.version + 1
-        self._record(path, node.with_data(new_version, zxid, len(data)))
+        self._record(path, node.with_data(new_version, zxid, data_bytes))
         return OpCode.SET_DATA, (path, data, new_version)
 
     def _set_acl(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:

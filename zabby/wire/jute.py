@@ -756,6 +756,7 @@ RESPONSE_RECORDS: dict[int, type[Record]] = {
     OpCode.GET_EPHEMERALS: GetEphemeralsResponse,
     OpCode.GET_ALL_CHILDREN_NUMBER: GetAllChildrenNumberResponse,
     OpCode.WHO_AM_I: WhoAmIResponse,
+    OpCode.ADD_WATCH: ErrorResponse,  # always 0: ZooKeeper's Java client reads it, and breaks without it
 }
 
 

@@ -51,23 +51,23 @@ def _paths(paths: list[str | None] | None) -> list[str]:
     return [p for p in paths or () if p is not None]
 
 
-def _data(data: bytes | None) -> bytes:
-    return b"" if data is None else data  # ZooKeeper clients send null for "no data"
+def _credential(data: bytes | None) -> bytes:
+    return b"" if data is None else data  # an auth packet's null credential is an empty one
 
 
 def request_args(op: int, record: jute.Record | None) -> tuple[int, list[Any]]:  # noqa: C901 -- one branch per opcode
     """A jute request record → zabby's (op, args), as docs/protocol.md lists them."""
     r: Any = record
     if op in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER):
-        return op, [r.path, _data(r.data), _acl(r.acl), r.flags, 0]
+        return op, [r.path, r.data, _acl(r.acl), r.flags, 0]
     if op == OpCode.CREATE_TTL:
-        return op, [r.path, _data(r.data), _acl(r.acl), r.flags, r.ttl]
+        return op, [r.path, r.data, _acl(r.acl), r.flags, r.ttl]
     if op in (OpCode.DELETE, OpCode.CHECK):
         return op, [r.path, r.version]
     if op in (OpCode.EXISTS, OpCode.GET_DATA, OpCode.GET_CHILDREN, OpCode.GET_CHILDREN2):
         return op, [r.path, r.watch]
     if op == OpCode.SET_DATA:
-        return op, [r.path, _data(r.data), r.version]
+        return op, [r.path, r.data, r.version]
     if op in (OpCode.GET_ACL, OpCode.SYNC, OpCode.GET_ALL_CHILDREN_NUMBER):
         return op, [r.path]
     if op == OpCode.SET_ACL:
@@ -79,7 +79,7 @@ def request_args(op: int, record: jute.Record | None) -> tuple[int, list[Any]]: 
     if op == OpCode.ADD_WATCH:
         return op, [r.path, r.mode]
     if op == OpCode.AUTH:
-        return op, [r.scheme, _data(r.auth)]
+        return op, [r.scheme, _credential(r.auth)]
     if op == OpCode.SET_WATCHES:
         return op, [r.relative_zxid, _paths(r.data_watches), _paths(r.exist_watches), _paths(r.child_watches), [], []]
     if op == OpCode.SET_WATCHES2:
@@ -343,7 +343,12 @@ def response_record(op: int, values: list[Any], sub_ops: tuple[int, ...]) -> jut
         return jute.GetAllChildrenNumberResponse(values[0])
     if op == OpCode.WHO_AM_I:
         return jute.WhoAmIResponse([_client_info(scheme, ident) for scheme, ident in values[0]])
-    return None
+    return _FIXED_RESPONSES.get(op)
+
+
+# Replies whose record never varies: addWatch's ErrorResponse(0), which ZooKeeper's Java
+# client reads (and breaks without).
+_FIXED_RESPONSES: dict[int, jute.Record] = {OpCode.ADD_WATCH: jute.ErrorResponse(0)}
 
 
 class JuteCodec:
