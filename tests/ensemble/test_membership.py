@@ -29,6 +29,7 @@ def test_observer_serves_reads_forwards_writes_and_never_votes(tmp_path: Path) -
         assert leader is not None
         leader_mntr = dict(line.split("\t", 1) for line in group.servers[leader].four_letter("mntr").splitlines())
         assert leader_mntr["zk_synced_observers"] == "1" and leader_mntr["zk_synced_followers"] == "2"
+        assert leader_mntr["zk_quorum_size"] == "3"  # voters only: the observer is not counted
         for sid in (1, 2, 3):
             if sid != leader:
                 group.servers[sid].kill()

@@ -47,6 +47,7 @@ def test_leader_elected_quickly_and_writes_replicate(tmp_path: Path) -> None:
         leader_mntr = _mntr(group.servers[leader])
         assert leader_mntr["zk_server_state"] == "leader"
         assert leader_mntr["zk_synced_followers"] == "2"
+        assert leader_mntr["zk_quorum_size"] == "3"  # the voters, as ZooKeeper counts them (not the majority)
         follower = next(sid for sid in group.servers if sid != leader)
         session = raw_session(group.servers[follower].port)
         for index in range(50):

@@ -202,7 +202,9 @@ class ZabbyServer:
 
     @property
     def quorum_size(self) -> int:
-        return self.engine.peer.quorum.size
+        """The voters of the committed membership (ZooKeeper's ``getVotingView().size()``), not
+        the majority of them."""
+        return len(self.engine.peer.membership.voters)
 
     @property
     def membership(self) -> Membership | None:
