@@ -99,7 +99,9 @@ class Membership:
 
     def text(self) -> str:
         lines = [f"server.{m.sid}={m.spec()}" for m in self.members]
-        return "\n".join([*lines, f"version={self.version:x}"]) + "\n"
+        # No newline at the end, as ZooKeeper's QuorumVerifier.toString(): clients read the
+        # version from the last line (kazoo's own reconfig test does).
+        return "\n".join([*lines, f"version={self.version:x}"])
 
     @classmethod
     def parse(cls, text: str) -> Membership:

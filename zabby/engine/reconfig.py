@@ -2,11 +2,12 @@
 
 The request names servers joining (``server.N=spec`` lines, comma separated) and leaving
 (ids), or the whole new membership; ``from_config`` makes it conditional on the version of
-the membership it was computed from.  As ZooKeeper's PrepRequestProcessor: refused with
-RECONFIGDISABLED unless ``reconfigEnabled``, NOAUTH without WRITE on ``/zookeeper/config``
-(or the super user), RECONFIGINPROGRESS while another is proposed and not committed,
-BADVERSION for a stale ``from_config``, NEWCONFIGNOQUORUM unless a quorum of the new
-membership is synced with this leader (it could not commit otherwise).  The txn carries the
+the membership it was computed from.  As ZooKeeper's PrepRequestProcessor, in its order: refused
+with RECONFIGDISABLED unless ``reconfigEnabled``, RECONFIGINPROGRESS while another is proposed
+and not committed, BADVERSION for a stale ``from_config``, BADARGUMENTS for a request that makes
+no valid membership, NEWCONFIGNOQUORUM unless a quorum of the new membership is synced with this
+leader (it could not commit otherwise), and NOAUTH without WRITE on ``/zookeeper/config`` (or
+the super user).  The txn carries the
 new membership's text; its version is the txn's zxid.
 """
 
@@ -35,18 +36,23 @@ def prepare_reconfig(args: tuple[Any, ...], caller: Caller, zxid: int, *, enable
     joining, leaving, new_members, from_config = args
     if not enabled:
         raise ZabbyError(Err.RECONFIGDISABLED, "Reconfig operation requested but reconfig feature is disabled.")
-    if not acls.check(tuple(config_acl), acls.WRITE, caller.auth_ids, caller.superuser):
-        raise ZabbyError(Err.NOAUTH, "reconfig needs WRITE on /zookeeper/config (or the super user)")
     if in_progress:
         raise ZabbyError(Err.RECONFIGINPROGRESS, "another reconfiguration is in progress")
     if from_config not in (None, -1) and from_config != committed.version:
         raise ZabbyError(Err.BADVERSION, f"the membership is at version {committed.version:x}, not {from_config:x}")
-    if new_members:
-        membership = committed.replaced(_items(new_members), zxid)
-    else:
-        membership = committed.changed(_items(joining), [int(sid) for sid in _items(leaving)], zxid)
+    try:
+        if new_members:
+            membership = committed.replaced(_items(new_members), zxid)
+        else:
+            membership = committed.changed(_items(joining), [int(sid) for sid in _items(leaving)], zxid)
+    except ValueError as exc:  # a MembershipError, or a leaving id that is no number
+        raise ZabbyError(Err.BADARGUMENTS, f"reconfig: {exc}") from None
     if not Majority(membership.voters).has_quorum(synced):
         raise ZabbyError(Err.NEWCONFIGNOQUORUM, f"no quorum of the new membership ({sorted(membership.voters)}) is synced with the leader")
+    # Last, as in ZooKeeper's PrepRequestProcessor: a malformed request is BADARGUMENTS for
+    # anyone (kazoo's own test suite asks it so), and nothing it could reveal is secret.
+    if not acls.check(tuple(config_acl), acls.WRITE, caller.auth_ids, caller.superuser):
+        raise ZabbyError(Err.NOAUTH, "reconfig needs WRITE on /zookeeper/config (or the super user)")
     return OpCode.RECONFIG, (membership.text(),)
 
 
