@@ -78,6 +78,14 @@ def test_sessions_join_the_expiry_table_with_connections_here() -> None:
     dump = {"expiry_time_to_session_ids": {"4000": ["0x1", "0x2"]}, "session_id_to_ephemeral_paths": {"0x2": ["/e"]}}
     cons = {"connections": [{"session_id": "0x2", "remote_socket_address": "127.0.0.1:5000", "session_timeout": 4000,
                              "last_operation": "GETD", "avg_latency": 0.2}, {"session_id": "0x0"}]}  # fmt: skip
-    sessions = sessions_view(dump, cons)
+    sessions = sessions_view(dump, cons, now_ms=1500)
     assert [s["session_id"] for s in sessions] == ["0x1", "0x2"]
     assert sessions[0]["client"] is None and sessions[1]["client"] == "127.0.0.1:5000" and sessions[1]["ephemerals"] == ["/e"]
+    assert sessions[0]["expires_in_ms"] == 2500  # on the server's monotonic clock: not a date in 1970
+
+
+def test_a_followers_sessions_are_its_connections_with_no_expiry_of_its_own() -> None:
+    dump = {"expiry_time_to_session_ids": {}, "session_id_to_ephemeral_paths": {}}
+    cons = {"connections": [{"session_id": "0x10", "remote_socket_address": "127.0.0.1:5001", "session_timeout": 4000}]}
+    [session] = sessions_view(dump, cons, now_ms=0)
+    assert session["session_id"] == "0x10" and session["expires_in_ms"] is None and session["timeout_ms"] == 4000

@@ -28,6 +28,7 @@ import hmac
 import importlib.resources
 import ipaddress
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -218,7 +219,7 @@ async def _ensemble(server: Monitored, request: Request) -> dict[str, Any]:
 
 
 async def _sessions(server: Monitored, request: Request) -> dict[str, Any]:
-    return {"sessions": sessions_view(_word(server, "dump"), _word(server, "cons"))}
+    return {"sessions": sessions_view(_word(server, "dump"), _word(server, "cons"), int(time.monotonic() * 1000))}
 
 
 async def _watches(server: Monitored, request: Request) -> dict[str, Any]:

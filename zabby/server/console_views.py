@@ -136,24 +136,29 @@ def ensemble_rows(rows: list[ServerRow]) -> list[ServerRow]:
 
 
 # ----------------------------------------------------------------------------- sessions, watches
-def sessions_view(dump: dict[str, Any], cons: dict[str, Any]) -> list[dict[str, Any]]:
-    """One entry per session tracked here: expiry, ephemerals, and its connection if here.
+def sessions_view(dump: dict[str, Any], cons: dict[str, Any], now_ms: int) -> list[dict[str, Any]]:
+    """One entry per session tracked here or connected here: when it expires, its ephemerals,
+    and its connection if here.  A follower tracks no expiries (its leader does): its
+    connected sessions are listed with ``expires_in_ms`` None.
 
     Args:
-        dump: the ``dump`` command's data; cons: the ``cons`` command's data.
+        dump: the ``dump`` command's data; cons: the ``cons`` command's data; now_ms: the
+            server's monotonic clock, the one the expiry times are on (not a date).
     """
     connections = {c["session_id"]: c for c in cons["connections"] if c["session_id"] != "0x0"}
     ephemerals = dump["session_id_to_ephemeral_paths"]
+    expiries = {session_id: int(expiry) for expiry, ids in dump["expiry_time_to_session_ids"].items() for session_id in ids}
     sessions = []
-    for expiry, ids in dump["expiry_time_to_session_ids"].items():
-        for session_id in ids:
-            conn = connections.get(session_id, {})
-            sessions.append({
-                "session_id": session_id, "expires_ms": int(expiry), "ephemerals": ephemerals.get(session_id, []),
-                "client": conn.get("remote_socket_address"), "timeout_ms": conn.get("session_timeout"),
-                "last_operation": conn.get("last_operation"), "avg_latency_ms": conn.get("avg_latency"),
-            })  # fmt: skip
-    return sorted(sessions, key=lambda s: s["session_id"])
+    for session_id in expiries.keys() | connections.keys():
+        conn = connections.get(session_id, {})
+        expiry = expiries.get(session_id)
+        sessions.append({
+            "session_id": session_id, "expires_in_ms": None if expiry is None else max(0, expiry - now_ms),
+            "ephemerals": ephemerals.get(session_id, []), "client": conn.get("remote_socket_address"),
+            "timeout_ms": conn.get("session_timeout"), "last_operation": conn.get("last_operation"),
+            "avg_latency_ms": conn.get("avg_latency"),
+        })  # fmt: skip
+    return sorted(sessions, key=lambda s: int(s["session_id"], 16))
 
 
 def watches_view(wchs: dict[str, Any], wchp: dict[str, Any]) -> dict[str, Any]:
