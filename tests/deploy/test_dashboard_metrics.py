@@ -70,7 +70,7 @@ def test_every_metric_the_dashboard_and_the_rules_name_is_served(served) -> None
 
 def test_the_rules_cover_what_operators_must_hear_of() -> None:
     names = {str(rule["alert"]) for rule in rules()}
-    assert {"ZabbyNoQuorum", "ZabbyServerNotServing", "ZabbyLeaderChanged", "ZabbyFsyncSlow", "ZabbyOutstandingRequestsHigh",
+    assert {"ZabbyNoQuorum", "ZabbyServerDown", "ZabbyServerMissing", "ZabbyServerNotServing", "ZabbyLeaderChanged", "ZabbyFsyncSlow", "ZabbyOutstandingRequestsHigh",
             "ZabbyFollowerLagging", "ZabbyDigestMismatch", "ZabbyDiskSpaceLow"} <= names  # fmt: skip
     for rule in rules():
         assert rule["labels"]["severity"] in ("info", "warning", "critical") and rule["annotations"]["summary"]  # type: ignore[index]
