@@ -12,6 +12,7 @@ import binascii
 import dataclasses
 import hashlib
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -365,21 +366,52 @@ def _dynamic_config(raw: dict[str, str], base: Path) -> tuple[Path | None, int]:
 
 
 def write_dynamic_config(config: ServerConfig, membership: Membership) -> Path:
-    """A committed reconfig: ``<zoo.cfg>.dynamic.<version>`` holds the new membership and the
-    zoo.cfg's dynamicConfigFile names it (as ZooKeeper rewrites its files).  Both written
+    """A committed reconfig's membership, where a restart reads it.  With a dynamicConfigFile,
+    that file is replaced (atomically, in its own folder): zoo.cfg is not touched, so it may
+    live where the server cannot write (docs/operations.md, *Installing under systemd*).
+    Without one, ``<zoo.cfg>.dynamic.<version>`` is written beside zoo.cfg and zoo.cfg is
+    rewritten to name it, as ZooKeeper rewrites its files.  Either way each file is written
     atomically, so a restart reads one membership or the other."""
     from zabby.storage.files import write_atomically
 
     source = config.source
     if source is None:
         raise ConfigError("no zoo.cfg to record the new membership in")
+    if config.dynamic_config_file is not None:
+        write_atomically(config.dynamic_config_file, (membership.text() + "\n").encode())
+        return config.dynamic_config_file
     target = source.with_name(f"{source.name}.dynamic.{membership.version:x}")
-    write_atomically(target, membership.text().encode())
+    write_atomically(target, (membership.text() + "\n").encode())
     lines = [line for line in source.read_text().splitlines()
              if not line.strip().startswith(("server.", "dynamicConfigFile"))]  # fmt: skip
     lines.append(f"dynamicConfigFile={target.name}")
     write_atomically(source, ("\n".join(lines) + "\n").encode())
     return target
+
+
+def membership_folders(config: ServerConfig) -> list[Path]:
+    """The folders a committed reconfig writes in (``write_dynamic_config``)."""
+    if config.source is None:
+        return []
+    if config.dynamic_config_file is not None:
+        return [config.dynamic_config_file.parent]
+    return [config.source.parent]
+
+
+def check_membership_writable(config: ServerConfig) -> None:
+    """With reconfigEnabled, the folders a committed reconfig writes in must be writable: a
+    server that cannot record the membership it committed would restart with the old one.
+
+    Raises:
+        ConfigError: naming the folder, and the way out.
+    """
+    if not config.reconfig_enabled or not config.peers:
+        return
+    for folder in membership_folders(config):
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ConfigError(f"reconfigEnabled=true but {folder} is not writable, and a committed reconfig writes the "
+                              f"membership there: name a dynamicConfigFile in a folder the server may write (its dataDir, "
+                              f"say; docs/operations.md, Installing under systemd), or make {folder} writable")  # fmt: skip
 
 
 def _client_port(raw: dict[str, str]) -> int | None:

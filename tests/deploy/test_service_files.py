@@ -64,3 +64,30 @@ def test_a_server_logs_json_lines_and_refuses_a_bad_log_config(tmp_path: Path) -
     run = subprocess.run([sys.executable, "-m", "zabby.server.main", "--log-config", str(broken), str(server.config_path)],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)  # fmt: skip
     assert run.returncode == 2 and "zabby-server: logging config" in run.stderr
+
+
+def test_the_install_steps_put_every_file_the_server_writes_where_the_unit_lets_it_write(tmp_path: Path) -> None:
+    """deploy/systemd/install.sh, run into a folder: zoo.cfg in /etc/zabby (read-only under the
+    unit's ProtectSystem=strict), and everything the server writes (data, log, the dynamic
+    configuration a reconfig rewrites) under the unit's ReadWritePaths."""
+    from zabby import config as zoo_config
+
+    servers = "1=127.0.0.1:2888:3888;2181,2=127.0.0.1:2889:3889;2182,3=127.0.0.1:2890:3890;2183"
+    subprocess.run(["bash", str(DEPLOY / "systemd" / "install.sh"), "--root", str(tmp_path), "--id", "2", "--servers", servers],
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    unit = configparser.ConfigParser(interpolation=None)
+    unit.optionxform = str
+    unit.read(tmp_path / "etc" / "systemd" / "system" / "zabby@.service")
+    writable = [Path(p) for p in unit["Service"]["ReadWritePaths"].split()]
+    assert unit["Service"]["ProtectSystem"] == "strict"
+    text = (tmp_path / "etc" / "zabby" / "zoo2.cfg").read_text()
+    rebased = tmp_path / "zoo2.cfg"  # the same file, its absolute paths inside the install folder
+    rebased.write_text(text.replace("=/var/lib/zabby", f"={tmp_path}/var/lib/zabby"))
+    config = zoo_config.load(rebased)
+    assert config.reconfig_enabled and {m.sid for m in config.peers} == {1, 2, 3} and config.server_id == 2
+    written = [config.data_dir, config.data_log_dir, *zoo_config.membership_folders(config)]
+    for path in written:
+        absolute = Path("/") / path.relative_to(tmp_path)
+        assert any(absolute.is_relative_to(folder) for folder in writable), (absolute, writable)
+    assert not any(Path("/etc/zabby").is_relative_to(folder) for folder in writable)
+    zoo_config.check_membership_writable(config)  # would refuse to start otherwise

@@ -183,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         logsetup.configure(args.log_level, args.log_format, args.log_config)
         config = zoo_config.load(args.config)
+        zoo_config.check_membership_writable(config)
         check_tls(config)
     except (zoo_config.ConfigError, tls.TlsSetupError, logsetup.LogConfigError) as exc:
         print(f"zabby-server: {exc}", file=sys.stderr)
