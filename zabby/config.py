@@ -76,6 +76,10 @@ class ServerConfig:
     quorum_tls: TlsConfig | None = None  # sslQuorum=true: the peer links use TLS
     quorum_auth: QuorumAuth | None = None  # quorum.auth.enabled=true: the peer links authenticate
     enforce_quota: bool = False  # zookeeper.enforceQuota: hard quotas refuse writes (QUOTAEXCEEDED)
+    sasl_users: dict[str, str] | None = None  # sasl.jaasConfig's Server section: DIGEST-MD5 users (None: no SASL)
+    sasl_acls: bool = False  # "sasl" is an ACL scheme (SASL configured, or authProvider names ZooKeeper's SASL provider)
+    sasl_super_user: str | None = None  # superUser (zookeeper.superUser): the SASL user that may do anything
+    enforce_auth_schemes: frozenset[str] = frozenset()  # enforce.auth.*: a session must hold an id of one of them
     tick_ms: int = 2000
     init_limit_ticks: int = 10
     sync_limit_ticks: int = 5
@@ -429,8 +433,13 @@ def _with_security(config: ServerConfig, raw: dict[str, str], base: Path) -> Ser
     quorum_auth = _quorum_auth(raw, base)
     raw.pop("serverCnxnFactory", None)  # ZooKeeper needs Netty's for TLS; zabby has one kind
     enforce = _pop(raw, "enforceQuota")
+    sasl_users, sasl_acls = _sasl(raw, base)
     return dataclasses.replace(
         config,
+        sasl_users=sasl_users,
+        sasl_acls=sasl_acls,
+        sasl_super_user=_pop(raw, "superUser"),
+        enforce_auth_schemes=_enforced_schemes(raw, sasl_acls),
         secure_client_port=secure_port if secure_port >= 0 else None,
         secure_client_port_address=raw.pop("secureClientPortAddress", config.client_port_address),
         client_tls=client_tls,
@@ -438,6 +447,52 @@ def _with_security(config: ServerConfig, raw: dict[str, str], base: Path) -> Ser
         quorum_auth=quorum_auth,
         enforce_quota=_bool({"enforceQuota": enforce} if enforce is not None else {}, "enforceQuota", False),
     )
+
+
+SASL_PROVIDER = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
+
+
+def _sasl(raw: dict[str, str], base: Path) -> tuple[dict[str, str] | None, bool]:
+    """``sasl.jaasConfig`` (a JAAS file: its ``sasl.serverSection``, default Server, gives the
+    DIGEST-MD5 users, as ZooKeeper's DigestLoginModule takes them) and ZooKeeper's
+    ``authProvider.N`` / ``authProvider.sasl`` naming its SASL provider: (users, "sasl" ACLs)."""
+    from zabby.server.sasl import JaasError, load_users
+
+    providers = [raw.pop(key) for key in list(raw) if key.startswith(("authProvider.", "zookeeper.authProvider."))]
+    unknown = [p for p in providers if p.strip() != SASL_PROVIDER]
+    if unknown:
+        raise ConfigError(f"authProvider {', '.join(unknown)}: zabby has ip, digest and SASL ({SASL_PROVIDER}) only")
+    name = raw.pop("sasl.jaasConfig", None)
+    section = raw.pop("sasl.serverSection", "Server")
+    users = None
+    if name is not None:
+        try:
+            users = load_users((base / name).resolve(), section)
+        except JaasError as exc:
+            raise ConfigError(f"sasl.jaasConfig: {exc}") from None
+    return users, users is not None or bool(providers)
+
+
+def _enforced_schemes(raw: dict[str, str], sasl: bool) -> frozenset[str]:
+    """ZooKeeper's ``enforce.auth.enabled`` + ``enforce.auth.schemes``, and its older
+    ``sessionRequireClientSASLAuth=true`` / ``requireClientAuthScheme=sasl`` (sasl alone)."""
+    enabled = _bool({"v": v} if (v := _pop(raw, "enforce.auth.enabled")) is not None else {}, "v", False)
+    schemes = _pop(raw, "enforce.auth.schemes")
+    require_sasl = _bool({"v": v} if (v := _pop(raw, "sessionRequireClientSASLAuth")) is not None else {}, "v", False)
+    required_scheme = _pop(raw, "requireClientAuthScheme")
+    if require_sasl or (required_scheme or "").strip() == "sasl":
+        chosen = frozenset({"sasl"})
+    elif enabled:
+        if not schemes:
+            raise ConfigError("enforce.auth.enabled=true needs enforce.auth.schemes (e.g. sasl, or digest)")
+        chosen = frozenset(scheme.strip() for scheme in schemes.split(",") if scheme.strip())
+    else:
+        return frozenset()
+    known = {"digest"} | ({"sasl"} if sasl else set())
+    if not chosen <= known:
+        raise ConfigError(f"enforced auth scheme(s) {', '.join(sorted(chosen - known))} not available here "
+                          f"(digest; sasl once sasl.jaasConfig or a SASL authProvider is set)")  # fmt: skip
+    return chosen
 
 
 QUORUM_SECRET_BYTES_MIN = 16

@@ -123,7 +123,7 @@ class Engine(ClientCalls):
         self.stats = stats if stats is not None else ServerStats()
         self.standalone = not config.peers
         self.tree = recovered.tree
-        self.preparer = Preparer(self.tree, PrepLimits(config.jute_buffer_bytes_max, config.ttl_enabled))
+        self.preparer = Preparer(self.tree, PrepLimits(config.jute_buffer_bytes_max, config.ttl_enabled, sasl_acls=config.sasl_acls))
         self.peer = Peer(peer_config, recovered.durable)
         self.soft: SoftState = self.peer.soft_state()
         self.watches = WatchManager()

@@ -37,6 +37,7 @@ from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn
 from zabby.tree.watches import WatchManager
 from zabby.wire.codec import ConnectRequest, too_many_ops
+from zabby.server.sasl import DigestMd5Server, SaslFailure
 from zabby.wire.messages import PROTOCOL_NAME, PROTOCOL_VERSION, XID_AUTH, XID_NOTIFICATION, XID_PING, XID_SET_WATCHES, connect_refusal
 
 LOGGER = logging.getLogger("zabby.server.conn")
@@ -171,8 +172,10 @@ class ClientSession:
         self._handlers: dict[int, Callable[[list[Any]], list[Any]]] = {
             OpCode.PING: lambda args: [],
             OpCode.AUTH: self._auth,
+            OpCode.SASL: self._sasl,
             OpCode.SET_WATCHES: self._set_watches,
         }
+        self._sasl_exchange: DigestMd5Server | None = None
 
     # ----------------------------------------------------------------- handshake
     def connect(self, request: ConnectRequest) -> bool:
@@ -259,9 +262,15 @@ class ClientSession:
             return
         xid, op, args = request[0], request[1], request[2:]
         self.last_cxid = xid
-        if self._last_xid < xid <= XID_MAX:
+        if op == OpCode.SASL and 0 < xid <= XID_MAX:
+            pass  # kazoo numbers its SASL exchange apart (1, 2, ...), then starts its requests at 1
+        elif self._last_xid < xid <= XID_MAX:
             self._last_xid = xid
         elif not self._xid_allowed(xid, op):
+            return
+        if self.host.config.enforce_auth_schemes and op not in (OpCode.AUTH, OpCode.SASL) and not self._authenticated():
+            self._break_protocol(xid, f"authentication by {', '.join(sorted(self.host.config.enforce_auth_schemes))} is required "
+                                      "(enforce.auth.schemes) before any other request", Err.SESSIONCLOSEDREQUIRESASLAUTH)  # fmt: skip
             return
         if op in _MULTI_OPS and args and isinstance(args[0], list) and len(args[0]) > self.host.config.request_ops_max:
             self._answer_error(xid, Err.BADARGUMENTS, too_many_ops(op, self.host.config.request_ops_max), started)
@@ -310,14 +319,14 @@ class ClientSession:
         self._break_protocol(xid if -(2**31) <= xid <= XID_MAX else 0, reason)
         return False
 
-    def _break_protocol(self, xid: int, reason: str) -> None:
-        """The client broke the protocol's rules: it is told why (BADARGUMENTS, in its turn),
+    def _break_protocol(self, xid: int, reason: str, code: Err = Err.BADARGUMENTS) -> None:
+        """The client broke the protocol's rules: it is told why (``code``, in its turn),
         nothing it sends from now on is taken, and the connection closes once the requests
         before it are answered.  One log line (rate-limited: a flood of them is a count)."""
         self.host.warn_rate_limited("protocol", f"closing {self.address[0]}:{self.address[1]} (session 0x{self.session_id:x}): {reason}")
         self.host.stats.connection_drop_count += 1
         self._broken = True
-        self._answer_error(xid, Err.BADARGUMENTS, reason, time.perf_counter())
+        self._answer_error(xid, code, reason, time.perf_counter())
         if not self._slots:
             self.output.close_after_flush()
 
@@ -450,6 +459,36 @@ class ClientSession:
             self.superuser = True
         self._caller = Caller(self.session_id, self.auth_ids, self.superuser)
         return []
+
+    def _authenticated(self) -> bool:
+        """Holds an id of a scheme enforce.auth.schemes names (superDigest's counts as digest)."""
+        schemes = self.host.config.enforce_auth_schemes
+        return any(scheme in schemes for scheme, _ in self.auth_ids)
+
+    def _sasl(self, args: list[Any]) -> list[Any]:
+        """One step of a DIGEST-MD5 exchange (zabby.server.sasl): the token to answer with.  A
+        failure is AUTHFAILED, and the connection closes after it, as ZooKeeper drops it."""
+        users = self.host.config.sasl_users
+        try:
+            if users is None:
+                raise SaslFailure("SASL is not configured on this server (sasl.jaasConfig)")
+            if len(args) != 1 or not isinstance(args[0], bytes):
+                raise SaslFailure(f"a SASL request carries one token (bytes), not {_type_names(*args)}")
+            if self._sasl_exchange is None:
+                self._sasl_exchange = DigestMd5Server(users)
+            token = self._sasl_exchange.step(args[0])
+        except SaslFailure as exc:
+            self.host.stats.auth_failed_count += 1
+            self._close_after_reply = True
+            self.host.warn_rate_limited("auth", f"SASL authentication of {self.address[0]}:{self.address[1]} failed: {exc}")
+            raise ZabbyError(Err.AUTHFAILED, f"SASL authentication failed: {exc}") from None
+        user = self._sasl_exchange.user
+        if user is not None and ("sasl", user) not in self.auth_ids:
+            self.auth_ids.append(("sasl", user))
+            if user == self.host.config.sasl_super_user:
+                self.superuser = True
+            self._caller = Caller(self.session_id, self.auth_ids, self.superuser)
+        return [token]
 
     def _set_watches(self, args: list[Any]) -> list[Any]:
         relative_zxid, data, exist, child, persistent, recursive = _watch_lists(args)

@@ -112,11 +112,17 @@ def _valid_id(scheme: str, acl_id: str) -> bool:
     return False
 
 
+def _valid_entry(scheme: str, acl_id: str, sasl: bool) -> bool:
+    # "sasl" is a scheme only where SASL is configured (ZooKeeper registers its provider then):
+    # any id, matched as the SASL user's name
+    return _valid_id(scheme, acl_id) or (sasl and scheme == "sasl" and bool(acl_id))
+
+
 _FIXED_CACHE: dict[tuple[tuple[int, str, str], ...], tuple[ACL, ...]] = {}
 _FIXED_CACHE_SIZE_MAX = 256
 
 
-def fix_acl(acl: object, auth_ids: list[AuthId]) -> tuple[ACL, ...]:
+def fix_acl(acl: object, auth_ids: list[AuthId], *, sasl: bool = False) -> tuple[ACL, ...]:
     """Validate a requested ACL and expand ``auth`` entries (ZooKeeper's ``fixupACL``).
 
     Raises INVALIDACL for an empty list, an unknown scheme, a malformed id or an ``auth``
@@ -133,13 +139,13 @@ def fix_acl(acl: object, auth_ids: list[AuthId]) -> tuple[ACL, ...]:
         key, cached = None, None
     if cached is not None:
         return cached
-    fixed = _fix_acl(acl, auth_ids)
-    if key is not None and len(_FIXED_CACHE) < _FIXED_CACHE_SIZE_MAX and not any(e[1] == "auth" for e in acl):
+    fixed = _fix_acl(acl, auth_ids, sasl)
+    if key is not None and len(_FIXED_CACHE) < _FIXED_CACHE_SIZE_MAX and not any(e[1] in ("auth", "sasl") for e in acl):
         _FIXED_CACHE[key] = fixed
     return fixed
 
 
-def _fix_acl(acl: list[object] | tuple[object, ...], auth_ids: list[AuthId]) -> tuple[ACL, ...]:
+def _fix_acl(acl: list[object] | tuple[object, ...], auth_ids: list[AuthId], sasl: bool) -> tuple[ACL, ...]:
     out: list[ACL] = []
     for entry in acl:
         if not (isinstance(entry, (list, tuple)) and len(entry) == 3):
@@ -154,7 +160,7 @@ def _fix_acl(acl: list[object] | tuple[object, ...], auth_ids: list[AuthId]) -> 
             if not authed:
                 raise ZabbyError(Err.INVALIDACL, "auth scheme needs an authenticated session (addauth)")
             out.extend((perms, s, i) for s, i in authed)
-        elif _valid_id(scheme, acl_id):
+        elif _valid_entry(scheme, acl_id, sasl):
             out.append((perms, scheme, acl_id))
         else:
             raise ZabbyError(Err.INVALIDACL, f"invalid ACL id {scheme}:{acl_id}")

@@ -85,6 +85,7 @@ class PrepLimits:
     data_bytes_max: int = 1024 * 1024
     ttl_enabled: bool = True
     enforce_quota: bool = False  # zookeeper.enforceQuota: a hard quota refuses a write
+    sasl_acls: bool = False  # SASL is configured: "sasl:user" is an ACL scheme
     quota_warning: Callable[[str], None] = field(default=_ignore, compare=False)  # a quota passed, not refused
 
 
@@ -192,7 +193,7 @@ class Preparer:
             sequential, owner = mode.is_sequential, self._owner_for(mode, caller.session_id, ttl_ms)
         parent_path = _parent_unchecked(path)  # the whole path is checked once it has its name
         data_bytes = self._check_data(data)
-        fixed_acl = acls.fix_acl(acl, caller.auth_ids)
+        fixed_acl = acls.fix_acl(acl, caller.auth_ids, sasl=self.limits.sasl_acls)
         parent = self._existing(parent_path)
         self._check_acl(parent, acls.CREATE, caller)
         if sequential:
@@ -290,7 +291,7 @@ class Preparer:
     def _set_acl(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
         path, acl, aversion = args
         validate_path(path)
-        fixed_acl = acls.fix_acl(acl, caller.auth_ids)
+        fixed_acl = acls.fix_acl(acl, caller.auth_ids, sasl=self.limits.sasl_acls)
         node = self._existing(path)
         self._check_acl(node, acls.ADMIN, caller)
         _check_version(aversion, node.aversion, path)

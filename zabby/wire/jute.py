@@ -527,6 +527,11 @@ class GetSASLRequest(Record):
     token: bytes | None
 
 
+@_record("b")
+class SetSASLResponse(Record):
+    token: bytes | None
+
+
 @_record("s")
 class GetEphemeralsRequest(Record):
     prefix_path: str | None
@@ -756,6 +761,7 @@ RESPONSE_RECORDS: dict[int, type[Record]] = {
     OpCode.GET_EPHEMERALS: GetEphemeralsResponse,
     OpCode.GET_ALL_CHILDREN_NUMBER: GetAllChildrenNumberResponse,
     OpCode.WHO_AM_I: WhoAmIResponse,
+    OpCode.SASL: SetSASLResponse,
     OpCode.ADD_WATCH: ErrorResponse,  # always 0: ZooKeeper's Java client reads it, and breaks without it
 }
 

@@ -80,6 +80,8 @@ def request_args(op: int, record: jute.Record | None) -> tuple[int, list[Any]]: 
         return op, [r.path, r.mode]
     if op == OpCode.AUTH:
         return op, [r.scheme, _credential(r.auth)]
+    if op == OpCode.SASL:
+        return op, [_credential(r.token)]
     if op == OpCode.SET_WATCHES:
         return op, [r.relative_zxid, _paths(r.data_watches), _paths(r.exist_watches), _paths(r.child_watches), [], []]
     if op == OpCode.SET_WATCHES2:
@@ -329,21 +331,24 @@ def response_record(op: int, values: list[Any], sub_ops: tuple[int, ...]) -> jut
         return jute.GetACLResponse(_acls(values[0]), _stat(values[1]))
     if op == OpCode.SET_ACL:
         return jute.SetACLResponse(_stat(values[0]))
-    if op == OpCode.GET_CHILDREN:
-        return jute.GetChildrenResponse(values[0])
     if op == OpCode.GET_CHILDREN2:
         return jute.GetChildren2Response(values[0], _stat(values[1]))
-    if op == OpCode.SYNC:
-        return jute.SyncResponse(values[0])
     if op in _MULTI_OPS:
         return jute.MultiResponse([_multi_result(sub_op, result) for sub_op, result in zip(sub_ops, values[0], strict=True)])
-    if op == OpCode.GET_EPHEMERALS:
-        return jute.GetEphemeralsResponse(values[0])
-    if op == OpCode.GET_ALL_CHILDREN_NUMBER:
-        return jute.GetAllChildrenNumberResponse(values[0])
     if op == OpCode.WHO_AM_I:
         return jute.WhoAmIResponse([_client_info(scheme, ident) for scheme, ident in values[0]])
+    single = _ONE_VALUE_RESPONSES.get(op)
+    if single is not None:
+        return single(values[0])
     return _FIXED_RESPONSES.get(op)
+
+
+# Replies that are one record of zabby's one reply value.
+_ONE_VALUE_RESPONSES: dict[int, Callable[[Any], jute.Record]] = {
+    OpCode.GET_CHILDREN: jute.GetChildrenResponse, OpCode.SYNC: jute.SyncResponse,
+    OpCode.GET_EPHEMERALS: jute.GetEphemeralsResponse, OpCode.GET_ALL_CHILDREN_NUMBER: jute.GetAllChildrenNumberResponse,
+    OpCode.SASL: jute.SetSASLResponse,
+}  # fmt: skip
 
 
 # Replies whose record never varies: addWatch's ErrorResponse(0), which ZooKeeper's Java

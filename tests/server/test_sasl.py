@@ -1,0 +1,183 @@
+"""SASL for clients (zabby.server.sasl): DIGEST-MD5 against the users of a JAAS Server section,
+as ZooKeeper 3.8 offers it, through kazoo's own ``sasl_options`` (pure-sasl) and ZooKeeper's
+Java client (zkCli.sh); ``sasl:`` ACLs, the super user, and enforce.auth."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import AuthFailedError, NoAuthError, SessionClosedRequireSaslError
+from kazoo.protocol.states import KazooState
+from kazoo.security import ACL, Id
+
+from zabby.config import ConfigError, from_dict
+from zabby.local.processes import ServerProcess, wait_until
+from zabby.server.sasl import DigestMd5Server, JaasError, SaslFailure, jaas_users
+
+puresasl_client = pytest.importorskip("puresasl.client")
+
+JAAS = """
+/* ZooKeeper's own form (its DigestLoginModule) */
+Server {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    user_super="adminsecret"
+    user_bob="bob\\"s secret";
+};
+Client {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    username="bob"
+    password="bob\\"s secret";
+};
+"""
+SASL_PROVIDER = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
+
+
+def _client(password: str) -> object:
+    return puresasl_client.SASLClient(host="zk-sasl-md5", service="zookeeper", mechanism="DIGEST-MD5", username="bob", password=password)
+
+
+def _exchange(server: DigestMd5Server, password: str) -> bytes:
+    client = _client(password)
+    challenge = server.step(client.process(None) or b"")
+    return server.step(client.process(challenge))
+
+
+def test_the_jaas_server_section_gives_the_users() -> None:
+    assert jaas_users(JAAS) == {"super": "adminsecret", "bob": 'bob"s secret'}
+    with pytest.raises(JaasError, match="no JAAS section Other"):
+        jaas_users(JAAS, "Other")
+    with pytest.raises(JaasError, match="no user"):
+        jaas_users('Server { org.apache.zookeeper.server.auth.DigestLoginModule required; };')
+
+
+def test_digest_md5_with_the_right_password_and_nothing_else() -> None:
+    server = DigestMd5Server({"bob": "pw"})
+    answer = _exchange(server, "pw")
+    assert answer.startswith(b"rspauth=") and server.user == "bob"
+    with pytest.raises(SaslFailure, match="already authenticated"):
+        server.step(b"")
+    with pytest.raises(SaslFailure, match="wrong password"):
+        _exchange(DigestMd5Server({"bob": "other"}), "pw")
+    with pytest.raises(SaslFailure, match="no such user"):
+        _exchange(DigestMd5Server({"alice": "pw"}), "pw")
+    # a response made for another server's nonce (a replay) fails
+    first, second = DigestMd5Server({"bob": "pw"}), DigestMd5Server({"bob": "pw"})
+    client = _client("pw")
+    client.process(None)
+    response = client.process(first.step(b""))
+    second.step(b"")
+    with pytest.raises(SaslFailure, match="another nonce"):
+        second.step(response)
+    for garbage in (b"\xff\xfe", b"username=", b'username="bob",username="eve"', b"x" * 5000):
+        server = DigestMd5Server({"bob": "pw"})
+        server.step(b"")
+        with pytest.raises(SaslFailure):
+            server.step(garbage)
+
+
+def test_the_sasl_settings(tmp_path: Path) -> None:
+    (tmp_path / "jaas.conf").write_text(JAAS)
+    config = from_dict({"dataDir": str(tmp_path), "sasl.jaasConfig": "jaas.conf", "enforce.auth.enabled": "true",
+                        "enforce.auth.schemes": "sasl", "superUser": "super"}, tmp_path)  # fmt: skip
+    assert config.sasl_users == {"super": "adminsecret", "bob": 'bob"s secret'} and config.sasl_acls
+    assert config.enforce_auth_schemes == {"sasl"} and config.sasl_super_user == "super"
+    assert from_dict({"dataDir": str(tmp_path), "authProvider.1": SASL_PROVIDER}).sasl_acls
+    with pytest.raises(ConfigError, match="not available"):
+        from_dict({"dataDir": str(tmp_path), "sessionRequireClientSASLAuth": "true"})  # no SASL configured
+    with pytest.raises(ConfigError, match="authProvider"):
+        from_dict({"dataDir": str(tmp_path), "authProvider.1": "com.example.Kerberos"})
+    with pytest.raises(ConfigError, match="sasl.jaasConfig"):
+        from_dict({"dataDir": str(tmp_path), "sasl.jaasConfig": "missing.conf"}, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def sasl_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    folder = Path(tmp_path_factory.mktemp("sasl"))
+    (folder / "jaas.conf").write_text(JAAS)
+    server = ServerProcess(folder / "server", **{"sasl.jaasConfig": str(folder / "jaas.conf"), "authProvider.1": SASL_PROVIDER,
+                                                 "superUser": "super"})  # fmt: skip
+    server.start()
+    yield server
+    server.kill()
+
+
+def _kazoo(server: ServerProcess, user: str | None = None, password: str = "") -> KazooClient:
+    options = None if user is None else {"mechanism": "DIGEST-MD5", "username": user, "password": password}
+    client = KazooClient(hosts=server.hosts, sasl_options=options, timeout=10, connection_retry={"max_tries": 0})
+    client.start(timeout=10)
+    return client
+
+
+def test_kazoo_authenticates_by_sasl_and_sasl_acls_hold(sasl_server: ServerProcess) -> None:
+    bob = _kazoo(sasl_server, "bob", 'bob"s secret')
+    anonymous = _kazoo(sasl_server)
+    superuser = _kazoo(sasl_server, "super", "adminsecret")
+    try:
+        bob.create("/bobs", b"mine", acl=[ACL(31, Id("sasl", "bob"))])
+        assert bob.get("/bobs")[0] == b"mine" and bob.get_acls("/bobs")[0] == [ACL(31, Id("sasl", "bob"))]
+        with pytest.raises(NoAuthError):
+            anonymous.get("/bobs")
+        assert superuser.get("/bobs")[0] == b"mine"  # superUser=super: the SASL user that may do anything
+        bob.create("/mine-by-auth", b"", acl=[ACL(31, Id("auth", ""))])  # the "auth" scheme expands to sasl:bob
+        assert bob.get_acls("/mine-by-auth")[0] == [ACL(31, Id("sasl", "bob"))]
+        bob.delete("/bobs")
+    finally:
+        for client in (bob, anonymous, superuser):
+            client.stop()
+            client.close()
+
+
+def test_a_wrong_sasl_password_is_refused(sasl_server: ServerProcess) -> None:
+    client = KazooClient(hosts=sasl_server.hosts, sasl_options={"mechanism": "DIGEST-MD5", "username": "bob", "password": "wrong"},
+                         timeout=10, connection_retry={"max_tries": 0})  # fmt: skip
+    try:
+        client.start(timeout=10)
+    except AuthFailedError:
+        pass
+    try:  # kazoo says CONNECTED before its SASL exchange, then loses the session (AUTH_FAILED) once refused
+        wait_until(lambda: client.state == KazooState.LOST, 10.0, "kazoo's session lost to AUTH_FAILED")
+        assert not client.connected
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_enforce_auth_lets_only_sasl_sessions_in(tmp_path: Path) -> None:
+    (tmp_path / "jaas.conf").write_text(JAAS)
+    server = ServerProcess(tmp_path / "server", **{"sasl.jaasConfig": str(tmp_path / "jaas.conf"), "enforce.auth.enabled": "true",
+                                                   "enforce.auth.schemes": "sasl"})  # fmt: skip
+    server.start()
+    try:
+        bob = _kazoo(server, "bob", 'bob"s secret')
+        bob.create("/in", b"")
+        bob.stop()
+        plain = KazooClient(hosts=server.hosts, timeout=10, connection_retry={"max_tries": 0})
+        plain.start(timeout=10)
+        with pytest.raises(SessionClosedRequireSaslError):
+            plain.get("/in")
+        plain.stop()
+    finally:
+        server.kill()
+
+
+def test_zookeepers_java_client_authenticates_by_sasl(sasl_server: ServerProcess, tmp_path: Path) -> None:
+    from zabby.differential.servers import ZooKeeperUnavailable, ensure_zookeeper
+
+    try:
+        ensure_zookeeper()
+    except ZooKeeperUnavailable as exc:
+        pytest.skip(f"ZooKeeper's Java client cannot run here: {exc}")
+    (tmp_path / "client-jaas.conf").write_text(JAAS)
+    environment = {"CLIENT_JVMFLAGS": f"-Djava.security.auth.login.config={tmp_path / 'client-jaas.conf'} -Dzookeeper.sasl.client=true"}
+    import os
+
+    script = "create /javasasl x sasl:bob:cdrwa\nget /javasasl\ngetAcl /javasasl\nwhoami\ndelete /javasasl\nquit\n"
+    done = subprocess.run(["/usr/share/zookeeper/bin/zkCli.sh", "-server", sasl_server.hosts], input=script, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **environment}, check=False)  # fmt: skip
+    out = done.stdout + done.stderr
+    assert "state:SaslAuthenticated" in out and "'sasl,'bob" in out and "sasl: bob" in out, out[-3000:]
+    assert "Exception" not in out and "ConnectionLoss" not in out and "AuthFailed" not in out, out[-3000:]
