@@ -456,7 +456,7 @@ def _sasl(raw: dict[str, str], base: Path) -> tuple[dict[str, str] | None, bool]
     """``sasl.jaasConfig`` (a JAAS file: its ``sasl.serverSection``, default Server, gives the
     DIGEST-MD5 users, as ZooKeeper's DigestLoginModule takes them) and ZooKeeper's
     ``authProvider.N`` / ``authProvider.sasl`` naming its SASL provider: (users, "sasl" ACLs)."""
-    from zabby.server.sasl import JaasError, load_users
+    from zabby.sasl import JaasError, load_users
 
     providers = [raw.pop(key) for key in list(raw) if key.startswith(("authProvider.", "zookeeper.authProvider."))]
     unknown = [p for p in providers if p.strip() != SASL_PROVIDER]

@@ -1,4 +1,4 @@
-"""SASL for clients (zabby.server.sasl): DIGEST-MD5 against the users of a JAAS Server section,
+"""SASL for clients (zabby.sasl): DIGEST-MD5 against the users of a JAAS Server section,
 as ZooKeeper 3.8 offers it, through kazoo's own ``sasl_options`` (pure-sasl) and ZooKeeper's
 Java client (zkCli.sh); ``sasl:`` ACLs, the super user, and enforce.auth."""
 
@@ -16,7 +16,10 @@ from kazoo.security import ACL, Id
 
 from zabby.config import ConfigError, from_dict
 from zabby.local.processes import ServerProcess, wait_until
-from zabby.server.sasl import DigestMd5Server, JaasError, SaslFailure, jaas_users
+from zabby import SyncClient
+from zabby.errors import AuthFailedError as ClientAuthFailedError
+from zabby.errors import ConfigurationError as ClientConfigurationError
+from zabby.sasl import DigestMd5Client, DigestMd5Server, JaasError, SaslFailure, jaas_users
 
 puresasl_client = pytest.importorskip("puresasl.client")
 
@@ -181,3 +184,25 @@ def test_zookeepers_java_client_authenticates_by_sasl(sasl_server: ServerProcess
     out = done.stdout + done.stderr
     assert "state:SaslAuthenticated" in out and "'sasl,'bob" in out and "sasl: bob" in out, out[-3000:]
     assert "Exception" not in out and "ConnectionLoss" not in out and "AuthFailed" not in out, out[-3000:]
+
+
+def test_zabbys_client_side_of_digest_md5() -> None:
+    server, client = DigestMd5Server({'bo"b': "p\\w"}), DigestMd5Client('bo"b', "p\\w")
+    final = server.step(client.step(server.step(client.step(b"") or b"")) or b"")
+    assert server.user == 'bo"b' and client.step(final) is None and client.complete
+    liar = DigestMd5Client("bob", "pw")
+    liar.step(b"")
+    liar.step(b'realm="zk-sasl-md5",nonce="abc",qop="auth",charset=utf-8,algorithm=md5-sess')
+    with pytest.raises(SaslFailure, match="rspauth"):
+        liar.step(b"rspauth=00000000000000000000000000000000")  # a server that does not know the password
+
+
+def test_zabbys_sync_client_authenticates_by_sasl(sasl_server: ServerProcess) -> None:
+    with SyncClient(sasl_server.hosts, timeout=10, sasl_options={"mechanism": "DIGEST-MD5", "username": "bob", "password": 'bob"s secret'}) as bob:
+        bob.create("/zabby-sasl", b"z", acl=[ACL(31, Id("sasl", "bob"))])
+        assert bob.get("/zabby-sasl")[0] == b"z" and ("sasl", "bob") in bob.whoami()
+        bob.delete("/zabby-sasl")
+    with pytest.raises(ClientAuthFailedError, match="wrong password"):
+        SyncClient(sasl_server.hosts, timeout=10, sasl_options={"mechanism": "DIGEST-MD5", "username": "bob", "password": "no"}).start()
+    with pytest.raises(ClientConfigurationError, match="DIGEST-MD5 only"):
+        SyncClient(sasl_server.hosts, sasl_options={"mechanism": "GSSAPI"})

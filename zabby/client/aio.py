@@ -42,6 +42,7 @@ import trio
 from zabby.errors import (
     AuthFailedError,
     BadArgumentsError,
+    ConfigurationError,
     ConnectionClosedError,
     ConnectionDropped,
     ConnectionLoss,
@@ -58,7 +59,11 @@ from zabby.opcodes import AddWatchMode, CreateMode, OpCode, WatcherType, TTL_MAX
 from zabby.wire.framing import FrameDecoder
 
 from . import protocol as p
-from .connection import Connection, complete, describe_failure, handshake, host_order, open_stream, parse_hosts, rebalance, wait_for
+from zabby.sasl import DigestMd5Client
+
+from .connection import (
+    Connection, complete, describe_failure, handshake, host_order, open_stream, parse_hosts, rebalance, sasl_exchange, wait_for,
+)  # fmt: skip
 from .exceptions import KazooTimeoutError
 from .security import OPEN_ACL_UNSAFE, acl_to_wire
 from .states import EventType, KazooState, KeeperState, WatchedEvent, ZnodeStat
@@ -189,11 +194,15 @@ class Client:
         max_in_flight: int = MAX_IN_FLIGHT_DEFAULT,
         follow_config: bool = False,
         ssl_context: ssl.SSLContext | None = None,
+        sasl_options: dict[str, Any] | None = None,
     ) -> None:
         """``ssl_context``: connect over TLS (the servers' secure client port).  Build it with
         ``zabby.tls.client_context``, which takes kazoo's ``ca``, ``certfile``, ``keyfile``,
         ``keyfile_password``, ``verify_certs`` and ``check_hostname`` (``SyncClient`` takes
-        them as kazoo's ``KazooClient`` does, with ``use_ssl=True``)."""
+        them as kazoo's ``KazooClient`` does, with ``use_ssl=True``).  ``sasl_options``:
+        kazoo's, ``{"mechanism": "DIGEST-MD5", "username": ..., "password": ...}``: every
+        connection authenticates by SASL before any request (docs/operations.md, *SASL*)."""
+        self._sasl_credentials = _sasl_credentials(sasl_options)
         self.hosts, self.chroot = parse_hosts(hosts)
         self._ssl_context = ssl_context
         self.randomize_hosts = randomize_hosts
@@ -392,6 +401,18 @@ class Client:
                 return "refused"
             log.info("server %s:%s refused the session: %s (%s)", host[0], host[1], reply.message, reply.err)
             return "failed"
+        if self._sasl_credentials is not None:
+            try:
+                with trio.fail_after(connect_timeout_s):
+                    await sasl_exchange(stream, decoder, self._proto, DigestMd5Client(*self._sasl_credentials))
+            except AuthFailedError as exc:  # a wrong password is wrong on every server
+                await trio.aclose_forcefully(stream)
+                self._shutdown(AuthFailedError(f"{host[0]}:{host[1]}: {exc}"), KeeperState.AUTH_FAILED)
+                return "refused"
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError, ConnectionDropped, RemoteProtocolError) as exc:
+                self._last_failure = f"{host[0]}:{host[1]}: SASL: {describe_failure(exc)}"
+                await trio.aclose_forcefully(stream)
+                return "failed"
         if host not in self.hosts:  # the list changed while this handshake was under way: the
             self._session_id, self._password = reply.session_id, reply.password  # session moves
             await trio.aclose_forcefully(stream)
@@ -818,6 +839,20 @@ def client_addresses(config: bytes) -> list[tuple[str, int]]:
 
 def _cred_bytes(credential: Any) -> bytes:
     return credential if isinstance(credential, bytes) else str(credential).encode("utf-8")
+
+
+def _sasl_credentials(options: dict[str, Any] | None) -> tuple[str, str] | None:
+    """kazoo's ``sasl_options`` → (user, password).  Raises: ConfigurationError for a
+    mechanism zabby does not speak (DIGEST-MD5 only: no GSSAPI) or missing credentials."""
+    if not options:
+        return None
+    mechanism = str(options.get("mechanism", "")).upper()
+    if mechanism != "DIGEST-MD5":
+        raise ConfigurationError(f"SASL mechanism {options.get('mechanism')!r}: zabby speaks DIGEST-MD5 only (no GSSAPI/Kerberos)")
+    user, password = options.get("username"), options.get("password")
+    if not isinstance(user, str) or not isinstance(password, str):
+        raise ConfigurationError("sasl_options needs a username and a password (strings)")
+    return user, password
 
 
 def _log_auth_failure(request: p.Request) -> None:

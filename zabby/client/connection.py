@@ -25,7 +25,9 @@ from typing import Any
 import outcome
 import trio
 
-from zabby.errors import ConnectionDropped, Err, RemoteProtocolError
+from zabby.errors import AuthFailedError, ConnectionDropped, Err, RemoteProtocolError
+from zabby.opcodes import OpCode
+from zabby.sasl import DigestMd5Client, SaslFailure
 from zabby.wire.framing import FrameDecoder
 from zabby.wire.messages import PROTOCOL_NAME, connect_request, pack_frame, unpack
 
@@ -131,16 +133,40 @@ async def handshake(
     stream: trio.abc.Stream, decoder: FrameDecoder, last_zxid: int, timeout_ms: int, session_id: int, password: bytes, read_only: bool
 ) -> Handshake:
     await stream.send_all(pack_frame(connect_request(last_zxid, timeout_ms, session_id, password, read_only)))
-    for _ in range(10_000):  # bounded: a handshake reply is one small frame
+    return Handshake(await _one_reply(stream, decoder, "the handshake"))
+
+
+async def _one_reply(stream: trio.abc.Stream, decoder: FrameDecoder, during: str) -> Any:
+    """The one frame the server answers with before the connection runs (nothing else may come)."""
+    for _ in range(10_000):  # bounded: the reply is one small frame
         data = await stream.receive_some(RECV_BYTES)
         if not data:
-            raise ConnectionDropped("server closed the connection during the handshake")
+            raise ConnectionDropped(f"server closed the connection during {during}")
         frames = decoder.receive_data(data)
         if frames:
             if len(frames) > 1:
-                raise RemoteProtocolError("server sent frames before the handshake reply")
-            return Handshake(unpack(frames[0]))
-    raise RemoteProtocolError("no handshake reply")
+                raise RemoteProtocolError(f"server sent frames before the reply of {during}")
+            return unpack(frames[0])
+    raise RemoteProtocolError(f"no reply during {during}")
+
+
+async def sasl_exchange(stream: trio.abc.Stream, decoder: FrameDecoder, proto: ClientProtocol, client: DigestMd5Client) -> None:
+    """Authenticate by SASL (op 102) before the connection runs, one step after the other, as
+    ZooKeeper's clients do.  Raises: AuthFailedError (the server refused, or could not prove
+    it knows the password); ConnectionDropped."""
+    token = client.step(b"")
+    for _ in range(8):  # DIGEST-MD5 is two round trips
+        if token is None:
+            return
+        await stream.send_all(pack_frame([proto.next_xid(), OpCode.SASL, token]))
+        reply = await _one_reply(stream, decoder, "SASL authentication")
+        if not isinstance(reply, list) or len(reply) < 4 or reply[2] != 0:
+            raise AuthFailedError(f"SASL authentication failed: {reply[3] if isinstance(reply, list) and len(reply) > 3 else reply!r}")
+        try:
+            token = client.step(reply[3])
+        except SaslFailure as exc:
+            raise AuthFailedError(f"SASL authentication failed: {exc}") from None
+    raise AuthFailedError("SASL authentication did not finish")
 
 
 def complete(request: Request) -> None:

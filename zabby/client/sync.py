@@ -187,8 +187,6 @@ class SyncClient:
         follow_config: bool = False,
         **kwargs: Any,
     ) -> None:
-        if sasl_options:
-            raise ConfigurationError("zabby does not support SASL")
         if kwargs:
             raise ConfigurationError(f"unknown arguments: {sorted(kwargs)}")
         self.handler = handler
@@ -208,6 +206,7 @@ class SyncClient:
             randomize_hosts=randomize_hosts,
             reconnect_after_expiry=reconnect_after_expiry,
             follow_config=follow_config,
+            sasl_options=sasl_options,
             ssl_context=tls.client_context(ca=ca, certfile=certfile, keyfile=keyfile, keyfile_password=keyfile_password,
                                            verify_certs=verify_certs, check_hostname=check_hostname) if use_ssl else None,
         )  # fmt: skip

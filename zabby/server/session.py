@@ -37,7 +37,7 @@ from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn
 from zabby.tree.watches import WatchManager
 from zabby.wire.codec import ConnectRequest, too_many_ops
-from zabby.server.sasl import DigestMd5Server, SaslFailure
+from zabby.sasl import DigestMd5Server, SaslFailure
 from zabby.wire.messages import PROTOCOL_NAME, PROTOCOL_VERSION, XID_AUTH, XID_NOTIFICATION, XID_PING, XID_SET_WATCHES, connect_refusal
 
 LOGGER = logging.getLogger("zabby.server.conn")
@@ -466,7 +466,7 @@ class ClientSession:
         return any(scheme in schemes for scheme, _ in self.auth_ids)
 
     def _sasl(self, args: list[Any]) -> list[Any]:
-        """One step of a DIGEST-MD5 exchange (zabby.server.sasl): the token to answer with.  A
+        """One step of a DIGEST-MD5 exchange (zabby.sasl): the token to answer with.  A
         failure is AUTHFAILED, and the connection closes after it, as ZooKeeper drops it."""
         users = self.host.config.sasl_users
         try:

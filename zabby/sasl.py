@@ -1,5 +1,6 @@
 """SASL for clients, as ZooKeeper 3.8 offers it: DIGEST-MD5 (RFC 2831) against server-side users
-(ZooKeeper's JAAS ``Server`` section: ``user_NAME="password"`` options of its DigestLoginModule).
+(ZooKeeper's JAAS ``Server`` section: ``user_NAME="password"`` options of its DigestLoginModule);
+the server's side (``DigestMd5Server``) and zabby's client's (``DigestMd5Client``).
 
 A client authenticates with op 102 (``GetSASLRequest(token)`` → ``SetSASLResponse(token)``):
 
@@ -143,3 +144,40 @@ class DigestMd5Server:
             raise SaslFailure(f"wrong password, or no such user {user!r}")
         self.user = user
         return f"rspauth={_response_value(user, password, d, '')}".encode()
+
+
+@dataclass
+class DigestMd5Client:
+    """zabby's client side of the exchange (kazoo's is pure-sasl's): ``step(b"")`` first."""
+
+    user: str
+    password: str
+    cnonce: str = field(default_factory=lambda: secrets.token_hex(16))
+    _sent: dict[str, str] | None = None
+    complete: bool = False
+
+    def step(self, challenge: bytes) -> bytes | None:
+        """The token to send for the server's ``challenge`` (None: nothing more to send).
+        Raises: SaslFailure for a challenge it cannot answer, or a server that does not prove
+        it knows the password."""
+        if self._sent is None and not challenge:
+            return b""  # DIGEST-MD5 begins with the server's challenge
+        if self._sent is None:
+            offered = _directives(challenge)
+            if "nonce" not in offered or "auth" not in offered.get("qop", "auth").split(","):
+                raise SaslFailure("the server's challenge offers no nonce, or no qop=auth")
+            d = {"username": self.user, "realm": offered.get("realm", REALM), "nonce": offered["nonce"], "cnonce": self.cnonce,
+                 "nc": "00000001", "qop": "auth", "digest-uri": DIGEST_URI}  # fmt: skip
+            d["response"] = _response_value(self.user, self.password, d, "AUTHENTICATE")
+            self._sent = d
+            quoted = ("username", "realm", "nonce", "cnonce", "digest-uri")
+            return ",".join(f'{k}="{_quote(v)}"' if k in quoted else f"{k}={v}" for k, v in d.items()).encode() + b",charset=utf-8"
+        expected = "rspauth=" + _response_value(self.user, self.password, self._sent, "")
+        if not secrets.compare_digest(challenge.decode("utf-8", "replace"), expected):
+            raise SaslFailure("the server did not prove it knows the password (rspauth)")
+        self.complete = True
+        return None
+
+
+def _quote(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
