@@ -17,7 +17,7 @@ import pytest
 
 from zabby.differential.known import KNOWN, KnownDifference, example_ops, under
 from zabby.differential.runner import Pair, Script, run_ops, run_seed, run_seeds, summary
-from zabby.differential.servers import ZooKeeperServer, ZooKeeperUnavailable, ensure_zookeeper, zabby_server
+from zabby.differential.servers import ZooKeeperUnavailable, ensure_zookeeper, running_pair
 
 SHORT_SEEDS = range(10)
 SHORT_OPS = 300
@@ -33,15 +33,8 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         ensure_zookeeper()
     except ZooKeeperUnavailable as exc:
         pytest.skip(f"ZooKeeper 3.8 cannot run here: {exc}")
-    workdir = Path(tmp_path_factory.mktemp("differential"))
-    reference, zabby = ZooKeeperServer(workdir / "zookeeper"), zabby_server(workdir / "zabby")
-    try:
-        reference.start()
-        zabby.start(60)
+    with running_pair(Path(tmp_path_factory.mktemp("differential"))) as (reference, zabby):
         yield Pair(reference.hosts, zabby.hosts)
-    finally:
-        zabby.kill()
-        reference.kill()
 
 
 @pytest.mark.parametrize("seed", SHORT_SEEDS)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from zabby.differential.servers import ZooKeeperServer, ZooKeeperUnavailable, ensure_zookeeper, zabby_server
+from zabby.differential.servers import ZooKeeperUnavailable, ensure_zookeeper, running_pair
 from zabby.differential.wire import differences, normalised, run_steps, steps
 from zabby.opcodes import OpCode
 from zabby.wire import jute
@@ -23,15 +23,8 @@ def ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]
         ensure_zookeeper()
     except ZooKeeperUnavailable as exc:
         pytest.skip(f"ZooKeeper 3.8 cannot run here: {exc}")
-    workdir = Path(tmp_path_factory.mktemp("wire"))
-    reference, zabby = ZooKeeperServer(workdir / "zookeeper"), zabby_server(workdir / "zabby")
-    try:
-        reference.start()
-        zabby.start(60)
-        yield int(reference.hosts.rpartition(":")[2]), int(zabby.hosts.rpartition(":")[2])
-    finally:
-        zabby.kill()
-        reference.kill()
+    with running_pair(Path(tmp_path_factory.mktemp("wire"))) as (reference, zabby):
+        yield int(reference.hosts.rpartition(":")[2]), zabby.port
 
 
 def test_every_reply_is_the_bytes_zookeeper_sends(ports: tuple[int, int]) -> None:

@@ -17,6 +17,8 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from zabby.jepsen.cluster import JAVA_DIR, ZK_JAR
@@ -126,3 +128,17 @@ def zabby_server(workdir: Path) -> ServerProcess:
         "znode.container.checkIntervalMs": REAP_INTERVAL_MS,
         "superDigest": SUPER_DIGEST,
     })  # fmt: skip
+
+
+@contextmanager
+def running_pair(workdir: Path) -> Iterator[tuple[ZooKeeperServer, ServerProcess]]:
+    """ZooKeeper and zabby, standalone, started side by side (ZooKeeper first: its JVM takes
+    longest) and killed at the end."""
+    reference, zabby = ZooKeeperServer(workdir / "zookeeper"), zabby_server(workdir / "zabby")
+    try:
+        reference.start()
+        zabby.start(60)
+        yield reference, zabby
+    finally:
+        zabby.kill()
+        reference.kill()
