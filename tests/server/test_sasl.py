@@ -206,3 +206,25 @@ def test_zabbys_sync_client_authenticates_by_sasl(sasl_server: ServerProcess) ->
         SyncClient(sasl_server.hosts, timeout=10, sasl_options={"mechanism": "DIGEST-MD5", "username": "bob", "password": "no"}).start()
     with pytest.raises(ClientConfigurationError, match="DIGEST-MD5 only"):
         SyncClient(sasl_server.hosts, sasl_options={"mechanism": "GSSAPI"})
+
+
+def test_sasl_replies_are_zookeepers_records(sasl_server: ServerProcess) -> None:
+    """processSasl's replies: header zxid 0, a SetSASLResponse even with an error (then the
+    connection closes)."""
+    from zabby.local.jute_session import JuteSession
+    from zabby.opcodes import OpCode
+    from zabby.wire import jute
+
+    with JuteSession(sasl_server.port) as session:
+        session.connect()
+        xid = session.send(OpCode.SASL, jute.GetSASLRequest(b""))
+        payload = session.receive_frame()
+        header = jute.ReplyHeader.decode(payload[:16])
+        assert (header.xid, header.zxid, header.err) == (xid, 0, 0)
+        assert b'realm="zk-sasl-md5"' in jute.SetSASLResponse.decode(payload[16:]).token
+        xid = session.send(OpCode.SASL, jute.GetSASLRequest(b'username="bob",nonce="x",cnonce="y",nc=00000001,response=0,digest-uri="zookeeper/zk-sasl-md5"'))
+        payload = session.receive_frame()
+        assert jute.ReplyHeader.decode(payload[:16]) == jute.ReplyHeader(xid, 0, -115)  # AUTHFAILED
+        assert jute.SetSASLResponse.decode(payload[16:]).token is None
+        with pytest.raises(ConnectionError):
+            session.receive_frame()

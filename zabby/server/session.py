@@ -481,7 +481,9 @@ class ClientSession:
             self.host.stats.auth_failed_count += 1
             self._close_after_reply = True
             self.host.warn_rate_limited("auth", f"SASL authentication of {self.address[0]}:{self.address[1]} failed: {exc}")
-            raise ZabbyError(Err.AUTHFAILED, f"SASL authentication failed: {exc}") from None
+            # as ZooKeeper: where SASL is required, the failure says so (SESSIONCLOSEDREQUIRESASLAUTH)
+            code = Err.SESSIONCLOSEDREQUIRESASLAUTH if "sasl" in self.host.config.enforce_auth_schemes else Err.AUTHFAILED
+            raise ZabbyError(code, f"SASL authentication failed: {exc}") from None
         user = self._sasl_exchange.user
         if user is not None and ("sasl", user) not in self.auth_ids:
             self.auth_ids.append(("sasl", user))

@@ -469,6 +469,8 @@ class JuteCodec:
             _, op, sub_ops = pending.popleft()
         else:
             op, sub_ops = self._pop(xid)
+        if op == OpCode.SASL:  # as ZooKeeper's processSasl: zxid 0, and the record even with an error
+            return jute.encode_reply(jute.ReplyHeader(xid, 0, err), jute.SetSASLResponse(None if err else value[3]))
         if err:
             return jute.encode_reply(jute.ReplyHeader(xid, zxid, err))
         if op == OpCode.EXISTS and value[3] is None:  # ZooKeeper: a missing node is NONODE
