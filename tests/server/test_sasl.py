@@ -5,6 +5,7 @@ Java client (zkCli.sh); ``sasl:`` ACLs, the super user, and enforce.auth."""
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from zabby.local.processes import ServerProcess, wait_until
 from zabby import SyncClient
 from zabby.errors import AuthFailedError as ClientAuthFailedError
 from zabby.errors import ConfigurationError as ClientConfigurationError
+from zabby.server.session import AUTH_FAILURE_DELAY_S
 from zabby.sasl import DigestMd5Client, DigestMd5Server, JaasError, SaslFailure, jaas_users
 
 puresasl_client = pytest.importorskip("puresasl.client")
@@ -222,8 +224,10 @@ def test_sasl_replies_are_zookeepers_records(sasl_server: ServerProcess) -> None
         header = jute.ReplyHeader.decode(payload[:16])
         assert (header.xid, header.zxid, header.err) == (xid, 0, 0)
         assert b'realm="zk-sasl-md5"' in jute.SetSASLResponse.decode(payload[16:]).token
+        sent = time.monotonic()
         xid = session.send(OpCode.SASL, jute.GetSASLRequest(b'username="bob",nonce="x",cnonce="y",nc=00000001,response=0,digest-uri="zookeeper/zk-sasl-md5"'))
         payload = session.receive_frame()
+        assert time.monotonic() - sent >= AUTH_FAILURE_DELAY_S * 0.9  # a failure is answered late: guessing is slow
         assert jute.ReplyHeader.decode(payload[:16]) == jute.ReplyHeader(xid, 0, -115)  # AUTHFAILED
         assert jute.SetSASLResponse.decode(payload[16:]).token is None
         with pytest.raises(ConnectionError):

@@ -22,7 +22,7 @@ class _Output:
     def send(self, values: list[Any]) -> None:
         self.sent.append(values)
 
-    def close_after_flush(self) -> None:
+    def close_after_flush(self, delay_s: float = 0.0) -> None:
         self.closing = True
 
 

@@ -100,6 +100,7 @@ class Connection:
         self._wake = trio.Event()
         self._started = trio.Event()
         self._closing = False
+        self._close_delay_s = 0.0  # a failed authentication's last answer waits this long
         self._queued = False  # asked the server to flush us
         self._sending = False  # the writer task is in a send_all
         self._direct = isinstance(stream, trio.SocketStream)  # flush may write to the socket (TLS: the writer encrypts)
@@ -163,8 +164,9 @@ class Connection:
     def session_started(self) -> None:
         self._started.set()
 
-    def close_after_flush(self) -> None:
+    def close_after_flush(self, delay_s: float = 0.0) -> None:
         self._closing = True
+        self._close_delay_s = max(self._close_delay_s, delay_s)
         self._wake.set()
         self._resume.set()
 
@@ -251,6 +253,9 @@ class Connection:
             while True:
                 await self._wake.wait()
                 self._wake = trio.Event()
+                if self._closing and self._close_delay_s:
+                    await trio.sleep(self._close_delay_s)  # slows password guessing, one try per connection
+                    self._close_delay_s = 0.0
                 if self._out:
                     data = b"".join(self._out)
                     self._out.clear()

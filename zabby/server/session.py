@@ -44,6 +44,11 @@ LOGGER = logging.getLogger("zabby.server.conn")
 
 XID_MAX = 2**31 - 1  # a jute int: every client's xid counter stays below it
 XID_WRAP_FROM = XID_MAX - 2**16  # from up here a counter may wrap (to 1 in Java and kazoo, 0 in Go)
+# A failed authentication (auth, a SASL step) is answered this late, then the connection
+# closes: a password guesser gets a few tries a second per connection, and a kazoo client
+# learns of the failure after it said CONNECTED (its start() then raises AuthFailedError, not
+# a time-out: a race a fast server loses otherwise).
+AUTH_FAILURE_DELAY_S = 0.2
 SPECIAL_XIDS = frozenset({XID_PING, XID_AUTH, XID_SET_WATCHES})  # repeat by design; never a write's
 _MULTI_OPS = (OpCode.MULTI, OpCode.MULTI_READ)
 
@@ -126,7 +131,9 @@ class SessionOutput(Protocol):
         """The handshake succeeded: the connection may hand over requests."""
         ...
 
-    def close_after_flush(self) -> None: ...
+    def close_after_flush(self, delay_s: float = 0.0) -> None:
+        """Close once what is queued is sent, ``delay_s`` after the last of it was queued."""
+        ...
 
     def requests_answered(self) -> None:
         """Requests left the session's queue (``in_flight`` and ``request_bytes`` fell)."""
@@ -355,8 +362,8 @@ class ClientSession:
             reply = [xid, host.last_zxid, int(Err.BADARGUMENTS), f"bad arguments: {exc}"]
         self._finish(started, False)
         self._send(reply)
-        if self._close_after_reply:
-            self.output.close_after_flush()
+        if self._close_after_reply:  # a failed auth or SASL step: answered late, then closed
+            self.output.close_after_flush(AUTH_FAILURE_DELAY_S)
 
     def _finish(self, started: float, write: bool) -> None:
         elapsed = time.perf_counter() - started
