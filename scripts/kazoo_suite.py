@@ -7,13 +7,14 @@ its JAAS digest users (the SASL tests), a super digest, reconfig enabled.
     python scripts/kazoo_suite.py --system zookeeper -k sasl  # pytest's -k, on ZooKeeper
 
 Prints pytest's summary; ``--junit FILE`` keeps every test's outcome.  Needs java and
-Debian's zookeeper package (scripts/install_zookeeper.sh) for ZooKeeper, and kazoo's test
-dependencies (pure-sasl, pyjks, pyopenssl) for both.
+Debian's zookeeper package (scripts/install_zookeeper.sh, run when it is missing) for
+ZooKeeper, and kazoo's test dependencies for both: ``pip install -e '.[kazoo-suite]'``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -36,6 +37,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.system == "zookeeper" and not (JAVA_DIR / "zookeeper.jar").exists():
         subprocess.run(["bash", str(CHECKOUT / "scripts" / "install_zookeeper.sh")], check=True)
+    missing = [name for name in ("puresasl", "jks", "OpenSSL", "objgraph", "gevent", "eventlet") if importlib.util.find_spec(name) is None]
+    if missing:
+        print(f"kazoo's test dependencies are missing ({', '.join(missing)}): pip install -e '.[kazoo-suite]'", file=sys.stderr)
+        return 2
     work = Path(tempfile.mkdtemp(prefix=f"kazoo-suite-{args.system}-"))
     env = {
         **os.environ,
