@@ -74,7 +74,7 @@ class _Subprocess:
 
 
 def pytest_configure(config: Any) -> None:
-    from kazoo.testing import common
+    from kazoo.testing import common  # type: ignore[import-untyped]
 
     shim = _Subprocess()
     common.subprocess = shim  # type: ignore[assignment]

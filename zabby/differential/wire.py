@@ -108,7 +108,7 @@ def steps() -> list[Step]:
 
 
 # Ops whose request header carries a fixed xid (ZooKeeper's client sends them so).
-FIXED_XIDS = {OpCode.SET_WATCHES: -8, OpCode.SET_WATCHES2: -8, OpCode.AUTH: -4}
+FIXED_XIDS: dict[int, int] = {OpCode.SET_WATCHES: -8, OpCode.SET_WATCHES2: -8, OpCode.AUTH: -4}
 _MASKED_STAT_FIELDS = ("czxid", "mzxid", "ctime", "mtime", "ephemeral_owner", "pzxid")
 
 
