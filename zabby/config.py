@@ -166,6 +166,12 @@ def _pop(raw: dict[str, str], key: str) -> str | None:
     return value if value is not None else prefixed
 
 
+def _prefixed_bool(raw: dict[str, str], key: str, default: bool) -> bool:
+    """``_bool`` of a key as zoo.cfg spells it, or with the ``zookeeper.`` prefix (``_pop``)."""
+    value = _pop(raw, key)
+    return default if value is None else _bool({key: value}, key, default)
+
+
 def _tls(raw: dict[str, str], prefix: str, base: Path) -> TlsConfig:
     """The ``{prefix}keyStore.location``… keys (prefix ``ssl.`` or ``ssl.quorum.``)."""
     location = _pop(raw, prefix + "keyStore.location")
@@ -381,11 +387,12 @@ def write_dynamic_config(config: ServerConfig, membership: Membership) -> Path:
     source = config.source
     if source is None:
         raise ConfigError("no zoo.cfg to record the new membership in")
+    content = (membership.text() + "\n").encode()
     if config.dynamic_config_file is not None:
-        write_atomically(config.dynamic_config_file, (membership.text() + "\n").encode())
+        write_atomically(config.dynamic_config_file, content)
         return config.dynamic_config_file
     target = source.with_name(f"{source.name}.dynamic.{membership.version:x}")
-    write_atomically(target, (membership.text() + "\n").encode())
+    write_atomically(target, content)
     lines = [line for line in source.read_text().splitlines()
              if not line.strip().startswith(("server.", "dynamicConfigFile"))]  # fmt: skip
     lines.append(f"dynamicConfigFile={target.name}")
@@ -432,7 +439,6 @@ def _with_security(config: ServerConfig, raw: dict[str, str], base: Path) -> Ser
     quorum_tls = _tls(raw, "ssl.quorum.", base) if _bool(raw, "sslQuorum", False) else None
     quorum_auth = _quorum_auth(raw, base)
     raw.pop("serverCnxnFactory", None)  # ZooKeeper needs Netty's for TLS; zabby has one kind
-    enforce = _pop(raw, "enforceQuota")
     sasl_users, sasl_acls = _sasl(raw, base)
     return dataclasses.replace(
         config,
@@ -445,7 +451,7 @@ def _with_security(config: ServerConfig, raw: dict[str, str], base: Path) -> Ser
         client_tls=client_tls,
         quorum_tls=quorum_tls,
         quorum_auth=quorum_auth,
-        enforce_quota=_bool({"enforceQuota": enforce} if enforce is not None else {}, "enforceQuota", False),
+        enforce_quota=_prefixed_bool(raw, "enforceQuota", False),
     )
 
 
@@ -476,9 +482,9 @@ def _sasl(raw: dict[str, str], base: Path) -> tuple[dict[str, str] | None, bool]
 def _enforced_schemes(raw: dict[str, str], sasl: bool) -> frozenset[str]:
     """ZooKeeper's ``enforce.auth.enabled`` + ``enforce.auth.schemes``, and its older
     ``sessionRequireClientSASLAuth=true`` / ``requireClientAuthScheme=sasl`` (sasl alone)."""
-    enabled = _bool({"v": v} if (v := _pop(raw, "enforce.auth.enabled")) is not None else {}, "v", False)
+    enabled = _prefixed_bool(raw, "enforce.auth.enabled", False)
     schemes = _pop(raw, "enforce.auth.schemes")
-    require_sasl = _bool({"v": v} if (v := _pop(raw, "sessionRequireClientSASLAuth")) is not None else {}, "v", False)
+    require_sasl = _prefixed_bool(raw, "sessionRequireClientSASLAuth", False)
     required_scheme = _pop(raw, "requireClientAuthScheme")
     if require_sasl or (required_scheme or "").strip() == "sasl":
         chosen = frozenset({"sasl"})

@@ -93,6 +93,8 @@ def test_the_sasl_settings(tmp_path: Path) -> None:
     assert from_dict({"dataDir": str(tmp_path), "authProvider.1": SASL_PROVIDER}).sasl_acls
     with pytest.raises(ConfigError, match="not available"):
         from_dict({"dataDir": str(tmp_path), "sessionRequireClientSASLAuth": "true"})  # no SASL configured
+    with pytest.raises(ConfigError, match="enforce.auth.enabled='maybe' is not a boolean"):  # the key, as written, named
+        from_dict({"dataDir": str(tmp_path), "zookeeper.enforce.auth.enabled": "maybe"})
     with pytest.raises(ConfigError, match="authProvider"):
         from_dict({"dataDir": str(tmp_path), "authProvider.1": "com.example.Kerberos"})
     with pytest.raises(ConfigError, match="sasl.jaasConfig"):

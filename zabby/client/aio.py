@@ -56,11 +56,10 @@ from zabby.errors import (
 )
 from zabby.membership import Membership, MembershipError
 from zabby.opcodes import AddWatchMode, CreateMode, OpCode, WatcherType, TTL_MAX_MS
+from zabby.sasl import DigestMd5Client
 from zabby.wire.framing import FrameDecoder
 
 from . import protocol as p
-from zabby.sasl import DigestMd5Client
-
 from .connection import (
     Connection, complete, describe_failure, handshake, host_order, open_stream, parse_hosts, rebalance, sasl_exchange, wait_for,
 )  # fmt: skip

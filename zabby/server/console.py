@@ -28,7 +28,6 @@ import hmac
 import importlib.resources
 import ipaddress
 import json
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -40,6 +39,7 @@ from zabby.membership import Member, Membership, MembershipError
 from zabby.server import fourletter
 from zabby.server.console_views import BadRequest, ServerRow, ensemble_rows, node_view, row_from_mntr, sessions_view, watches_view
 from zabby.server.http import Request, Response
+from zabby.server.node import SystemClock
 from zabby.server.statistics import Monitored, Reset, ServerStatistics, snapshot
 from zabby.tree import acl
 from zabby.tree.datatree import ZOOKEEPER_CONFIG
@@ -219,7 +219,7 @@ async def _ensemble(server: Monitored, request: Request) -> dict[str, Any]:
 
 
 async def _sessions(server: Monitored, request: Request) -> dict[str, Any]:
-    return {"sessions": sessions_view(_word(server, "dump"), _word(server, "cons"), int(time.monotonic() * 1000))}
+    return {"sessions": sessions_view(_word(server, "dump"), _word(server, "cons"), SystemClock.monotonic_ms())}  # the tracker's clock
 
 
 async def _watches(server: Monitored, request: Request) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from zabby.config import ServerConfig
 from zabby.engine.effects import ClientSink, Done, SyncDone
 from zabby.errors import Err, ZabbyError
 from zabby.opcodes import WRITE_OPS, KeeperState, OpCode
+from zabby.sasl import DigestMd5Server, SaslFailure
 from zabby.server.reads import READ_HANDLERS, missed_events
 from zabby.server.statistics import ConnectionStatistics
 from zabby.server.stats import LatencyStat, ServerStats
@@ -37,7 +38,6 @@ from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn
 from zabby.tree.watches import WatchManager
 from zabby.wire.codec import ConnectRequest, too_many_ops
-from zabby.sasl import DigestMd5Server, SaslFailure
 from zabby.wire.messages import PROTOCOL_NAME, PROTOCOL_VERSION, XID_AUTH, XID_NOTIFICATION, XID_PING, XID_SET_WATCHES, connect_refusal
 
 LOGGER = logging.getLogger("zabby.server.conn")
