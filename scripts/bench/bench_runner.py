@@ -9,7 +9,6 @@ READY / GO / (STOP) / RESULT line protocol on stdin/stdout.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 import os
 import queue
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from bench_systems import JAVA_DIR, ZK_JAR, System, cpu_of, total_watches
+
+from zabby.local.javac import JavaUnavailable, classpath, compile_java  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 JAVA_SOURCE = HERE / "ZkLoad.java"
@@ -100,35 +101,25 @@ class Limits:
     watch_rounds: int = 50
 
 
-# -- the Java generator -------------------------------------------------------------------
-
-
-
 def py_spy() -> str | None:
     """py-spy on PATH, or next to this interpreter (a virtualenv run without activating it)."""
     beside = Path(sys.executable).with_name("py-spy")
     return shutil.which("py-spy") or (str(beside) if beside.exists() else None)
 
+
+# -- the Java generator -------------------------------------------------------------------
+
+
 def java_classpath(build: Path) -> str:
-    return ":".join([str(build), str(ZK_JAR), str(JAVA_DIR / "slf4j-nop.jar")])
+    return classpath(build, ZK_JAR, JAVA_DIR / "slf4j-nop.jar")
 
 
 def build_java(cache: Path | None = None) -> Path | str:
-    """javac ZkLoad.java into a cache folder keyed by the source's hash; the folder, or why not."""
-    if not shutil.which("javac"):
-        return "no javac on PATH (apt-get install default-jdk-headless)"
-    if not ZK_JAR.exists():
-        return f"{ZK_JAR} is missing (Debian's libzookeeper-java)"
-    digest = hashlib.sha256(JAVA_SOURCE.read_bytes()).hexdigest()[:12]
-    cache = cache or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "zabby-bench"
-    build = cache / f"zkload-{digest}"
-    if (build / "ZkLoad.class").exists():
-        return build
-    build.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["javac", "-nowarn", "-d", str(build), "-cp", str(ZK_JAR), str(JAVA_SOURCE)], capture_output=True, text=True, timeout=300, check=False)
-    if done.returncode != 0:
-        return f"javac failed: {done.stderr[-500:]}"
-    return build
+    """ZkLoad.java compiled (zabby.local.javac caches it by hash); the folder, or why not."""
+    try:
+        return compile_java("zkload", [JAVA_SOURCE], [ZK_JAR], cache)
+    except (JavaUnavailable, RuntimeError) as exc:
+        return str(exc)
 
 
 # -- client processes ---------------------------------------------------------------------
