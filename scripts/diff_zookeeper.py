@@ -1,8 +1,9 @@
-"""Differential run: the same seeded random operations through kazoo against Apache ZooKeeper
-3.8 (Debian's jars) and zabby, both standalone on 127.0.0.1; prints each seed's first
-divergence and a summary by kind.
+"""Differential run: the same seeded random operations through kazoo (or ZooKeeper's own Java
+client, ``--client java``) against Apache ZooKeeper 3.8 (Debian's jars) and zabby, both
+standalone on 127.0.0.1; prints each seed's first divergence and a summary by kind.
 
     python scripts/diff_zookeeper.py --seeds 0..199 --ops 500
+    python scripts/diff_zookeeper.py --client java --seeds 0..99 --ops 500
 
 Exit status 0 when every seed ran identical, 1 otherwise, 2 when ZooKeeper cannot run
 here.  Known differences are listed, with their reasons, in docs/zookeeper-compat.md.
@@ -19,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's zabby, not an installed one
 
-from zabby.differential.runner import Pair, SeedResult, run_seeds, summary  # noqa: E402
-from zabby.differential.servers import ZooKeeperServer, ZooKeeperUnavailable, ensure_zookeeper, zabby_server  # noqa: E402
+from zabby.differential.runner import CLIENT_KINDS, Pair, SeedResult, run_seeds, summary  # noqa: E402
+from zabby.differential.servers import ZooKeeperUnavailable, ensure_zookeeper, running_pair  # noqa: E402
 
 
 def seed_range(text: str) -> range:
@@ -33,6 +34,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=seed_range, default=seed_range("0..9"), help="A..B, both included (default 0..9)")
     parser.add_argument("--ops", type=int, default=500, help="operations per seed (default 500)")
+    parser.add_argument("--client", choices=CLIENT_KINDS, default="kazoo", help="the sessions' client (default kazoo)")
     parser.add_argument("--verbose", action="store_true", help="print the full report of each divergence")
     args = parser.parse_args()
     try:
@@ -41,21 +43,14 @@ def main() -> int:
         print(f"ZooKeeper 3.8 cannot run here: {exc}", file=sys.stderr)
         return 2
     results: list[SeedResult] = []
-    with tempfile.TemporaryDirectory(prefix="diff-zookeeper-") as workdir:
-        reference, zabby = ZooKeeperServer(Path(workdir) / "zookeeper"), zabby_server(Path(workdir) / "zabby")
-        try:
-            reference.start()
-            zabby.start(60)
-            started = time.monotonic()
-            for result in run_seeds(Pair(reference.hosts, zabby.hosts), args.seeds, args.ops):
-                results.append(result)
-                print(_line(result, args.verbose), flush=True)
-            elapsed_s = time.monotonic() - started
-        finally:
-            zabby.kill()
-            reference.kill()
+    with tempfile.TemporaryDirectory(prefix="diff-zookeeper-") as workdir, running_pair(Path(workdir)) as (reference, zabby):
+        started = time.monotonic()
+        for result in run_seeds(Pair(reference.hosts, zabby.hosts), args.seeds, args.ops, args.client):
+            results.append(result)
+            print(_line(result, args.verbose), flush=True)
+        elapsed_s = time.monotonic() - started
     print(summary(results))
-    print(f"{len(results)} seeds × {args.ops} ops in {elapsed_s:.0f} s")
+    print(f"{len(results)} seeds × {args.ops} ops through {args.client} in {elapsed_s:.0f} s")
     return 0 if all(result.divergence is None for result in results) else 1
 
 

@@ -1,7 +1,8 @@
-"""The same seeded random operations through kazoo to Apache ZooKeeper 3.8 (Debian's jars) and
-to zabby, both standalone; every result, error, Stat, watch event and its order must match
-(zabby/differential/runner.py says how they are compared).  A failure names the seed and
-the op: ``python scripts/diff_zookeeper.py --seeds N --ops M --verbose`` replays it.
+"""The same seeded random operations through kazoo, and through ZooKeeper's own Java client, to
+Apache ZooKeeper 3.8 (Debian's jars) and to zabby, both standalone; every result, error,
+Stat, watch event and its order must match (zabby/differential/runner.py says how they are
+compared).  A failure names the seed and the op:
+``python scripts/diff_zookeeper.py [--client java] --seeds N --ops M --verbose`` replays it.
 
 The differences ZooKeeper 3.8.0 is known to have are listed in zabby/differential/known.py
 and docs/zookeeper-compat.md; the workload steers around them, and each one's example is
@@ -16,11 +17,14 @@ from pathlib import Path
 import pytest
 
 from zabby.differential.known import KNOWN, KnownDifference, example_ops, under
-from zabby.differential.runner import Pair, Script, run_ops, run_seed, run_seeds, summary
+from zabby.differential.java_client import build_driver
+from zabby.differential.runner import CLIENT_KINDS, Pair, Script, run_ops, run_seed, run_seeds, summary
 from zabby.differential.servers import ZooKeeperUnavailable, ensure_zookeeper, running_pair
+from zabby.local.javac import JavaUnavailable
 
 SHORT_SEEDS = range(10)
 SHORT_OPS = 300
+JAVA_SHORT_SEEDS = range(4)  # the Java leg's sessions are ZooKeeper's own client (java_client.py)
 LONG_SEEDS = range(200)
 LONG_OPS = 500
 
@@ -43,10 +47,21 @@ def test_short_run_answers_as_zookeeper(pair: Pair, seed: int) -> None:
     assert result.divergence is None, str(result.divergence)
 
 
+@pytest.mark.parametrize("seed", JAVA_SHORT_SEEDS)
+def test_short_run_through_the_java_client_answers_as_zookeeper(pair: Pair, seed: int) -> None:
+    try:
+        build_driver()
+    except JavaUnavailable as exc:
+        pytest.skip(f"the Java client cannot be built here: {exc}")
+    result = run_seed(pair, seed, SHORT_OPS, client="java")
+    assert result.divergence is None, str(result.divergence)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(6 * 3600)
-def test_long_run_answers_as_zookeeper(pair: Pair) -> None:
-    results = list(run_seeds(pair, LONG_SEEDS, LONG_OPS))
+@pytest.mark.parametrize("client", CLIENT_KINDS)
+def test_long_run_answers_as_zookeeper(pair: Pair, client: str) -> None:
+    results = list(run_seeds(pair, LONG_SEEDS, LONG_OPS, client))
     divergences = [str(result.divergence) for result in results if result.divergence is not None]
     assert not divergences, summary(results) + "\n\n" + "\n\n".join(divergences)
 

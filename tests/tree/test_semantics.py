@@ -62,6 +62,9 @@ def test_system_nodes_exist(h: Harness) -> None:
     assert set(h.tree.get("/").listing()) == {"zookeeper"}
     assert set(h.tree.get("/zookeeper").listing()) == {"config", "quota"}
     assert h.tree.get("/zookeeper/config").acl == acls.READ_ACL_UNSAFE
+    # ZooKeeper's addConfigNode sets that ACL with version -1, which becomes the aversion
+    assert h.tree.get("/zookeeper/config").stat()[AVERSION] == -1
+    assert h.tree.get("/zookeeper/quota").stat()[AVERSION] == 0
 
 
 @pytest.mark.parametrize("path", ["/", "/zookeeper", "/zookeeper/config", "/zookeeper/quota"])

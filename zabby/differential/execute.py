@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from kazoo.client import KazooClient, _prefix_root
 from kazoo.exceptions import EXCEPTIONS, KazooException
@@ -48,6 +48,17 @@ def error_name(code: int) -> str:
 def as_stat(raw: Any) -> Stat:
     """kazoo's ZnodeStat or a jute Stat as a plain Stat (both in jute field order)."""
     return Stat(*raw) if isinstance(raw, tuple) else Stat(*raw.VALUES(raw))
+
+
+class LoggedSession(Protocol):
+    """A session under test, of whichever client: what it received is appended to ``log``."""
+
+    label: str
+    log: list[Event]
+
+    def start(self, user: str | None) -> int: ...
+
+    def stop(self) -> None: ...
 
 
 class Session:
@@ -96,7 +107,7 @@ class Executor:
     def __init__(self, hosts: str, root: str) -> None:
         self.hosts = hosts
         self.root = root
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, LoggedSession] = {}
         self.owners: dict[int, str] = {}  # session id → "a1", "a2", ... (label + generation)
         self.reapable: dict[str, CreateMode] = {}  # containers and short-TTL nodes, by path
         self.admin = Session(hosts, "admin")
@@ -109,8 +120,11 @@ class Executor:
         for label in CLIENTS:
             self._open_session(label)
 
+    def _new_session(self, label: str) -> LoggedSession:
+        return Session(self.hosts, label)
+
     def _open_session(self, label: str) -> None:
-        session = Session(self.hosts, label)
+        session = self._new_session(label)
         session_id = session.start(CLIENT_USER[label])
         generation = sum(1 for owner in self.owners.values() if owner[0] == label) + 1
         self.owners[session_id] = f"{label}{generation}"
@@ -127,20 +141,35 @@ class Executor:
 
     # ----------------------------------------------------------------- one op
     def run(self, op: Op) -> Outcome:
+        self._gather_logs()
         marks = {label: len(session.log) for label, session in self.sessions.items()}
         result = self._perform(op)
+        self._track_reapable(op, result)
         unreaped: tuple[str, ...] = ()
         if op.kind not in READ_KINDS:
             unreaped = self._settle_reaping()
-            for session in self.sessions.values():
-                session.client.exists("/")
+            self._read_on_every_session()
+        self._gather_logs()
         logs = {label: session.log[marks.get(label, len(session.log)):] for label, session in self.sessions.items()}
         if op.kind == "reopen":
             logs[op.client] = []  # the new session's log begins after the op
         return Outcome(result, logs, unreaped)
 
+    def _gather_logs(self) -> None:
+        """Bring each session's log up to date (kazoo's sessions log as they read)."""
+
+    def _read_on_every_session(self) -> None:
+        """A read on every session: its reply follows every event the op made the server send it."""
+        for label in self.sessions:
+            self._kazoo(label).exists("/")
+
+    def _kazoo(self, label: str) -> KazooClient:
+        session = self.sessions[label]
+        assert isinstance(session, Session)
+        return session.client
+
     def _perform(self, op: Op) -> tuple[Any, ...]:
-        client = self.sessions[op.client].client
+        client = self._kazoo(op.client)
         try:
             return getattr(self, f"_do_{op.kind}")(client, op)
         except (KazooException, ValueError) as exc:  # ValueError: kazoo refused the path itself
@@ -171,6 +200,14 @@ class Executor:
                 due.append(path)  # an empty container that had a child, or an expired TTL node
         return due, gone
 
+    def _track_reapable(self, op: Op, result: tuple[Any, ...]) -> None:
+        if op.kind == "create" and result[0] == "created":
+            self._note_created(result[1], op.args[3], op.args[4])
+        elif op.kind == "multi" and result[0] == "multi":
+            for sub, sub_result in zip(op.args[0], result[1], strict=False):
+                if sub[0] == "create" and sub_result[0] == "created":
+                    self._note_created(sub_result[1], sub[4], sub[5])
+
     def _note_created(self, path: str, mode: int, ttl_ms: int) -> None:
         if mode == CreateMode.CONTAINER or (CreateMode(mode).is_ttl and ttl_ms == TTL_SHORT_MS):
             self.reapable[path] = CreateMode(mode)
@@ -181,14 +218,11 @@ class Executor:
     def _do_create(self, client: KazooClient, op: Op) -> tuple[Any, ...]:
         path, data, acl, mode, ttl_ms, with_stat = op.args
         if mode > CreateMode.EPHEMERAL_SEQUENTIAL or not _kazoo_keeps(path, CreateMode(mode).is_sequential):
-            created = _multi_result(*_raw_create(client, path, data, acl, mode, ttl_ms, with_stat))
-        else:
-            mode = CreateMode(mode)
-            made = client.create(path, data, _kazoo_acl(acl), ephemeral=mode.is_ephemeral,
-                                 sequence=mode.is_sequential, include_data=with_stat)  # fmt: skip
-            created = ("created", made[0], as_stat(made[1])) if with_stat else ("created", made, None)
-        self._note_created(created[1], mode, ttl_ms)
-        return created
+            return _multi_result(*_raw_create(client, path, data, acl, mode, ttl_ms, with_stat))
+        mode = CreateMode(mode)
+        made = client.create(path, data, _kazoo_acl(acl), ephemeral=mode.is_ephemeral,
+                             sequence=mode.is_sequential, include_data=with_stat)  # fmt: skip
+        return ("created", made[0], as_stat(made[1])) if with_stat else ("created", made, None)
 
     def _do_delete(self, client: KazooClient, op: Op) -> tuple[Any, ...]:
         path, version = op.args
@@ -212,9 +246,6 @@ class Executor:
         else:
             results = [_multi_result(kind, err, record) for kind, err, record in
                        kazoo_call(client, OpCode.MULTI, jute.MultiRequest([_multi_op(sub) for sub in subs]))]  # fmt: skip
-        for sub, result in zip(subs, results, strict=False):
-            if sub[0] == "create" and result[0] == "created":
-                self._note_created(result[1], sub[4], sub[5])
         return ("multi", tuple(results))
 
     def _kazoo_transaction(self, client: KazooClient, subs: tuple[Any, ...]) -> list[tuple[Any, ...]]:

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from zabby.differential.compare import Normalizer, first_difference, kind_of
 from zabby.differential.execute import Executor
+from zabby.differential.java_client import JavaExecutor, JavaWorkload
 from zabby.differential.model import Op, Outcome
 from zabby.differential.workload import Workload
 
@@ -77,14 +78,20 @@ class Script:
         pass
 
 
-def run_seed(pair: Pair, seed: int, ops: int) -> SeedResult:
-    root = f"/diff-{seed}"
-    return run_ops(pair, seed, root, Workload(seed, root), ops)
+CLIENT_KINDS = ("kazoo", "java")  # which client the sessions under test use
 
 
-def run_ops(pair: Pair, seed: int, root: str, source: OpSource, ops: int) -> SeedResult:
-    """Send ``ops`` ops from ``source`` to both systems under ``root``; stop at the first divergence."""
-    reference, zabby = Executor(pair.reference_hosts, root), Executor(pair.zabby_hosts, root)
+def run_seed(pair: Pair, seed: int, ops: int, client: str = "kazoo") -> SeedResult:
+    root = f"/diff-{seed}" if client == "kazoo" else f"/diff-{client}-{seed}"
+    workload = JavaWorkload(seed, root) if client == "java" else Workload(seed, root)
+    return run_ops(pair, seed, root, workload, ops, client)
+
+
+def run_ops(pair: Pair, seed: int, root: str, source: OpSource, ops: int, client: str = "kazoo") -> SeedResult:
+    """Send ``ops`` ops from ``source`` to both systems under ``root`` through ``client``'s
+    sessions; stop at the first divergence."""
+    executor = JavaExecutor if client == "java" else Executor
+    reference, zabby = executor(pair.reference_hosts, root), executor(pair.zabby_hosts, root)
     reference_norm, zabby_norm = Normalizer(), Normalizer()
     recent: list[str] = []
     reference.open()
@@ -109,9 +116,9 @@ def run_ops(pair: Pair, seed: int, root: str, source: OpSource, ops: int) -> See
         reference.close()
 
 
-def run_seeds(pair: Pair, seeds: Iterable[int], ops: int) -> Iterator[SeedResult]:
+def run_seeds(pair: Pair, seeds: Iterable[int], ops: int, client: str = "kazoo") -> Iterator[SeedResult]:
     for seed in seeds:
-        yield run_seed(pair, seed, ops)
+        yield run_seed(pair, seed, ops, client)
 
 
 def summary(results: list[SeedResult]) -> str:

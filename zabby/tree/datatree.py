@@ -368,7 +368,9 @@ class DataTree:
         for path in (ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA):
             self.nodes[path] = Znode(b"", acls.OPEN_ACL_UNSAFE, 0, 0, 0)
             self.nodes[parent_of(path)].add_child(path)
-        self.nodes[ZOOKEEPER_CONFIG].acl = acls.READ_ACL_UNSAFE
+        config = self.nodes[ZOOKEEPER_CONFIG]
+        # ZooKeeper's DataTree.addConfigNode sets this ACL with version -1, which setACL stores as the aversion
+        config.acl, config.aversion = acls.READ_ACL_UNSAFE, -1
         self.data_size = sum(len(path) for path in self.nodes)  # every node counts, as in TreeBuilder._add_nodes
         self.digest = sum(_node_digest(path, node) for path, node in self.nodes.items())
 
