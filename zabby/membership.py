@@ -132,14 +132,15 @@ class Membership:
         """An incremental reconfig: ``joining`` are ``server.N=spec`` lines (a known N is
         replaced: a role or address change), ``leaving`` are server ids.
 
+        A leaving id that is no member is ignored, as ZooKeeper ignores it (the reconfig still
+        commits, with a new version).
+
         Raises:
-            MembershipError: a leaving id is not a member, a spec is malformed, or nobody votes.
+            MembershipError: a spec is malformed, or nobody votes.
         """
         members = {m.sid: m for m in self.members}
         for sid in leaving:
-            if sid not in members:
-                raise MembershipError(f"server {sid} is not a member")
-            del members[sid]
+            members.pop(sid, None)
         for line in joining:
             member = parse_member(*_key_value(line))
             members[member.sid] = member

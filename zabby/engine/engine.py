@@ -159,7 +159,11 @@ class Engine(ClientCalls):
         self._next_session_id = first_session_id(config.server_id, clock.wall_ms())
         self._membership_seen = (self.peer.membership, self.peer.proposed, self.peer.hinted)
         if not self.standalone:  # a standalone server's /zookeeper/config is empty, as ZooKeeper's
-            self.tree.show_config(self.peer.membership.text())
+            self._show_config()
+
+    def _show_config(self) -> None:
+        membership = self.peer.membership
+        self.tree.show_config(membership.text(), membership.version, self.clock.wall_ms())
 
     # ----------------------------------------------------------------- state
     @property
@@ -787,7 +791,7 @@ class Engine(ClientCalls):
         self._sync_asked_zxid = 0
         self.peer = Peer(self.peer_config, recovered.durable)
         if not self.standalone:
-            self.tree.show_config(self.peer.membership.text())
+            self._show_config()
         self.soft = self.peer.soft_state()
         self.looking_since_ms = self.clock.monotonic_ms()
         LOGGER.info("core restarted from disk at 0x%x; looking for the leader", self.tree.last_zxid)

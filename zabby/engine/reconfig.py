@@ -5,7 +5,8 @@ The request names servers joining (``server.N=spec`` lines, comma separated) and
 the membership it was computed from.  As ZooKeeper's PrepRequestProcessor, in its order: refused
 with RECONFIGDISABLED unless ``reconfigEnabled``, RECONFIGINPROGRESS while another is proposed
 and not committed, BADVERSION for a stale ``from_config``, BADARGUMENTS for a request that makes
-no valid membership, NEWCONFIGNOQUORUM unless a quorum of the new membership is synced with this
+no valid membership of at least two voters (MARSHALLINGERROR for a server id that is no
+number, as ZooKeeper answers it; a leaving id that is no member is ignored), NEWCONFIGNOQUORUM unless a quorum of the new membership is synced with this
 leader (it could not commit otherwise), and NOAUTH without WRITE on ``/zookeeper/config`` (or
 the super user).  The txn carries the
 new membership's text; its version is the txn's zxid.
@@ -18,11 +19,14 @@ from typing import Any
 
 from zabby.core.quorum import Majority
 from zabby.errors import Err, ZabbyError
-from zabby.membership import Membership
+from zabby.membership import Membership, MembershipError
 from zabby.opcodes import OpCode
 from zabby.tree import acl as acls
 from zabby.tree.datatree import ZOOKEEPER_CONFIG, DataTree
 from zabby.tree.prep import Caller
+
+# ZooKeeper's standaloneEnabled (default true) forbids a membership of fewer voters; zabby has no such key
+MIN_VOTERS = 2
 
 
 def prepare_reconfig(args: tuple[Any, ...], caller: Caller, zxid: int, *, enabled: bool, committed: Membership,
@@ -44,9 +48,11 @@ def prepare_reconfig(args: tuple[Any, ...], caller: Caller, zxid: int, *, enable
         if new_members:
             membership = committed.replaced(_items(new_members), zxid)
         else:
-            membership = committed.changed(_items(joining), [int(sid) for sid in _items(leaving)], zxid)
-    except ValueError as exc:  # a MembershipError, or a leaving id that is no number
+            membership = committed.changed(_joining(joining), [_server_id(sid) for sid in _items(leaving)], zxid)
+    except MembershipError as exc:
         raise ZabbyError(Err.BADARGUMENTS, f"reconfig: {exc}") from None
+    if len(membership.voters) < MIN_VOTERS:
+        raise ZabbyError(Err.BADARGUMENTS, f"Reconfig failed - new configuration must include at least {MIN_VOTERS} followers")
     if not Majority(membership.voters).has_quorum(synced):
         raise ZabbyError(Err.NEWCONFIGNOQUORUM, f"no quorum of the new membership ({sorted(membership.voters)}) is synced with the leader")
     # Last, as in ZooKeeper's PrepRequestProcessor: a malformed request is BADARGUMENTS for
@@ -54,6 +60,31 @@ def prepare_reconfig(args: tuple[Any, ...], caller: Caller, zxid: int, *, enable
     if not acls.check(tuple(config_acl), acls.WRITE, caller.auth_ids, caller.superuser):
         raise ZabbyError(Err.NOAUTH, "reconfig needs WRITE on /zookeeper/config (or the super user)")
     return OpCode.RECONFIG, (membership.text(),)
+
+
+def _server_id(text: str) -> int:
+    """A server id of the request.  ZooKeeper parses it with Long.parseLong and does not catch
+    the NumberFormatException, so its generic handler answers MARSHALLINGERROR: so does zabby.
+
+    Raises:
+        ZabbyError: MARSHALLINGERROR for an id that is no number.
+    """
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ZabbyError(Err.MARSHALLINGERROR, f"reconfig: server id {text!r} is not a number") from None
+
+
+def _joining(text: Any) -> list[str]:
+    """The joining ``server.N=spec`` lines; a line without ``=`` is BADARGUMENTS (ZooKeeper's
+    "Wrong format of server string"), an N that is no number MARSHALLINGERROR (see ``_server_id``)."""
+    lines = _items(text)
+    for line in lines:
+        key, sep, _ = line.partition("=")
+        if not sep:
+            raise ZabbyError(Err.BADARGUMENTS, f"reconfig: Wrong format of server string {line!r}")
+        _server_id(key.rpartition(".")[2])
+    return lines
 
 
 def _items(text: Any) -> list[str]:
@@ -69,7 +100,7 @@ def logged_membership(tree: DataTree, committed: Membership | None) -> Membershi
     """A membership a RECONFIG txn of the log names, newer than the committed one: the
     configuration files are written once it commits, so until then it is only proposed."""
     node = tree.nodes[ZOOKEEPER_CONFIG]
-    if not node.version or committed is None:
+    if not node.data or committed is None:
         return None
     membership = Membership.parse(node.data.decode())
     return membership if membership.version > committed.version else None

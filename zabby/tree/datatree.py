@@ -80,6 +80,15 @@ _DATA_CRC_SEED = 0x5A  # a znode's data CRC starts from its path's CRC with this
 _crc32 = zlib.crc32
 
 
+def config_version(data: bytes) -> int:
+    """The version of the membership text ``data`` holds (its ``version=`` line), -1 for none."""
+    _, found, version = data.rpartition(b"version=")
+    try:
+        return int(version.split(b"\n", 1)[0], 16) if found else -1
+    except ValueError:
+        return -1
+
+
 def _is_system(path: str) -> bool:
     """``/zookeeper`` and below, which count nothing in the digest, as in ZooKeeper:
     ``/zookeeper/config`` holds each server's own view of the membership until a reconfig
@@ -455,36 +464,37 @@ class DataTree:
 
     def _reconfig(self, txn: Txn, text: str, events: list[Event]) -> tuple[bytes, Stat]:
         """A committed reconfiguration: ``/zookeeper/config`` holds the new membership."""
-        node = self.nodes[ZOOKEEPER_CONFIG]
-        data = text.encode()
-        self.data_size += len(data) - len(node.data)
-        node.data = data
-        node.version += 1
-        node.mzxid = txn.zxid
-        node.mtime = self._shared_time(txn.time_ms)
+        node = self._set_config(text.encode(), txn.zxid, self._shared_time(txn.time_ms))
         events.append((EventType.NODE_DATA_CHANGED, ZOOKEEPER_CONFIG, node.acl))
-        return data, node.stat()
+        return node.data, node.stat()
 
-    def show_config(self, text: str) -> None:
-        """This server's view of the membership in ``/zookeeper/config`` (ZooKeeper fills it
-        at start-up from its configuration files), unless a reconfig already wrote one."""
+    def _set_config(self, data: bytes, version: int, time_ms: int) -> Znode:
+        """``/zookeeper/config`` set as ZooKeeper sets it (a SetDataTxn with version -1, whether
+        a reconfig's or its initConfigInZKDatabase's): its version is -1, its mzxid the
+        membership's version."""
         node = self.nodes[ZOOKEEPER_CONFIG]
-        if node.version == 0:
-            self.data_size += len(text) - len(node.data)
-            node.data = text.encode()
+        self.data_size += len(data) - len(node.data)
+        node.data, node.version, node.mzxid, node.mtime = data, -1, version, time_ms
+        return node
+
+    def show_config(self, text: str, version: int, time_ms: int) -> None:
+        """This server's view of the membership in ``/zookeeper/config``, which ZooKeeper sets
+        at start-up from its configuration files, unless the tree holds a newer one (a
+        reconfig logged and not yet in the files)."""
+        if config_version(self.nodes[ZOOKEEPER_CONFIG].data) <= version:
+            self._set_config(text.encode(), version, time_ms)
 
     def forget_reconfig(self) -> bool:
         """``/zookeeper/config`` as a fresh tree has it, for a snapshot restored into a new
         ensemble, whose membership is its own configuration's (``zabby-admin snapshot
-        restore``).  True if a reconfig's membership was there.  The digest leaves
-        ``/zookeeper`` out, so it does not change."""
+        restore``).  True if a reconfig's membership was there (a static configuration's is
+        version 0).  The digest leaves ``/zookeeper`` out, so it does not change."""
         node = self.nodes[ZOOKEEPER_CONFIG]
-        if not node.version:
-            return False
+        reconfigured = config_version(node.data) > 0
         self.data_size -= len(node.data)
         node.data = b""
         node.version = node.mzxid = node.mtime = 0
-        return True
+        return reconfigured
 
     def _create(self, txn: Txn, body: tuple[Any, ...], events: list[Event]) -> tuple[str, Stat]:
         path, data, acl, owner, parent_cversion = body
@@ -685,8 +695,10 @@ class DataTree:
         h = hashlib.blake2b(digest_size=16)
         for path in sorted(self.nodes):
             node = self.nodes[path]
-            data = node.data if path != ZOOKEEPER_CONFIG or node.version else b""  # a local view until a reconfig
-            h.update(repr((path, data, node.acl, node.stat()[:8], node.stat()[9:])).encode())
+            if path == ZOOKEEPER_CONFIG:  # each server's own view (see show_config), outside the digest as in ZooKeeper
+                h.update(repr((path, node.acl)).encode())
+                continue
+            h.update(repr((path, node.data, node.acl, node.stat()[:8], node.stat()[9:])).encode())
         h.update(repr(sorted(self.sessions.items())).encode())
         return h.hexdigest()
 
