@@ -28,11 +28,13 @@ from zabby.differential.execute import Executor, LoggedSession, error_name
 from zabby.differential.model import CREDENTIALS, Event, Op, Stat
 from zabby.differential.workload import Workload
 from zabby.local.javac import JAVA_DIR, classpath, compile_java
+from zabby.opcodes import EventType
 
 SOURCE = Path(__file__).with_name("JavaClientDriver.java")
 ZK_JAR = JAVA_DIR / "zookeeper.jar"
 ANSWER_TIMEOUT_S = 90.0  # the driver's own waits end after 30 s; a silent driver is broken
 JAVA_ONLY_WEIGHTS = {"get_config": 2, "reconfig": 2}
+WATCH_REMOVED_TYPES = frozenset({EventType.DATA_WATCH_REMOVED, EventType.CHILD_WATCH_REMOVED, EventType.PERSISTENT_WATCH_REMOVED})
 
 
 def build_driver() -> Path:
@@ -113,7 +115,7 @@ class JavaExecutor(Executor):
     def _gather_logs(self) -> None:
         for label, entries in self.driver.call("drain").items():
             if label in self.sessions:
-                self.sessions[label].log += [tuple(entry) for entry in entries]
+                self.sessions[label].log += _removals_sorted([tuple(entry) for entry in entries])
 
     def _read_on_every_session(self) -> None:
         self.driver.call("read_all")
@@ -145,6 +147,22 @@ class JavaWorkload(Workload):
     def _args_reconfig(self) -> tuple[Any, ...]:
         member = "server.9=127.0.0.1:1:2;3"
         return self.rng.choice(((member, None, None, -1), (None, "1", None, -1), (None, None, member, 7)))
+
+
+def _removals_sorted(log: list[Event]) -> list[Event]:
+    """``log`` with each run of watch-removed events sorted.  The Java client makes those events
+    itself, one per watch type removed, in the order of a HashMap keyed by EventType (identity
+    hash codes: another order in each JVM), so only which ones came is the server's doing."""
+    out: list[Event] = []
+    run: list[Event] = []
+    for entry in log:
+        if entry[0] == "event" and entry[1] in WATCH_REMOVED_TYPES:
+            run.append(entry)
+            continue
+        out += sorted(run)
+        out.append(entry)
+        run = []
+    return out + sorted(run)
 
 
 def _encoded(value: Any) -> Any:
