@@ -19,7 +19,7 @@ Theory of operation, for one system:
 7. Restart: SIGKILL G (in sync), launch it; the time until it serves as a follower at the
    leader's zxid: its own newest snapshot loaded, the log after that snapshot replayed, and a
    DIFF of nothing from the leader.  The server's own figures too (zabby: mntr
-   ``startup_snap_load_time``, its snapshot load plus log replay; ZooKeeper: its log's
+   ``startup_load_time``, its snapshot load plus log replay; ZooKeeper: its log's
    "Snapshot loaded in" and "txns loaded in" lines).
 8. Throughput at ~N znodes: as in 2.
 9. zabby only, once the ensemble is stopped: its Python heap per znode, by tracemalloc in a
@@ -146,7 +146,7 @@ def startup_figures(system: System, sid: int, log_offset: int) -> dict[str, Any]
     """What the restarted server says its recovery took."""
     if system.name == "zabby":
         stats = system.mntr(sid)
-        return {"load_ms": float(stats.get("zk_startup_snap_load_time", -1)), "what": "snapshot load + log replay (mntr startup_snap_load_time)"}
+        return {"load_ms": float(stats.get("zk_startup_load_time", -1)), "what": "snapshot load + log replay (mntr startup_load_time)"}
     with system.log_path(sid).open("rb") as log:
         log.seek(log_offset)
         text = log.read().decode(errors="replace")

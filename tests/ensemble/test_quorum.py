@@ -48,7 +48,12 @@ def test_leader_elected_quickly_and_writes_replicate(tmp_path: Path) -> None:
         assert leader_mntr["zk_server_state"] == "leader"
         assert leader_mntr["zk_synced_followers"] == "2"
         assert leader_mntr["zk_quorum_size"] == "3"  # the voters, as ZooKeeper counts them (not the majority)
+        # ZooKeeper 3.8's leader-only gauges (LeaderZooKeeperServer), with its meanings
+        assert (leader_mntr["zk_learners"], leader_mntr["zk_synced_non_voting_followers"], leader_mntr["zk_pending_syncs"]) == ("2", "0", "0")
+        assert int(leader_mntr["zk_leader_uptime"]) >= 0
         follower = next(sid for sid in group.servers if sid != leader)
+        follower_mntr = _mntr(group.servers[follower])
+        assert follower_mntr["zk_quorum_size"] == "3" and "zk_learners" not in follower_mntr and "zk_pending_syncs" not in follower_mntr
         session = raw_session(group.servers[follower].port)
         for index in range(50):
             assert session.create(f"/via-follower-{index}", str(index).encode())[2] == 0

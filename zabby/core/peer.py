@@ -112,6 +112,7 @@ class PeerStatus:
     last_logged: int
     applied: int
     learners: tuple[LearnerStatus, ...] = ()
+    pending_syncs: int = 0  # the leader's: zxids that learners' syncs wait for (ZooKeeper's pendingSyncs keys)
 
 
 @dataclass(slots=True)
@@ -449,12 +450,14 @@ class Peer:
 
     def status(self) -> PeerStatus:
         learners: tuple[LearnerStatus, ...] = ()
+        pending_syncs = 0
         if self.state == ServerState.LEADING and self.leader is not None:
             learners = tuple(
                 LearnerStatus(sid, info.observer, info.acked_epoch, info.synced, info.uptodate, info.acked)
                 for sid, info in sorted(self.leader.learners.items())
             )  # fmt: skip
-        return PeerStatus(self.soft_state(), self.accepted_epoch, self.current_epoch, self.last_logged, self.applied, learners)
+            pending_syncs = len({zxid for zxid, _, sid, _ in self.leader.syncs if sid != self.sid})
+        return PeerStatus(self.soft_state(), self.accepted_epoch, self.current_epoch, self.last_logged, self.applied, learners, pending_syncs)
 
     @property
     def established_leader(self) -> bool:

@@ -108,6 +108,8 @@ class ClientCalls:
     outstanding: int
     space_low: bool
     looking_since_ms: int | None
+    leading_since_ms: int | None
+    standalone: bool
     _proposals: list[Txn]
     _next_session_id: int
 
@@ -298,17 +300,23 @@ class ClientCalls:
         return session_id
 
     def learner_counts(self) -> dict[str, int]:
-        if not self.is_leader:
+        """The leader-only gauges of ZooKeeper 3.8's mntr (LeaderZooKeeperServer's), by name;
+        empty on a follower, an observer and a standalone server, which have none of them."""
+        if not self.is_leader or self.standalone:
             return {}
-        learners = self.peer.status().learners
+        status = self.peer.status()
+        learners = status.learners
+        voters = self.peer.membership.voters
+        leading_since = self.leading_since_ms
         return {
-            "learners": len(learners),
-            "followers": sum(1 for i in learners if not i.observer),
+            "learners": len(learners),  # connected, synced or not (Leader.getLearners)
+            "followers": len(learners),  # ZooKeeper 3.4's name for the same count
             "synced_followers": sum(1 for i in learners if not i.observer and i.uptodate),
+            "synced_non_voting_followers": sum(1 for i in learners if not i.observer and i.uptodate and i.sid not in voters),
             "synced_observers": sum(1 for i in learners if i.observer and i.uptodate),
-            "pending_syncs": sum(1 for i in learners if not i.uptodate),
+            "pending_syncs": status.pending_syncs,
+            "leader_uptime": self.clock.monotonic_ms() - leading_since if leading_since is not None else 0,
         }
-
 
 
 def first_session_id(server_id: int, wall_ms: int) -> int:

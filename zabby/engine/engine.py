@@ -132,6 +132,7 @@ class Engine(ClientCalls):
         self.closing_sessions: set[int] = set()
         self.local_sessions: dict[int, tuple[int, bytes]] = {}  # read-only mode's sessions
         self.looking_since_ms: int | None = clock.monotonic_ms()  # None while not LOOKING
+        self.leading_since_ms: int | None = None  # since when this server leads and serves (mntr's leader_uptime)
         self.waiting: Waiters[Done] = Waiters()  # a client write's answer
         self.sync_waiting: Waiters[SyncDone] = Waiters()
         self.outstanding = 0
@@ -532,7 +533,8 @@ class Engine(ClientCalls):
             if self.is_leader:  # once for the batch: what it prepared stays ahead of the tree meanwhile
                 self.preparer.applied(txns[-1].zxid)
             self._tree_committed = True
-            self.stats.commit_count += len(txns)
+            if self.is_leader and not self.standalone:  # ZooKeeper's commit_count: the leader's commits only
+                self.stats.commit_count += len(txns)
             self._txns_since_snapshot += len(txns)
 
     def _apply_and_freeze(self, ready: Ready) -> dict[tuple[int, int], Frozen]:
@@ -726,7 +728,12 @@ class Engine(ClientCalls):
             yield from self._leave_read_only()
         elif old.state != ServerState.LOOKING:
             self.looking_since_ms = self.clock.monotonic_ms()
-        if soft.serving and soft.state == ServerState.LEADING:
+        leading = soft.serving and soft.state == ServerState.LEADING
+        if not leading:
+            self.leading_since_ms = None
+        elif self.leading_since_ms is None:
+            self.leading_since_ms = self.clock.monotonic_ms()
+        if leading:
             now = self.clock.monotonic_ms()
             self.sessions = SessionTracker(self.config.tick_ms)
             for session_id, (timeout_ms, _) in self.tree.sessions.items():

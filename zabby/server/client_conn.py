@@ -46,13 +46,14 @@ from zabby.server.statistics import Monitored, reset, snapshot
 from zabby.wire.codec import ClientCodec, ClientProtocol, MsgpackCodec, detect
 from zabby.wire.framing import FRAME_HEADROOM_BYTES, FrameDecoder
 from zabby.wire.jute_codec import JuteCodec
-from zabby.wire.messages import connect_refusal
+from zabby.wire.messages import PROTOCOL_NAME, connect_refusal
 
 TLS_HANDSHAKE_RECORD = 0x16  # the first byte a TLS client sends (a handshake record)
 
 LOGGER = logging.getLogger("zabby.server.conn")
 
 RECEIVE_BYTES_MAX = 256 * 1024
+FRAME_PREFIX_BYTES = 4  # every frame of both protocols starts with its length
 HANDSHAKE_TIMEOUT_S = 10.0
 LINGER_S = 1.0
 
@@ -154,11 +155,18 @@ class Connection:
     def send(self, message: list[Any]) -> None:
         frame = self._encode(message)
         if frame:
+            if message[0] != PROTOCOL_NAME:  # ZooKeeper's client_response sizes leave out the connect response
+                self.server.stats.record_response(len(frame) - FRAME_PREFIX_BYTES)
             self._queue(frame)
 
     def send_events(self, zxid: int, events: list[tuple[int, str]]) -> None:
         frames = self._encode_events(zxid, int(KeeperState.SYNC_CONNECTED), events)
         if frames:
+            record, offset = self.server.stats.record_response, 0
+            while offset < len(frames):  # each event's frame: a length prefix, then that many bytes
+                size = int.from_bytes(frames[offset : offset + FRAME_PREFIX_BYTES], "big")
+                record(size)
+                offset += FRAME_PREFIX_BYTES + size
             self._queue(frames, len(events))
 
     def session_started(self) -> None:
@@ -219,6 +227,7 @@ class Connection:
             return
         self._out.append(frame)
         self.session.sent += count
+        self.server.stats.packets_sent += count  # packets, as ZooKeeper counts them: not socket writes
         self._charge(len(frame))
         if not self._queued and not self._closing:
             self._queued = True
@@ -241,7 +250,6 @@ class Connection:
             sent = 0
         except OSError:  # broken: the writer meets the same error and ends the connection
             sent = 0
-        self.server.stats.packets_sent += 1
         if sent < len(data):
             self._out.append(data[sent:])
             self._wake.set()
@@ -259,7 +267,6 @@ class Connection:
                 if self._out:
                     data = b"".join(self._out)
                     self._out.clear()
-                    self.server.stats.packets_sent += 1
                     self._sending = True
                     await self.stream.send_all(data)
                     self._sending = False
@@ -303,8 +310,10 @@ class Connection:
 
     def _answer_word(self, word: str) -> None:
         server = self.server
+        server.stats.packets_received += 1  # ZooKeeper counts the word as a packet received
         text = fourletter.answer(word, snapshot(server, fourletter.parts(word)), functools.partial(reset, server))
-        self._queue(text.encode())
+        answer = text.encode()
+        self._queue(answer, fourletter.packets(answer))
 
     def _take_input(self, data: bytes | bytearray) -> None:
         frames = self._decoder.receive_data(data)

@@ -22,6 +22,7 @@ from zabby.config import ServerConfig
 from zabby.membership import Membership
 from zabby.errors import InvariantError
 from zabby.server.statistics import Part, Reset, ServerStatistics
+from zabby.server.stats import LatencyFigures
 
 T = TypeVar("T")
 ResetHook = Callable[[Reset], None]
@@ -43,58 +44,90 @@ def _part(value: T | None, part: Part) -> T:
     return value
 
 
+WORD_CHUNK_CHARS = 8192  # ZooKeeper writes a word's answer through a BufferedWriter: one packet per buffer
+
+
+def packets(answer: bytes) -> int:
+    """The packets ZooKeeper counts as sent for a four-letter word's ``answer``."""
+    return max(1, -(-len(answer) // WORD_CHUNK_CHARS))
+
+
+def znode_count(s: ServerStatistics) -> int:
+    """ZooKeeper's node count: its DataTree holds the root twice ("" and its alias "/")."""
+    return s.znode_count + 1
+
+
+def _summary(name: str, figures: LatencyFigures) -> dict[str, Any]:
+    """A ZooKeeper summary (AvgMinMaxCounter) in whole ms: avg to 4 places, the rest integers."""
+    return {
+        f"avg_{name}": round(figures.avg_ms, 4),
+        f"min_{name}": round(figures.min_ms),
+        f"max_{name}": round(figures.max_ms),
+        f"cnt_{name}": figures.count,
+        f"sum_{name}": round(figures.total_ms),
+    }
+
+
+def _once(name: str, value: float) -> dict[str, Any]:
+    """A ZooKeeper summary that got one value (at start-up)."""
+    return _summary(name, LatencyFigures(count=1, total_ms=value, min_ms=value, max_ms=value, avg_ms=value))
+
+
 def mntr_data(s: ServerStatistics) -> dict[str, Any]:
+    """ZooKeeper 3.8's mntr keys, each with ZooKeeper's meaning (docs/operations.md lists them
+    all, and those zabby leaves out), then zabby's own."""
     stats = s.counters
     open_fds, max_fds = _part(s.file_descriptors, Part.PROCESS)
     return {
         "version": f"{VERSION}, {BUILT_ON}",
         "server_state": s.state,
         "avg_latency": round(stats.latency.avg_ms, 4),
-        "max_latency": round(stats.latency.max_ms, 4),
-        "min_latency": round(stats.latency.min_ms, 4),
+        "max_latency": round(stats.latency.max_ms),  # ZooKeeper's latencies are whole ms
+        "min_latency": round(stats.latency.min_ms),
         "packets_received": stats.packets_received,
         "packets_sent": stats.packets_sent,
         "num_alive_connections": s.connection_count,
         "outstanding_requests": s.outstanding_requests,
-        "znode_count": s.znode_count,
+        "znode_count": znode_count(s),
         "watch_count": s.watch_count,
         "ephemerals_count": s.ephemerals_count,
         "approximate_data_size": s.approximate_data_size,
         "open_file_descriptor_count": open_fds,
         "max_file_descriptor_count": max_fds,
         "uptime": s.uptime_ms,
-        "last_zxid": _hex(s.last_zxid),
-        "digest": f"0x{s.digest:016x}",  # the tree digest at last_zxid
-        "digest_mismatches_count": stats.digest_mismatches,
-        "core_restarts_count": stats.repairs,
         "global_sessions": s.session_count,
         "local_sessions": 0,
-        "quorum_size": s.quorum_size,
+        "connection_drop_probability": 0.0,  # zabby has no connection throttle that drops at random
+        "last_client_response_size": stats.last_client_response_size,
+        "max_client_response_size": stats.max_client_response_size,
+        "min_client_response_size": stats.min_client_response_size,
         "auth_failed_count": stats.auth_failed_count,
+        **({"quorum_size": s.quorum_size} if s.membership is not None else {}),  # QuorumZooKeeperServer's
+        **dict(s.learner_counts),  # the leader's
+        **_proposal_sizes(s),
+        **{f"{namespace}_{name}": value for name, values in quota_metrics(s).items() for namespace, value in values.items()},
+        "digest_mismatches_count": stats.digest_mismatches,
         "connection_rejected": stats.connection_rejected,
         "connection_drop_count": stats.connection_drop_count,
         "large_requests_rejected": stats.large_requests_rejected,
-        "client_memory_bytes": s.client_memory.used_bytes,  # zabby: the client port's memory budget
-        "client_memory_peak_bytes": s.client_memory.peak_bytes,
-        "client_memory_budget_bytes": s.client_memory.budget_bytes,
-        "client_memory_closed_count": s.client_memory.closed_count,
         "commit_count": stats.commit_count,
         "snap_count": stats.snap_count,
         "diff_count": stats.diff_count,
         "ttl_node_deleted_count": stats.ttl_node_deleted_count,
-        "last_client_response_size": stats.last_client_response_size,
-        "startup_txns_loaded": stats.startup_txns_loaded,
-        "startup_snap_load_time": round(stats.startup_load_ms, 3),
-        "avg_fsynctime": round(stats.fsync.avg_ms, 4),
-        "min_fsynctime": round(stats.fsync.min_ms, 4),
-        "max_fsynctime": round(stats.fsync.max_ms, 4),
-        "cnt_fsynctime": stats.fsync.count,
-        "sum_fsynctime": round(stats.fsync.total_ms, 4),
-        "avg_snapshottime": round(stats.snapshot.avg_ms, 4),
-        "cnt_snapshottime": stats.snapshot.count,
-        **dict(s.learner_counts),
-        **_proposal_sizes(s),
-        **{f"{namespace}_{name}": value for name, values in quota_metrics(s).items() for namespace, value in values.items()},
+        **_summary("fsynctime", stats.fsync),
+        **_summary("snapshottime", stats.snapshot),
+        **_once("startup_snap_load_time", stats.startup_snap_load_ms),
+        **_once("startup_txns_load_time", stats.startup_txns_load_ms),
+        **_once("startup_txns_loaded", stats.startup_txns_loaded),
+        # zabby's own
+        "last_zxid": _hex(s.last_zxid),
+        "digest": f"0x{s.digest:016x}",  # the tree digest at last_zxid
+        "core_restarts_count": stats.repairs,
+        "startup_load_time": round(stats.startup_load_ms, 3),  # the whole recovery, in ms
+        "client_memory_bytes": s.client_memory.used_bytes,  # the client port's memory budget
+        "client_memory_peak_bytes": s.client_memory.peak_bytes,
+        "client_memory_budget_bytes": s.client_memory.budget_bytes,
+        "client_memory_closed_count": s.client_memory.closed_count,
     }
 
 
@@ -110,7 +143,7 @@ def quota_metrics(s: ServerStatistics) -> dict[str, dict[str, int]]:
 
 
 def _proposal_sizes(s: ServerStatistics) -> dict[str, int]:
-    if s.proposal_sizes is None:
+    if s.proposal_sizes is None or s.membership is None:
         return {}
     last, smallest, largest = s.proposal_sizes
     return {"last_proposal_size": last, "min_proposal_size": smallest, "max_proposal_size": largest}
@@ -131,7 +164,7 @@ def srvr_data(s: ServerStatistics) -> dict[str, Any]:
             "last_processed_zxid": s.last_zxid,
             "num_alive_client_connections": s.connection_count,
             "server_state": s.state,
-            "node_count": s.znode_count,
+            "node_count": znode_count(s),
         },
         "client_response": {"last_buffer_size": stats.last_client_response_size},
     }
@@ -153,7 +186,7 @@ def _srvr_text(s: ServerStatistics, clients: bool) -> str:
         f"Outstanding: {s.outstanding_requests}",
         f"Zxid: {_hex(s.last_zxid)}",
         f"Mode: {s.state}",
-        f"Node count: {s.znode_count}",
+        f"Node count: {znode_count(s)}",
     ]
     return "\n".join(lines) + "\n"
 

@@ -49,6 +49,10 @@ def open_server(config: zoo_config.ServerConfig) -> ZabbyServer:
     server = ZabbyServer(config, datadir, tree, log)
     _set_quota_policy(server)
     server.stats.startup_load_ms = (time.perf_counter() - started) * 1000
+    recovered = datadir.recovered
+    server.stats.startup_snap_load_ms = recovered.snap_load_ms
+    server.stats.startup_txns_load_ms = recovered.txns_load_ms
+    server.stats.startup_txns_loaded = recovered.txns_loaded
     LOGGER.info("recovered %d znodes, %d sessions, last zxid 0x%x in %.0f ms",
                 tree.node_count(), len(tree.sessions), tree.last_zxid, server.stats.startup_load_ms)  # fmt: skip
     return server

@@ -194,6 +194,8 @@ class ClientSession:
           the connect response is queued and the output hears ``session_started``.
         """
         host = self.host
+        self.received += 1  # the connect request is a packet received, as ZooKeeper counts them
+        host.stats.packets_received += 1
         if not host.serving:
             if host.read_only and request.read_only:
                 return self._connect_read_only(request)

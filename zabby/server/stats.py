@@ -113,9 +113,13 @@ class ServerStats:
     auth_failed_count: int = 0
     large_requests_rejected: int = 0
     ttl_node_deleted_count: int = 0
-    last_client_response_size: int = 0
-    startup_txns_loaded: int = 0
-    startup_load_ms: float = 0.0
+    last_client_response_size: int = -1  # bytes of the last reply or watch event, length prefix excluded (-1: none yet)
+    min_client_response_size: int = -1
+    max_client_response_size: int = -1
+    startup_txns_loaded: int = 0  # txns replayed from the log at start-up
+    startup_load_ms: float = 0.0  # the whole recovery: snapshot, replay and all
+    startup_snap_load_ms: float = 0.0  # reading the snapshot
+    startup_txns_load_ms: float = 0.0  # replaying the log after it
     digest_mismatches: int = 0  # the leader's tree digest differed from ours (then: resync by SNAP)
     repairs: int = 0  # times the core was restarted in place after a failure
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
@@ -129,6 +133,15 @@ class ServerStats:
     def record_request(self, seconds: float, write: bool) -> None:
         self.latency.add(seconds * 1000.0)
         (self.write_latency if write else self.read_latency).observe(seconds)
+
+    def record_response(self, size: int) -> None:
+        """A reply or watch event of ``size`` bytes (its length prefix excluded) was queued:
+        ZooKeeper's client_response figures (BufferStats); the connect response is not one."""
+        self.last_client_response_size = size
+        if self.min_client_response_size < 0 or size < self.min_client_response_size:
+            self.min_client_response_size = size
+        if size > self.max_client_response_size:
+            self.max_client_response_size = size
 
     def record_fsync(self, seconds: float) -> None:
         self.fsync.add(seconds * 1000.0)
@@ -168,7 +181,11 @@ class Counters:
     large_requests_rejected: int
     ttl_node_deleted_count: int
     last_client_response_size: int
+    min_client_response_size: int
+    max_client_response_size: int
     startup_txns_loaded: int
     startup_load_ms: float
+    startup_snap_load_ms: float
+    startup_txns_load_ms: float
     digest_mismatches: int
     repairs: int
