@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from zabby.errors import Err, ZabbyError
+from zabby.server.stats import ServerStats
 from zabby.server.session import ClientSession
 from zabby.wire.codec import ConnectRequest
 
@@ -29,6 +30,7 @@ class _Output:
 class _HostThatJustStoppedServing:
     config = SimpleNamespace(skip_acl=False, leader_serves=True, connection_memory_bytes_max=32 * 2**20)
     serving, read_only, is_leader, standalone, last_zxid = True, False, False, False, 0x300000c6a
+    stats = ServerStats()
 
     def negotiate_timeout(self, requested_ms: int) -> int:
         return requested_ms
