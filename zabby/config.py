@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zabby.membership import Member, Membership, MembershipError, parse_member
+from zabby.tree.txns import ZXID_COUNTER_LAST
 
 LOGGER = logging.getLogger("zabby.config")
 
@@ -109,6 +110,7 @@ class ServerConfig:
     client_memory_budget_bytes: int = 256 * 2**20  # clientMemoryBudget: what all client connections may hold (zabby.server.budget)
     connection_memory_bytes_max: int = 32 * 2**20  # clientConnectionMemoryMax: what one may hold before it is closed
     commit_log_count: int = 500
+    zxid_counter_last: int = ZXID_COUNTER_LAST  # zxidCounterLast: lower only in tests, to make epochs roll over soon
     force_sync: bool = True
     leader_serves: bool = True
     observer_sync_enabled: bool = True
@@ -144,6 +146,13 @@ def _int(raw: dict[str, str], key: str, default: int, minimum: int = 0) -> int:
         raise ConfigError(f"{key}={text!r} is not an integer") from None
     if value < minimum:
         raise ConfigError(f"{key}={value} must be at least {minimum}")
+    return value
+
+
+def _zxid_counter_last(raw: dict[str, str]) -> int:
+    value = _int(raw, "zxidCounterLast", ZXID_COUNTER_LAST, 2)
+    if value > ZXID_COUNTER_LAST:
+        raise ConfigError(f"zxidCounterLast={value} must be at most {ZXID_COUNTER_LAST} (0x{ZXID_COUNTER_LAST:x})")
     return value
 
 
@@ -309,6 +318,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         client_memory_budget_bytes=_int(raw, "clientMemoryBudget", 256 * 2**20, 1),
         connection_memory_bytes_max=_int(raw, "clientConnectionMemoryMax", 32 * 2**20, 1),
         commit_log_count=_int(raw, "commitLogCount", 500, 0),
+        zxid_counter_last=_zxid_counter_last(raw),
         force_sync=_bool(raw, "forceSync", True),
         leader_serves=_bool(raw, "leaderServes", True),
         observer_sync_enabled=_bool(raw, "syncEnabled", True),

@@ -22,7 +22,7 @@ from zabby.sim.network import Network
 from zabby.sim.options import SimOptions
 from zabby.tree.acl import OPEN_ACL_UNSAFE
 from zabby.tree.prep import Caller
-from zabby.tree.txns import Txn, make_zxid
+from zabby.tree.txns import ZXID_COUNTER_LAST, Txn, make_zxid
 
 ACL = [list(entry) for entry in OPEN_ACL_UNSAFE]
 WRITER_SESSION_TIMEOUT_MS = 600_000  # write() outlives any scenario
@@ -48,7 +48,7 @@ class Scenario:
         defaults.update(options)
         self.lines: list[str] = []
         self.sent: list[tuple[int, int, int, Message]] = []  # (tick, src, dst, message)
-        self.checker = Checker()
+        self.checker = Checker(zxid_counter_last=defaults.get("zxid_counter_last", ZXID_COUNTER_LAST))
         self.cluster = Cluster(SimOptions(**defaults), random.Random(0), self.checker, self.lines.append)
         self._record_sends()
         self.cxid = 0

@@ -58,7 +58,7 @@ from zabby.core.types import ServerState, SyncMode, ZabPhase
 from zabby.errors import InvariantError
 from zabby.membership import Member, Membership, MembershipError
 from zabby.opcodes import OpCode
-from zabby.tree.txns import Txn, follows, make_zxid, zxid_epoch
+from zabby.tree.txns import ZXID_COUNTER_LAST, Txn, follows, make_zxid, zxid_counter, zxid_epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +73,7 @@ class PeerConfig:
     notify_interval_ticks_min: int = 4
     notify_interval_ticks_max: int = 40
     commit_log_count: int = 500
+    zxid_counter_last: int = ZXID_COUNTER_LAST  # the leader steps down once it proposed this counter
 
     @property
     def peers(self) -> frozenset[int]:
@@ -367,8 +368,8 @@ class Peer:
         leader = self._established_leader()
         for txn in txns:
             expected = self._next_zxid(leader.last_proposed, leader.epoch)
-            if txn.zxid != expected:
-                raise InvariantError(f"proposal 0x{txn.zxid:x}, expected 0x{expected:x}")
+            if txn.zxid != expected or zxid_counter(txn.zxid) > self.config.zxid_counter_last:
+                raise InvariantError(f"proposal 0x{txn.zxid:x}, expected 0x{expected:x} (counters up to 0x{self.config.zxid_counter_last:x})")
             leader.last_proposed = txn.zxid
         self._log(txns)
         if not leader.learners and self.quorum.has_quorum((self.sid,)):
@@ -382,6 +383,10 @@ class Peer:
                 self._send_early(sid, message)
         self._leader_tell_logged(txns[-1].zxid)
         self._advance_syncs()
+        if zxid_counter(leader.last_proposed) == self.config.zxid_counter_last:
+            # ZooKeeper's ZOOKEEPER-1277: no counter is left in this epoch, so an election
+            # starts the next one; what was proposed is recovered by it, as after any step-down
+            self._become_looking()
 
     def client_sync(self, sync: Sync) -> None:
         """Answer (in ``sync_replies``) once everything the leader proposed so far is applied."""

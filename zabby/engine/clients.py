@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from zabby.config import ServerConfig
 from zabby.core.messages import Request, Sync
-from zabby.core.peer import Peer
+from zabby.core.peer import Peer, PeerConfig
 from zabby.core.ready import SoftState
 from zabby.core.types import ServerState
 from zabby.engine.effects import ClientSink, Clock, Done, SyncDone
@@ -34,7 +34,7 @@ from zabby.opcodes import OpCode, owner_ttl_ms
 from zabby.tree.datatree import ZOOKEEPER_CONFIG, DataTree
 from zabby.tree.prep import Caller, Preparer
 from zabby.tree.sessions import SessionTracker
-from zabby.tree.txns import Txn
+from zabby.tree.txns import Txn, zxid_counter
 from zabby.tree.watches import WatchManager
 
 LOGGER = logging.getLogger("zabby.server")
@@ -95,6 +95,7 @@ class ClientCalls:
     rng: random.Random
     wake: Callable[[], None]
     peer: Peer
+    peer_config: PeerConfig
     soft: SoftState
     tree: DataTree
     preparer: Preparer
@@ -160,6 +161,10 @@ class ClientCalls:
         session must be open whatever its id: session id 0 (the leader's own system writes)
         bypasses nothing that comes over the network."""
         zxid = self._next_zxid()
+        if zxid_counter(zxid) > self.peer_config.zxid_counter_last:
+            # the epoch has no counter left: the leader steps down once the last one is
+            # proposed, and this write's client hears ConnectionLoss as all of its clients do
+            return
         now = self.clock.wall_ms()
         try:
             if self.space_low and op not in SESSION_OPS:

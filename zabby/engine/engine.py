@@ -88,6 +88,7 @@ def core_timing(config: ServerConfig) -> tuple[int, PeerConfig]:
         notify_interval_ticks_min=math.ceil(FINALIZE_WAIT_MS / core_tick_ms),
         notify_interval_ticks_max=math.ceil(2000 / core_tick_ms),
         commit_log_count=config.commit_log_count,
+        zxid_counter_last=config.zxid_counter_last,
     )
 
 
@@ -259,6 +260,9 @@ class Engine(ClientCalls):
             if self._proposals and self.peer.established_leader:  # the core's state: it may have just stepped down
                 batch, self._proposals = self._proposals, []
                 self.peer.propose(batch)
+                if zxid_counter(batch[-1].zxid) == self.peer_config.zxid_counter_last:
+                    LOGGER.warning("the zxid counter of epoch %d is used up at 0x%x: this leader steps down, and the "
+                                   "election that follows starts a new epoch", batch[-1].zxid >> 32, batch[-1].zxid)  # fmt: skip
             if not self.peer.has_ready():
                 return None
             ready = self.peer.ready()

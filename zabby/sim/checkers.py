@@ -23,7 +23,7 @@ from zabby.core.quorum import Majority
 from zabby.membership import Membership
 from zabby.opcodes import OpCode
 from zabby.sim.disk import chain_next
-from zabby.tree.txns import Txn, make_zxid
+from zabby.tree.txns import ZXID_COUNTER_LAST, Txn, make_zxid, zxid_counter
 
 
 FORGED_CXID = 0x7F0F0F0F  # the cxid of the forging nemesis's writes (zabby.sim.forge): none may be applied
@@ -54,6 +54,7 @@ class Checker:
     memberships: list[tuple[int, frozenset[int]]] = field(default_factory=list)  # committed: (version, voters)
     logged_memberships: dict[int, frozenset[int]] = field(default_factory=dict)  # a RECONFIG some server logged: voters by zxid
     reconfigs: dict[int, frozenset[int]] = field(default_factory=dict)  # every RECONFIG applied: zxid -> voters
+    zxid_counter_last: int = ZXID_COUNTER_LAST  # no server logs a txn of a higher counter (a new epoch comes first)
 
     # ----------------------------------------------------------------- applies
     def on_apply(self, sid: int, tree_zxid: int, tree_chain: int, txn: Txn, *, committed: bool) -> int:
@@ -81,6 +82,8 @@ class Checker:
     def on_logged(self, txns: list[Txn]) -> None:
         """Txns a server logged: the memberships their RECONFIGs propose may be recorded."""
         for txn in txns:
+            if zxid_counter(txn.zxid) > self.zxid_counter_last:
+                raise Violation(f"0x{txn.zxid:x} was logged: its counter is past 0x{self.zxid_counter_last:x}, the last of an epoch")
             if txn.type == OpCode.RECONFIG:
                 self.logged_memberships[txn.zxid] = Membership.parse(txn.body[0]).voters
 

@@ -138,7 +138,8 @@ def _configs(options: SimOptions) -> dict[int, tuple[ServerConfig, PeerConfig]]:
             data_dir=Path(f"/sim/{sid}"), data_log_dir=Path(f"/sim/{sid}"), tick_ms=4 * TICK_MS,
             session_timeout_ms_min=8 * TICK_MS, session_timeout_ms_max=400 * TICK_MS,
             snap_count=max(2, options.snapshot_every_txns), container_check_interval_ms=40 * TICK_MS,
-            commit_log_count=options.commit_log_count, peers=addresses, server_id=sid,
+            commit_log_count=options.commit_log_count, zxid_counter_last=options.zxid_counter_last,
+            peers=addresses, server_id=sid,
             reconfig_enabled=options.reconfig_probability > 0, super_digest=SUPER_DIGEST,
         )  # fmt: skip
         peer_config = PeerConfig(
@@ -147,7 +148,7 @@ def _configs(options: SimOptions) -> dict[int, tuple[ServerConfig, PeerConfig]]:
             ping_interval_ticks=options.ping_interval_ticks, finalize_wait_ticks=options.finalize_wait_ticks,
             notify_interval_ticks_min=options.notify_interval_ticks_min,
             notify_interval_ticks_max=options.notify_interval_ticks_max,
-            commit_log_count=options.commit_log_count,
+            commit_log_count=options.commit_log_count, zxid_counter_last=options.zxid_counter_last,
         )  # fmt: skip
         out[sid] = (config, peer_config)
     return out

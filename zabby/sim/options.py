@@ -12,6 +12,8 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any
 
+from zabby.tree.txns import ZXID_COUNTER_LAST
+
 
 @dataclass(frozen=True, slots=True)
 class SimOptions:
@@ -30,6 +32,7 @@ class SimOptions:
     notify_interval_ticks_min: int = 3
     notify_interval_ticks_max: int = 24
     commit_log_count: int = 20  # the leader's DIFF window: small, so SNAP happens too
+    zxid_counter_last: int = ZXID_COUNTER_LAST  # small: epochs run out of counters (ZOOKEEPER-1277)
     # network (per message unless noted)
     delay_ticks_min: int = 1
     delay_ticks_max: int = 3
@@ -71,6 +74,9 @@ class SimOptions:
             partition_probability=0.0, crash_probability=0.0, clock_jump_probability=0.0,
             clock_stall_probability=0.0, forge_probability=0.0,
         )  # fmt: skip
+
+
+ROLLOVER_SHARE = 0.15  # seeds whose epochs have few zxid counters, so leaders step down for new ones
 
 
 def _maybe(rng: random.Random, p_on: float, high: float) -> float:
@@ -129,7 +135,11 @@ def swarm(rng: random.Random, seed: int, reconfig_share: float = 0.0, forge_shar
     # drawn last, so every seed from before keeps the options it had
     options = replace(options, snapshot_ticks_max=rng.choice((0, 0, 3, 30)))
     forging = rng.random() < forge_share
-    return replace(options, forge_probability=rng.uniform(0.005, 0.05)) if forging else options
+    if forging:
+        options = replace(options, forge_probability=rng.uniform(0.005, 0.05))
+    if rng.random() < ROLLOVER_SHARE:  # drawn after the rest, as above
+        options = replace(options, zxid_counter_last=rng.randint(3, 80))
+    return options
 
 
 def _reconfig_options(rng: random.Random, share: float) -> dict[str, Any]:

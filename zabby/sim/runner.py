@@ -55,7 +55,7 @@ class Simulation:
         rng = random.Random(options.seed)
         self.options = options
         self.fault_rng = random.Random(rng.getrandbits(64))
-        self.checker = Checker()
+        self.checker = Checker(zxid_counter_last=options.zxid_counter_last)
         self.checker.memberships.append((0, frozenset(range(1, options.voter_count + 1))))
         self.cluster = Cluster(options, random.Random(rng.getrandbits(64)), self.checker, trace)
         self.workload = Workload(random.Random(rng.getrandbits(64)), options, self.cluster, self.checker)

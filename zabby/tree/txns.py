@@ -66,6 +66,12 @@ def zxid_hex(zxid: int) -> str:
     return f"0x{zxid:x}"
 
 
+# The last counter a leader proposes in its epoch: ZooKeeper never uses 0xffffffff, and a
+# leader that reaches it steps down so that an election starts a new epoch (ZOOKEEPER-1277);
+# one more would roll the counter into the epoch's bits, an epoch no election chose.
+ZXID_COUNTER_LAST = 0xFFFFFFFE
+
+
 def make_zxid(epoch: int, counter: int) -> int:
     return (epoch << 32) | counter
 
