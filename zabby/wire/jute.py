@@ -22,7 +22,7 @@ import dataclasses
 import operator
 import struct
 from collections.abc import Callable
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar, dataclass_transform
 
 from zabby.errors import OversizeError, RemoteProtocolError, TooManyOps
 from zabby.opcodes import OpCode
@@ -261,6 +261,7 @@ class Record:
 _FIXED_FORMATS = {"i": "i", "l": "q", "z": "?"}
 
 
+@dataclass_transform()
 def _record(*kinds: Kind) -> Callable[[type[_R]], type[_R]]:
     """Make a frozen dataclass of ``cls`` whose fields have the given jute kinds, in order."""
 
