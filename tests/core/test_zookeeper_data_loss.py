@@ -5,6 +5,9 @@ what zabby does instead.  The Ready contract (zabby/core/ready.py) is what the s
 out, in order: a Ready's messages leave only after its appends are on disk (fsynced when
 ``must_sync``), and its ``current_epoch`` is written only after them.
 
+ZOOKEEPER-4394 (a COMMIT after NEWLEADER for a proposal sent during the sync) is the
+transcript tests/core/testdata/follower_commit_after_newleader.txt.
+
 Each was checked against a deliberately broken core (zabby/core/peer.py, then restored):
 * the DIFF logged without ``must_sync`` and NEWLEADER acked without it: the first test fails;
 * the current epoch written at LEADERINFO, before the DIFF (ZOOKEEPER-4643): all four fail;
@@ -173,3 +176,21 @@ def test_a_follower_shut_down_mid_sync_keeps_log_and_tree_together() -> None:
 
 def _create(path: str) -> tuple[object, ...]:
     return (OpCode.CREATE, path, b"x", ACL, 0, None)
+
+
+def test_zookeeper_2623_a_check_outside_a_multi_is_no_txn() -> None:
+    """ZOOKEEPER-2623: a check sent alone became a txn of its own that ZooKeeper's log could
+    not read back (a corrupt database on restart).  A client cannot send one to zabby (the
+    session answers UNIMPLEMENTED); a forwarded one reaches the leader's preparer, which
+    answers it with an ERROR txn, and every server restarts from its log."""
+    c = Scenario(voters=3)
+    c.run_until(c.converged)
+    leader = c.run_until(c.serving_leader).sid
+    answers = c.call(leader, 0, OpCode.CHECK, "/", -1)
+    c.run_until(lambda: answers)
+    assert answers[0][0].type == OpCode.ERROR
+    for sid in c.cluster.nodes:
+        c.down(sid)
+    for sid in c.cluster.nodes:
+        c.restart(sid)
+    c.run_until(c.converged, ticks_max=4000)

@@ -156,8 +156,10 @@ class Preparer:
         if op == OpCode.MULTI:
             return self._multi(args, caller, zxid, now_ms)
         handler = self._dispatch.get(op)
-        if handler is None:
-            raise ZabbyError(Err.UNIMPLEMENTED, f"op {op} is not a write")
+        if handler is None or op == OpCode.CHECK:
+            # A check is part of a multi only: alone it would be a txn of its own that
+            # ZooKeeper could not read back (ZOOKEEPER-2623), and clients cannot send it
+            raise ZabbyError(Err.UNIMPLEMENTED, f"op {op} is not a write" if handler is None else "check is only an op of a multi")
         return handler(op, args, caller, zxid, now_ms)
 
     def close_session(self, session_id: int, zxid: int) -> tuple[int, tuple[Any, ...]]:
