@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command of the README: make (or reuse) .venv, install zabby with its test extra, run ruff, then pytest.
+# The test command of the README: make (or reuse) .venv, install zabby with its test extra, run ruff and mypy, then pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
@@ -8,4 +8,5 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test,spark]'
 .venv/bin/python -m ruff check zabby tests scripts
+.venv/bin/python -m mypy zabby
 exec .venv/bin/python -m pytest -q "$@"

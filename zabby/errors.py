@@ -60,52 +60,144 @@ class KazooException(Exception):
     """Base of every error zabby raises to users (kazoo's name, so ``except`` clauses carry over)."""
 
 
-class ZookeeperError(KazooException):
-    """An error the server reported with a ZooKeeper error code."""
-
-    code: Err = Err.APIERROR
-
-
 _BY_CODE: dict[int, type[ZookeeperError]] = {}
 
 
-def _coded(code: Err, name: str) -> type[ZookeeperError]:
-    cls = type(name, (ZookeeperError,), {"code": code, "__module__": __name__})
-    _BY_CODE[int(code)] = cls
-    return cls
+class ZookeeperError(KazooException):
+    """An error the server reported with a ZooKeeper error code.  Each subclass that names a
+    code of its own is the class of that code (the first one: aliases and subclasses that
+    inherit a code are not)."""
+
+    code: Err = Err.APIERROR
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__ and cls.code != Err.OK:
+            _BY_CODE.setdefault(int(cls.code), cls)
 
 
-SystemZookeeperError = _coded(Err.SYSTEMERROR, "SystemZookeeperError")
-RuntimeInconsistency = _coded(Err.RUNTIMEINCONSISTENCY, "RuntimeInconsistency")
-DataInconsistency = _coded(Err.DATAINCONSISTENCY, "DataInconsistency")
-ConnectionLoss = _coded(Err.CONNECTIONLOSS, "ConnectionLoss")
-MarshallingError = _coded(Err.MARSHALLINGERROR, "MarshallingError")
-UnimplementedError = _coded(Err.UNIMPLEMENTED, "UnimplementedError")
-OperationTimeoutError = _coded(Err.OPERATIONTIMEOUT, "OperationTimeoutError")
-BadArgumentsError = _coded(Err.BADARGUMENTS, "BadArgumentsError")
-UnknownSessionError = _coded(Err.UNKNOWNSESSION, "UnknownSessionError")
-NewConfigNoQuorumError = _coded(Err.NEWCONFIGNOQUORUM, "NewConfigNoQuorumError")
-ReconfigInProcessError = _coded(Err.RECONFIGINPROGRESS, "ReconfigInProcessError")
-APIError = _coded(Err.APIERROR, "APIError")
-NoNodeError = _coded(Err.NONODE, "NoNodeError")
-NoAuthError = _coded(Err.NOAUTH, "NoAuthError")
-BadVersionError = _coded(Err.BADVERSION, "BadVersionError")
-NoChildrenForEphemeralsError = _coded(Err.NOCHILDRENFOREPHEMERALS, "NoChildrenForEphemeralsError")
-NodeExistsError = _coded(Err.NODEEXISTS, "NodeExistsError")
-NotEmptyError = _coded(Err.NOTEMPTY, "NotEmptyError")
-SessionExpiredError = _coded(Err.SESSIONEXPIRED, "SessionExpiredError")
-InvalidCallbackError = _coded(Err.INVALIDCALLBACK, "InvalidCallbackError")
-InvalidACLError = _coded(Err.INVALIDACL, "InvalidACLError")
-AuthFailedError = _coded(Err.AUTHFAILED, "AuthFailedError")
-SessionMovedError = _coded(Err.SESSIONMOVED, "SessionMovedError")
-NotReadOnlyCallError = _coded(Err.NOTREADONLY, "NotReadOnlyCallError")
-EphemeralOnLocalSessionError = _coded(Err.EPHEMERALONLOCALSESSION, "EphemeralOnLocalSessionError")
-NoWatcherError = _coded(Err.NOWATCHER, "NoWatcherError")
-RequestTimeoutError = _coded(Err.REQUESTTIMEOUT, "RequestTimeoutError")
-ReconfigDisabledError = _coded(Err.RECONFIGDISABLED, "ReconfigDisabledError")
-SessionClosedRequireSaslError = _coded(Err.SESSIONCLOSEDREQUIRESASLAUTH, "SessionClosedRequireSaslError")
-QuotaExceededError = _coded(Err.QUOTAEXCEEDED, "QuotaExceededError")
-ThrottledOpError = _coded(Err.THROTTLEDOP, "ThrottledOpError")
+class SystemZookeeperError(ZookeeperError):
+    code = Err.SYSTEMERROR
+
+
+class RuntimeInconsistency(ZookeeperError):
+    code = Err.RUNTIMEINCONSISTENCY
+
+
+class DataInconsistency(ZookeeperError):
+    code = Err.DATAINCONSISTENCY
+
+
+class ConnectionLoss(ZookeeperError):
+    code = Err.CONNECTIONLOSS
+
+
+class MarshallingError(ZookeeperError):
+    code = Err.MARSHALLINGERROR
+
+
+class UnimplementedError(ZookeeperError):
+    code = Err.UNIMPLEMENTED
+
+
+class OperationTimeoutError(ZookeeperError):
+    code = Err.OPERATIONTIMEOUT
+
+
+class BadArgumentsError(ZookeeperError):
+    code = Err.BADARGUMENTS
+
+
+class UnknownSessionError(ZookeeperError):
+    code = Err.UNKNOWNSESSION
+
+
+class NewConfigNoQuorumError(ZookeeperError):
+    code = Err.NEWCONFIGNOQUORUM
+
+
+class ReconfigInProcessError(ZookeeperError):
+    code = Err.RECONFIGINPROGRESS
+
+
+class APIError(ZookeeperError):
+    code = Err.APIERROR
+
+
+class NoNodeError(ZookeeperError):
+    code = Err.NONODE
+
+
+class NoAuthError(ZookeeperError):
+    code = Err.NOAUTH
+
+
+class BadVersionError(ZookeeperError):
+    code = Err.BADVERSION
+
+
+class NoChildrenForEphemeralsError(ZookeeperError):
+    code = Err.NOCHILDRENFOREPHEMERALS
+
+
+class NodeExistsError(ZookeeperError):
+    code = Err.NODEEXISTS
+
+
+class NotEmptyError(ZookeeperError):
+    code = Err.NOTEMPTY
+
+
+class SessionExpiredError(ZookeeperError):
+    code = Err.SESSIONEXPIRED
+
+
+class InvalidCallbackError(ZookeeperError):
+    code = Err.INVALIDCALLBACK
+
+
+class InvalidACLError(ZookeeperError):
+    code = Err.INVALIDACL
+
+
+class AuthFailedError(ZookeeperError):
+    code = Err.AUTHFAILED
+
+
+class SessionMovedError(ZookeeperError):
+    code = Err.SESSIONMOVED
+
+
+class NotReadOnlyCallError(ZookeeperError):
+    code = Err.NOTREADONLY
+
+
+class EphemeralOnLocalSessionError(ZookeeperError):
+    code = Err.EPHEMERALONLOCALSESSION
+
+
+class NoWatcherError(ZookeeperError):
+    code = Err.NOWATCHER
+
+
+class RequestTimeoutError(ZookeeperError):
+    code = Err.REQUESTTIMEOUT
+
+
+class ReconfigDisabledError(ZookeeperError):
+    code = Err.RECONFIGDISABLED
+
+
+class SessionClosedRequireSaslError(ZookeeperError):
+    code = Err.SESSIONCLOSEDREQUIRESASLAUTH
+
+
+class QuotaExceededError(ZookeeperError):
+    code = Err.QUOTAEXCEEDED
+
+
+class ThrottledOpError(ZookeeperError):
+    code = Err.THROTTLEDOP
 
 
 class RolledBackError(ZookeeperError):

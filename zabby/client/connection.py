@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import random
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import outcome
@@ -40,7 +40,7 @@ RECV_BYTES = 256 * 1024
 DEFAULT_PORT = 2181
 
 
-def parse_hosts(hosts: str | list[str] | tuple[str, ...]) -> tuple[list[tuple[str, int]], str]:
+def parse_hosts(hosts: str | Sequence[str]) -> tuple[list[tuple[str, int]], str]:
     """``"h1:p1,h2:p2/chroot"`` → ([(h1, p1), (h2, p2)], "/chroot")."""
     if not isinstance(hosts, str):
         hosts = ",".join(hosts)

@@ -123,7 +123,7 @@ class AsyncKazooRetry(KazooRetry):
         obj.retry_exceptions = base.retry_exceptions
         return obj
 
-    async def __call__(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def __call__(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         self.reset()
         if self.deadline is not None:
             self._cur_stoptime = time.monotonic() + self.deadline

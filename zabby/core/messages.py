@@ -266,7 +266,8 @@ def _wire_values(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     if len(names) > 1:
         return attrgetter(*names)
     if names:
-        return lambda message, name=names[0]: (getattr(message, name),)
+        name = names[0]
+        return lambda message: (getattr(message, name),)
     return lambda message: ()
 
 
@@ -288,7 +289,7 @@ def decode(frame: bytes) -> Message:
             (_, txns) = value  # checked before the txns are made
             for txn in txns:
                 _check_txn(txn)
-            return cls(tuple([_new_tuple(Txn, txn) for txn in txns]))  # type: ignore[no-any-return]
+            return cls(tuple([_new_tuple(Txn, txn) for txn in txns]))
         if cls is SnapChunk:
             (_, records, last) = value
             _check_kinds(SnapChunk.TYPE, (records, last))
@@ -296,7 +297,7 @@ def decode(frame: bytes) -> Message:
         fields = value[1:]
         _check_kinds(value[0], fields)
         # the wire fields in their order, positionally: no dict of them per message
-        return cls(*fields)  # type: ignore[no-any-return]
+        return cls(*fields)
     except Exception as exc:  # any malformed frame, whatever msgpack, the unpacking or __init__ raised
         raise RemoteProtocolError(f"malformed quorum packet: {exc}") from None
 

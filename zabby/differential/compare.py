@@ -63,10 +63,13 @@ class Normalizer:
         return value
 
     def _stat(self, stat: Stat, owners: dict[int, str]) -> Stat:
+        """``stat`` with zxids as ranks, times checked, the owner as its label: a Stat of
+        comparable values, not of ints."""
+        owner: Any = owners.get(stat.ephemeralOwner, stat.ephemeralOwner)
         return stat._replace(
             czxid=self._rank(stat.czxid), mzxid=self._rank(stat.mzxid), pzxid=self._rank(stat.pzxid),
             ctime=self._time(stat.czxid, stat.ctime), mtime=self._time(stat.mzxid, stat.mtime),
-            ephemeralOwner=owners.get(stat.ephemeralOwner, stat.ephemeralOwner),
+            ephemeralOwner=owner,
         )  # fmt: skip
 
     def _time(self, zxid: int, time_ms: int) -> Any:

@@ -289,7 +289,7 @@ class Executor:
         return ("sync", client.sync(op.args[0]))
 
     def _do_multi_read(self, client: KazooClient, op: Op) -> tuple[Any, ...]:
-        reads = [(OpCode.GET_DATA, jute.GetDataRequest(path, False)) if kind == "get"
+        reads: list[tuple[int, jute.Record]] = [(OpCode.GET_DATA, jute.GetDataRequest(path, False)) if kind == "get"
                  else (OpCode.GET_CHILDREN, jute.GetChildrenRequest(path, False)) for kind, path in op.args[0]]  # fmt: skip
         results = kazoo_call(client, OpCode.MULTI_READ, jute.MultiRequest(reads))
         return ("multi_read", tuple(_multi_result(kind, err, record) for kind, err, record in results))

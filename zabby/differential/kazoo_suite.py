@@ -74,14 +74,14 @@ class _Subprocess:
 
 
 def pytest_configure(config: Any) -> None:
-    from kazoo.testing import common  # type: ignore[import-untyped]
+    from kazoo.testing import common
 
     shim = _Subprocess()
-    common.subprocess = shim  # type: ignore[assignment]
+    common.subprocess = shim
     original_run = common.ManagedZooKeeper.run
 
     def run(self: Any) -> None:
         shim.server = self
         original_run(self)
 
-    common.ManagedZooKeeper.run = run  # type: ignore[method-assign]
+    common.ManagedZooKeeper.run = run

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from zabby.jepsen.cluster import JAVA_DIR, ZK_JAR
 from zabby.local import CHECKOUT, ZOOKEEPER_LOG4J, four_letter, free_port
@@ -32,7 +33,7 @@ REAP_INTERVAL_MS = 200
 SUPER_USER, SUPER_PASSWORD = "super", "differential"
 SUPER_DIGEST = "super:HdDzQ+9LJmjeZta3MbXZ2oSZCBU="  # base64(sha1("super:differential"))
 
-COMMON = {
+COMMON: dict[str, Any] = {
     "tickTime": 2000,
     "4lw.commands.whitelist": "*",
     "admin.enableServer": "false",
@@ -124,10 +125,8 @@ class ZooKeeperServer:
 
 def zabby_server(workdir: Path) -> ServerProcess:
     """A standalone zabby server with the settings ZooKeeperServer uses (not yet started)."""
-    return ServerProcess(workdir, **COMMON, **{
-        "znode.container.checkIntervalMs": REAP_INTERVAL_MS,
-        "superDigest": SUPER_DIGEST,
-    })  # fmt: skip
+    settings: dict[str, Any] = {**COMMON, "znode.container.checkIntervalMs": REAP_INTERVAL_MS, "superDigest": SUPER_DIGEST}
+    return ServerProcess(workdir, **settings)
 
 
 @contextmanager

@@ -182,6 +182,8 @@ class ClientSink(Protocol):
 
     session_id: int
 
+    def __hash__(self) -> int: ...  # a watcher: the watch tables are keyed by it
+
     def send_event(self, event_type: int, path: str, zxid: int) -> None: ...
 
     def close_after_flush(self) -> None: ...

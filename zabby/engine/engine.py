@@ -846,7 +846,7 @@ def _without_superseded(messages: list[tuple[int, Message]]) -> list[tuple[int, 
         if message.__class__ is Ack or message.__class__ is Logged:
             last[(sid, message.__class__)] = index
     return [(sid, message) for index, (sid, message) in enumerate(messages)
-            if last.get((sid, message.__class__), index) == index or not zxid_counter(message.zxid)]  # type: ignore[attr-defined]
+            if last.get((sid, message.__class__), index) == index or not zxid_counter(message.zxid)]  # type: ignore[union-attr]
 
 
 def _logged_before(ready: Ready) -> bool:

@@ -131,7 +131,8 @@ class Inspector:
 
     def wait_converged(self, timeout_s: float) -> Convergence:
         started = time.monotonic()
-        reason, trace, last_kind = "not tried", [], ""
+        reason, last_kind = "not tried", ""
+        trace: list[str] = []
         while time.monotonic() - started < timeout_s:
             reason, trees, digest = self._check_once()
             if not reason:

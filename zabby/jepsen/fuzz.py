@@ -155,6 +155,17 @@ def msgpack_cases(draw: st.DrawFn) -> Case:
     return Case("msgpack", draw(mutated_bytes(frames)), tuple(tuple(r) for r in requests))
 
 
+def _sub_records(subs: list[Any]) -> list[tuple[int, jute.Record]]:
+    """A multi's or multiRead's ops as (op, record); every op the model puts there has one."""
+    out = []
+    for sub in subs:
+        record = _jute_record(sub[0], sub[1:])
+        if record is None:
+            raise ValueError(f"op {sub[0]} has no record in a multi")
+        out.append((int(sub[0]), record))
+    return out
+
+
 def _jute_record(op: int, args: list[Any]) -> jute.Record | None:
     """The jute record of a well-typed request of the op model, or None (no record for it)."""
     acl = [jute.ACL(p, jute.Id(s, i)) for p, s, i in args[2]] if op in (OpCode.CREATE, OpCode.CREATE2) else None
@@ -169,8 +180,8 @@ def _jute_record(op: int, args: list[Any]) -> jute.Record | None:
         OpCode.SYNC: lambda: jute.SyncRequest(args[0]),
         OpCode.AUTH: lambda: jute.AuthPacket(0, args[0], args[1]),
         OpCode.SET_WATCHES: lambda: jute.SetWatches(min(args[0], 2**63 - 1), args[1], args[2], args[3]),
-        OpCode.MULTI: lambda: jute.MultiRequest([(sub[0], _jute_record(sub[0], sub[1:])) for sub in args[0]]),
-        OpCode.MULTI_READ: lambda: jute.MultiRequest([(sub[0], _jute_record(sub[0], sub[1:])) for sub in args[0]]),
+        OpCode.MULTI: lambda: jute.MultiRequest(_sub_records(args[0])),
+        OpCode.MULTI_READ: lambda: jute.MultiRequest(_sub_records(args[0])),
         OpCode.CHECK: lambda: jute.CheckVersionRequest(args[0], args[1]),
     }
     make = records.get(op)

@@ -326,7 +326,7 @@ def watch_hoard(address: Address, watches: int = 100_000, hold_s: float = 1.0, s
         with session:
             batch = 20_000
             for start in range(0, watches, batch):
-                paths = [f"/hostile-watch/{i}" for i in range(start, min(watches, start + batch))]
+                paths: list[str | None] = [f"/hostile-watch/{i}" for i in range(start, min(watches, start + batch))]
                 header, _ = session.call(OpCode.SET_WATCHES, jute.SetWatches(0, [], paths, []), xid=jute.XID_SET_WATCHES)
                 outcome.replies += 1
                 if header.err:

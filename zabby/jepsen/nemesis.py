@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import random
 import threading
+from typing import cast
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -171,9 +172,9 @@ class Nemesis(threading.Thread):
             self.history.complete(op_id, OK, target)
             ends_at = self.history.now_s() + fault.duration_s
             if fault.kind == "partition-flapping":
-                self._flap(target, rng, ends_at)
+                self._flap(cast("list[int]", target), rng, ends_at)
             elif fault.kind == "client-reset":
-                self._reset_clients(target, rng, ends_at)
+                self._reset_clients(cast(int, target), rng, ends_at)
             else:
                 self.stop_event.wait(max(0.0, ends_at - self.history.now_s()))
         except Exception as exc:  # noqa: BLE001 - a fault that could not start is recorded

@@ -86,7 +86,7 @@ def roles(membership: Membership) -> dict[int, str]:
 def pick_voter(voters: list[int], leader: int | None, rng: random.Random) -> int:
     """The leader a third of the time (when it is a voter), else any voter."""
     if leader in voters and rng.random() < LEADER_SHARE:
-        return leader  # type: ignore[return-value]
+        return leader
     return rng.choice(sorted(voters))
 
 

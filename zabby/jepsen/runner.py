@@ -246,7 +246,7 @@ class _Run:
                 reconfigurer.close()
                 self.result["reconfigs"] = {status: reconfigurer.outcomes[status] for status in ("ok", "fail", "unknown")}
             with ThreadPoolExecutor(max(1, len(workers))) as pool:
-                list(pool.map(lambda w: w.client is not None and clients.close_quietly(w.client), workers))
+                list(pool.map(lambda w: clients.close_quietly(w.client) if w.client is not None else None, workers))
         self._summarize(workers, churner, nemesis, heal_s)
         if hostile is not None:
             self._summarize_hostile(hostile)
@@ -286,7 +286,7 @@ class _Run:
         if any(m is None for m in files.values()):
             self.failures.append(f"dynamic config files unreadable on servers {[sid for sid, m in files.items() if m is None]}")
         elif len(set(shapes.values())) > 1:
-            self.failures.append(f"dynamic config files disagree: { {sid: m.text() for sid, m in files.items()} }")
+            self.failures.append(f"dynamic config files disagree: { {sid: m.text() for sid, m in files.items() if m is not None} }")
         elif any(m.voters != original or m.observers for m in files.values() if m is not None):
             self.failures.append(f"dynamic config files hold another membership: {next(iter(files.values())).text()!r}")  # type: ignore[union-attr]
 

@@ -77,7 +77,7 @@ def local_settings(data_dir: Path, client_port: int, admin_port: int, tick_ms: i
 LOCAL_ADMIN = ("admin", "zabby-local")  # the administrator of the servers these tools start on this host
 
 
-def admin_settings() -> dict[str, object]:
+def admin_settings() -> dict[str, Any]:
     """zoo.cfg settings that make ``LOCAL_ADMIN`` the administrator (admin.console.auth): the
     admin words, the snapshot stream and the console's session pages ask for it."""
     return {"admin.console.auth": digest(*LOCAL_ADMIN)}
@@ -400,7 +400,7 @@ class Ensemble:
 
 
 @contextlib.contextmanager
-def started_ensemble(folder: Path, size: int, **settings: object) -> Iterator[Ensemble]:
+def started_ensemble(folder: Path, size: int, **settings: Any) -> Iterator[Ensemble]:
     """``size`` servers with a leader elected; every process killed afterwards."""
     group = Ensemble(folder, size, **settings)
     group.start()

@@ -104,7 +104,8 @@ class Connection:
         self._close_delay_s = 0.0  # a failed authentication's last answer waits this long
         self._queued = False  # asked the server to flush us
         self._sending = False  # the writer task is in a send_all
-        self._direct = isinstance(stream, trio.SocketStream)  # flush may write to the socket (TLS: the writer encrypts)
+        # flush may write to the socket itself (TLS: the writer encrypts)
+        self._direct_socket = stream.socket if isinstance(stream, trio.SocketStream) else None
         # what it holds for its client (``held_bytes``): input, requests in flight, and output
         self.held_bytes = 0
         self._input_bytes = 0  # the decoder's partial frame and the frames in ``_pending``
@@ -239,13 +240,13 @@ class Connection:
         self._queued = False
         if not self._out:
             return
-        if self._sending or self._closing or not self._direct:
+        if self._sending or self._closing or self._direct_socket is None:
             self._wake.set()
             return
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
         self._out.clear()
         try:
-            sent = os.write(self.stream.socket.fileno(), data)
+            sent = os.write(self._direct_socket.fileno(), data)  # -1 once closed: EBADF, never another socket
         except BlockingIOError:
             sent = 0
         except OSError:  # broken: the writer meets the same error and ends the connection
@@ -295,10 +296,10 @@ class Connection:
             self._take_input(data)
             with trio.move_on_after(HANDSHAKE_TIMEOUT_S):
                 while not self._pending:
-                    data = await self.stream.receive_some(RECEIVE_BYTES_MAX)
-                    if not data:
+                    chunk = await self.stream.receive_some(RECEIVE_BYTES_MAX)
+                    if not chunk:
                         return
-                    self._take_input(data)
+                    self._take_input(chunk)
             if not self._pending:
                 return  # no connect request in time
             if not self.session.connect(codec.decode_connect(self._next_frame())):

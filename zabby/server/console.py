@@ -173,6 +173,8 @@ async def _peer_row(config: ServerConfig, peer: Member) -> ServerRow:
     host = peer.client_host if peer.client_host not in (None, "0.0.0.0", "::") else peer.host
     port = peer.client_port or config.client_port
     address = f"{host}:{port}"
+    if port is None:  # neither the member nor this server's configuration names a client port
+        return ServerRow(peer.sid, address, "error", note="no client port known")
     try:
         return row_from_mntr(peer.sid, address, await four_letter(host, port, "mntr"))
     except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:

@@ -593,18 +593,18 @@ class ZabbyServer:
             except OSError as exc:  # no fork: the engine computes the digest
                 LOGGER.warning("the digest of the SNAP from server %d is computed after it: %s", effect.sid, exc)
             return
-        staged = self._staged.get(effect.sid)
-        if staged is None or staged.writer.zxid != effect.zxid:
+        stream = self._staged.get(effect.sid)
+        if stream is None or stream.writer.zxid != effect.zxid:
             raise InvariantError(f"records of a SNAP at 0x{effect.zxid:x} from server {effect.sid} with no stream begun")
         if effect.encoded:  # the records as they came over the wire: no packing them again
-            staged.writer.add_encoded(effect.encoded, len(effect.records))
-            if staged.digest is not None:
-                staged.digest.feed(effect.encoded)
+            stream.writer.add_encoded(effect.encoded, len(effect.records))
+            if stream.digest is not None:
+                stream.digest.feed(effect.encoded)
         else:
-            staged.writer.add(effect.records)
-            if staged.digest is not None:  # records without their bytes: the engine computes the digest
-                staged.digest.abandon()
-                staged.digest = None
+            stream.writer.add(effect.records)
+            if stream.digest is not None:  # records without their bytes: the engine computes the digest
+                stream.digest.abandon()
+                stream.digest = None
 
     async def _install(self, effect: Install) -> int | None:
         """The staged stream made durable; returns its records' digest (see ``Install``)."""

@@ -48,11 +48,11 @@ def accept_mac(secret: bytes, kind: str, acceptor: int, dialer: int, nonce_a: by
 
 
 def challenge_payload(nonce: bytes) -> bytes:
-    return msgpack.packb([CHALLENGE, VERSION, nonce])  # type: ignore[no-any-return]
+    return msgpack.packb([CHALLENGE, VERSION, nonce])
 
 
 def proof_payload(mac: bytes) -> bytes:
-    return msgpack.packb([PROOF, mac])  # type: ignore[no-any-return]
+    return msgpack.packb([PROOF, mac])
 
 
 def _unpacked(payload: bytes) -> Any:

@@ -115,7 +115,7 @@ def get_acl(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) 
         _require(node, acls.READ, who)
     entries = [list(entry) for entry in node.acl]
     if not admin:
-        entries = [[p, s, f"{i.partition(':')[0]}:x" if s == "digest" else i] for p, s, i in entries]
+        entries = [[p, s, f"{str(i).partition(':')[0]}:x" if s == "digest" else i] for p, s, i in entries]
     return [entries, node.stat()]
 
 

@@ -547,7 +547,7 @@ def _watch_lists(args: list[Any]) -> tuple[int, list[str], list[str], list[str],
     for paths in lists:
         if not isinstance(paths, list) or not all(isinstance(path, str) for path in paths):
             raise ZabbyError(Err.BADARGUMENTS, "setWatches' watches must be lists of paths (strings)")
-    return relative_zxid, *lists  # type: ignore[return-value]
+    return relative_zxid, *lists
 
 
 def _type_names(*values: Any) -> str:

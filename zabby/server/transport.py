@@ -652,7 +652,7 @@ def _peer_host(stream: trio.abc.Stream) -> str | None:
     """The address a link comes from (None when the socket cannot say)."""
     socket_stream = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
     try:
-        return str(socket_stream.socket.getpeername()[0])  # type: ignore[attr-defined]
+        return str(socket_stream.socket.getpeername()[0])  # type: ignore[union-attr]
     except (OSError, AttributeError):
         return None
 

@@ -21,6 +21,7 @@ messages), which is where a SNAP and later commits meet in one Ready.
 
 from __future__ import annotations
 
+import functools
 import random
 import traceback
 from collections.abc import Callable
@@ -196,7 +197,7 @@ class Cluster:
         recovered = self._recover(node, snapshot_wanted=False)
         node.engine = Engine(node.config, node.peer_config, TICK_MS, recovered, clock=node.clock, freezer=CopyFreezer(),
                              rng=random.Random(self.engine_rng.getrandbits(64)), sync_in_background=True,
-                             on_applied=lambda txn, result, node=node: self._applied(node, txn))  # fmt: skip
+                             on_applied=functools.partial(self._on_applied, node))  # fmt: skip
         node.soft = None
         node.answer = None
         node.paused_until = 0
@@ -363,7 +364,7 @@ class Cluster:
                 continue
             self.network.send(self.now, node.sid, dst, message)
             if message.__class__ is Proposal or message.__class__ is Inform:
-                self._check_txn_stream(node.sid, dst, message)  # type: ignore[arg-type]
+                self._check_txn_stream(node.sid, dst, message)
             if self.trace is not None and isinstance(message, (Diff, Trunc, Snap)):
                 self.log(f"server {node.sid} -> {dst}: {message} (log at 0x{node.disk.last_zxid:x})")
             if isinstance(message, Snap):
@@ -473,6 +474,9 @@ class Cluster:
         node.engine.snapshot_written(effect.zxid, True, 0.0)
 
     # ----------------------------------------------------------------- what the checkers see
+    def _on_applied(self, node: Node, txn: Txn, result: object) -> None:
+        self._applied(node, txn)
+
     def _applied(self, node: Node, txn: Txn) -> None:
         self._track_apply(node, txn, committed=True)
 

@@ -115,7 +115,7 @@ def generate_sales(spark: Any, spec: SalesSpec, start: str | None = None, end: s
         for value, w in zip(values, weights, strict=True):
             acc += w
             expr = F.when(u(k) < acc, F.lit(value)) if expr is None else expr.when(u(k) < acc, F.lit(value))
-        return expr.otherwise(F.lit(values[-1]))
+        return F.lit(values[-1]) if expr is None else expr.otherwise(F.lit(values[-1]))
 
     def nested(parent: str, table: dict[str, Any], k: int, power: float) -> Any:
         """A child value (country of a region, product of a category), skewed to the first ones."""

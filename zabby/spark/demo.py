@@ -119,10 +119,10 @@ def draw_timeline(path: Path, t0: float, steps: list[dict[str, Any]], nodes: dic
         xs = [c["t"] - t0 for c in changes if not c.get("initial") and c.get("zxid") and c["t"] >= t0]
         ax.scatter(xs, [i] * len(xs), s=8, color="#999999", zorder=2, label="change seen" if i == 2 else None)
         for c in changes:
-            s = zx.get(c.get("zxid"))
-            if s is not None and c.get("kind") == "cube":
-                lag = (c["t"] - s["t_commit_acked"]) * 1000
-                ax.plot([c["t"] - t0], [i], marker="D", color=colors[s["action"]], markersize=7, zorder=3)
+            seen = zx.get(c.get("zxid"))
+            if seen is not None and c.get("kind") == "cube":
+                lag = (c["t"] - seen["t_commit_acked"]) * 1000
+                ax.plot([c["t"] - t0], [i], marker="D", color=colors[seen["action"]], markersize=7, zorder=3)
                 ax.annotate(f"{lag:+.0f} ms", (c["t"] - t0, i), textcoords="offset points", xytext=(0, 9), ha="center", fontsize=7)
                 ax.plot([s["t_commit_acked"] - t0, c["t"] - t0], [1, i], color=colors[s["action"]], alpha=0.3, lw=0.8)
     ax.set_yticks(range(len(lanes)), lanes)

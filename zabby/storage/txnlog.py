@@ -417,7 +417,7 @@ class TxnLog:
     def _reserve(self, needed_bytes: int = 0) -> None:
         """Top the reservation up to ``reserve_bytes`` past what is written (plus ``needed``)
         once less than half of it is left; a failure for want of space sets ``space_low``."""
-        if not self._reserve_due(needed_bytes):
+        if not self._reserve_due(needed_bytes) or self._fd is None:
             return
         if self._allocate(self._fd, self._segment_bytes, needed_bytes + self.reserve_bytes):
             self._reserved_end = self._segment_bytes + needed_bytes + self.reserve_bytes

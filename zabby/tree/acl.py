@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import ipaddress
+from typing import Any
 
 from zabby.errors import Err, ZabbyError, shown
 
@@ -118,7 +119,7 @@ def _valid_entry(scheme: str, acl_id: str, sasl: bool) -> bool:
     return _valid_id(scheme, acl_id) or (sasl and scheme == "sasl" and bool(acl_id))
 
 
-_FIXED_CACHE: dict[tuple[tuple[int, str, str], ...], tuple[ACL, ...]] = {}
+_FIXED_CACHE: dict[Any, tuple[ACL, ...]] = {}  # keyed by the ACL as requested (a tuple of tuples)
 _FIXED_CACHE_SIZE_MAX = 256
 
 
@@ -132,7 +133,7 @@ def fix_acl(acl: object, auth_ids: list[AuthId], *, sasl: bool = False) -> tuple
     if not isinstance(acl, (list, tuple)) or not acl:
         raise ZabbyError(Err.INVALIDACL, "ACL must be a non-empty list")
     try:
-        cached = _FIXED_CACHE.get(acl) if acl.__class__ is tuple else None  # type: ignore[call-overload]  # as the codec gives it
+        cached = _FIXED_CACHE.get(acl) if acl.__class__ is tuple else None  # as the codec gives it
         key = acl if cached is not None else tuple((p, s, i) for p, s, i in acl)
         cached = cached or _FIXED_CACHE.get(key)
     except (TypeError, ValueError):

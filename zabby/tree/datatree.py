@@ -30,7 +30,7 @@ import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
 from itertools import chain, islice
-from typing import Any
+from typing import Any, cast
 
 from sortedcontainers import SortedList
 
@@ -198,7 +198,7 @@ def interned_acl(acl: Iterable[Iterable[Any]]) -> tuple[acls.ACL, ...]:
     if shared is not None:
         return shared
     if len(_interned_acls) < ACLS_INTERNED_MAX:
-        key = tuple((perms, sys.intern(scheme), sys.intern(ident)) for perms, scheme, ident in key)  # type: ignore[misc]
+        key = tuple((perms, sys.intern(scheme), sys.intern(ident)) for perms, scheme, ident in key)
         _interned_acls[key] = key
     return key
 
@@ -283,7 +283,7 @@ class Znode:
         digest bytes, prep's view) call this once rather than the two properties."""
         children = self.children
         if children.__class__ is Children:
-            return children.pzxid, children.cversion  # type: ignore[union-attr]
+            return children.pzxid, children.cversion
         return self.czxid, 0
 
     @property
@@ -306,7 +306,7 @@ class Znode:
         children = self.children
         if children.__class__ is not Children:
             children = self.children = Children(self.czxid)
-        return children  # type: ignore[return-value]
+        return children
 
     def add_child(self, path: str) -> None:
         children = self.own_children()
@@ -561,7 +561,7 @@ class DataTree:
         if self.quota_roots:
             quota.data_changed(self, path, len(data) - len(old_data))
         stat_seed, data_seed = _seeds(path)
-        if stat_seed is not None:  # a system znode counts nothing
+        if stat_seed is not None and data_seed is not None:  # a system znode counts nothing (both None)
             # the Stat's digest bytes before and after from one read of the fields it keeps
             _, aversion, owner = node.meta
             pzxid, cversion = node.child_fields()
@@ -653,7 +653,7 @@ class DataTree:
             acl, aversion, owner = node.meta
             children = node.children
             if children.__class__ is Children:  # as the properties say; a leaf: pzxid is czxid
-                pzxid, cversion = children.pzxid, children.cversion  # type: ignore[union-attr]
+                pzxid, cversion = children.pzxid, children.cversion
             else:
                 pzxid, cversion = node.czxid, 0
             data = node.data
@@ -760,7 +760,7 @@ class TreeBuilder:
         shared_acls, shared_metas, index_add, shared_time = _interned_acls, _shared_metas, tree._index_add, tree._shared_time
         new_znode, with_digest = Znode.__new__, self._digest
         data_size = digest = loaded = 0
-        last_parent, siblings = "", []
+        last_parent, siblings = "", cast("list[str]", [])
         collecting = gc.isenabled()
         gc.disable()  # the loop makes no cycles; a million new objects would set off full collections
         try:
@@ -791,11 +791,11 @@ class TreeBuilder:
                 if path != "/":
                     parent = parent_of(path)
                     if parent != last_parent:  # else the same siblings: they mostly come together
-                        siblings = children.get(parent)
-                        if siblings is None:
+                        found = children.get(parent)
+                        if found is None:
                             nodes[parent]  # noqa: B018  # KeyError: the parent did not come first
-                            siblings = children[parent] = []
-                        last_parent = parent
+                            found = children[parent] = []
+                        siblings, last_parent = found, parent
                     siblings.append(path)
                 data_size += len(data) + len(path)
                 if with_digest:

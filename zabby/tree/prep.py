@@ -119,9 +119,9 @@ class Preparer:
         if self._overlay is not None and path in self._overlay:
             found = self._overlay[path]
             return found if found.exists else None
-        found = self.pending.get(path)
-        if found is not None:
-            return found if found.exists else None
+        pending = self.pending.get(path)
+        if pending is not None:
+            return pending if pending.exists else None
         node = self.tree.nodes.get(path)
         return None if node is None else _from_node(node)
 

@@ -93,12 +93,13 @@ class WatchManager:
     def _tables_for(self, watcher_type: int) -> tuple[int, ...]:
         if watcher_type == WatcherType.ANY:
             return (_DATA, _CHILD, _PERSISTENT, _RECURSIVE)
-        return {
+        tables: dict[int, tuple[int, ...]] = {
             WatcherType.CHILDREN: (_CHILD,),
             WatcherType.DATA: (_DATA,),
             WatcherType.PERSISTENT: (_PERSISTENT,),
             WatcherType.PERSISTENT_RECURSIVE: (_RECURSIVE,),
-        }.get(watcher_type, ())
+        }
+        return tables.get(watcher_type, ())
 
     def remove(self, path: str, watcher: Hashable, watcher_type: int) -> bool:
         """Remove this watcher's watches of one type on ``path``; False if there were none."""

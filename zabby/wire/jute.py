@@ -18,11 +18,12 @@ of zabby's op model; ``zabby.wire.jute_codec`` maps records onto it.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import operator
 import struct
 from collections.abc import Callable
-from typing import Any, ClassVar, Self, TypeVar, dataclass_transform
+from typing import Any, ClassVar, Self, TypeVar, cast, dataclass_transform
 
 from zabby.errors import OversizeError, RemoteProtocolError, TooManyOps
 from zabby.opcodes import OpCode
@@ -67,7 +68,7 @@ class Reader:
         self.pos += 4
         return int(value)
 
-    def long(self) -> int:
+    def long(self) -> builtins.int:
         self._need(8, "long")
         value = _LONG.unpack_from(self.data, self.pos)[0]
         self.pos += 8
@@ -79,7 +80,7 @@ class Reader:
         self.pos += 1
         return value != 0
 
-    def _length(self, what: str) -> int:
+    def _length(self, what: str) -> builtins.int:
         length = self.int()
         if length < -1:
             raise RemoteProtocolError(f"negative {what} length {length}")
@@ -105,7 +106,7 @@ class Reader:
         except UnicodeDecodeError as exc:
             raise RemoteProtocolError(f"ustring is not UTF-8: {exc}") from None
 
-    def vector_length(self) -> int | None:
+    def vector_length(self) -> builtins.int | None:
         """A vector's item count (None for a null vector)."""
         count = self._length("vector")
         if count == -1:
@@ -133,7 +134,7 @@ class Writer:
     def int(self, value: int) -> None:
         self.out += _INT.pack(value)
 
-    def long(self, value: int) -> None:
+    def long(self, value: builtins.int) -> None:
         self.out += _LONG.pack(value)
 
     def bool(self, value: bool) -> None:
@@ -184,7 +185,7 @@ def _reader_of(kind: Kind) -> Callable[[Reader], Any]:
     if isinstance(kind, tuple):
         read_item = _reader_of(kind[1])
         return lambda reader: reader.vector(read_item)
-    return kind.read  # type: ignore[no-any-return]
+    return kind.read
 
 
 def _write_kind(writer: Writer, kind: Kind, value: Any) -> None:
@@ -243,7 +244,7 @@ class Record:
     def write(self, writer: Writer) -> None:
         fixed = self.FIXED
         if fixed is not None:
-            writer.out += fixed.pack(*self.VALUES(self))
+            writer.out += fixed.pack(*type(self).VALUES(self))
             return
         for name, kind in self.SPEC:
             _write_kind(writer, kind, getattr(self, name))
@@ -267,7 +268,7 @@ def _record(*kinds: Kind) -> Callable[[type[_R]], type[_R]]:
 
     def wrap(cls: type[_R]) -> type[_R]:
         made = dataclasses.dataclass(slots=True)(cls)
-        names = [f.name for f in dataclasses.fields(made)]
+        names = [f.name for f in dataclasses.fields(cast(Any, made))]
         assert len(names) == len(kinds), (cls.__name__, names, kinds)
         made.SPEC = tuple(zip(names, kinds, strict=True))
         made.READERS = tuple(_reader_of(kind) for kind in kinds)

@@ -44,7 +44,7 @@ def _acl(entries: list[jute.ACL] | None) -> tuple[tuple[int, str, str], ...] | N
     if entries is None:
         return None
     # kazoo writes an empty id (as for the "auth" scheme) as a null ustring
-    return tuple((e.perms, e.id.scheme, "" if e.id.id is None else e.id.id) for e in entries)
+    return tuple((e.perms, e.id.scheme or "", "" if e.id.id is None else e.id.id) for e in entries)
 
 
 def _paths(paths: list[str | None] | None) -> list[str]:
@@ -263,8 +263,15 @@ def _set_watches_args(payload: bytes, size_max: int, vectors: int) -> list[Any]:
 # ``jute.encode_reply`` gives for the records (tests/jute/test_codec.py checks both); values
 # that do not fit (a Stat field out of range, a null) go the records' way, which answers or
 # raises as it always did.
-_STAT = jute.Stat.FIXED
-_HEADER = struct.Struct(">i" + jute.ReplyHeader.FIXED.format.lstrip(">"))  # the frame length, then the header
+def _fixed(record: type[jute.Record]) -> struct.Struct:
+    """The one struct of a record whose fields are all of fixed size."""
+    if record.FIXED is None:
+        raise TypeError(f"{record.__name__} has fields of variable size")
+    return record.FIXED
+
+
+_STAT = _fixed(jute.Stat)
+_HEADER = struct.Struct(">i" + _fixed(jute.ReplyHeader).format.lstrip(">"))  # the frame length, then the header
 _HEADER_AND_STAT = struct.Struct(_HEADER.format + _STAT.format.lstrip(">"))
 _EVENT = struct.Struct(">iiqiiii")  # frame length, ReplyHeader(-1, -1, 0), WatcherEvent's type, state, path length
 _LEAVE_HOT_REPLY = (struct.error, TypeError, AttributeError)

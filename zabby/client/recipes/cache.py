@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from zabby.errors import ConnectionClosedError, KazooException, NoNodeError
 from zabby.opcodes import AddWatchMode
@@ -39,17 +39,22 @@ class NodeData(NamedTuple):
     stat: ZnodeStat
 
 
-class TreeEvent(NamedTuple):
+class _TreeEventFields(NamedTuple):
     event_type: int
     event_data: NodeData | None
 
-    NODE_ADDED = 0
-    NODE_UPDATED = 1
-    NODE_REMOVED = 2
-    CONNECTION_SUSPENDED = 3
-    CONNECTION_RECONNECTED = 4
-    CONNECTION_LOST = 5
-    INITIALIZED = 6
+
+class TreeEvent(_TreeEventFields):
+    """kazoo's TreeEvent: ``(event_type, event_data)``, with the event types as constants."""
+
+    __slots__ = ()
+    NODE_ADDED: ClassVar[int] = 0
+    NODE_UPDATED: ClassVar[int] = 1
+    NODE_REMOVED: ClassVar[int] = 2
+    CONNECTION_SUSPENDED: ClassVar[int] = 3
+    CONNECTION_RECONNECTED: ClassVar[int] = 4
+    CONNECTION_LOST: ClassVar[int] = 5
+    INITIALIZED: ClassVar[int] = 6
 
     @classmethod
     def make(cls, event_type: int, event_data: NodeData | None) -> TreeEvent:
