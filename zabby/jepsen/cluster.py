@@ -80,6 +80,8 @@ class ClusterSpec:
     spares: int = 0  # servers n+1.. that only run while a reconfig made them members
     max_client_cnxns: int = 0  # maxClientCnxns, per client IP (0: no cap); hostile clients' runs set one to flood past
     quorum_auth: bool = False  # zabby: quorum.auth on every peer link, with a secret file in the run's folder
+    extended_types: bool = False  # extendedTypesEnabled=true (TTL nodes; zabby's default, not ZooKeeper's)
+    reap_interval_ms: int | None = None  # the container/TTL reaper's interval (ZooKeeper: a system property only)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +135,10 @@ class Server:
         }  # fmt: skip
         if self.spec.reconfig:
             settings.update({"reconfigEnabled": "true", "skipACL": "yes"})
+        if self.spec.extended_types:
+            settings["extendedTypesEnabled"] = "true"
+        if self.spec.reap_interval_ms is not None and self.spec.system == "zabby":
+            settings["znode.container.checkIntervalMs"] = self.spec.reap_interval_ms
         if self.spec.quorum_auth and self.spec.system == "zabby":
             secret = self.spec.workdir / "quorum.secret"
             if not secret.exists():
@@ -150,8 +156,9 @@ class Server:
         return [
             "java", f"-Xmx{ZK_HEAP}", "-XX:+UseG1GC", "-Djava.net.preferIPv4Stack=true", f"-Dzookeeper.log.dir={self.dir}",
             f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}", "-Dzookeeper.admin.enableServer=false",
-            "-Dzookeeper.jmx.log4j.disable=true", "-cp", classpath,
-            "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.config_path),
+            "-Dzookeeper.jmx.log4j.disable=true",
+            *([f"-Dznode.container.checkIntervalMs={self.spec.reap_interval_ms}"] if self.spec.reap_interval_ms is not None else []),
+            "-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.config_path),
         ]  # fmt: skip
 
     def launch(self) -> None:
