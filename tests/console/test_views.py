@@ -4,11 +4,16 @@ sessions and watches from the four-letter words' data."""
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
+import trio
 
 from tests.storage.helpers import OPEN_ACL
+from zabby.config import ServerConfig
+from zabby.membership import Member
 from zabby.opcodes import OpCode
+from zabby.server.console import _peer_row
 from zabby.server.console_views import BadRequest, ServerRow, ensemble_rows, node_view, row_from_mntr, sessions_view
 from zabby.tree.acl import digest
 from zabby.tree.datatree import DataTree
@@ -89,3 +94,11 @@ def test_a_followers_sessions_are_its_connections_with_no_expiry_of_its_own() ->
     cons = {"connections": [{"session_id": "0x10", "remote_socket_address": "127.0.0.1:5001", "session_timeout": 4000}]}
     [session] = sessions_view(dump, cons, now_ms=0)
     assert session["session_id"] == "0x10" and session["expires_in_ms"] is None and session["timeout_ms"] == 4000
+
+
+def test_a_peer_with_no_plaintext_client_port_is_a_row_not_a_crash() -> None:
+    # a secure-only server (no clientPort) and a membership line with no client port: there is
+    # no port to ask mntr on; the ensemble page shows the peer instead of failing (TypeError)
+    config = ServerConfig(Path("/nonexistent"), Path("/nonexistent"), server_id=1, client_port=None, secure_client_port=2281)
+    row = trio.run(_peer_row, config, Member(2, "127.0.0.1", 2888, 3888))
+    assert row.sid == 2 and row.mode == "error" and "client port" in row.note
