@@ -18,16 +18,30 @@ COUNTER_LAST = 40
 WRITES = 200
 
 
-def last_zxid(ensemble: Ensemble, sid: int) -> int:
+def last_zxid(ensemble: Ensemble, sid: int) -> int | None:
+    """The server's last zxid, None while it does not serve (an election after a step-down)."""
     text = ensemble.servers[sid].four_letter("srvr")
-    return int(next(line for line in text.splitlines() if line.startswith("Zxid:")).split()[1], 16)
+    found = [line for line in text.splitlines() if line.startswith("Zxid:")]
+    return int(found[0].split()[1], 16) if found else None
+
+
+def serving_zxids(ensemble: Ensemble) -> dict[int, int]:
+    """Every server's last zxid, once all of them serve."""
+    zxids: dict[int, int | None] = {}
+
+    def all_serving() -> bool:
+        zxids.update({sid: last_zxid(ensemble, sid) for sid in ensemble.servers})
+        return all(zxid is not None for zxid in zxids.values())
+
+    wait_until(all_serving, 30.0, "every server serving")
+    return {sid: zxid for sid, zxid in zxids.items() if zxid is not None}
 
 
 def test_epochs_roll_over_without_losing_an_acknowledged_write(tmp_path: Path) -> None:
     ensemble = Ensemble(tmp_path, 3, tickTime=200, zxidCounterLast=COUNTER_LAST)
     ensemble.start()
     try:
-        first_epoch = zxid_epoch(last_zxid(ensemble, 1))
+        first_epoch = zxid_epoch(serving_zxids(ensemble)[1])
         client = SyncClient(ensemble.hosts, timeout=6.0)
         client.start(timeout=20)
         acknowledged = []
@@ -39,7 +53,7 @@ def test_epochs_roll_over_without_losing_an_acknowledged_write(tmp_path: Path) -
                 pass
             acknowledged.append(path)
         client.stop()
-        zxids = {sid: last_zxid(ensemble, sid) for sid in ensemble.servers}
+        zxids = serving_zxids(ensemble)
         assert all(zxid_counter(zxid) <= COUNTER_LAST for zxid in zxids.values()), zxids
         assert min(zxid_epoch(zxid) for zxid in zxids.values()) >= first_epoch + WRITES // COUNTER_LAST, zxids
         for sid, server in ensemble.servers.items():
