@@ -29,7 +29,7 @@ from zabby.differential.compare import Normalizer, first_difference
 from zabby.differential.java_client import JavaExecutor
 from zabby.differential.model import Op, Outcome, Stat
 from zabby.jepsen.cluster import Cluster, ClusterSpec
-from zabby.tree.datatree import config_version
+from zabby.membership import Membership
 
 ROOT = "/reconfig-leg"
 ABSENT = "server.9=127.0.0.1:1:2;127.0.0.1:3"  # a member that never runs
@@ -101,7 +101,7 @@ def masked(value: Any, masks: list[tuple[str, str]]) -> Any:
     """``value`` with every configuration text in it put by role (see the module's doc)."""
     if isinstance(value, tuple) and len(value) == 3 and value[0] == "data" and isinstance(value[2], Stat):
         _, data, stat = value
-        if stat.mzxid == config_version(data):  # see the module's doc: ZOOKEEPER-1783
+        if data and stat.mzxid == Membership.parse(data.decode()).version:  # see the module's doc: ZOOKEEPER-1783
             stat = stat._replace(mzxid=0, mtime=0, dataLength=stat.dataLength == len(data))
         return ("data", masked(data, masks), stat)
     if isinstance(value, bytes) and b"version=" in value:

@@ -80,15 +80,6 @@ _DATA_CRC_SEED = 0x5A  # a znode's data CRC starts from its path's CRC with this
 _crc32 = zlib.crc32
 
 
-def config_version(data: bytes) -> int:
-    """The version of the membership text ``data`` holds (its ``version=`` line), -1 for none."""
-    _, found, version = data.rpartition(b"version=")
-    try:
-        return int(version.split(b"\n", 1)[0], 16) if found else -1
-    except ValueError:
-        return -1
-
-
 def _is_system(path: str) -> bool:
     """``/zookeeper`` and below, which count nothing in the digest, as in ZooKeeper:
     ``/zookeeper/config`` holds each server's own view of the membership until a reconfig
@@ -471,7 +462,7 @@ class DataTree:
     def _set_config(self, data: bytes, version: int, time_ms: int) -> Znode:
         """``/zookeeper/config`` set as ZooKeeper sets it (a SetDataTxn with version -1, whether
         a reconfig's or its initConfigInZKDatabase's): its version is -1, its mzxid the
-        membership's version."""
+        membership's version (a reconfig's zxid), so the mzxid tells which membership it holds."""
         node = self.nodes[ZOOKEEPER_CONFIG]
         self.data_size += len(data) - len(node.data)
         node.data, node.version, node.mzxid, node.mtime = data, -1, version, time_ms
@@ -481,7 +472,7 @@ class DataTree:
         """This server's view of the membership in ``/zookeeper/config``, which ZooKeeper sets
         at start-up from its configuration files, unless the tree holds a newer one (a
         reconfig logged and not yet in the files)."""
-        if config_version(self.nodes[ZOOKEEPER_CONFIG].data) <= version:
+        if self.nodes[ZOOKEEPER_CONFIG].mzxid <= version:
             self._set_config(text.encode(), version, time_ms)
 
     def forget_reconfig(self) -> bool:
@@ -490,7 +481,7 @@ class DataTree:
         restore``).  True if a reconfig's membership was there (a static configuration's is
         version 0).  The digest leaves ``/zookeeper`` out, so it does not change."""
         node = self.nodes[ZOOKEEPER_CONFIG]
-        reconfigured = config_version(node.data) > 0
+        reconfigured = node.mzxid > 0
         self.data_size -= len(node.data)
         node.data = b""
         node.version = node.mzxid = node.mtime = 0
