@@ -197,6 +197,13 @@ public class CuratorSuite {
 
     static void midpoint() throws Exception { handshake("midpoint"); }
 
+    /** The scenario's working time, {@code seconds}, with the midpoint halfway through it. */
+    static void workingTime() throws Exception {
+        Thread.sleep(seconds * 500L);
+        midpoint();
+        Thread.sleep(seconds * 500L);
+    }
+
     /** Run {@code body(i)} for i < n in threads until {@code seconds}, the midpoint halfway. */
     static void during(int n, java.util.function.IntConsumer body, AtomicBoolean stop) throws Exception {
         List<Thread> threads = new ArrayList<>();
@@ -206,9 +213,7 @@ public class CuratorSuite {
             t.start();
             threads.add(t);
         }
-        Thread.sleep(seconds * 500L);
-        midpoint();
-        Thread.sleep(seconds * 500L);
+        workingTime();
         stop.set(true);
         for (Thread t : threads) t.join(60000);
     }
@@ -304,9 +309,7 @@ public class CuratorSuite {
             selector.start();
             selectors.add(selector);
         }
-        Thread.sleep(seconds * 500L);
-        midpoint();
-        Thread.sleep(seconds * 500L);
+        workingTime();
         closing.set(true);
         for (LeaderSelector selector : selectors) selector.close();
         ctx.check(overlaps.get() == 0, overlaps.get() + " turns overlapped");

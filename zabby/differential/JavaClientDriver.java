@@ -170,6 +170,12 @@ public final class JavaClientDriver {
         }
     }
 
+    /** A reply logged (on the event thread, in wire order) and the op's result: {@code ok} on success. */
+    static void answer(Session s, CompletableFuture<JsonNode> result, int rc, java.util.function.Supplier<JsonNode> ok) {
+        s.reply(rc);
+        result.complete(rc != 0 ? error(rc) : ok.get());
+    }
+
     JsonNode perform(Session s, String kind, JsonNode a) throws Exception {
         CompletableFuture<JsonNode> result = new CompletableFuture<>();
         ZooKeeper zk = s.zk;
@@ -180,41 +186,23 @@ public final class JavaClientDriver {
                 long ttl = a.get(4).asLong();
                 if (a.get(5).asBoolean() || mode.isTTL()) {
                     boolean withStat = a.get(5).asBoolean();
-                    zk.create(path, bytes(a.get(1)), acl(a.get(2)), mode, (rc, p, ctx, name, stat) -> {
-                        s.reply(rc);
-                        result.complete(rc != 0 ? error(rc) : tuple("created", name, withStat ? stat(stat) : JSON.nullNode()));
-                    }, null, ttl);
+                    zk.create(path, bytes(a.get(1)), acl(a.get(2)), mode, (rc, p, ctx, name, stat) -> answer(s, result, rc, () -> tuple("created", name, withStat ? stat(stat) : JSON.nullNode())), null, ttl);
                 } else {
-                    zk.create(path, bytes(a.get(1)), acl(a.get(2)), mode, (rc, p, ctx, name) -> {
-                        s.reply(rc);
-                        result.complete(rc != 0 ? error(rc) : tuple("created", name, JSON.nullNode()));
-                    }, null);
+                    zk.create(path, bytes(a.get(1)), acl(a.get(2)), mode, (rc, p, ctx, name) -> answer(s, result, rc, () -> tuple("created", name, JSON.nullNode())), null);
                 }
                 break;
             }
             case "delete":
-                zk.delete(a.get(0).asText(), a.get(1).asInt(), (rc, p, ctx) -> {
-                    s.reply(rc);
-                    result.complete(rc != 0 ? error(rc) : tuple("ok"));
-                }, null);
+                zk.delete(a.get(0).asText(), a.get(1).asInt(), (rc, p, ctx) -> answer(s, result, rc, () -> tuple("ok")), null);
                 break;
             case "set":
-                zk.setData(a.get(0).asText(), bytes(a.get(1)), a.get(2).asInt(), (rc, p, ctx, stat) -> {
-                    s.reply(rc);
-                    result.complete(rc != 0 ? error(rc) : tuple("stat", stat(stat)));
-                }, null);
+                zk.setData(a.get(0).asText(), bytes(a.get(1)), a.get(2).asInt(), (rc, p, ctx, stat) -> answer(s, result, rc, () -> tuple("stat", stat(stat))), null);
                 break;
             case "set_acl":
-                zk.setACL(a.get(0).asText(), acl(a.get(1)), a.get(2).asInt(), (rc, p, ctx, stat) -> {
-                    s.reply(rc);
-                    result.complete(rc != 0 ? error(rc) : tuple("stat", stat(stat)));
-                }, null);
+                zk.setACL(a.get(0).asText(), acl(a.get(1)), a.get(2).asInt(), (rc, p, ctx, stat) -> answer(s, result, rc, () -> tuple("stat", stat(stat))), null);
                 break;
             case "get":
-                zk.getData(a.get(0).asText(), a.get(1).asBoolean(), (rc, p, ctx, data, stat) -> {
-                    s.reply(rc);
-                    result.complete(rc != 0 ? error(rc) : tuple("data", data(data), stat(stat)));
-                }, null);
+                zk.getData(a.get(0).asText(), a.get(1).asBoolean(), (rc, p, ctx, data, stat) -> answer(s, result, rc, () -> tuple("data", data(data), stat(stat))), null);
                 break;
             case "exists":
                 zk.exists(a.get(0).asText(), a.get(1).asBoolean(), (rc, p, ctx, stat) -> {
@@ -225,28 +213,16 @@ public final class JavaClientDriver {
                 break;
             case "children":
                 if (a.get(2).asBoolean()) {
-                    zk.getChildren(a.get(0).asText(), a.get(1).asBoolean(), (rc, p, ctx, children, stat) -> {
-                        s.reply(rc);
-                        result.complete(rc != 0 ? error(rc) : tuple("children", sorted(children), stat(stat)));
-                    }, null);
+                    zk.getChildren(a.get(0).asText(), a.get(1).asBoolean(), (rc, p, ctx, children, stat) -> answer(s, result, rc, () -> tuple("children", sorted(children), stat(stat))), null);
                 } else {
-                    zk.getChildren(a.get(0).asText(), a.get(1).asBoolean(), (rc, p, ctx, children) -> {
-                        s.reply(rc);
-                        result.complete(rc != 0 ? error(rc) : tuple("children", sorted(children), JSON.nullNode()));
-                    }, null);
+                    zk.getChildren(a.get(0).asText(), a.get(1).asBoolean(), (rc, p, ctx, children) -> answer(s, result, rc, () -> tuple("children", sorted(children), JSON.nullNode())), null);
                 }
                 break;
             case "get_acl":
-                zk.getACL(a.get(0).asText(), new Stat(), (rc, p, ctx, acl, stat) -> {
-                    s.reply(rc);
-                    result.complete(rc != 0 ? error(rc) : tuple("acl", acl(acl), stat(stat)));
-                }, null);
+                zk.getACL(a.get(0).asText(), new Stat(), (rc, p, ctx, acl, stat) -> answer(s, result, rc, () -> tuple("acl", acl(acl), stat(stat))), null);
                 break;
             case "sync":
-                zk.sync(a.get(0).asText(), (rc, p, ctx) -> {
-                    s.reply(rc);
-                    result.complete(rc != 0 ? error(rc) : tuple("sync", p));
-                }, null);
+                zk.sync(a.get(0).asText(), (rc, p, ctx) -> answer(s, result, rc, () -> tuple("sync", p)), null);
                 break;
             case "multi":
                 multi(s, a, result);
@@ -264,35 +240,20 @@ public final class JavaClientDriver {
                 break;
             }
             case "ephemerals":
-                zk.getEphemerals(a.get(0).asText(), (rc, ctx, paths) -> {
-                    s.reply(rc);
-                    result.complete(rc != 0 ? error(rc) : tuple("ephemerals", sorted(paths)));
-                }, null);
+                zk.getEphemerals(a.get(0).asText(), (rc, ctx, paths) -> answer(s, result, rc, () -> tuple("ephemerals", sorted(paths))), null);
                 break;
             case "all_children":
-                zk.getAllChildrenNumber(a.get(0).asText(), (rc, p, ctx, number) -> {
-                    s.reply(rc);
-                    result.complete(rc != 0 ? error(rc) : tuple("count", JSON.numberNode(number)));
-                }, null);
+                zk.getAllChildrenNumber(a.get(0).asText(), (rc, p, ctx, number) -> answer(s, result, rc, () -> tuple("count", JSON.numberNode(number))), null);
                 break;
             case "add_watch":
                 zk.addWatch(a.get(0).asText(), s, a.get(1).asInt() == 1 ? AddWatchMode.PERSISTENT_RECURSIVE : AddWatchMode.PERSISTENT,
-                        (rc, p, ctx) -> {
-                            s.reply(rc);
-                            result.complete(rc != 0 ? error(rc) : tuple("ok"));
-                        }, null);
+                        (rc, p, ctx) -> answer(s, result, rc, () -> tuple("ok")), null);
                 break;
             case "remove_watches": // opcode removeWatches: every watch of the type on the path
-                zk.removeAllWatches(a.get(0).asText(), Watcher.WatcherType.fromInt(a.get(1).asInt()), false, (rc, p, ctx) -> {
-                    s.reply(rc);
-                    result.complete(rc != 0 ? error(rc) : tuple("ok"));
-                }, null);
+                zk.removeAllWatches(a.get(0).asText(), Watcher.WatcherType.fromInt(a.get(1).asInt()), false, (rc, p, ctx) -> answer(s, result, rc, () -> tuple("ok")), null);
                 break;
             case "check_watches": // opcode checkWatches: this session's watcher
-                zk.removeWatches(a.get(0).asText(), s, Watcher.WatcherType.fromInt(a.get(1).asInt()), false, (rc, p, ctx) -> {
-                    s.reply(rc);
-                    result.complete(rc != 0 ? error(rc) : tuple("ok"));
-                }, null);
+                zk.removeWatches(a.get(0).asText(), s, Watcher.WatcherType.fromInt(a.get(1).asInt()), false, (rc, p, ctx) -> answer(s, result, rc, () -> tuple("ok")), null);
                 break;
             case "who_am_i": {
                 ArrayNode who = JSON.arrayNode();
@@ -312,16 +273,10 @@ public final class JavaClientDriver {
                 zk.addAuthInfo("digest", a.get(0).asText().getBytes(StandardCharsets.UTF_8));
                 return tuple("ok");
             case "get_config":
-                zk.getConfig(a.get(0).asBoolean(), (rc, p, ctx, data, stat) -> {
-                    s.reply(rc);
-                    result.complete(rc != 0 ? error(rc) : tuple("data", data(data), stat(stat)));
-                }, null);
+                zk.getConfig(a.get(0).asBoolean(), (rc, p, ctx, data, stat) -> answer(s, result, rc, () -> tuple("data", data(data), stat(stat))), null);
                 break;
             case "reconfig":
-                s.zk.reconfigure(text(a.get(0)), text(a.get(1)), text(a.get(2)), a.get(3).asLong(), (rc, p, ctx, data, stat) -> {
-                    s.reply(rc);
-                    result.complete(rc != 0 ? error(rc) : tuple("data", data(data), stat(stat)));
-                }, null);
+                s.zk.reconfigure(text(a.get(0)), text(a.get(1)), text(a.get(2)), a.get(3).asLong(), (rc, p, ctx, data, stat) -> answer(s, result, rc, () -> tuple("data", data(data), stat(stat))), null);
                 break;
             default:
                 throw new IllegalArgumentException("unknown op kind " + kind);

@@ -78,19 +78,21 @@ class Script:
         pass
 
 
-CLIENT_KINDS = ("kazoo", "java")  # which client the sessions under test use
+# which client the sessions under test use: its workload and its executor
+CLIENTS: dict[str, tuple[type[Workload], type[Executor]]] = {"kazoo": (Workload, Executor), "java": (JavaWorkload, JavaExecutor)}
+CLIENT_KINDS = tuple(CLIENTS)
 
 
 def run_seed(pair: Pair, seed: int, ops: int, client: str = "kazoo") -> SeedResult:
     root = f"/diff-{seed}" if client == "kazoo" else f"/diff-{client}-{seed}"
-    workload = JavaWorkload(seed, root) if client == "java" else Workload(seed, root)
+    workload = CLIENTS[client][0](seed, root)
     return run_ops(pair, seed, root, workload, ops, client)
 
 
 def run_ops(pair: Pair, seed: int, root: str, source: OpSource, ops: int, client: str = "kazoo") -> SeedResult:
     """Send ``ops`` ops from ``source`` to both systems under ``root`` through ``client``'s
     sessions; stop at the first divergence."""
-    executor = JavaExecutor if client == "java" else Executor
+    executor = CLIENTS[client][1]
     reference, zabby = executor(pair.reference_hosts, root), executor(pair.zabby_hosts, root)
     reference_norm, zabby_norm = Normalizer(), Normalizer()
     recent: list[str] = []
