@@ -17,7 +17,8 @@ from zabby.core.types import ServerState
 from zabby.opcodes import CreateMode, OpCode
 from zabby.sim.checkers import Checker
 from zabby.sim.cluster import Cluster, Node
-from zabby.sim.disk import Disk
+from zabby.engine.storage import Storage
+from zabby.sim.fs import SimFS
 from zabby.sim.network import Network
 from zabby.sim.options import SimOptions
 from zabby.tree.acl import OPEN_ACL_UNSAFE
@@ -43,7 +44,7 @@ class Scenario:
         defaults: dict[str, Any] = {
             "seed": 0, "voter_count": voters, "observer_count": observers, "delay_ticks_min": 1, "delay_ticks_max": 1,
             "init_limit_ticks": 60, "sync_limit_ticks": 30, "ping_interval_ticks": 5, "finalize_wait_ticks": 2,
-            "snapshot_every_txns": 10_000, "log_keep_count": 10_000,
+            "snapshot_every_txns": 10_000, "log_segment_bytes_max": 1 << 20,
         }  # fmt: skip
         defaults.update(options)
         self.lines: list[str] = []
@@ -68,12 +69,23 @@ class Scenario:
     def node(self, sid: int) -> Node:
         return self.cluster.nodes[sid]
 
-    def preload(self, sid: int, *, accepted_epoch: int, current_epoch: int | None = None, txns: list[Txn]) -> None:
-        """Replace a server's disk (then ``restart`` it to boot from it)."""
-        disk = Disk(accepted_epoch=accepted_epoch, current_epoch=accepted_epoch if current_epoch is None else current_epoch)
-        disk.append(txns)
-        disk.sync()
-        self.node(sid).disk = disk
+    def preload(self, sid: int, *, accepted_epoch: int, current_epoch: int | None = None, txns: list[Txn],
+                snapshot: tuple[int, tuple[Any, ...]] | None = None) -> None:  # fmt: skip
+        """Replace a server's disk with one that holds ``txns`` (then ``restart`` it to boot
+        from it), and a snapshot ``(zxid, records)`` written after them."""
+        node = self.node(sid)
+        node.fs = SimFS()
+        storage = Storage(node.config, fs=node.fs)
+        storage.recover(None)
+        storage.write_accepted_epoch(accepted_epoch)
+        storage.write_current_epoch(accepted_epoch if current_epoch is None else current_epoch)
+        storage.append(txns)
+        storage.sync()
+        if snapshot is not None:
+            zxid, records = snapshot
+            storage.write_snapshot(zxid, records)
+            self.cluster.checker.chain.setdefault(zxid, (hash(("preloaded", zxid)), 0))  # a history of its own
+        storage.close()
 
     def restart(self, sid: int) -> None:
         self.cluster.restart(self.node(sid))

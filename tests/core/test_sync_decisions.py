@@ -14,7 +14,6 @@ from zabby.core.history import History
 from zabby.core.messages import AckEpoch, Diff, Snap, Trunc
 from zabby.core.sync import choose_sync
 from zabby.core.types import SyncMode
-from zabby.sim.disk import Disk, Snapshot
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn, make_zxid
 
@@ -164,7 +163,7 @@ def test_truncA_trunc_then_diff_and_tree_reloaded() -> None:
     assert c.cluster.stats["reloads"] == 1
     a = c.node(1)
     assert a.tree.get("/truncA") is None and a.tree.get("/b2") is not None
-    assert [t.zxid for t, _ in a.disk.log] == [t.zxid for t in common] + [z(2, 1), z(2, 2), z(2, 3)]
+    assert [t.zxid for t in a.storage.logged_after(0)] == [t.zxid for t in common] + [z(2, 1), z(2, 2), z(2, 3)]
     assert a.tree.content_hash() == c.node(b).tree.content_hash()
 
 
@@ -176,7 +175,7 @@ def test_trunc_only_when_the_learner_is_ahead_of_everything() -> None:
     c.restart(1)
     c.run_until(c.converged)
     assert [t.zxid for t in c.messages(Trunc, dst=1)] == [z(1, 4)]
-    assert c.node(1).disk.last_zxid == z(1, 4)
+    assert c.node(1).storage.log.last_zxid == z(1, 4)
     assert c.node(1).tree.content_hash() == c.node(b).tree.content_hash()
 
 
@@ -188,13 +187,10 @@ def test_trunc_below_a_dirty_snapshot_becomes_a_snap() -> None:
     c = Scenario(voters=3)
     common = creates(1, 4)
     ghosts = [create_txn(1, 5, "/ghost5", 5), create_txn(1, 6, "/ghost6", 6)]
-    dirty = Disk(accepted_epoch=1, current_epoch=1)
-    dirty.append([*common, *ghosts])
     tree = DataTree()
     for txn in (*common, *ghosts):
         tree.apply(txn)
-    dirty.save_snapshot(Snapshot(z(1, 6), tuple(tree.records()), dirty.chain_at_end(), confirmed=False), 0, clear_log=True)
-    c.node(1).disk = dirty
+    c.preload(1, accepted_epoch=1, txns=[], snapshot=(z(1, 6), tuple(tree.records())))
     b = _lead_without_1(c, common)
     c.write(b, "/b0")
     c.run_until(lambda: c.node(b).tree_zxid == z(2, 1))
@@ -221,7 +217,7 @@ def test_snap_when_the_learner_is_below_the_window() -> None:
     c.run_until(c.converged)
     assert c.messages(Snap, dst=follower) and c.cluster.stats["snaps"] == 1
     assert c.node(follower).tree.content_hash() == c.node(leader).tree.content_hash()
-    assert c.node(follower).disk.snapshot.zxid == c.node(leader).tree_zxid
+    assert c.node(follower).storage.datadir.newest_snapshot_zxid() == c.node(leader).tree_zxid
 
 
 def test_snap_of_a_leader_with_more_pending_txns_than_its_window() -> None:

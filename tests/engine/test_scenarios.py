@@ -45,7 +45,7 @@ def test_a_failed_write_is_an_error_txn_answered_in_order_on_every_path() -> Non
     assert first[0][0].zxid < again[0][0].zxid < on_leader[0][0].zxid  # every answer through the log
     c.run_until(c.converged)
     for sid in (1, 2, 3):
-        logged = {txn.zxid: txn.type for txn, _ in c.node(sid).disk.log}
+        logged = {txn.zxid: txn.type for txn in c.node(sid).storage.logged_after(0)}
         assert logged[again[0][0].zxid] == OpCode.ERROR, sid
 
 

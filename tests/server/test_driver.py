@@ -15,8 +15,8 @@ from tests.storage.helpers import TxnMaker, tree_of
 from zabby import config as zoo_config
 from zabby.engine import Install, Persist, StageSnapshot
 from zabby.server.forks import SNAP_CHUNK_RECORDS
+from zabby.engine.storage import Storage
 from zabby.server.node import ZabbyServer
-from zabby.storage.datadir import DataDir
 from zabby.storage.epochs import read_epoch
 from zabby.storage.snapshot import list_snapshots
 from zabby.tree.acl import OPEN_ACL_UNSAFE
@@ -32,9 +32,8 @@ def make_server(tmp_path: Path) -> ZabbyServer:
         "dataDir": str(data), "clientPort": "0", "tickTime": "200",
         "server.1": "127.0.0.1:1:2", "server.2": "127.0.0.1:3:4", "server.3": "127.0.0.1:5:6",
     })  # fmt: skip
-    datadir = DataDir(config.data_dir, config.data_log_dir)
-    tree, log = datadir.recover()
-    return ZabbyServer(config, datadir, tree, log)
+    storage = Storage(config)
+    return ZabbyServer(config, storage, storage.recover(config.membership))
 
 
 def create_txn(counter: int) -> Txn:
@@ -53,8 +52,7 @@ def test_persist_writes_the_current_epoch_after_the_log_is_synced(tmp_path: Path
     real_run = server.disk.run
 
     async def recording_run(fn: Any, *args: Any) -> Any:
-        name = getattr(fn, "__name__", repr(fn))
-        calls.append(f"{name}({Path(args[0]).name})" if name == "write_epoch" else name)
+        calls.append(getattr(fn, "__name__", repr(fn)))
         return await real_run(fn, *args)
 
     server.disk.run = recording_run  # type: ignore[method-assign]
@@ -69,7 +67,7 @@ def test_persist_writes_the_current_epoch_after_the_log_is_synced(tmp_path: Path
     txn = Txn(make_zxid(2, 1), 0x77, 1, 0, 1, ("/a", b"", OPEN_ACL_UNSAFE, 0, 1))
     effect = Persist(accepted_epoch=2, current_epoch=2, truncate_to=0, append=[txn], sync=True)
     trio.run(server._persist, effect)
-    assert calls == ["write_epoch(acceptedEpoch)", "truncate_after", "sync", "write_epoch(currentEpoch)"]
+    assert calls == ["write_accepted_epoch", "truncate_after", "sync", "write_current_epoch"]
     assert read_epoch(server.datadir.current_epoch_path) == 2
     assert server.log.last_zxid == make_zxid(2, 1)
 

@@ -9,7 +9,6 @@ import pytest
 
 from zabby.opcodes import OpCode
 from zabby.sim.checkers import Checker, Violation
-from zabby.sim.disk import Disk, DiskFault, Snapshot
 from zabby.sim.network import Network
 from zabby.sim.options import SimOptions, swarm
 from zabby.tree.txns import Txn, make_zxid
@@ -70,26 +69,6 @@ def test_swarm_is_a_function_of_the_seed() -> None:
     assert swarm(random.Random(5), 5) == swarm(random.Random(5), 5)
     sizes = {swarm(random.Random(s), s).voter_count for s in range(200)}
     assert sizes == {1, 3, 5}
-
-
-# --------------------------------------------------------------------- disk
-def test_crash_loses_only_the_unsynced_tail() -> None:
-    disk = Disk()
-    disk.append([txn(1), txn(2)])
-    disk.sync()
-    disk.append([txn(3), txn(4)])
-    lost = disk.crash(random.Random(3))
-    assert lost >= 1 and disk.last_zxid in (make_zxid(1, 2), make_zxid(1, 3))
-    assert [t.zxid for t, _ in disk.log][:2] == [make_zxid(1, 1), make_zxid(1, 2)]
-
-
-def test_truncate_below_the_snapshot_is_refused() -> None:
-    disk = Disk()
-    disk.append([txn(1), txn(2), txn(3)])
-    disk.save_snapshot(Snapshot(make_zxid(1, 2), None, 0), keep_count=0, clear_log=False)
-    assert [t.zxid for t, _ in disk.log] == [make_zxid(1, 3)]
-    with pytest.raises(DiskFault):
-        disk.truncate(make_zxid(1, 1))
 
 
 # --------------------------------------------------------------------- checkers

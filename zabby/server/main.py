@@ -26,7 +26,7 @@ from zabby.server.guard import contained
 from zabby.server.forks import DigestChild
 from zabby.server.node import ZabbyServer
 from zabby.server.ratelog import RateLimitedLog
-from zabby.storage.datadir import DataDir
+from zabby.engine.storage import Storage
 
 LOGGER = logging.getLogger("zabby.server")
 CONN_LOGGER = logging.getLogger("zabby.server.conn")
@@ -37,22 +37,21 @@ QUOTA_WARNING_INTERVAL_S = 1.0
 def open_server(config: zoo_config.ServerConfig) -> ZabbyServer:
     """Recover the newest valid snapshot plus the log after it; return a ready server."""
     started = time.perf_counter()
-    datadir = DataDir(config.data_dir, config.data_log_dir, snap_retain_count=config.snap_retain_count,
-                      log_reserve_bytes=config.log_reserve_bytes)  # fmt: skip
-    datadir.remove_unfinished_snapshots()
+    storage = Storage(config)
     gc.disable()  # a snapshot load and a replay make millions of objects and no cycles: the
     try:  # collector would walk the growing tree again and again (seconds at 1M znodes)
-        tree, log = datadir.recover(digest_beside=DigestChild)  # on the other core
+        recovered = storage.recover(config.membership, at_start=True, digest_beside=DigestChild)  # on the other core
     finally:
         gc.freeze()  # and out of the way of every full collection from now on
         gc.enable()
-    server = ZabbyServer(config, datadir, tree, log)
+    tree = recovered.tree
+    server = ZabbyServer(config, storage, recovered)
     _set_quota_policy(server)
     server.stats.startup_load_ms = (time.perf_counter() - started) * 1000
-    recovered = datadir.recovered
-    server.stats.startup_snap_load_ms = recovered.snap_load_ms
-    server.stats.startup_txns_load_ms = recovered.txns_load_ms
-    server.stats.startup_txns_loaded = recovered.txns_loaded
+    loaded = storage.datadir.recovered
+    server.stats.startup_snap_load_ms = loaded.snap_load_ms
+    server.stats.startup_txns_load_ms = loaded.txns_load_ms
+    server.stats.startup_txns_loaded = loaded.txns_loaded
     LOGGER.info("recovered %d znodes, %d sessions, last zxid 0x%x in %.0f ms",
                 tree.node_count(), len(tree.sessions), tree.last_zxid, server.stats.startup_load_ms)  # fmt: skip
     return server

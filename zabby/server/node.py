@@ -20,6 +20,7 @@ and the engine decides that too.
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
@@ -34,13 +35,13 @@ import trio
 
 from zabby.config import ServerConfig, write_dynamic_config
 from zabby.core.messages import Message, Snap
-from zabby.core.peer import DurableState
 from zabby.errors import InvariantError
 from zabby.engine import (
     ClientSink,
     Append, CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
-    Reconfigure, Recovered, Reload, Send, StageSnapshot, WriteSnapshot, core_timing, logged_membership,
+    Reconfigure, Recovered, Reload, Send, StageSnapshot, WriteSnapshot, core_timing,
 )  # fmt: skip
+from zabby.engine.storage import Storage
 from zabby.server.budget import ClientMemory
 from zabby.server.disk import DiskWorker, fail_stop
 from zabby.server.ratelog import RateLimitedLogs
@@ -52,13 +53,12 @@ from zabby.server.stats import ServerStats
 from zabby.server.transport import Transport, member_frame_bytes_max
 from zabby.storage import faults
 from zabby.storage.datadir import DataDir, RecoveryError
-from zabby.storage.epochs import read_epoch, write_epoch
+from zabby.storage.epochs import CorruptEpochError
 from zabby.storage.files import DiskFailure
 from zabby.storage.snapshot import SnapshotWriter
 from zabby.storage.txnlog import CorruptLogError, TxnLog
 from zabby.membership import Membership
 from zabby.tree.datatree import DataTree
-from zabby.tree.txns import Txn, decode_txn, encode_txn, zxid_epoch
 from zabby.wire.framing import FRAME_HEADROOM_BYTES
 
 LOGGER = logging.getLogger("zabby.server")
@@ -83,27 +83,6 @@ class StagedSnap:
             self.digest.abandon()
 
 
-def durable_state(datadir: DataDir, tree: DataTree, log: TxnLog, config: ServerConfig, committed: Membership | None, *,
-                  snapshot_wanted: bool = False) -> DurableState:  # fmt: skip
-    """What the core recovers from disk; ``committed`` is the membership the configuration
-    files record (the last committed reconfig)."""
-    last_logged = max(log.last_zxid, tree.last_zxid)
-    history_count = config.commit_log_count  # only the window's txns are read and decoded
-    tail = [payload for _, payload in log.tail(history_count)]
-    default_epoch = zxid_epoch(last_logged)
-    return DurableState(
-        accepted_epoch=read_epoch(datadir.accepted_epoch_path, default_epoch),
-        current_epoch=read_epoch(datadir.current_epoch_path, default_epoch),
-        last_logged=last_logged,
-        applied=tree.last_zxid,
-        history=tuple(decode_txn(payload) for payload in tail) if history_count else (),
-        snapshot_zxid=datadir.newest_snapshot_zxid(),
-        snapshot_wanted=snapshot_wanted,
-        membership=committed,
-        proposed=logged_membership(tree, committed),
-    )
-
-
 class SystemClock:
     @staticmethod
     def wall_ms() -> int:
@@ -117,25 +96,24 @@ class SystemClock:
 class ZabbyServer:
     """One server process: its engine, peer links, disk thread and client connections."""
 
-    def __init__(self, config: ServerConfig, datadir: DataDir, tree: DataTree, log: TxnLog) -> None:
+    def __init__(self, config: ServerConfig, storage: Storage, recovered: Recovered) -> None:
+        """``recovered``: what ``storage.recover`` gave, with ``config.membership``."""
         self.config = config
-        self.datadir = datadir
-        self.log = log
+        self.storage = storage
         self.stats = ServerStats()
         self.disk = DiskWorker()
         self.connections: set[ClientSession] = set()  # every client session, attached or not
         self.core_tick_ms, peer_config = core_timing(config)
         self.recorded_membership = config.membership  # what the configuration files say now
-        recovered = Recovered(tree, durable_state(datadir, tree, log, config, self.recorded_membership))
         self._kernel_sync = KernelSync.open()
         # An ensemble's server syncs its log in the background (the engine goes on meanwhile)
         # when the kernel does the fdatasync: a leader commits on its followers' ACKs, and
         # they log the next proposals while syncing the last.  A standalone server commits
         # only on its own fsync, so it keeps one Ready per fsync, which batches more.
         self.engine = Engine(config, peer_config, self.core_tick_ms, recovered, clock=SystemClock(),
-                             freezer=ForkFreezer(datadir.snap_dir), rng=random.SystemRandom(), wake=self._wake_up,
+                             freezer=ForkFreezer(storage.snap_dir), rng=random.SystemRandom(), wake=self._wake_up,
                              stats=self.stats, sync_in_background=self._kernel_sync is not None and bool(config.peers))  # fmt: skip
-        self.engine.space_low = log.space_low
+        self.engine.space_low = storage.space_low
         self._wake = trio.Event()
         self._throttled_connections: set[Any] = set()  # connections waiting for globalOutstandingLimit
         self.client_memory = ClientMemory(config.client_memory_budget_bytes, config.connection_memory_bytes_max,
@@ -160,6 +138,14 @@ class ZabbyServer:
         self._staged: dict[int, StagedSnap] = {}  # SNAP streams being written, by leader
 
     # ----------------------------------------------------------------- what sessions see
+    @property
+    def datadir(self) -> DataDir:
+        return self.storage.datadir
+
+    @property
+    def log(self) -> TxnLog:
+        return self.storage.log
+
     @property
     def tree(self) -> DataTree:
         return self.engine.tree
@@ -414,14 +400,14 @@ class ZabbyServer:
         elif isinstance(effect, Install):
             return await self._install(effect)
         elif isinstance(effect, WriteSnapshot):
-            self.log.roll()
+            self.storage.snapshot_due()
             nursery.start_soon(contained, "the snapshot task", LOGGER, self._await_snapshot, effect.image)
         elif isinstance(effect, Purge):
-            removed = await self.disk.run(self.datadir.purge)
+            removed = await self.disk.run(self.storage.purge)
             if removed:
                 LOGGER.info("purged %d old snapshot/log files", len(removed))
         elif isinstance(effect, CheckSpace):
-            return not await self.disk.run(self.log.retry_reserve)
+            return not await self.disk.run(self.storage.retry_reserve)
         elif isinstance(effect, Reconfigure):
             await self._reconfigure(effect)
         elif isinstance(effect, Pause):
@@ -457,16 +443,16 @@ class ZabbyServer:
 
     async def _persist(self, effect: Persist) -> bool:
         if effect.accepted_epoch is not None:
-            await self.disk.run(write_epoch, self.datadir.accepted_epoch_path, effect.accepted_epoch)
+            await self.disk.run(self.storage.write_accepted_epoch, effect.accepted_epoch)
         if effect.truncate_to is not None:
-            await self.disk.run(self.log.truncate_after, effect.truncate_to)
+            await self.disk.run(self.storage.truncate_after, effect.truncate_to)
         if effect.sync and not self._fsync_inline(len(effect.append)):  # elsewhere: the loop reads on meanwhile
-            self._append(effect.append)
+            self.storage.append(effect.append)
             await self._sync_log()
         else:
             self._append_and_sync(effect)
         if effect.current_epoch is not None:  # last: only once the log holds what came with it
-            await self.disk.run(write_epoch, self.datadir.current_epoch_path, effect.current_epoch)
+            await self.disk.run(self.storage.write_current_epoch, effect.current_epoch)
         return self.log.space_low
 
     async def _sync_log(self) -> None:
@@ -477,7 +463,7 @@ class ZabbyServer:
         if not await self._kernel_fdatasync():
             self._sync_on_thread = True  # Appends wait for it: TxnLog.sync must not race them
             try:
-                await self.disk.run(self.log.sync)
+                await self.disk.run(self.storage.sync)
             finally:
                 self._sync_on_thread = False
         self._fsynced(time.perf_counter() - started)
@@ -502,21 +488,17 @@ class ZabbyServer:
         self.log.segment_synced(writes)
         return True
 
-    def _append(self, txns: list[Txn]) -> None:
-        if txns:
-            self.log.append([(txn.zxid, encode_txn(txn)) for txn in txns])
-
     def _sync_here(self) -> None:
         """The log's sync right here, blocking the loop."""
         started = time.perf_counter()
-        self.log.sync()
+        self.storage.sync()
         self._fsynced(time.perf_counter() - started)
 
     # ----------------------------------------------------------------- the log's background sync
     def _append_in_background(self, effect: Append) -> tuple[bool, bool]:
         """Append; sync here when one write waits for it alone (``_fsync_inline``), else have
         ``_run_syncer`` do it.  Whether the disk is short of space, and the log durable now."""
-        self._append(effect.txns)
+        self.storage.append(effect.txns)
         if not effect.sync:
             return self.log.space_low, False
         if self._sync_idle.is_set() and self._fsync_inline(len(effect.txns)):
@@ -551,7 +533,7 @@ class ZabbyServer:
 
     def _append_and_sync(self, effect: Persist) -> bool:
         """Append the Persist's txns, and fsync right here (blocking the loop) if it asks to."""
-        self._append(effect.append)
+        self.storage.append(effect.append)
         if effect.sync:
             self._sync_here()
         return self.log.space_low
@@ -587,7 +569,7 @@ class ZabbyServer:
         a SNAP's ~1 MiB writes to the page cache cost less than a hop per chunk."""
         if effect.start:
             self._discard_staged(effect.sid)
-            staged = self._staged[effect.sid] = StagedSnap(self.datadir.stage_snapshot(effect.zxid, effect.sid))
+            staged = self._staged[effect.sid] = StagedSnap(self.storage.stage_snapshot(effect.zxid, effect.sid))
             try:
                 staged.digest = DigestChild()
             except OSError as exc:  # no fork: the engine computes the digest
@@ -618,7 +600,7 @@ class ZabbyServer:
                                  f"not {records})")  # fmt: skip
         digest = staged.digest
         try:
-            await self.disk.run(self.datadir.install_snapshot, staged.writer)
+            await self.disk.run(self.storage.install_snapshot, staged.writer)
             value = None if digest is None else await trio.to_thread.run_sync(digest.result)
         finally:
             staged.discard()  # a no-op for what finished or answered
@@ -637,7 +619,7 @@ class ZabbyServer:
     def close(self) -> None:
         """At shutdown: nothing half written left behind, the log closed."""
         self._discard_staged()
-        self.log.close()
+        self.storage.close()
         if self._kernel_sync is not None:
             self._kernel_sync.close()
             self._kernel_sync = None
@@ -646,14 +628,11 @@ class ZabbyServer:
         """Recover from disk as a restart would; a data dir that cannot be read back stops
         the server (it cannot serve a tree it cannot rebuild)."""
         self._discard_staged()  # the core starts over: a SNAP it was receiving is abandoned
+        recover = functools.partial(self.storage.recover, self.recorded_membership, snapshot_wanted=effect.snapshot_wanted)
         try:
-            self.log.close()
-            tree, self.log = await self.disk.run(self.datadir.recover)
-            durable = durable_state(self.datadir, tree, self.log, self.config, self.recorded_membership,
-                                    snapshot_wanted=effect.snapshot_wanted)  # fmt: skip
-        except (DiskFailure, RecoveryError, CorruptLogError, OSError) as exc:
+            return await self.disk.run(recover)
+        except (DiskFailure, RecoveryError, CorruptLogError, CorruptEpochError, OSError) as exc:
             fail_stop(f"cannot reload the data dir ({effect.why}): {exc}")
-        return Recovered(tree, durable)
 
     async def _await_snapshot(self, image: DiskImage) -> None:
         started = time.perf_counter()

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from zabby.core.quorum import Majority
 from zabby.membership import Membership
 from zabby.opcodes import OpCode
-from zabby.sim.disk import chain_next
-from zabby.tree.txns import ZXID_COUNTER_LAST, Txn, make_zxid, zxid_counter
+from zabby.tree.txns import ZXID_COUNTER_LAST, Txn, encode_txn, make_zxid, zxid_counter
 
 
 FORGED_CXID = 0x7F0F0F0F  # the cxid of the forging nemesis's writes (zabby.sim.forge): none may be applied
@@ -42,9 +41,20 @@ class AckedWrite:
     tick: int
 
 
+def chain_next(chain: int, txn: Txn) -> int:
+    """The rolling hash of a txn sequence extended by ``txn`` (equality checks only)."""
+    return hash((chain, txn_identity(txn)))
+
+
+def txn_identity(txn: Txn) -> bytes:
+    """The txn as the log stores it: the same for a txn and its copy decoded from a log."""
+    return encode_txn(txn)
+
+
 @dataclass(slots=True)
 class Checker:
     chain: dict[int, tuple[int, int]] = field(default_factory=lambda: {0: (0, -1)})
+    applied_txns: dict[int, bytes] = field(default_factory=dict)  # zxid -> the txn applied at it (one leader proposed it)
     committed: list[int] = field(default_factory=list)  # sorted zxids committed anywhere
     committed_set: set[int] = field(default_factory=set)
     epoch_leaders: dict[int, int] = field(default_factory=dict)
@@ -67,6 +77,7 @@ class Checker:
         seen = self.chain.get(txn.zxid)
         if seen is None:
             self.chain[txn.zxid] = (new, tree_zxid)
+            self.applied_txns[txn.zxid] = txn_identity(txn)
         elif seen != (new, tree_zxid):
             raise Violation(
                 f"server {sid} applied 0x{txn.zxid:x} after 0x{tree_zxid:x} with a different history than "
@@ -109,9 +120,9 @@ class Checker:
             raise Violation(f"no server ever applied 0x{zxid:x}")
         return found[0]
 
-    def on_truncate(self, sid: int, cut: list[tuple[Txn, int]]) -> None:
-        for txn, chain in cut:
-            if txn.zxid in self.committed_set and self.chain[txn.zxid][0] == chain:
+    def on_truncate(self, sid: int, cut: list[Txn]) -> None:
+        for txn in cut:
+            if txn.zxid in self.committed_set and self.applied_txns.get(txn.zxid) == txn_identity(txn):
                 raise Violation(f"server {sid} truncated committed txn 0x{txn.zxid:x} from its log")
 
     # ----------------------------------------------------------------- leaders

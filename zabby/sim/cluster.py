@@ -1,18 +1,21 @@
 """N simulated servers, each the server's own ``Engine`` driven by a simulated shell.
 
 Theory of operation: ``Node`` is the simulated driver.  It carries out the engine's effects
-exactly as ``zabby.server.node`` does, with a simulated disk, network and clock instead of
-files, sockets and time: ``Persist`` writes the sim disk (an fsync marks the log durable),
-``Send`` queues messages on the packet simulator (a SNAP's tree image goes out as SnapChunk
-messages through the same faulty network), ``Reload`` rebuilds the tree from the disk as a
-restart would, ``WriteSnapshot`` saves the frozen image (at once, or as a child writing in
-the background does: some ticks later, and never if the server crashes first).  A fork is a
-frozen copy of the records at the zxid it was taken (``CopyFreezer``).
+as ``zabby.server.node`` does, through the same ``Storage`` (the server's log, snapshots,
+epoch files and recovery) over a simulated file system (``zabby.sim.fs``), and with a
+simulated network and clock instead of sockets and time: ``Send`` queues messages on the
+packet simulator (a SNAP's tree image goes out as SnapChunk messages through the same faulty
+network), ``Reload`` and a restart recover with ``Storage.recover``, ``WriteSnapshot`` writes
+the frozen image (at once, or as a child writing in the background does: finished some ticks
+later, and never if the server crashes first).  A fork is a frozen copy of the records at the
+zxid it was taken (``CopyFreezer``).
 
 A crash may land between any two effects, or inside ``Persist`` between the append and the
-fsync; the disk then loses what was appended but not synced.  A restart builds a new engine
-from the disk, as ``zabby.storage`` recovery does.  The engine repairs itself when a unit of
-work fails; in the simulator nothing is ever expected to fail, so a repair is a finding.
+fsync; the file system then loses, tears or reorders what was written but not synced.  The
+disk may also fail a call (EIO: the server fail-stops and is restarted) or fill up (ENOSPC:
+it refuses writes until space comes back).  The engine repairs itself when a unit of work
+fails; in the simulator nothing but an injected disk fault may make it fail, so any other
+repair is a finding.
 
 Inputs are batched as in the server: everything the network delivers in one round is queued
 into the engines first, and each engine then works through all of it (one Ready for many
@@ -31,20 +34,22 @@ from typing import Any
 
 from zabby.config import ServerConfig
 from zabby.core.messages import Diff, Inform, Proposal, Request, Snap, SnapChunk, Sync, Trunc
-from zabby.core.peer import DurableState, Peer, PeerConfig
+from zabby.core.peer import Peer, PeerConfig
 from zabby.core.ready import SoftState
 from zabby.core.types import ServerState
 from zabby.engine import (
     Append, CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
     Reconfigure, Recovered, Reload, Send, StageSnapshot, WriteSnapshot,
 )  # fmt: skip
-from zabby.engine.reconfig import logged_membership
+from zabby.engine.storage import Storage
 from zabby.errors import ZabbyError
-from zabby.membership import Member
+from zabby.membership import Member, Membership
 from zabby.sim.checkers import Checker, Violation
-from zabby.sim.disk import Disk, Snapshot
+from zabby.sim.fs import SimFS
 from zabby.sim.network import UP, Event, Network, pair
 from zabby.sim.options import SimOptions
+from zabby.storage.files import DiskFailure, DiskFull
+from zabby.storage.snapshot import SnapshotWriter, read_snapshot
 from zabby.tree.datatree import DataTree, records_digest
 from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn, follows
@@ -90,21 +95,26 @@ class Node:
     config: ServerConfig
     peer_config: PeerConfig
     clock: SimClock
-    disk: Disk = field(default_factory=Disk)
+    fs: SimFS = field(default_factory=SimFS)
+    storage: Storage = None  # type: ignore[assignment]  # set at each start
+    membership: Membership | None = None  # the dynamic configuration file: the last committed reconfig
     alive: bool = True
     engine: Engine = None  # type: ignore[assignment]
     tree_zxid: int = 0  # the tree's zxid and rolling hash, for the checkers
     tree_chain: int = 0
     soft: SoftState | None = None
     answer: Any = None  # the result of the last effect, for the engine's next step
+    error: Exception | None = None  # or what carrying it out raised
     paused_until: int = 0  # ticks: the engine asked to Pause
     crash_armed: bool = False
     restart_at: int = 0
     stalled_until: int = 0
     repairs_seen: int = 0
     snap_sent: tuple[int, int] | None = None  # last SNAP sent (to, zxid), for the trace
-    staged: dict[int, tuple[int, list[Any]]] = field(default_factory=dict)  # SNAP streams written, by leader: (zxid, records)
-    writing: tuple[int, WriteSnapshot] | None = None  # a snapshot being written in the background: (done at tick, it)
+    staged: dict[int, SnapshotWriter] = field(default_factory=dict)  # SNAP streams being written, by leader
+    writing: tuple[int, WriteSnapshot, SnapshotWriter] | None = None  # a snapshot a child writes: (done at tick, it, its file)
+    disk_faulted: bool = False  # a disk fault was injected since the start: a repair or a fail-stop may follow
+    disk_full_until: int = 0  # ticks: the disk has no space until then
     sync_wanted: bool = False  # an Append left the log's sync to the background: done at a later tick
 
     @property
@@ -139,6 +149,7 @@ def _configs(options: SimOptions) -> dict[int, tuple[ServerConfig, PeerConfig]]:
             data_dir=Path(f"/sim/{sid}"), data_log_dir=Path(f"/sim/{sid}"), tick_ms=4 * TICK_MS,
             session_timeout_ms_min=8 * TICK_MS, session_timeout_ms_max=400 * TICK_MS,
             snap_count=max(2, options.snapshot_every_txns), container_check_interval_ms=40 * TICK_MS,
+            log_reserve_bytes=options.log_reserve_bytes,
             commit_log_count=options.commit_log_count, zxid_counter_last=options.zxid_counter_last,
             peers=addresses, server_id=sid,
             reconfig_enabled=options.reconfig_probability > 0, super_digest=SUPER_DIGEST,
@@ -182,7 +193,7 @@ class Cluster:
         self.on_node_down: Callable[[Node], None] = lambda node: None
         self.stats: dict[str, int] = {"forged": 0, "crashes": 0, "crashes_in_ready": 0, "lost_unsynced": 0, "snaps": 0,
                                       "truncs": 0, "reloads": 0, "elections": 0, "restarts": 0, "snapshots": 0,
-                                      "snapshots_skipped": 0}  # fmt: skip
+                                      "snapshots_skipped": 0, "fail_stops": 0, "disk_faults": 0, "bit_flips": 0}  # fmt: skip
         for node in self.nodes.values():
             self.restart(node)
 
@@ -192,48 +203,51 @@ class Cluster:
 
     # ----------------------------------------------------------------- lifecycle
     def restart(self, node: Node) -> None:
-        """Boot from disk: the tree is the snapshot plus the whole log after it."""
+        """Boot from disk: the storage's own recovery, as the server's start-up runs it."""
         node.alive = True
-        recovered = self._recover(node, snapshot_wanted=False)
+        node.disk_faulted = False
+        node.storage = Storage(node.config, fs=node.fs, segment_bytes_max=self.options.log_segment_bytes_max)
+        recovered = self._recover(node, snapshot_wanted=False, at_start=True)
         node.engine = Engine(node.config, node.peer_config, TICK_MS, recovered, clock=node.clock, freezer=CopyFreezer(),
-                             rng=random.Random(self.engine_rng.getrandbits(64)), sync_in_background=True,
+                             rng=random.Random(self.engine_rng.getrandbits(64)),
+                             sync_in_background=self.options.sync_in_background,
                              on_applied=functools.partial(self._on_applied, node))  # fmt: skip
+        node.engine.space_low = node.storage.space_low
         node.soft = None
-        node.answer = None
+        node.answer, node.error = None, None
         node.paused_until = 0
         node.crash_armed = False
         node.repairs_seen = 0
-        node.staged.clear()  # .tmp files: never read back, removed at start-up
         node.writing = None
         node.sync_wanted = False
         self.stats["restarts"] += 1
         durable = recovered.durable
         self.log(f"server {node.sid} starts: epochs {durable.accepted_epoch}/{durable.current_epoch}, "
-                 f"log to 0x{durable.last_logged:x}, snapshot 0x{node.disk.snapshot.zxid:x}")  # fmt: skip
+                 f"log to 0x{durable.last_logged:x}, snapshot 0x{durable.snapshot_zxid:x}")  # fmt: skip
         self.drain(node)
 
-    def _recover(self, node: Node, *, snapshot_wanted: bool) -> Recovered:
-        disk = node.disk
-        snapshot = disk.snapshot
-        tree = DataTree() if snapshot.records is None else DataTree.from_records(snapshot.records)
-        node.tree_zxid, node.tree_chain = snapshot.zxid, snapshot.chain
-        for txn, _ in disk.entries_after(snapshot.zxid):
-            tree.apply(txn)
+    def _recover(self, node: Node, *, snapshot_wanted: bool, at_start: bool = False) -> Recovered:
+        """``Storage.recover``; the checkers then see the txns it replayed from the log."""
+        recovered = node.storage.recover(node.membership or node.config.membership, snapshot_wanted=snapshot_wanted,
+                                         at_start=at_start)  # fmt: skip
+        base = node.storage.datadir.recovered.snapshot_zxid
+        node.tree_zxid, node.tree_chain = base, self.checker.chain_hash(base) if base else 0
+        for txn in node.storage.logged_after(base):
+            if txn.zxid > recovered.tree.last_zxid:
+                break
             self._track_apply(node, txn, committed=False)
-        history = tuple(txn for txn, _ in disk.log[-node.peer_config.commit_log_count:])
-        committed = disk.membership or node.config.membership
-        durable = DurableState(disk.accepted_epoch, disk.current_epoch, disk.last_zxid, tree.last_zxid, history,
-                               snapshot.zxid, snapshot_wanted, committed, logged_membership(tree, committed))  # fmt: skip
-        return Recovered(tree, durable)
+        return recovered
 
     def crash(self, node: Node, *, in_ready: bool = False) -> None:
-        lost = node.disk.crash(self.rng)
+        options = self.options
+        lost = node.fs.crash(self.rng, torn=options.torn_writes, reorder=options.reordered_writes)
         self.stats["crashes"] += 1
         self.stats["crashes_in_ready"] += in_ready
         self.stats["lost_unsynced"] += lost
-        self.log(f"server {node.sid} CRASHES{' inside a Ready' if in_ready else ''}; lost {lost} unsynced txns")
+        self.log(f"server {node.sid} CRASHES{' inside a Ready' if in_ready else ''}; {lost} unsynced writes lost or torn")
         node.alive = False
         node.soft = None
+        node.staged.clear()  # the .tmp files stay, if their names were synced: removed at start-up
         if node.writing is not None:  # the server's child dies with it (PR_SET_PDEATHSIG); its .tmp file is never read
             self.log(f"server {node.sid}'s snapshot at 0x{node.writing[1].zxid:x} dies unfinished")
             node.writing = None
@@ -248,17 +262,23 @@ class Cluster:
     def tick(self, node: Node) -> None:
         if node.alive:
             if node.writing is not None and node.writing[0] <= self.now:
-                self._snapshot_done(node, node.writing[1])
+                self._snapshot_done(node, node.writing[1], node.writing[2])
             if node.sync_wanted and self.rng.random() < 0.7:  # or at a later tick
                 self._synced_in_background(node)
             node.engine.tick()
             self.drain(node)
 
     def _synced_in_background(self, node: Node) -> None:
-        """The background sync an Append asked for is done: all the log holds now is durable."""
+        """The background sync an Append asked for is done: all the log holds now is durable
+        (or the sync failed, and the engine decides what that means)."""
         node.sync_wanted = False
-        node.disk.sync()
-        node.engine.log_synced(node.disk.last_zxid)
+        zxid = node.storage.log.last_zxid
+        try:
+            node.storage.sync()
+        except DiskFailure as exc:
+            node.engine.log_synced(zxid, exc)
+            return
+        node.engine.log_synced(zxid)
 
     def deliver(self, event: Event) -> Node | None:
         """Queue one network event into its engine; returns the node with new work."""
@@ -295,8 +315,8 @@ class Cluster:
         for _ in range(EFFECTS_PER_DRAIN_MAX):
             if not node.alive or node.paused_until > self.now:
                 return
-            effect = node.engine.next_effect(node.answer)
-            node.answer = None
+            effect = node.engine.next_effect(node.answer, node.error)
+            node.answer, node.error = None, None
             self._check_repairs(node)
             self._observe(node)
             if effect is None:
@@ -306,7 +326,14 @@ class Cluster:
                 return
             if node.sync_wanted and not isinstance(effect, (Send, Append, DropLinks, CloseClients, StageSnapshot)):
                 self._synced_in_background(node)  # the server awaits its background sync before these
-            node.answer = self._carry_out(node, effect)
+            try:
+                node.answer = self._carry_out(node, effect)
+            except (DiskFull, DiskFailure) as exc:
+                if not node.disk_faulted:
+                    raise Violation(f"server {node.sid}: the disk failed with no fault injected: {exc}") from exc
+                node.error = exc  # handed back, as the server's driver does: the engine decides
+            if not node.alive:
+                return
         raise Violation(f"server {node.sid}: the engine's work does not settle")
 
     def _crash_here(self, node: Node, effect: Effect) -> bool:
@@ -315,7 +342,7 @@ class Cluster:
         if isinstance(effect, Persist) and effect.append and effect.sync and self.rng.random() < 0.5:
             self._persist(node, effect, sync=False)
         elif isinstance(effect, Append) and effect.txns and self.rng.random() < 0.5:
-            node.disk.append(effect.txns)
+            node.storage.append(effect.txns)
         elif self.rng.random() < 0.5:
             return False
         node.crash_armed = False
@@ -331,7 +358,7 @@ class Cluster:
             return self._persist(node, effect, sync=effect.sync)
         elif isinstance(effect, Reload):
             self.stats["reloads"] += 1
-            node.staged.clear()
+            self._discard_staged(node)
             return self._recover(node, snapshot_wanted=effect.snapshot_wanted)
         elif isinstance(effect, StageSnapshot):
             self._stage(node, effect)
@@ -347,13 +374,19 @@ class Cluster:
         elif isinstance(effect, Pause):
             node.paused_until = -(-effect.until_ms // TICK_MS)
         elif isinstance(effect, FailStop):
-            raise Violation(f"server {node.sid} failed its disk in the simulator: {effect.reason}")
-        elif isinstance(effect, (Purge, CheckSpace)):
-            return False  # the sim disk purges as it saves a snapshot, and never fills up
+            if not node.disk_faulted:
+                raise Violation(f"server {node.sid} failed its disk with no fault injected: {effect.reason}")
+            self.stats["fail_stops"] += 1
+            self.log(f"server {node.sid} fail-stops: {effect.reason}")
+            self.crash(node)  # the process exits (74); its supervisor starts it again
+        elif isinstance(effect, Purge):
+            node.storage.purge()
+        elif isinstance(effect, CheckSpace):
+            return not node.storage.retry_reserve()
         elif isinstance(effect, Reconfigure):  # every simulated server reaches every other by its id
             if effect.committed and effect.membership.version:
                 self.checker.on_membership(node.sid, effect.membership)
-                node.disk.membership = effect.membership
+                node.membership = effect.membership
                 self.log(f"server {node.sid} records membership {effect.membership.version:x}: "
                          f"voters {sorted(effect.membership.voters)} observers {sorted(effect.membership.observers)}")  # fmt: skip
         return None
@@ -366,7 +399,7 @@ class Cluster:
             if message.__class__ is Proposal or message.__class__ is Inform:
                 self._check_txn_stream(node.sid, dst, message)
             if self.trace is not None and isinstance(message, (Diff, Trunc, Snap)):
-                self.log(f"server {node.sid} -> {dst}: {message} (log at 0x{node.disk.last_zxid:x})")
+                self.log(f"server {node.sid} -> {dst}: {message} (log at 0x{node.storage.log.last_zxid:x})")
             if isinstance(message, Snap):
                 records = effect.images[(dst, message.zxid)]
                 if records[0][1] != message.zxid:
@@ -398,56 +431,82 @@ class Cluster:
         self.txn_streams[(src, dst)] = (conn.generation, txns[-1].zxid)
 
     def _persist(self, node: Node, effect: Persist, *, sync: bool) -> bool:
-        disk = node.disk
-        disk.save_epochs(effect.accepted_epoch, None)
+        """The Persist's parts in the order the server carries them out (``zabby.server.node``)."""
+        storage = node.storage
+        if effect.accepted_epoch is not None:
+            storage.write_accepted_epoch(effect.accepted_epoch)
         if effect.truncate_to is not None:
-            self.stats["truncs"] += 1
-            self.log(f"server {node.sid} truncates its log after 0x{effect.truncate_to:x} (log at 0x{disk.last_zxid:x})")
-            self.checker.on_truncate(node.sid, disk.truncate(effect.truncate_to))
+            self._truncate(node, effect.truncate_to)
         if effect.append:
-            disk.append(effect.append)
+            storage.append(effect.append)
             self.checker.on_logged(effect.append)
         if not sync and effect.sync:
             return False  # a crash between the append and the fsync: the current epoch waits too
         if sync:
-            disk.sync()
-        disk.save_epochs(None, effect.current_epoch)
-        return False
+            storage.sync()
+        if effect.current_epoch is not None:
+            storage.write_current_epoch(effect.current_epoch)
+        return storage.space_low
+
+    def _truncate(self, node: Node, zxid: int) -> None:
+        storage = node.storage
+        snapshot_zxid = storage.datadir.newest_snapshot_zxid()
+        if zxid < snapshot_zxid:
+            raise Violation(f"server {node.sid}: TRUNC to 0x{zxid:x} is below its snapshot at 0x{snapshot_zxid:x}")
+        self.stats["truncs"] += 1
+        self.log(f"server {node.sid} truncates its log after 0x{zxid:x} (log at 0x{storage.log.last_zxid:x})")
+        self.checker.on_truncate(node.sid, storage.logged_after(zxid))
+        storage.truncate_after(zxid)
 
     def _append(self, node: Node, effect: Append) -> tuple[bool, bool]:
         """Append; sync at once (as the server does for one write alone) or leave it to a
         later tick (its kernel's AIO)."""
-        node.disk.append(effect.txns)
+        storage = node.storage
+        storage.append(effect.txns)
         self.checker.on_logged(effect.txns)
         if not effect.sync:
-            return False, False
+            return storage.space_low, False
         if not node.sync_wanted and self.rng.random() < 0.3:
-            node.disk.sync()
-            return False, True
+            storage.sync()
+            return storage.space_low, True
         node.sync_wanted = True
-        return False, False
+        return storage.space_low, False
 
     def _stage(self, node: Node, effect: StageSnapshot) -> None:
+        """As the server does: the stream goes into the snapshot's ``.tmp`` file as it comes."""
         if effect.start:
-            node.staged[effect.sid] = (effect.zxid, [])
+            self._discard_staged(node, effect.sid)
+            node.staged[effect.sid] = node.storage.stage_snapshot(effect.zxid, effect.sid)
             return
-        zxid, records = node.staged.get(effect.sid, (None, []))
-        if zxid != effect.zxid:
+        writer = node.staged.get(effect.sid)
+        if writer is None or writer.zxid != effect.zxid:
             raise Violation(f"server {node.sid} stages records of a SNAP at 0x{effect.zxid:x} from {effect.sid} it did not begin")
-        records.extend(effect.records)
+        if effect.encoded:
+            writer.add_encoded(effect.encoded, len(effect.records))
+        else:
+            writer.add(effect.records)
+
+    def _discard_staged(self, node: Node, sid: int | None = None) -> None:
+        for staged_sid in [sid] if sid is not None else list(node.staged):
+            writer = node.staged.pop(staged_sid, None)
+            if writer is not None:
+                writer.discard()
 
     def _install(self, node: Node, effect: Install) -> int | None:
         chain = self.checker.chain_hash(effect.zxid)
-        zxid, staged = node.staged.pop(effect.sid, (None, []))
-        records = tuple(staged)
-        # what goes to disk is the stream as it came; it must be the tree the engine built from it
-        if zxid != effect.zxid or records != tuple(effect.tree.records()):
+        writer = node.staged.pop(effect.sid, None)
+        if writer is None or writer.zxid != effect.zxid or writer.count != effect.tree.record_count():
             raise Violation(f"server {node.sid} installs a SNAP at 0x{effect.zxid:x} from {effect.sid} that is not "
-                            f"the stream it staged ({len(records)} records at {zxid})")  # fmt: skip
+                            f"the stream it staged")  # fmt: skip
         # The log above the snapshot goes too, committed txns included: the leader resends
         # them (its pending txns) right after.  A crash in between is a window the final
         # checks watch; it is not flagged here.
-        node.disk.save_snapshot(Snapshot(effect.zxid, records, chain, confirmed=False), 0, clear_log=True)
+        path = node.storage.install_snapshot(writer)
+        # what went to disk is the stream as it came; it must be the tree the engine built from it
+        _, stored = read_snapshot(path, fs=node.fs)
+        records = tuple(stored)
+        if records != tuple(effect.tree.records()):
+            raise Violation(f"server {node.sid} installed a SNAP at 0x{effect.zxid:x} whose file is not the tree it built")
         node.tree_zxid, node.tree_chain = effect.zxid, chain
         self.stats["snaps"] += 1
         self.log(f"server {node.sid} installs a snapshot at 0x{effect.zxid:x}")
@@ -456,21 +515,30 @@ class Cluster:
         return None if effect.zxid & 1 else records_digest(records)
 
     def _write_snapshot(self, node: Node, effect: WriteSnapshot) -> None:
-        """At once, or in the background as the server's child writes it: done some ticks
-        later, unless the server crashes first (the engine skips the snapshots due meanwhile)."""
+        """At once, or in the background as the server's child writes it: its file is written
+        now and finished some ticks later, unless the server crashes first (the engine skips
+        the snapshots due meanwhile, and the start-up removes the ``.tmp`` file)."""
         if node.writing is not None:
             raise Violation(f"server {node.sid} asked for a snapshot at 0x{effect.zxid:x} while writing one at 0x{node.writing[1].zxid:x}")
+        node.storage.snapshot_due()
+        writer = SnapshotWriter(node.storage.snap_dir, effect.zxid, fs=node.fs)
+        writer.add(effect.image)
         if self.options.snapshot_ticks_max:
-            node.writing = (self.now + self.rng.randint(1, self.options.snapshot_ticks_max), effect)
+            node.writing = (self.now + self.rng.randint(1, self.options.snapshot_ticks_max), effect, writer)
         else:
-            self._snapshot_done(node, effect)
+            self._snapshot_done(node, effect, writer)
 
-    def _snapshot_done(self, node: Node, effect: WriteSnapshot) -> None:
+    def _snapshot_done(self, node: Node, effect: WriteSnapshot, writer: SnapshotWriter) -> None:
         node.writing = None
-        if effect.zxid > node.disk.snapshot.zxid:
-            chain = self.checker.chain_hash(effect.zxid) if effect.zxid else 0
-            node.disk.save_snapshot(Snapshot(effect.zxid, effect.image, chain), self.options.log_keep_count, clear_log=False)
-            self.stats["snapshots"] += 1
+        try:
+            writer.finish()
+        except (DiskFull, DiskFailure) as exc:  # the child's exit status says it failed
+            if not node.disk_faulted:
+                raise Violation(f"server {node.sid}: its snapshot failed with no fault injected: {exc}") from exc
+            writer.discard()
+            node.engine.snapshot_written(effect.zxid, False, 0.0)
+            return
+        self.stats["snapshots"] += 1
         node.engine.snapshot_written(effect.zxid, True, 0.0)
 
     # ----------------------------------------------------------------- what the checkers see
@@ -485,8 +553,12 @@ class Cluster:
         node.tree_zxid = txn.zxid
 
     def _check_repairs(self, node: Node) -> None:
+        """A repair follows an injected disk fault, or it is a finding."""
         engine = node.engine
         if engine.stats.repairs == node.repairs_seen:
+            return
+        if node.disk_faulted:
+            node.repairs_seen = engine.stats.repairs
             return
         failure = engine.last_failure
         detail = "".join(traceback.format_exception(failure)[-6:]) if failure is not None else ""
@@ -501,8 +573,6 @@ class Cluster:
                  f"epoch={soft.epoch}{' serving' if soft.serving else ''}")  # fmt: skip
         if soft.state == ServerState.LOOKING and (old is None or old.state != ServerState.LOOKING):
             self.stats["elections"] += 1
-        if soft.serving and not node.disk.snapshot.confirmed:
-            node.disk.snapshot.confirmed = True  # the leader is established: that history is committed
         if soft.serving and soft.state == ServerState.LEADING and not (old is not None and old.serving and old.state == ServerState.LEADING):
             leader = node.peer.leader
             self.checker.on_established(node.sid, soft.epoch, node.tree_zxid, leader.established_by if leader else None)
@@ -519,6 +589,7 @@ class Cluster:
         if peer.applied != node.engine.applied_once_synced:
             raise Violation(f"server {node.sid}: core applied 0x{peer.applied:x}, tree at 0x{node.tree_zxid:x}"
                             f" (0x{node.engine.applied_once_synced:x} once the log's sync is done)")
-        if peer.last_logged != node.disk.last_zxid:
-            raise Violation(f"server {node.sid}: core logged 0x{peer.last_logged:x}, disk at 0x{node.disk.last_zxid:x}")
+        logged = max(node.storage.log.last_zxid, node.tree_zxid)  # after a SNAP: the snapshot, an empty log
+        if peer.last_logged != logged:
+            raise Violation(f"server {node.sid}: core logged 0x{peer.last_logged:x}, disk at 0x{logged:x}")
 

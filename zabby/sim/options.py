@@ -54,7 +54,12 @@ class SimOptions:
     # disk
     snapshot_every_txns: int = 25
     snapshot_ticks_max: int = 0  # a snapshot is written in the background for up to this many ticks (0: at once)
-    log_keep_count: int = 30  # log entries kept at or below the snapshot (a restart's DIFF window)
+    log_segment_bytes_max: int = 1 << 20  # small: the log rolls often, and purging drops whole segments
+    log_reserve_bytes: int = 0  # the log's space reserved ahead (preAllocSize)
+    sync_in_background: bool = True  # the engine's two ways to sync the log: kernel AIO beside the loop, or in the Ready
+    torn_writes: bool = False  # a crash may keep part of an unsynced write
+    reordered_writes: bool = False  # a crash may keep an unsynced write and lose one made before it
+    disk_fault_probability: float = 0.0  # per tick: a server's disk fails its next write or fsync (EIO), or fills up
     # workload
     client_count: int = 3
     request_probability: float = 0.3  # per idle client per tick
@@ -72,11 +77,12 @@ class SimOptions:
         return replace(
             self, break_probability=0.0, duplicate_probability=0.0, reorder_probability=0.0,
             partition_probability=0.0, crash_probability=0.0, clock_jump_probability=0.0,
-            clock_stall_probability=0.0, forge_probability=0.0,
+            clock_stall_probability=0.0, forge_probability=0.0, disk_fault_probability=0.0,
         )  # fmt: skip
 
 
 ROLLOVER_SHARE = 0.15  # seeds whose epochs have few zxid counters, so leaders step down for new ones
+STORAGE_SHARE = 0.3  # seeds with the storage nemesis: torn and reordered unsynced writes, EIO and ENOSPC
 
 
 def _maybe(rng: random.Random, p_on: float, high: float) -> float:
@@ -126,7 +132,7 @@ def swarm(rng: random.Random, seed: int, reconfig_share: float = 0.0, forge_shar
         clock_stall_probability=_maybe(rng, 0.3, 0.01),
         batch_probability=rng.choice((0.0, 0.5, 0.9, 1.0)),
         snapshot_every_txns=rng.choice((3, 10, 40, 1000)),
-        log_keep_count=rng.choice((0, 5, 50)),
+        log_segment_bytes_max=rng.choice((256, 4096, 1 << 20)),
         client_count=rng.randint(1, 5),
         request_probability=rng.uniform(0.05, 0.6),
         sync_probability=rng.uniform(0.0, 0.2),
@@ -139,6 +145,10 @@ def swarm(rng: random.Random, seed: int, reconfig_share: float = 0.0, forge_shar
         options = replace(options, forge_probability=rng.uniform(0.005, 0.05))
     if rng.random() < ROLLOVER_SHARE:  # drawn after the rest, as above
         options = replace(options, zxid_counter_last=rng.randint(3, 80))
+    options = replace(options, sync_in_background=rng.random() < 0.5, log_reserve_bytes=rng.choice((0, 64, 4096)))
+    if rng.random() < STORAGE_SHARE:
+        options = replace(options, torn_writes=rng.random() < 0.7, reordered_writes=rng.random() < 0.5,
+                          disk_fault_probability=_maybe(rng, 0.7, 0.01))  # fmt: skip
     return options
 
 

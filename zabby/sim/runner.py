@@ -17,12 +17,15 @@ component; there is no wall clock and no thread, so a seed replays exactly.
 
 from __future__ import annotations
 
+import copy
+import errno
 import random
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from zabby.core.types import ServerState
+from zabby.engine.storage import Storage
 from zabby.sim.checkers import Checker, Violation
 from zabby.sim.cluster import TICK_MS, Cluster, Node
 from zabby.sim.forge import forge
@@ -102,6 +105,9 @@ class Simulation:
     def _restart_due(self) -> None:
         for sid in sorted(self.cluster.nodes):
             node = self.cluster.nodes[sid]
+            if node.disk_full_until and node.disk_full_until <= self.cluster.now:
+                node.disk_full_until = 0
+                node.fs.full = False
             if not node.alive and node.restart_at <= self.cluster.now:
                 self.cluster.restart(node)
             elif node.alive and node.paused_until and node.paused_until <= self.cluster.now:
@@ -132,6 +138,25 @@ class Simulation:
         self._partitions(sids)
         if options.forge_probability and rng.random() < options.forge_probability:
             forge(cluster, rng)
+        if options.disk_fault_probability and rng.random() < options.disk_fault_probability:
+            self._disk_fault(cluster.nodes[rng.choice(sids)])
+
+    def _disk_fault(self, node: Node) -> None:
+        """The next write or fsync fails with EIO (the server fail-stops), or the disk fills
+        up for a while (it refuses writes until space comes back)."""
+        if not node.alive:
+            return
+        rng, cluster = self.fault_rng, self.cluster
+        node.disk_faulted = True
+        cluster.stats["disk_faults"] += 1
+        kind = rng.choice(("write", "fsync", "allocate", "full"))
+        if kind == "full":
+            node.fs.full = True
+            node.disk_full_until = cluster.now + rng.randint(1, 60)
+            cluster.log(f"server {node.sid}: the disk is full until {node.disk_full_until}")
+        else:
+            node.fs.fail_next(kind, errno.ENOSPC if kind == "allocate" else errno.EIO)
+            cluster.log(f"server {node.sid}: its next {kind} fails")
 
     def _partitions(self, sids: list[int]) -> None:
         options, rng, cluster = self.options, self.fault_rng, self.cluster
@@ -233,11 +258,12 @@ class Simulation:
 
 
 def _recover(node: Node) -> DataTree:
-    snapshot = node.disk.snapshot
-    tree = DataTree() if snapshot.records is None else DataTree.from_records(snapshot.records)
-    for txn, _ in node.disk.entries_after(snapshot.zxid):
-        tree.apply(txn)
-    return tree
+    """What a restart of ``node`` now would recover: the storage's own recovery, on a copy."""
+    storage = Storage(node.config, fs=copy.deepcopy(node.fs))
+    try:
+        return storage.recover(node.membership or node.config.membership).tree
+    finally:
+        storage.close()
 
 
 def options_for(seed: int, reconfig_share: float = 0.0, forge_share: float = 0.0, **overrides: object) -> SimOptions:

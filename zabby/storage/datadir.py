@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from zabby.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
 from zabby.storage.files import dir_bytes, fsync_dir
+from zabby.storage.fs import OS_FS, FileSystem
 from zabby.storage.snapshot import (
     CorruptSnapshotError, SnapshotWriter, list_snapshots, list_unfinished_snapshots, looks_complete, read_snapshot,
     write_snapshot,
@@ -89,6 +90,7 @@ def _load_tree(path: Path, records: Iterator[tuple[Any, ...]], digest_beside: Ca
 
 @dataclass(frozen=True, slots=True)
 class Recovered:
+    snapshot_zxid: int = 0  # the snapshot recovery started from (0: none, an empty tree)
     snap_load_ms: float = 0.0  # reading the newest snapshot
     txns_loaded: int = 0  # txns replayed from the log after it
     txns_load_ms: float = 0.0
@@ -102,13 +104,15 @@ class DataDir:
         data_log_dir: ZooKeeper's ``dataLogDir``; the log goes to ``data_dir`` if None.
         snap_retain_count: snapshots kept by ``purge`` (at least 3, as ZooKeeper).
         log_reserve_bytes: space the txn log keeps allocated ahead (``TxnLog.reserve_bytes``).
+        fs: the file system (``zabby.storage.fs``): the real one, or the simulator's.
     """
 
     def __init__(self, data_dir: Path, data_log_dir: Path | None = None, *, snap_retain_count: int = 3,
-                 log_reserve_bytes: int = 0) -> None:  # fmt: skip
+                 log_reserve_bytes: int = 0, fs: FileSystem = OS_FS) -> None:  # fmt: skip
         if snap_retain_count < SNAP_RETAIN_COUNT_MIN:
             logger.warning("snap_retain_count %d raised to the minimum, %d", snap_retain_count, SNAP_RETAIN_COUNT_MIN)
             snap_retain_count = SNAP_RETAIN_COUNT_MIN
+        self.fs = fs
         self.data_dir = Path(data_dir)
         self.snap_dir = self.data_dir / VERSION_DIR
         self.log_dir = Path(data_log_dir if data_log_dir is not None else data_dir) / VERSION_DIR
@@ -118,8 +122,8 @@ class DataDir:
         self.current_epoch_path = self.snap_dir / CURRENT_EPOCH
         self.log: TxnLog | None = None
         self.recovered = Recovered()  # what ``recover`` took (mntr's startup_* figures)
-        self.snap_dir.mkdir(parents=True, exist_ok=True)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        fs.makedirs(self.snap_dir)
+        fs.makedirs(self.log_dir)
 
     # ----------------------------------------------------------------- recovery
     def recover(self, *, segment_bytes_max: int | None = None,
@@ -141,7 +145,7 @@ class DataDir:
         tree, snapshot_zxid, snapshot_count = self._load_newest_snapshot(digest_beside)
         loaded = time.monotonic()
         sizes = {} if segment_bytes_max is None else {"segment_bytes_max": segment_bytes_max}
-        log = TxnLog(self.log_dir, reserve_bytes=self.log_reserve_bytes, **sizes)
+        log = TxnLog(self.log_dir, reserve_bytes=self.log_reserve_bytes, fs=self.fs, **sizes)
         log.open(check_from=snapshot_zxid)
         try:
             self._check_coverage(log, snapshot_zxid, snapshot_count)
@@ -155,16 +159,16 @@ class DataDir:
             tree.node_count(), time.monotonic() - started,
         )  # fmt: skip
         self.log = log
-        self.recovered = Recovered(snap_load_ms=(loaded - started) * 1000, txns_loaded=replayed,
+        self.recovered = Recovered(snapshot_zxid=snapshot_zxid, snap_load_ms=(loaded - started) * 1000, txns_loaded=replayed,
                                    txns_load_ms=(time.monotonic() - loaded) * 1000)  # fmt: skip
         return tree, log
 
     def _load_newest_snapshot(self, digest_beside: Callable[[Path], DigestBeside] | None) -> tuple[DataTree, int, int]:
         """``(tree, snapshot zxid, snapshot files seen)``; an empty tree at 0 if none is valid."""
-        snapshots = list_snapshots(self.snap_dir)
+        snapshots = list_snapshots(self.snap_dir, fs=self.fs)
         for zxid, path in snapshots:
             try:
-                snapshot_zxid, records = read_snapshot(path)
+                snapshot_zxid, records = read_snapshot(path, fs=self.fs)
                 tree = _load_tree(path, records, digest_beside)
             except CorruptSnapshotError as error:
                 logger.warning("skipping damaged snapshot %s: %s", path, error)
@@ -209,7 +213,7 @@ class DataDir:
     # ----------------------------------------------------------------- snapshots and retention
     def take_snapshot(self, tree_records: Iterable[tuple[Any, ...]], zxid: int) -> Path:
         """Write a snapshot of this server's tree at ``zxid``; the log (if open) starts a new segment."""
-        path = write_snapshot(self.snap_dir, zxid, tree_records)
+        path = write_snapshot(self.snap_dir, zxid, tree_records, fs=self.fs)
         if self.log is not None:
             self.log.roll()
         return path
@@ -217,7 +221,7 @@ class DataDir:
     def stage_snapshot(self, zxid: int, sid: int) -> SnapshotWriter:
         """A writer for the leader ``sid``'s SNAP stream at ``zxid``, written as it arrives; give
         it to ``install_snapshot`` once whole (or ``discard`` it)."""
-        return SnapshotWriter(self.snap_dir, zxid, tmp_tag=f".from{sid}")
+        return SnapshotWriter(self.snap_dir, zxid, tmp_tag=f".from{sid}", fs=self.fs)
 
     def install_snapshot(self, staged: SnapshotWriter) -> Path:
         """Zab SNAP: the leader's snapshot, written whole into ``staged``, replaces this
@@ -234,26 +238,26 @@ class DataDir:
         if self.log is not None and self.log.last_zxid:
             logger.info("snapshot %s replaces the log (to %s)", path, zxid_hex(self.log.last_zxid))
             self.log.truncate_after(0)
-        stale = [old for old_zxid, old in list_snapshots(self.snap_dir) if old_zxid > zxid]
+        stale = [old for old_zxid, old in list_snapshots(self.snap_dir, fs=self.fs) if old_zxid > zxid]
         for old in stale:
             logger.warning("deleting snapshot %s: it is past the leader's snapshot at %s", old, zxid_hex(zxid))
-            old.unlink()
+            self.fs.unlink(old)
         if stale:
-            fsync_dir(self.snap_dir)
+            fsync_dir(self.snap_dir, fs=self.fs)
         return path
 
     def remove_unfinished_snapshots(self) -> list[Path]:
         """The ``.tmp`` snapshot files a crash left (a SNAP half received, a snapshot half
         written); call it at start-up only, while no writer can be running."""
-        removed = list_unfinished_snapshots(self.snap_dir)
+        removed = list_unfinished_snapshots(self.snap_dir, fs=self.fs)
         for path in removed:
             logger.info("removing %s, a snapshot a crash left unfinished", path)
-            path.unlink()
+            self.fs.unlink(path)
         return removed
 
     def newest_snapshot_zxid(self) -> int:
         """The zxid of the newest snapshot file (damaged or not), 0 if there is none."""
-        snapshots = list_snapshots(self.snap_dir)
+        snapshots = list_snapshots(self.snap_dir, fs=self.fs)
         return snapshots[0][0] if snapshots else 0
 
     def purge(self) -> list[Path]:
@@ -262,20 +266,20 @@ class DataDir:
         Returns:
             every file removed (older snapshots, then log segments).
         """
-        complete = [(zxid, path) for zxid, path in list_snapshots(self.snap_dir) if looks_complete(path)]
+        complete = [(zxid, path) for zxid, path in list_snapshots(self.snap_dir, fs=self.fs) if looks_complete(path, fs=self.fs)]
         if not complete:
             return []
         kept = complete[: self.snap_retain_count]
         oldest_kept_zxid = kept[-1][0]
         removed = []
-        for zxid, path in list_snapshots(self.snap_dir):
+        for zxid, path in list_snapshots(self.snap_dir, fs=self.fs):
             if zxid < oldest_kept_zxid:
-                path.unlink()
+                self.fs.unlink(path)
                 removed.append(path)
         if self.log is not None:
             removed += self.log.purge_before(oldest_kept_zxid)
         else:
-            with TxnLog(self.log_dir) as log:
+            with TxnLog(self.log_dir, fs=self.fs) as log:
                 removed += log.purge_before(oldest_kept_zxid)
         return removed
 

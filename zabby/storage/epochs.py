@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from zabby.storage.files import write_atomically
+from zabby.storage.fs import OS_FS, FileSystem
 
 ACCEPTED_EPOCH = "acceptedEpoch"
 CURRENT_EPOCH = "currentEpoch"
@@ -23,14 +24,14 @@ class CorruptEpochError(ValueError):
     """An epoch file exists but does not hold a non-negative decimal integer."""
 
 
-def read_epoch(path: Path, default: int = 0) -> int:
+def read_epoch(path: Path, default: int = 0, *, fs: FileSystem = OS_FS) -> int:
     """The epoch stored in ``path``, or ``default`` if the file does not exist.
 
     Raises:
         CorruptEpochError: the file's content is not a non-negative decimal integer.
     """
     try:
-        text = Path(path).read_text(encoding="ascii").strip()
+        text = fs.read_bytes(Path(path)).decode("ascii").strip()
     except FileNotFoundError:
         return default
     except UnicodeDecodeError:
@@ -40,8 +41,8 @@ def read_epoch(path: Path, default: int = 0) -> int:
     return int(text)
 
 
-def write_epoch(path: Path, value: int) -> None:
+def write_epoch(path: Path, value: int, *, fs: FileSystem = OS_FS) -> None:
     """Store ``value`` in ``path`` durably and atomically."""
     if value < 0:
         raise ValueError(f"epoch must be >= 0, got {value}")
-    write_atomically(Path(path), f"{value}\n".encode("ascii"))
+    write_atomically(Path(path), f"{value}\n".encode("ascii"), fs=fs)

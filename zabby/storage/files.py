@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from zabby.storage.faults import inject
+from zabby.storage.fs import CREATE_OR_TRUNCATE, OS_FS, FileSystem
 
 TMP_SUFFIX = ".tmp"
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -43,25 +44,26 @@ def disk_error(exc: OSError, what: str) -> DiskFull | DiskFailure:
     return DiskFailure(f"{what}: {exc}")
 
 
-def fsync(fd: int, what: str, *, data_only: bool = False) -> None:
+def fsync(fd: int, what: str, *, data_only: bool = False, fs: FileSystem = OS_FS) -> None:
     """fsync (or fdatasync) ``fd``; any failure is a ``DiskFailure``."""
     try:
         inject("fsync")
-        (os.fdatasync if data_only else os.fsync)(fd)
+        (fs.fdatasync if data_only else fs.fsync)(fd)
     except OSError as exc:
         raise DiskFailure(f"fsync of {what} failed: {exc}") from exc
 
 
-def fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path, *, fs: FileSystem = OS_FS) -> None:
     """Make the directory's entries (created, renamed, removed files) durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fsync(fd, f"directory {directory}")
-    finally:
-        os.close(fd)
+        inject("fsync")
+        fs.fsync_dir(directory)
+    except OSError as exc:
+        raise DiskFailure(f"fsync of directory {directory} failed: {exc}") from exc
 
 
-def write_all(fd: int, data: bytes | bytearray | memoryview, what: str = "a file", *, offset: int | None = None) -> None:
+def write_all(fd: int, data: bytes | bytearray | memoryview, what: str = "a file", *, offset: int | None = None,
+              fs: FileSystem = OS_FS) -> None:  # fmt: skip
     """Write every byte (a regular file may take a short write): at the file's position, or
     from ``offset`` on (``os.pwrite``; the position does not move).
 
@@ -73,40 +75,40 @@ def write_all(fd: int, data: bytes | bytearray | memoryview, what: str = "a file
         inject("write")
         while view:
             if offset is None:
-                written = os.write(fd, view)
+                written = fs.write(fd, view)
             else:
-                written = os.pwrite(fd, view, offset)
+                written = fs.pwrite(fd, view, offset)
                 offset += written
             view = view[written:]
     except OSError as exc:
         raise disk_error(exc, f"write to {what}") from exc
 
 
-def write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes, *, fs: FileSystem = OS_FS) -> None:
     """Replace ``path`` with ``data``: write ``path.tmp``, fsync, rename, fsync the directory."""
-    write_chunks_atomically(path, [data])
+    write_chunks_atomically(path, [data], fs=fs)
 
 
-def write_chunks_atomically(path: Path, chunks: Iterable[bytes]) -> None:
+def write_chunks_atomically(path: Path, chunks: Iterable[bytes], *, fs: FileSystem = OS_FS) -> None:
     """``write_atomically`` for data that arrives in pieces (a copy, a download): nothing
     has the final name until every chunk is written and fsynced.  If ``chunks`` raises, the
     ``.tmp`` file is removed and the error propagates."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        fd = fs.open(tmp, CREATE_OR_TRUNCATE)
     except OSError as exc:
         raise disk_error(exc, f"create {tmp}") from exc
     try:
         for chunk in chunks:
-            write_all(fd, chunk, str(tmp))
-        fsync(fd, str(tmp))
+            write_all(fd, chunk, str(tmp), fs=fs)
+        fsync(fd, str(tmp), fs=fs)
     except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
+        fs.close(fd)
+        fs.unlink(tmp, missing_ok=True)
         raise
-    os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    fs.close(fd)
+    fs.replace(tmp, path)
+    fsync_dir(path.parent, fs=fs)
 
 
 def dir_bytes(directory: Path) -> int:

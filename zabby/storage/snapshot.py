@@ -22,7 +22,6 @@ an iterator that unpacks the records (checking their count at the end).
 
 from __future__ import annotations
 
-import os
 import re
 import struct
 import zlib
@@ -34,6 +33,7 @@ from typing import Any
 import msgpack
 
 from zabby.storage.files import TMP_SUFFIX, disk_error, fsync, fsync_dir, write_all
+from zabby.storage.fs import CREATE_OR_TRUNCATE, OS_FS, FileSystem
 
 MAGIC = b"ZBSN"
 TRAILER_MARKER = b"ZBSE"
@@ -58,7 +58,8 @@ def snapshot_name(zxid: int) -> str:
     return f"snapshot.{zxid:016x}"
 
 
-def write_snapshot(snap_dir: Path, zxid: int, records: Iterable[tuple[Any, ...]], between: Callable[[], None] | None = None) -> Path:
+def write_snapshot(snap_dir: Path, zxid: int, records: Iterable[tuple[Any, ...]], between: Callable[[], None] | None = None,
+                   *, fs: FileSystem = OS_FS) -> Path:  # fmt: skip
     """Stream ``records`` into ``snap_dir/snapshot.<zxid>`` durably; return its path.
     ``between`` is called before each group of records is taken (a child's priority).
 
@@ -66,7 +67,7 @@ def write_snapshot(snap_dir: Path, zxid: int, records: Iterable[tuple[Any, ...]]
         DiskFull, DiskFailure (``zabby.storage.files``), TypeError (a record msgpack cannot
         pack): the ``.tmp`` file is removed.
     """
-    writer = SnapshotWriter(snap_dir, zxid)
+    writer = SnapshotWriter(snap_dir, zxid, fs=fs)
     try:
         writer.add(records, between)
         return writer.finish()
@@ -86,15 +87,16 @@ class SnapshotWriter:
     TypeError for a record msgpack cannot pack.
     """
 
-    def __init__(self, snap_dir: Path, zxid: int, *, tmp_tag: str = "") -> None:
+    def __init__(self, snap_dir: Path, zxid: int, *, tmp_tag: str = "", fs: FileSystem = OS_FS) -> None:
         self.zxid = zxid
+        self.fs = fs
         self.path = Path(snap_dir) / snapshot_name(zxid)
         self.tmp = self.path.with_name(f"{self.path.name}{tmp_tag}{TMP_SUFFIX}")
         try:
-            self._fd: int | None = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            self._fd: int | None = fs.open(self.tmp, CREATE_OR_TRUNCATE)
         except OSError as exc:
             raise disk_error(exc, f"create {self.tmp}") from exc
-        self._stream = _SnapshotStream(self._fd, zxid, str(self.tmp))
+        self._stream = _SnapshotStream(self._fd, zxid, str(self.tmp), fs)
 
     @property
     def count(self) -> int:
@@ -113,20 +115,20 @@ class SnapshotWriter:
         """The trailer, an fsync, the final name and a directory fsync: the snapshot is durable."""
         assert self._fd is not None, "a snapshot writer finished twice, or after discard"
         self._stream.end()
-        fsync(self._fd, str(self.tmp))
-        os.close(self._fd)
+        fsync(self._fd, str(self.tmp), fs=self.fs)
+        self.fs.close(self._fd)
         self._fd = None
-        os.replace(self.tmp, self.path)
-        fsync_dir(self.path.parent)
+        self.fs.replace(self.tmp, self.path)
+        fsync_dir(self.path.parent, fs=self.fs)
         return self.path
 
     def discard(self) -> None:
         """Close and remove the unfinished file (a no-op once finished or discarded)."""
         if self._fd is None:
             return
-        os.close(self._fd)
+        self.fs.close(self._fd)
         self._fd = None
-        self.tmp.unlink(missing_ok=True)
+        self.fs.unlink(self.tmp, missing_ok=True)
 
 
 def write_snapshot_stream(fd: int, zxid: int, records: Iterable[tuple[Any, ...]]) -> None:
@@ -141,8 +143,9 @@ class _SnapshotStream:
     """The file format on an open fd: the header first, records packed and written in ~1 MiB
     chunks with the CRC kept as they go, and at ``end`` the trailer."""
 
-    def __init__(self, fd: int, zxid: int, what: str) -> None:
+    def __init__(self, fd: int, zxid: int, what: str, fs: FileSystem = OS_FS) -> None:
         self._fd = fd
+        self._fs = fs
         self._what = what  # for errors: the file's name
         self._pack = msgpack.Packer(use_bin_type=True).pack
         self._buffer = bytearray(_HEADER.pack(MAGIC, VERSION, zxid))
@@ -174,18 +177,18 @@ class _SnapshotStream:
 
     def _flush(self) -> None:
         self._crc = zlib.crc32(self._buffer, self._crc)
-        write_all(self._fd, self._buffer, self._what)
+        write_all(self._fd, self._buffer, self._what, fs=self._fs)
         self._buffer.clear()
 
     def end(self) -> None:
         buffer = self._buffer
         buffer += _TRAILER_START.pack(TRAILER_MARKER, self.count)
         buffer += _CRC.pack(zlib.crc32(buffer, self._crc))
-        write_all(self._fd, buffer, self._what)
+        write_all(self._fd, buffer, self._what, fs=self._fs)
         buffer.clear()
 
 
-def read_snapshot(path: Path) -> tuple[int, Iterator[tuple[Any, ...]]]:
+def read_snapshot(path: Path, *, fs: FileSystem = OS_FS) -> tuple[int, Iterator[tuple[Any, ...]]]:
     """Check a snapshot whole, then return ``(zxid, records)``; records are unpacked lazily.
 
     Raises:
@@ -193,10 +196,10 @@ def read_snapshot(path: Path) -> tuple[int, Iterator[tuple[Any, ...]]]:
             mismatch (now), or undecodable records / wrong record count (while iterating).
     """
     path = Path(path)
-    file_bytes = path.stat().st_size
+    file_bytes = fs.size(path)
     if file_bytes < _HEADER.size + _TRAILER.size:
         raise CorruptSnapshotError(f"snapshot {path}: truncated ({file_bytes} bytes)")
-    with path.open("rb") as f:
+    with fs.reader(path) as f:
         magic, version, zxid = _HEADER.unpack(f.read(_HEADER.size))
         if magic != MAGIC or version != VERSION:
             raise CorruptSnapshotError(f"snapshot {path}: bad magic {magic!r} or version {version}")
@@ -204,28 +207,28 @@ def read_snapshot(path: Path) -> tuple[int, Iterator[tuple[Any, ...]]]:
         marker, count, crc_expected = _TRAILER.unpack(f.read(_TRAILER.size))
         if marker != TRAILER_MARKER:
             raise CorruptSnapshotError(f"snapshot {path}: no trailer (truncated or not finished)")
-        crc = _crc_of_prefix(f, file_bytes - _CRC.size)
+        crc = _crc_of_prefix(f, file_bytes - _CRC.size, path)
     if crc != crc_expected:
         raise CorruptSnapshotError(f"snapshot {path}: CRC mismatch (file 0x{crc_expected:08x}, computed 0x{crc:08x})")
-    return zxid, _unpack_records(path, file_bytes - _TRAILER.size, count)
+    return zxid, _unpack_records(path, file_bytes - _TRAILER.size, count, fs)
 
 
-def _crc_of_prefix(f: Any, end_bytes: int) -> int:
+def _crc_of_prefix(f: Any, end_bytes: int, path: Path) -> int:
     f.seek(0)
     crc, remaining = 0, end_bytes
     while remaining > 0:
         chunk = f.read(min(CHUNK_BYTES, remaining))
         if not chunk:
-            raise CorruptSnapshotError(f"snapshot {f.name}: shrank while being read")
+            raise CorruptSnapshotError(f"snapshot {path}: shrank while being read")
         crc = zlib.crc32(chunk, crc)
         remaining -= len(chunk)
     return crc
 
 
-def _unpack_records(path: Path, end_bytes: int, count_expected: int) -> Iterator[tuple[Any, ...]]:
+def _unpack_records(path: Path, end_bytes: int, count_expected: int, fs: FileSystem) -> Iterator[tuple[Any, ...]]:
     unpacker = msgpack.Unpacker(raw=False, use_list=False)
     count = 0
-    with path.open("rb") as f:
+    with fs.reader(path) as f:
         f.seek(_HEADER.size)
         remaining = end_bytes - _HEADER.size
         while remaining > 0:
@@ -245,26 +248,26 @@ def _unpack_records(path: Path, end_bytes: int, count_expected: int) -> Iterator
         )
 
 
-def list_snapshots(snap_dir: Path) -> list[tuple[int, Path]]:
+def list_snapshots(snap_dir: Path, *, fs: FileSystem = OS_FS) -> list[tuple[int, Path]]:
     """``(zxid, path)`` of the snapshot files in ``snap_dir``, newest first (``.tmp`` ignored)."""
     found = []
-    for entry in os.scandir(snap_dir):
-        match = _SNAPSHOT_NAME.fullmatch(entry.name)
-        if match is not None and entry.is_file():
-            found.append((int(match.group(1), 16), Path(entry.path)))
+    for name in fs.files(snap_dir):
+        match = _SNAPSHOT_NAME.fullmatch(name)
+        if match is not None:
+            found.append((int(match.group(1), 16), Path(snap_dir) / name))
     return sorted(found, reverse=True)
 
 
-def list_unfinished_snapshots(snap_dir: Path) -> list[Path]:
+def list_unfinished_snapshots(snap_dir: Path, *, fs: FileSystem = OS_FS) -> list[Path]:
     """The ``.tmp`` files of snapshots still being written, or left half written by a crash."""
-    return sorted(Path(entry.path) for entry in os.scandir(snap_dir) if _UNFINISHED_NAME.fullmatch(entry.name) and entry.is_file())
+    return sorted(Path(snap_dir) / name for name in fs.files(snap_dir) if _UNFINISHED_NAME.fullmatch(name))
 
 
-def looks_complete(path: Path) -> bool:
+def looks_complete(path: Path, *, fs: FileSystem = OS_FS) -> bool:
     """A cheap check (header and trailer only, no CRC): was this snapshot fully written?"""
     try:
-        file_bytes = path.stat().st_size
-        with path.open("rb") as f:
+        file_bytes = fs.size(path)
+        with fs.reader(path) as f:
             head = f.read(_HEADER.size)
             f.seek(max(0, file_bytes - _TRAILER.size))
             tail = f.read(_TRAILER.size)

@@ -24,7 +24,8 @@ Theory of operation:
   top-up (``space_low``, and the server refuses writes) long before a write could fail
   half-way.  A filesystem without ``fallocate`` just goes without.
 - The log ends at its last record: the file's end, or an all-zero record header (no record
-  has one: its zxid is above 0).  What follows a zero header was written after the last
+  has one: its zxid is above 0), or fewer zero bytes than a header at the file's end (what a
+  crash left of a reserve whose release it lost; found by the simulator's file system).  What follows a zero header was written after the last
   fsync, if at all, and is never read.  ``close`` gives the reserve back (a closed segment
   ends at its last record); ``open`` does it for a segment a crash left with its reserve.
 - A new segment is created by the first ``append`` after a roll (its header goes out in the same
@@ -41,10 +42,8 @@ Theory of operation:
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import logging
-import os
 import re
 import struct
 import zlib
@@ -56,6 +55,7 @@ from typing import BinaryIO, NamedTuple
 from zabby.errors import InvariantError
 from zabby.storage.faults import inject
 from zabby.storage.files import NO_SPACE_ERRNOS, DiskFailure, DiskFull, disk_error, fsync, fsync_dir, write_all
+from zabby.storage.fs import CREATE_NEW, CREATE_OR_TRUNCATE, OS_FS, READ_ONLY, WRITE_ONLY, FileSystem
 
 logger = logging.getLogger("zabby.storage")
 
@@ -72,14 +72,6 @@ _RECORD_HEADER = struct.Struct(">IIQ")
 _SEGMENT_NAME = re.compile(r"log\.([0-9a-f]{16})")
 _ZERO_RECORD_HEADER = bytes(_RECORD_HEADER.size)  # reserved space past the last record
 _UNSUPPORTED_ERRNOS = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
-
-
-def _fallocate(fd: int, offset: int, length: int) -> None:
-    """Allocate blocks for ``[offset, offset+length)``, the file's size growing to cover them."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.fallocate(fd, 0, ctypes.c_long(offset), ctypes.c_long(length)) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code))
 
 
 class CorruptLogError(Exception):
@@ -107,13 +99,13 @@ def segment_name(first_zxid: int) -> str:
     return f"log.{first_zxid:016x}"
 
 
-def list_segments(log_dir: Path) -> list[tuple[int, Path]]:
+def list_segments(log_dir: Path, *, fs: FileSystem = OS_FS) -> list[tuple[int, Path]]:
     """``(first_zxid, path)`` of every segment file in ``log_dir``, oldest first."""
     found = []
-    for entry in os.scandir(log_dir):
-        match = _SEGMENT_NAME.fullmatch(entry.name)
-        if match is not None and entry.is_file():
-            found.append((int(match.group(1), 16), Path(entry.path)))
+    for name in fs.files(log_dir):
+        match = _SEGMENT_NAME.fullmatch(name)
+        if match is not None:
+            found.append((int(match.group(1), 16), Path(log_dir) / name))
     return sorted(found)
 
 
@@ -129,6 +121,8 @@ def _records(f: BinaryIO, offset: int, end_bytes: int, prev_zxid: int) -> Iterat
     header_size, unpack, crc32, pack_zxid = _RECORD_HEADER.size, _RECORD_HEADER.unpack, zlib.crc32, _ZXID.pack
     while offset < end_bytes:
         if end_bytes - offset < header_size:
+            if not f.read(end_bytes - offset).strip(b"\0"):
+                return  # the last zeros of a reserve (its release was lost in a crash): the end
             raise _BadRecord(offset, f"incomplete record header ({end_bytes - offset} bytes)")
         header = f.read(header_size)
         if header == _ZERO_RECORD_HEADER:
@@ -161,15 +155,15 @@ def _check_file_header(path: Path, raw: bytes) -> str | None:
     return None
 
 
-def scan_segment(path: Path, first_zxid: int, prev_zxid: int) -> SegmentScan:
+def scan_segment(path: Path, first_zxid: int, prev_zxid: int, *, fs: FileSystem = OS_FS) -> SegmentScan:
     """Validate every record of one segment (read-only); stop at the first bad one.
 
     Raises:
         CorruptLogError: the file is not a zabby segment, or its first record is not the
             zxid its name says.
     """
-    file_bytes = path.stat().st_size
-    with path.open("rb") as f:
+    file_bytes = fs.size(path)
+    with fs.reader(path) as f:
         reason = _check_file_header(path, f.read(_FILE_HEADER.size))
         if reason is not None:
             return SegmentScan(0, file_bytes, 0, prev_zxid, reason)
@@ -184,15 +178,15 @@ def scan_segment(path: Path, first_zxid: int, prev_zxid: int) -> SegmentScan:
     return SegmentScan(good_bytes, file_bytes, count, last_zxid, None)
 
 
-def read_segment(path: Path, prev_zxid: int = 0) -> Iterator[tuple[int, bytes, int]]:
+def read_segment(path: Path, prev_zxid: int = 0, *, fs: FileSystem = OS_FS) -> Iterator[tuple[int, bytes, int]]:
     """Read-only: ``(zxid, payload, end_offset)`` of each record of one segment file, for tools
     that must not repair what they read (``TxnLog.open`` cuts a torn tail).
 
     Raises (while iterating):
         CorruptLogError: at the first bad record or a bad file header, naming the offset.
     """
-    file_bytes = path.stat().st_size
-    with path.open("rb") as f:
+    file_bytes = fs.size(path)
+    with fs.reader(path) as f:
         reason = _check_file_header(path, f.read(_FILE_HEADER.size))
         if reason is not None:
             raise CorruptLogError(f"txn log {path}: {reason} at offset 0")
@@ -214,10 +208,12 @@ class TxnLog:
     Call ``open()`` before anything else, and ``close()`` at the end.
     """
 
-    def __init__(self, log_dir: Path, *, segment_bytes_max: int = SEGMENT_BYTES_MAX_DEFAULT, reserve_bytes: int = 0) -> None:
+    def __init__(self, log_dir: Path, *, segment_bytes_max: int = SEGMENT_BYTES_MAX_DEFAULT, reserve_bytes: int = 0,
+                 fs: FileSystem = OS_FS) -> None:  # fmt: skip
         if segment_bytes_max <= _FILE_HEADER.size:
             raise ValueError(f"segment_bytes_max must exceed {_FILE_HEADER.size}, got {segment_bytes_max}")
         self.log_dir = Path(log_dir)
+        self.fs = fs
         self.segment_bytes_max = segment_bytes_max
         self.reserve_bytes = reserve_bytes
         self.space_low = False  # the last reservation failed for want of space
@@ -247,9 +243,9 @@ class TxnLog:
         """
         if self._opened:
             raise InvariantError(f"txn log {self.log_dir} opened twice")
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.fs.makedirs(self.log_dir)
         self._segments = []
-        found = list_segments(self.log_dir)
+        found = list_segments(self.log_dir, fs=self.fs)
         prev_zxid, unread = 0, set()
         for index, (first_zxid, path) in enumerate(found):
             if check_from and _all_at_or_below(found, index, check_from):
@@ -271,7 +267,7 @@ class TxnLog:
     def _admit(self, path: Path, first_zxid: int, prev_zxid: int, *, is_last: bool) -> int:
         """Check one segment (cutting the last one's torn tail), keep it if it holds records,
         and return the last zxid so far."""
-        scan = scan_segment(path, first_zxid, prev_zxid)
+        scan = scan_segment(path, first_zxid, prev_zxid, fs=self.fs)
         if (scan.error is not None or scan.record_count == 0) and not is_last:
             where = f"at offset {scan.good_bytes}: {scan.error}" if scan.error else "it holds no records"
             raise CorruptLogError(
@@ -281,7 +277,7 @@ class TxnLog:
         if scan.error is not None:
             self._cut_torn_tail(path, scan)
         elif is_last and scan.good_bytes < scan.file_bytes:
-            os.truncate(path, scan.good_bytes)  # the reserve a crash left: zeros, given back
+            self.fs.truncate(path, scan.good_bytes)  # the reserve a crash left: zeros, given back
         if scan.record_count == 0:
             self._remove_empty_segment(path)
             return prev_zxid
@@ -295,22 +291,22 @@ class TxnLog:
             "(a torn tail from a crash: those bytes were never synced)",
             path, scan.error, scan.good_bytes, cut_bytes,
         )  # fmt: skip
-        os.truncate(path, scan.good_bytes)
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self.fs.truncate(path, scan.good_bytes)
+        fd = self.fs.open(path, READ_ONLY)
         try:
-            fsync(fd, str(path))
+            fsync(fd, str(path), fs=self.fs)
         finally:
-            os.close(fd)
+            self.fs.close(fd)
 
     def _remove_empty_segment(self, path: Path) -> None:
         logger.warning("txn log %s holds no complete record; removing it", path)
-        path.unlink()
-        fsync_dir(self.log_dir)
+        self.fs.unlink(path)
+        fsync_dir(self.log_dir, fs=self.fs)
 
     def _open_for_append(self, path: Path) -> None:
         """Append to ``path``, which ends at its last record (its reserve is made here)."""
-        self._fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-        self._segment_bytes = os.fstat(self._fd).st_size
+        self._fd = self.fs.open(path, WRITE_ONLY)
+        self._segment_bytes = self.fs.fsize(self._fd)
         self._reserved_end = 0
         self._reserve()
 
@@ -319,7 +315,7 @@ class TxnLog:
         if self._fd is not None:
             self.sync()
             self._release_reservation()
-            os.close(self._fd)
+            self.fs.close(self._fd)
             self._fd = None
         self._opened = False
 
@@ -343,7 +339,7 @@ class TxnLog:
         if not self._opened:
             raise InvariantError(f"append to txn log {self.log_dir} before open()")
         rolling = self._fd is None or self._roll_requested or self._segment_bytes >= self.segment_bytes_max
-        parts = [_FILE_HEADER_BYTES] if rolling else []
+        parts: list[bytes] = []
         last_zxid = self.last_zxid
         pack_length_crc, pack_zxid, crc32 = _LENGTH_CRC.pack, _ZXID.pack, zlib.crc32
         for zxid, payload in records:
@@ -353,8 +349,8 @@ class TxnLog:
             parts += (pack_length_crc(len(payload), crc32(payload, crc32(zxid_bytes))), zxid_bytes, payload)
             last_zxid = zxid
         data = b"".join(parts)
-        if rolling:
-            self._start_segment(records[0][0], len(data))
+        if rolling and self._start_segment(records[0][0], len(_FILE_HEADER_BYTES) + len(data)):
+            data = _FILE_HEADER_BYTES + data  # a roll put off writes on in the current segment, with no header
         self._write(data)
         self.last_zxid = last_zxid
 
@@ -363,7 +359,7 @@ class TxnLog:
         if self._segment_bytes + len(data) > self._reserved_end:
             self._reserve(len(data))
         try:
-            write_all(self._fd, data, str(self._segments[-1][1]), offset=self._segment_bytes)
+            write_all(self._fd, data, str(self._segments[-1][1]), offset=self._segment_bytes, fs=self.fs)
         except DiskFull:
             self._cut_back()
             raise
@@ -375,40 +371,43 @@ class TxnLog:
         """Undo a failed write: nothing of it stays in the log."""
         assert self._fd is not None
         try:
-            os.ftruncate(self._fd, self._segment_bytes)
+            self.fs.ftruncate(self._fd, self._segment_bytes)
         except OSError as exc:
             raise DiskFailure(f"cannot cut back a failed write to the txn log: {exc}") from exc
         self._reserved_end = self._segment_bytes  # the cut took the reserve too
         if self._segment_bytes == 0:
             self._drop_current_segment()
 
-    def _start_segment(self, first_zxid: int, first_write_bytes: int) -> None:
+    def _start_segment(self, first_zxid: int, first_write_bytes: int) -> bool:
         """Leave the current segment durable and create the next one (empty until written).
 
         When the new segment cannot get its reservation while the current one still has
-        room, the roll is put off (segments are a convenience of purging; the log is not)."""
+        room, the roll is put off (segments are a convenience of purging; the log is not):
+        False, and the batch goes on in the current segment (with no file header in it: the
+        simulator's full disk found one written there)."""
         path = self.log_dir / segment_name(first_zxid)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            fd = self.fs.open(path, CREATE_NEW)
         except OSError as exc:
             raise disk_error(exc, f"create {path}") from exc
         if not self._reserve_new(fd, first_write_bytes) and self._fd is not None and not self._segment_full():
-            os.close(fd)
-            path.unlink()
+            self.fs.close(fd)
+            self.fs.unlink(path)
             self._roll_requested = False  # until the next snapshot asks again
-            return
+            return False
         if self._fd is not None:
             if self._file_unsynced:
-                fsync(self._fd, f"txn log segment {self._segments[-1][1]}", data_only=True)
+                fsync(self._fd, f"txn log segment {self._segments[-1][1]}", data_only=True, fs=self.fs)
                 self._file_unsynced = False
             self._release_reservation()
-            os.close(self._fd)
+            self.fs.close(self._fd)
         self._fd = fd
         self._segments.append((first_zxid, path))
         self._segment_bytes = 0
         self._reserved_end = first_write_bytes + self.reserve_bytes if self.reserve_bytes else 0
         self._roll_requested = False
         self._dir_unsynced = True
+        return True
 
     def _segment_full(self) -> bool:
         return self._segment_bytes >= self.segment_bytes_max
@@ -435,7 +434,7 @@ class TxnLog:
         """fallocate; False (and ``space_low``) if the disk has no room."""
         try:
             inject("allocate")
-            _fallocate(fd, offset, length)
+            self.fs.fallocate(fd, offset, length)
         except OSError as exc:
             if exc.errno in NO_SPACE_ERRNOS:
                 if not self.space_low:
@@ -457,7 +456,7 @@ class TxnLog:
         """Give back what the segment reserved past its last record (a finished one, or at close)."""
         if self.reserve_bytes and self._fd is not None:
             try:
-                os.ftruncate(self._fd, self._segment_bytes)
+                self.fs.ftruncate(self._fd, self._segment_bytes)
             except OSError as exc:
                 logger.warning("txn log: cannot release a finished segment's reserved space: %s", exc)
 
@@ -468,29 +467,29 @@ class TxnLog:
             self._reserve()
         elif self.reserve_bytes:
             probe = self.log_dir / ".space-probe"
-            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            fd = self.fs.open(probe, CREATE_OR_TRUNCATE)
             try:
                 self._allocate(fd, 0, self.reserve_bytes)
             finally:
-                os.close(fd)
-                probe.unlink()
+                self.fs.close(fd)
+                self.fs.unlink(probe)
         return not self.space_low
 
     def _drop_current_segment(self) -> None:
         assert self._fd is not None
-        os.close(self._fd)
+        self.fs.close(self._fd)
         self._fd = None
-        self._segments.pop()[1].unlink()
+        self.fs.unlink(self._segments.pop()[1])
         self._segment_bytes = 0
 
     def sync(self) -> None:
         """Make every appended record durable: ``fdatasync`` the segment, and fsync the
         directory if a segment was created or removed since the last sync."""
         if self._fd is not None and self._file_unsynced:
-            fsync(self._fd, f"txn log segment {self._segments[-1][1]}", data_only=True)
+            fsync(self._fd, f"txn log segment {self._segments[-1][1]}", data_only=True, fs=self.fs)
             self._file_unsynced = False
         if self._dir_unsynced:
-            fsync_dir(self.log_dir)
+            fsync_dir(self.log_dir, fs=self.fs)
             self._dir_unsynced = False
         self._reserve()
 
@@ -556,13 +555,12 @@ class TxnLog:
         """Segment ``index`` and where its records end (the current one: as appended so far)."""
         path = self._segments[index][1]
         is_current = index == len(self._segments) - 1 and self._fd is not None
-        return path, self._segment_bytes if is_current else path.stat().st_size
+        return path, self._segment_bytes if is_current else self.fs.size(path)
 
-    @staticmethod
-    def _stream(plan: list[tuple[Path, int]], zxid: int) -> Iterator[tuple[int, bytes]]:
+    def _stream(self, plan: list[tuple[Path, int]], zxid: int) -> Iterator[tuple[int, bytes]]:
         prev_zxid = 0
         for path, end_bytes in plan:
-            with path.open("rb") as f:
+            with self.fs.reader(path) as f:
                 f.seek(_FILE_HEADER.size)
                 try:
                     for record_zxid, payload, _end in _records(f, _FILE_HEADER.size, end_bytes, prev_zxid):
@@ -581,31 +579,31 @@ class TxnLog:
         if zxid >= self.last_zxid:
             return
         if self._fd is not None:
-            os.close(self._fd)
+            self.fs.close(self._fd)
             self._fd = None
         while self._segments and self._segments[-1][0] > zxid:
-            self._segments.pop()[1].unlink()
+            self.fs.unlink(self._segments.pop()[1])
         self.last_zxid = self._segment_bytes = 0
         if self._segments:
             self._cut_segment_after(self._segments[-1][1], zxid)
-        fsync_dir(self.log_dir)
+        fsync_dir(self.log_dir, fs=self.fs)
         self._file_unsynced = self._dir_unsynced = False
 
     def _cut_segment_after(self, path: Path, zxid: int) -> None:
         good_bytes, last_zxid = _FILE_HEADER.size, 0
-        with path.open("rb") as f:
+        with self.fs.reader(path) as f:
             f.seek(_FILE_HEADER.size)
             try:
-                for record_zxid, _payload, end in _records(f, good_bytes, path.stat().st_size, 0):
+                for record_zxid, _payload, end in _records(f, good_bytes, self.fs.size(path), 0):
                     if record_zxid > zxid:
                         break
                     good_bytes, last_zxid = end, record_zxid
             except _BadRecord as bad:
                 raise CorruptLogError(f"txn log {path}: {bad.reason} at offset {bad.offset}") from None
-        os.truncate(path, good_bytes)
+        self.fs.truncate(path, good_bytes)
         self._open_for_append(path)
         assert self._fd is not None
-        fsync(self._fd, str(path))
+        fsync(self._fd, str(path), fs=self.fs)
         self.last_zxid = last_zxid
 
     def purge_before(self, zxid: int) -> list[Path]:
@@ -619,9 +617,9 @@ class TxnLog:
         removed: list[Path] = []
         while len(self._segments) > 1 and self._segments[1][0] <= zxid + 1:
             path = self._segments.pop(0)[1]
-            path.unlink()
+            self.fs.unlink(path)
             removed.append(path)
         if removed:
-            fsync_dir(self.log_dir)
+            fsync_dir(self.log_dir, fs=self.fs)
             logger.info("txn log: purged %d segments up to zxid 0x%x", len(removed), zxid)
         return removed

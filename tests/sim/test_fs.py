@@ -1,0 +1,111 @@
+"""The simulated file system under the storage's own code: what a crash may keep or lose."""
+
+from __future__ import annotations
+
+import errno
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zabby.sim.fs import SimFS
+from zabby.storage.datadir import DataDir
+from zabby.storage.epochs import read_epoch, write_epoch
+from zabby.storage.files import DiskFailure, DiskFull
+from zabby.storage.fs import CREATE_NEW
+from zabby.storage.txnlog import TxnLog
+
+LOG_DIR = Path("/sim/1/version-2")
+
+
+def payload(zxid: int) -> bytes:
+    return f"txn {zxid} ".encode() * (zxid % 7 + 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    batches=st.lists(st.tuples(st.integers(1, 5), st.booleans()), min_size=1, max_size=12),
+    seed=st.integers(0, 2**32),
+    torn=st.booleans(),
+    reorder=st.booleans(),
+    reserve=st.sampled_from([0, 64, 4096]),
+    segment_bytes_max=st.sampled_from([64, 400, 1 << 20]),
+)
+def test_a_crash_keeps_every_synced_record_and_a_clean_prefix_of_the_rest(
+    batches: list[tuple[int, bool]], seed: int, torn: bool, reorder: bool, reserve: int, segment_bytes_max: int
+) -> None:
+    fs = SimFS()
+    log = TxnLog(LOG_DIR, fs=fs, reserve_bytes=reserve, segment_bytes_max=segment_bytes_max)
+    log.open()
+    zxid, synced = 0, 0
+    for count, sync in batches:
+        log.append([(z, payload(z)) for z in range(zxid + 1, zxid + count + 1)])
+        zxid += count
+        if sync:
+            log.sync()
+            synced = zxid
+    fs.crash(random.Random(seed), torn=torn, reorder=reorder)
+    reopened = TxnLog(LOG_DIR, fs=fs, reserve_bytes=reserve, segment_bytes_max=segment_bytes_max)
+    reopened.open()
+    records = list(reopened.read_from(0))
+    assert [z for z, _ in records] == list(range(1, len(records) + 1)), "a gap or a step back"
+    assert all(data == payload(z) for z, data in records)
+    assert len(records) >= synced, f"synced to {synced}, recovered {len(records)}"
+    reopened.append([(len(records) + 1, b"after")])  # and it goes on from there
+    reopened.sync()
+
+
+def test_unsynced_names_may_vanish_and_synced_ones_stay() -> None:
+    fs = SimFS()
+    fs.makedirs(LOG_DIR)
+    write_epoch(LOG_DIR / "currentEpoch", 4, fs=fs)  # atomic: tmp, fsync, rename, fsync dir
+    fd = fs.open(LOG_DIR / "unsynced", CREATE_NEW)
+    fs.write(fd, b"x")
+    fs.fsync(fd)  # the file's bytes, not its name
+    for seed in range(20):
+        copy = SimFS()
+        copy.makedirs(LOG_DIR)
+        write_epoch(LOG_DIR / "currentEpoch", 4, fs=copy)
+        write_epoch(LOG_DIR / "currentEpoch", 5, fs=copy)
+        copy.crash(random.Random(seed), torn=True, reorder=True)
+        assert read_epoch(LOG_DIR / "currentEpoch", fs=copy) == 5
+    lost = 0
+    for seed in range(40):
+        again = SimFS()
+        again.makedirs(LOG_DIR)
+        fd = again.open(LOG_DIR / "unsynced", CREATE_NEW)
+        again.write(fd, b"x")
+        again.fsync(fd)
+        again.crash(random.Random(seed), torn=False, reorder=False)
+        lost += "unsynced" not in again.files(LOG_DIR)
+    assert 0 < lost < 40
+
+
+def test_injected_errors_reach_the_storage_as_its_failure_policy_says() -> None:
+    fs = SimFS()
+    log = TxnLog(LOG_DIR, fs=fs)
+    log.open()
+    log.append([(1, b"a")])
+    fs.fail_next("fsync", errno.EIO)
+    with pytest.raises(DiskFailure):
+        log.sync()
+    fs.full = True
+    with pytest.raises(DiskFull):
+        log.append([(2, b"b" * 100)])
+    assert log.last_zxid == 1
+
+
+def test_a_flipped_bit_in_a_synced_record_is_detected() -> None:
+    fs = SimFS()
+    datadir = DataDir(Path("/sim/1"), fs=fs)
+    tree, log = datadir.recover(segment_bytes_max=64)
+    for zxid in range(1, 6):
+        log.append([(zxid, payload(zxid))])
+    log.sync()
+    datadir.close()
+    segments = [path for path in fs.paths() if path.name.startswith("log.")]
+    fs.flip_bit(random.Random(1), segments[0])
+    with pytest.raises(Exception, match="damaged|CRC|not a zabby"):
+        DataDir(Path("/sim/1"), fs=fs).recover(segment_bytes_max=64)
