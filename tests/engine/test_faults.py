@@ -16,8 +16,8 @@ import pytest
 
 from tests.engine.helpers import Driver, create, make_engine, tree_of
 from zabby.core.messages import Snap, SnapChunk, TreeDigest
-from zabby.core.peer import LearnerState
 from zabby.core.ready import Ready, SoftState
+from zabby.core.roles import FollowerRole
 from zabby.core.types import ServerState, ZabPhase
 from zabby.engine import CloseClients, DropLinks, FailStop, Persist, Reload, Send
 from zabby.engine.effects import Pause
@@ -94,7 +94,7 @@ def test_a_core_restart_drops_the_link_to_a_leader_the_configuration_file_does_n
     drops its link too, or the leader's old stream runs on into the new core's sync (sim seed
     2187 with the soak's options: an INFORM sent before the restart, then a SNAP after it)."""
     engine, driver = learner([create(1)])
-    engine.peer.learner = LearnerState(leader=7)
+    engine.peer.role = FollowerRole(leader=7)
     engine._snap_in[7] = (Snap(zxid=make_zxid(1, 1)), TreeBuilder())
     engine.peer.expects_snapshot = lambda sid, zxid: True  # type: ignore[method-assign]
     engine.receive(7, SnapChunk(records=(("not", "a record"),), last=True))
