@@ -12,8 +12,8 @@
 * Layers (errors/opcodes/membership < tree, wire < core, storage < engine < server): no
   module imports a layer above its own, but for the exceptions named in ``LAYER_EXCEPTIONS``.
 * The harness that starts servers as subprocesses or drives them through kazoo
-  (``HARNESS``: ``zabby.local.processes``, ``netproxy``, ``backup_drill`` and
-  ``zabby.differential``) is imported by no other zabby module but the demo's throw-away
+  (``HARNESS``: ``zabby.local.processes``, ``netproxy``, ``backup_drill``,
+  ``zabby.differential`` and the fault harness ``zabby.jepsen``) is imported by no other zabby module but the demo's throw-away
   ensemble (``HARNESS_USERS``), and kazoo (a test dependency) only by ``zabby.differential``
   and ``zabby.jepsen``: the tests, the scripts and the demo use the harnesses, the service
   never does.
@@ -191,7 +191,7 @@ def test_no_module_imports_a_layer_above_it() -> None:
             assert target_rank is None or target_rank <= rank or exempt, f"{name} imports {target}, a layer above it"
 
 
-HARNESS = ("zabby.local.processes", "zabby.local.netproxy", "zabby.local.backup_drill", "zabby.differential")
+HARNESS = ("zabby.local.processes", "zabby.local.netproxy", "zabby.local.backup_drill", "zabby.differential", "zabby.jepsen")
 KAZOO_USERS = ("zabby.differential", "zabby.jepsen")  # the two harnesses that compare with ZooKeeper through kazoo
 # The demo's local ensemble (``zabby-demo``, the main job) starts real servers as subprocesses,
 # as the tests do: it runs them with ``zabby.local.processes`` rather than a copy of its

@@ -1,5 +1,5 @@
 """N real server processes of zabby or of Apache ZooKeeper 3.8 on 127.0.0.1, every peer link
-and every client connection through a proxy of ``zabby.jepsen.proxy``.
+and every client connection through a proxy of ``zabby.local.netproxy``.
 
 Layout: every server's zoo.cfg names every server's real quorum and election ports (one
 membership for all, as a reconfig hands out), and server i runs with ``redirect.c``
@@ -37,7 +37,7 @@ from pathlib import Path
 
 from zabby.local import CHECKOUT, ZOOKEEPER_LOG4J, four_letter, free_port
 from zabby.membership import Membership
-from zabby.jepsen.proxy import LinkProxy, ProxyHub
+from zabby.local.netproxy import LinkProxy, ProxyHub
 
 JAVA_DIR = Path("/usr/share/java")
 ZK_JAR = JAVA_DIR / "zookeeper.jar"

@@ -5,7 +5,7 @@ One place for what the tests, the demo's local ensemble, ``scripts/ensemble.py``
 harness and ``zabby-cli -servers-status`` all need.  The harness that starts real servers
 lives beside it, imported only by the tests, the scripts and the other harnesses:
 ``zabby.local.processes`` (``ServerProcess``, ``Ensemble``), ``zabby.local.netproxy``
-(``LinkProxy``, a cuttable link) and ``zabby.local.backup_drill``.
+(``ProxyHub`` and its ``LinkProxy``: links to cut, hold or blackhole) and ``zabby.local.backup_drill``.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from zabby.local import CHECKOUT, four_letter, free_port, process_alive, server_mode
-from zabby.local.netproxy import LinkProxy
+from zabby.local.netproxy import LinkProxy, Mode, ProxyHub
 from zabby.tree.acl import digest
 
 __all__ = [
@@ -300,6 +300,7 @@ class Ensemble:
         election port each), so a test can cut any directed link."""
         self.servers: dict[int, ServerProcess] = {}
         self.proxies: dict[tuple[int, int], tuple[LinkProxy, LinkProxy]] = {}
+        self.hub = ProxyHub() if proxied else None
         self.workdir = workdir
         self.overrides = overrides
         total = size + observers
@@ -310,8 +311,8 @@ class Ensemble:
         for sid in range(1, total + 1):
             lines = {}
             for other, (q, e) in ports.items():
-                if proxied and other != sid:
-                    pair = self.proxies[(sid, other)] = (LinkProxy(q), LinkProxy(e))
+                if self.hub is not None and other != sid:
+                    pair = self.proxies[(sid, other)] = (self.hub.add(q, port=free_port()), self.hub.add(e, port=free_port()))
                     q, e = pair[0].port, pair[1].port
                 lines[f"server.{other}"] = server_spec(q, e, clients[other], role[other])
             folder = workdir / f"server{sid}"
@@ -332,20 +333,28 @@ class Ensemble:
         server = self.servers[sid] = ServerProcess(folder, port=self.ports[sid][2], **{**QUORUM_LIMITS, **lines, **self.overrides})
         return server
 
+    def links_across(self, group: set[int]) -> list[LinkProxy]:
+        """The proxies of every link between ``group`` and the other servers, both ways."""
+        return [proxy for (source, target), pair in self.proxies.items() if (source in group) != (target in group) for proxy in pair]
+
     def partition(self, group: set[int], cut: bool = True) -> None:
         """Cut (or heal) every link between ``group`` and the other servers, both ways."""
-        for (source, target), pair in self.proxies.items():
-            if (source in group) != (target in group):
-                for proxy in pair:
-                    proxy.set_cut(cut)
+        for proxy in self.links_across(group):
+            if cut:
+                proxy.set_mode(Mode.CUT)
+            else:
+                proxy.heal()
 
     def blackhole(self, group: set[int], on: bool = True) -> None:
-        """Drop (or stop dropping) what every link between ``group`` and the others carries,
-        both ways, keeping the connections up: the servers notice only by their timeouts."""
-        for (source, target), pair in self.proxies.items():
-            if (source in group) != (target in group):
-                for proxy in pair:
-                    proxy.set_blackhole(on)
+        """Stop (or restart) every byte on the links between ``group`` and the others, both
+        ways, keeping the connections up: the servers notice only by their timeouts.  Turning
+        it off closes the connections it stalled: the servers connect again."""
+        for proxy in self.links_across(group):
+            if on:
+                proxy.set_mode(Mode.BLACKHOLE)
+            else:
+                proxy.set_mode(Mode.CUT)
+                proxy.heal()
 
     @property
     def hosts(self) -> str:
@@ -394,9 +403,8 @@ class Ensemble:
         self.close_proxies()
 
     def close_proxies(self) -> None:
-        for pair in self.proxies.values():
-            for proxy in pair:
-                proxy.close()
+        if self.hub is not None:
+            self.hub.close()
 
 
 @contextlib.contextmanager
