@@ -25,12 +25,8 @@ sys.path.insert(0, str(ROOT))  # this checkout's zabby and scripts.bench_standal
 
 from scripts.bench_standalone import percentile, print_table, run_throughput  # noqa: E402
 from zabby.client.aio import Client  # noqa: E402
-from zabby.local import four_letter  # noqa: E402
+from zabby.local import mntr as _mntr  # noqa: E402
 from zabby.local.processes import Ensemble  # noqa: E402
-
-
-def _mntr(port: int) -> dict[str, str]:
-    return dict(line.split("\t", 1) for line in four_letter(port, "mntr").splitlines() if "\t" in line)
 
 
 async def _write_latency(hosts: str, count: int) -> list[float]:

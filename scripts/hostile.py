@@ -43,10 +43,6 @@ def memory_kb(pid: int) -> dict[str, int]:
     return fields
 
 
-def mntr(server: ServerProcess) -> dict[str, str]:
-    return dict(line.split("\t", 1) for line in server.four_letter("mntr").splitlines() if "\t" in line)
-
-
 def start_servers(workdir: Path, count: int, settings: dict[str, object]) -> tuple[list[ServerProcess], Callable[[], None]]:
     if count == 1:
         server = ServerProcess(workdir, **settings)  # type: ignore[arg-type]
@@ -69,15 +65,15 @@ def measured(name: str, server: ServerProcess, attack: Callable[[], Any]) -> dic
     figures = bystander.stop()
     outstanding = "?"
     try:
-        wait_until(lambda: mntr(server).get("zk_outstanding_requests") == "0", 10.0, "outstanding back to 0")
+        wait_until(lambda: server.mntr().get("zk_outstanding_requests") == "0", 10.0, "outstanding back to 0")
         outstanding = "0"
     except AssertionError:
-        outstanding = mntr(server).get("zk_outstanding_requests", "?")
+        outstanding = server.mntr().get("zk_outstanding_requests", "?")
     after = memory_kb(pid)
     peak_mb = (after["VmHWM"] - before) / 1024
     server.check_running()
     return {"name": name, "outcome": outcome, "elapsed_s": elapsed, "peak_growth_mb": peak_mb, "outstanding_after": outstanding,
-            "bystander": figures, "memory": {k: v for k, v in mntr(server).items() if "client_memory" in k}}  # fmt: skip
+            "bystander": figures, "memory": {k: v for k, v in server.mntr().items() if "client_memory" in k}}  # fmt: skip
 
 
 def print_row(row: dict[str, Any]) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # this checkout's zabby, not an installed one
 
-from zabby.local import ZOOKEEPER_LOG4J, four_letter, free_port, server_mode, srvr  # noqa: E402
+from zabby.local import ZOOKEEPER_LOG4J, four_letter, free_port, mntr, server_mode, srvr  # noqa: E402
 from zabby.local.processes import Ensemble, ServerProcess  # noqa: E402
 
 JAVA_DIR = Path("/usr/share/java")
@@ -66,8 +66,7 @@ def cpu_of(pid: int) -> float:
 
 
 def mntr_of(port: int) -> dict[str, str]:
-    text = four_letter(port, "mntr", 5.0)
-    return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
+    return mntr(port, 5.0)
 
 
 def srvr_of(port: int, timeout_s: float = 2.0) -> dict[str, str]:

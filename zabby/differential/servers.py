@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from zabby.jepsen.cluster import JAVA_DIR, ZK_JAR
-from zabby.local import CHECKOUT, ZOOKEEPER_LOG4J, four_letter, free_port
+from zabby.local import CHECKOUT, ZOOKEEPER_LOG4J, free_port, server_mode
 from zabby.local.processes import ServerProcess
 
 INSTALL_SCRIPT = CHECKOUT / "scripts" / "install_zookeeper.sh"
@@ -103,10 +103,7 @@ class ZooKeeperServer:
             time.sleep(0.1)
 
     def _serving(self) -> bool:
-        try:
-            return "Mode: standalone" in four_letter(self.port, "srvr", 1.0)
-        except OSError:
-            return False
+        return server_mode(self.port, 1.0) == "standalone"
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

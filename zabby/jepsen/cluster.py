@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from zabby.local import CHECKOUT, ZOOKEEPER_LOG4J, four_letter, free_port
+from zabby.local import CHECKOUT, ZOOKEEPER_LOG4J, free_port, mntr, server_mode, srvr_zxid
 from zabby.membership import Membership
 from zabby.local.netproxy import LinkProxy, ProxyHub
 
@@ -198,26 +198,16 @@ class Server:
 
     def mode(self) -> str:
         """srvr's Mode, "not serving" or "down"."""
-        try:
-            text = four_letter(self.client_port, "srvr", FOUR_LETTER_TIMEOUT_S)
-        except OSError:
-            return "down"
-        return next((line[6:].strip() for line in text.splitlines() if line.startswith("Mode: ")), "not serving")
+        return server_mode(self.client_port, FOUR_LETTER_TIMEOUT_S)
 
     def srvr_zxid(self) -> int | None:
-        try:
-            text = four_letter(self.client_port, "srvr", FOUR_LETTER_TIMEOUT_S)
-        except OSError:
-            return None
-        found = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Zxid:")]
-        return int(found[0], 16) if found else None
+        return srvr_zxid(self.client_port, FOUR_LETTER_TIMEOUT_S)
 
     def mntr(self) -> dict[str, str]:
         try:
-            text = four_letter(self.client_port, "mntr", FOUR_LETTER_TIMEOUT_S)
+            return mntr(self.client_port, FOUR_LETTER_TIMEOUT_S)
         except OSError:
             return {}
-        return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
 
     def log_findings(self) -> tuple[list[str], int]:
         """(what the crash and traceback lines say, count of ERROR lines) over this server's logs.

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from zabby.local import CHECKOUT, four_letter, free_port, process_alive, server_mode
+from zabby.local import CHECKOUT, four_letter, free_port, mntr, process_alive, server_mode, srvr_zxid
 from zabby.local.netproxy import LinkProxy, Mode, ProxyHub
 from zabby.tree.acl import digest
 
@@ -280,6 +280,14 @@ class ServerProcess:
     def mode(self) -> str:
         """srvr's Mode (leader, follower, observer, standalone), "not serving", or "down"."""
         return server_mode(self.port)
+
+    def zxid(self) -> int | None:
+        """srvr's Zxid, None while the server does not serve or does not answer."""
+        return srvr_zxid(self.port)
+
+    def mntr(self) -> dict[str, str]:
+        """mntr's ``key<TAB>value`` lines (raises OSError while the server does not answer)."""
+        return mntr(self.port)
 
     def wait_mode(self, modes: set[str], wait_s: float = 20.0) -> str:
         deadline = time.monotonic() + wait_s
