@@ -60,7 +60,7 @@ from bench_profile import run_profile_write  # noqa: E402
 from bench_runner import DRIVERS, SPREAD, SPREAD_WORKLOADS, WORKLOADS, Context, Limits, Shape, build_java, layout_name, py_spy  # noqa: E402
 from bench_scale import ScaleOptions, run_scale  # noqa: E402
 from bench_series import Run, measure, resync  # noqa: E402
-from bench_systems import System, ensure_zookeeper, make_system, setting_problem  # noqa: E402
+from bench_systems import System, make_system, setting_problem, zookeeper_missing  # noqa: E402
 
 QUICK_WORKLOADS = ["getData", "setData", "create-100B", "latency-read", "latency-write", "latency-set"]
 QUICK_LIMITS = Limits(seconds=3.0, ops=100_000, create_ops=60_000, latency_ops=1000, latency_seconds=4.0, watchers=50, watch_rounds=15)
@@ -297,7 +297,7 @@ def prepare(parser: argparse.ArgumentParser, args: argparse.Namespace, mode: str
     if len({label for label, _, _ in checkouts}) < len(checkouts):
         parser.error("--profile-write: the two checkouts need different labels (--baseline-label, --profile-label)")
     if "zookeeper" in systems:
-        why = ensure_zookeeper()
+        why = zookeeper_missing()
         if why:
             notes.append(f"ZooKeeper was not measured: {why}")
             print(notes[-1], file=sys.stderr)

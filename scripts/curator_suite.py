@@ -35,7 +35,7 @@ from zabby.differential.curator import (  # noqa: E402
     run_layout,
     table,
 )
-from zabby.differential.servers import ZooKeeperUnavailable  # noqa: E402
+from zabby.local.processes import ZooKeeperUnavailable  # noqa: E402
 
 LAYOUT_KEYS = dict(zip(("standalone", "follower", "leader"), LAYOUTS, strict=True))
 

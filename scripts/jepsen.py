@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from zabby.jepsen import report  # noqa: E402
-from zabby.jepsen.cluster import ZK_JAR  # noqa: E402
+from zabby.local.processes import ZK_JAR  # noqa: E402
 from zabby.jepsen.nemesis import ALL_KINDS, GROUPS, kinds_for  # noqa: E402
 from zabby.jepsen.runner import RunSpec, run_once  # noqa: E402
 from zabby.jepsen.workloads import WorkloadSpec  # noqa: E402

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_systems import JAVA_DIR, ZK_JAR, System, cpu_of, total_watches
+from bench_systems import System, cpu_of, total_watches
 
-from zabby.local.javac import JavaUnavailable, classpath, compile_java  # noqa: E402
+from zabby.local.javac import JAVA_DIR, JavaUnavailable, classpath, compile_java  # noqa: E402
+from zabby.local.processes import ZK_JAR  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 JAVA_SOURCE = HERE / "ZkLoad.java"

@@ -56,7 +56,7 @@ def test_the_settings_reach_every_servers_zoo_cfg_of_both_systems(tmp_path: Path
     settings = {"forceSync": "no", "snapCount": "1000000000"}
     zabby = ZabbySystem(tmp_path / "zabby", 3, settings=settings)
     zookeeper = ZooKeeperSystem(tmp_path / "zookeeper", 3, settings=settings)
-    configs = [proc.config_path for proc in zabby.procs.values()] + [zookeeper.dirs[sid] / "conf" / "zoo.cfg" for sid in zookeeper.ports]
+    configs = [proc.config_path for proc in zabby.procs.values()] + [proc.config_path for proc in zookeeper.procs.values()]
     assert len(configs) == 6
     for path in configs:
         cfg = _zoo_cfg(path)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from zabby.differential.servers import ZooKeeperUnavailable, ensure_zookeeper, running_pair
+from zabby.differential.servers import running_pair
+from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
 from zabby.local import mntr as zabby_mntr
 from zabby.local import srvr
 

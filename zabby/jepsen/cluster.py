@@ -26,7 +26,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 import tempfile
@@ -35,12 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from zabby.local import CHECKOUT, ZOOKEEPER_LOG4J, free_port, mntr, server_mode, srvr_zxid
+from zabby.local import free_port, mntr, server_mode, srvr_zxid
 from zabby.membership import Membership
 from zabby.local.netproxy import LinkProxy, ProxyHub
+from zabby.local.processes import launch_server, launch_zookeeper, zookeeper_command
 
-JAVA_DIR = Path("/usr/share/java")
-ZK_JAR = JAVA_DIR / "zookeeper.jar"
 SERVING_MODES = frozenset({"leader", "follower", "observer"})
 FOUR_LETTER_TIMEOUT_S = 2.0
 PROCESS_WAIT_S = 10.0
@@ -146,30 +144,20 @@ class Server:
             settings.update({"quorum.auth.enabled": "true", "quorum.auth.secretFile": secret})
         lines = [f"{key}={value}\n" for key, value in settings.items()] + [f"{line}\n" for line in members]
         self.config_path.write_text("".join(lines))
-        if self.spec.system == "zookeeper":
-            (self.dir / "log4j.properties").write_text(ZOOKEEPER_LOG4J)
 
-    def command(self) -> list[str]:
-        if self.spec.system == "zabby":
-            return [sys.executable, "-m", "zabby.server.main", str(self.config_path)]
-        classpath = ":".join([str(self.dir), str(ZK_JAR), str(JAVA_DIR / "slf4j-log4j12.jar"), str(JAVA_DIR / "log4j-1.2.jar")])
-        return [
-            "java", f"-Xmx{ZK_HEAP}", "-XX:+UseG1GC", "-Djava.net.preferIPv4Stack=true", f"-Dzookeeper.log.dir={self.dir}",
-            f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}", "-Dzookeeper.admin.enableServer=false",
-            "-Dzookeeper.jmx.log4j.disable=true",
-            *([f"-Dznode.container.checkIntervalMs={self.spec.reap_interval_ms}"] if self.spec.reap_interval_ms is not None else []),
-            "-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.config_path),
-        ]  # fmt: skip
+    def zookeeper_command(self) -> list[str]:
+        reaping = {"znode.container.checkIntervalMs": self.spec.reap_interval_ms} if self.spec.reap_interval_ms is not None else {}
+        return zookeeper_command(self.dir, self.config_path, heap=ZK_HEAP, jvm_options=("-XX:+UseG1GC", "-Djava.net.preferIPv4Stack=true"),
+                                 properties={"zookeeper.admin.enableServer": "false", "zookeeper.jmx.log4j.disable": "true", **reaping})  # fmt: skip
 
     def launch(self) -> None:
-        env = {**os.environ, "ZABBY_DISK_FAULTS": str(self.disk_faults_path), REDIRECT_ENV: ",".join(f"{a}={b}" for a, b in sorted(self.redirect.items()))}
-        # not whatever checkout the interpreter has installed (an editable install of another one)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH", "")]))
+        env = {"ZABBY_DISK_FAULTS": str(self.disk_faults_path), REDIRECT_ENV: ",".join(f"{a}={b}" for a, b in sorted(self.redirect.items()))}
         if self.redirect_library is not None:
             env["LD_PRELOAD"] = " ".join(filter(None, [str(self.redirect_library), os.environ.get("LD_PRELOAD", "")]))
-        log_name = "server.log" if self.spec.system == "zabby" else "stdout.log"
-        with open(self.dir / log_name, "ab") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.dir, env=env, start_new_session=True)
+        if self.spec.system == "zabby":
+            self.proc = launch_server(self.config_path, self.dir / "server.log", environment=env, new_session=True, cwd=self.dir)
+        else:
+            self.proc = launch_zookeeper(self.dir, self.zookeeper_command(), environment=env, cwd=self.dir)
         self.down_by_nemesis = False
         self.paused = False
         self.removed = False
