@@ -15,18 +15,16 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # this checkout's zabby, not an installed one
 
-from zabby.local import four_letter, mntr, server_mode, srvr  # noqa: E402
-from zabby.local.processes import Ensemble, ServerProcess, ZooKeeperEnsemble, ensure_zookeeper  # noqa: E402
+from zabby.local import CHECKOUT, four_letter, mntr, server_mode, srvr
+from zabby.local.processes import Ensemble, ServerProcess, ZooKeeperEnsemble, ensure_zookeeper
 
 # The same settings for both systems wherever both have them.
-COMMON = {
+COMMON: dict[str, Any] = {
     "tickTime": 2000,
     "initLimit": 10,
     "syncLimit": 5,
@@ -137,6 +135,21 @@ class System:
     def pids(self) -> list[int]:
         raise NotImplementedError
 
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def launch(self, sid: int) -> None:
+        raise NotImplementedError
+
+    def kill(self, sid: int) -> None:
+        raise NotImplementedError
+
+    def log_tail(self) -> str:
+        raise NotImplementedError
+
     def cpu(self) -> float:
         return sum(cpu_of(pid) for pid in self.pids())
 
@@ -187,10 +200,10 @@ class System:
 class ZabbySystem(System):
     name = "zabby"
 
-    def __init__(self, workdir: Path, servers: int, root: Path = ROOT, settings: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, servers: int, root: Path = CHECKOUT, settings: dict[str, str] | None = None) -> None:
         self.deployment = "standalone" if servers == 1 else f"{servers}-server"
         self.root = root
-        conf = {**COMMON, "commitLogCount": 500, **(settings or {})}
+        conf: dict[str, Any] = {**COMMON, "commitLogCount": 500, **(settings or {})}
         if servers == 1:
             one = ServerProcess(workdir, **conf)
             self.procs = {1: one}
@@ -251,7 +264,8 @@ class ZooKeeperSystem(System):
         self.deployment = "standalone" if servers == 1 else f"{servers}-server"
         self.heap = heap
         properties = {"zookeeper.admin.enableServer": "false", "zookeeper.jmx.log4j.disable": "true"}
-        self.group = ZooKeeperEnsemble(workdir, servers, heap=heap, properties=properties, **{**COMMON, **(settings or {})})
+        conf: dict[str, Any] = {**COMMON, **(settings or {})}
+        self.group = ZooKeeperEnsemble(workdir, servers, heap=heap, properties=properties, **conf)
         self.procs = self.group.servers
         self.ports = {sid: proc.port for sid, proc in self.procs.items()}
         self.dirs = {sid: proc.workdir for sid, proc in self.procs.items()}
@@ -310,7 +324,7 @@ class ZooKeeperSystem(System):
         return found
 
 
-def make_system(name: str, workdir: Path, servers: int, *, zabby_root: Path = ROOT, zk_heap: str = "512m",
+def make_system(name: str, workdir: Path, servers: int, *, zabby_root: Path = CHECKOUT, zk_heap: str = "512m",
                 settings: dict[str, str] | None = None) -> System:  # fmt: skip
     """``settings``: zoo.cfg lines over COMMON, for every server of either system."""
     if name == "zabby":
