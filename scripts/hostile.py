@@ -21,14 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from zabby.jepsen import hostile  # noqa: E402
-from zabby.local.jute_session import OPEN_ACL, JuteSession  # noqa: E402
-from zabby.local.processes import Ensemble, ServerProcess, wait_until  # noqa: E402
-from zabby.opcodes import OpCode  # noqa: E402
-from zabby.wire import jute  # noqa: E402
+from zabby.jepsen import hostile
+from zabby.local.jute_session import OPEN_ACL, JuteSession
+from zabby.local.processes import Ensemble, ServerProcess, wait_until
+from zabby.opcodes import OpCode
+from zabby.wire import jute
 
 MiB = 2**20
 BUDGET_BYTES = 64 * MiB  # the budget the findings run with (the default is 256 MiB)
