@@ -17,10 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # this checkout's zabby, not an installed one
-
-from zabby.local.backup_drill import run_drill  # noqa: E402
+from zabby.local.backup_drill import run_drill
 
 
 def main(argv: list[str] | None = None) -> int:

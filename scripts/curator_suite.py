@@ -20,10 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # this checkout's zabby, not an installed one
-
-from zabby.differential.curator import (  # noqa: E402
+from zabby.differential.curator import (
     LAYOUTS,
     SCENARIOS,
     SYSTEMS,
@@ -35,7 +32,7 @@ from zabby.differential.curator import (  # noqa: E402
     run_layout,
     table,
 )
-from zabby.differential.servers import ZooKeeperUnavailable  # noqa: E402
+from zabby.local.processes import ZooKeeperUnavailable
 
 LAYOUT_KEYS = dict(zip(("standalone", "follower", "leader"), LAYOUTS, strict=True))
 

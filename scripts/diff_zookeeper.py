@@ -17,11 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # this checkout's zabby, not an installed one
-
-from zabby.differential.runner import CLIENT_KINDS, Pair, SeedResult, run_seeds, summary  # noqa: E402
-from zabby.differential.servers import ZooKeeperUnavailable, ensure_zookeeper, running_pair  # noqa: E402
+from zabby.differential.runner import CLIENT_KINDS, Pair, SeedResult, run_seeds, summary
+from zabby.differential.servers import running_pair
+from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
 
 
 def seed_range(text: str) -> range:

@@ -30,18 +30,15 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from zabby import SyncClient  # noqa: E402
-from zabby.client.security import make_digest_acl_credential  # noqa: E402
-from zabby.local import process_alive, srvr  # noqa: E402
-from zabby.local.processes import (  # noqa: E402
+from zabby import SyncClient
+from zabby.client.security import make_digest_acl_credential
+from zabby.local import CHECKOUT, process_alive, srvr
+from zabby.local.processes import (
     QUORUM_LIMITS, kill_pids, launch_server, local_settings, server_spec, stop_pids, wait_serving, write_config, write_myid,
 )  # fmt: skip
-from zabby.membership import Membership  # noqa: E402
+from zabby.membership import Membership
 
-RUN = Path(os.environ.get("ZABBY_ENSEMBLE_DIR", ROOT / "run" / "ensemble")).resolve()
+RUN = Path(os.environ.get("ZABBY_ENSEMBLE_DIR", CHECKOUT / "run" / "ensemble")).resolve()
 STATE = RUN / "servers.json"
 BASE_PORT = int(os.environ.get("ZABBY_ENSEMBLE_BASE_PORT", "2180"))
 SUPER_USER = ("super", "zabby")  # add and remove reconfigure as this user
@@ -72,7 +69,7 @@ def config_for(sid: int, size: int, members: list[str] | None = None) -> Path:
     path = folder / "zoo.cfg"
     if path.exists() and "dynamicConfigFile=" in path.read_text():
         return path
-    source = ROOT / "conf" / f"zoo{sid}.cfg"
+    source = CHECKOUT / "conf" / f"zoo{sid}.cfg"
     if size == 3 and members is None and BASE_PORT == 2180 and source.exists():
         text = source.read_text().replace(f"../run/ensemble/server{sid}/data", str(folder / "data"))
         path.write_text(text + "".join(f"{key}={value}\n" for key, value in RECONFIG_SETTINGS.items()))

@@ -21,13 +21,10 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from hypothesis import HealthCheck, given, seed, settings
 
-from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
-
-from zabby.jepsen import fuzz  # noqa: E402
-from zabby.local.processes import Ensemble, ServerProcess  # noqa: E402
+from zabby.jepsen import fuzz
+from zabby.local.processes import Ensemble, ServerProcess
 
 
 def run(seed_value: int, examples: int, servers: int, workdir: Path) -> int:

@@ -21,14 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from zabby.jepsen import hostile  # noqa: E402
-from zabby.local.jute_session import OPEN_ACL, JuteSession  # noqa: E402
-from zabby.local.processes import Ensemble, ServerProcess, wait_until  # noqa: E402
-from zabby.opcodes import OpCode  # noqa: E402
-from zabby.wire import jute  # noqa: E402
+from zabby.jepsen import hostile
+from zabby.local.jute_session import OPEN_ACL, JuteSession
+from zabby.local.processes import Ensemble, ServerProcess, wait_until
+from zabby.opcodes import OpCode
+from zabby.wire import jute
 
 MiB = 2**20
 BUDGET_BYTES = 64 * MiB  # the budget the findings run with (the default is 256 MiB)
@@ -41,10 +38,6 @@ def memory_kb(pid: int) -> dict[str, int]:
         if key in ("VmRSS", "VmHWM"):
             fields[key] = int(value.split()[0])
     return fields
-
-
-def mntr(server: ServerProcess) -> dict[str, str]:
-    return dict(line.split("\t", 1) for line in server.four_letter("mntr").splitlines() if "\t" in line)
 
 
 def start_servers(workdir: Path, count: int, settings: dict[str, object]) -> tuple[list[ServerProcess], Callable[[], None]]:
@@ -69,15 +62,15 @@ def measured(name: str, server: ServerProcess, attack: Callable[[], Any]) -> dic
     figures = bystander.stop()
     outstanding = "?"
     try:
-        wait_until(lambda: mntr(server).get("zk_outstanding_requests") == "0", 10.0, "outstanding back to 0")
+        wait_until(lambda: server.mntr().get("zk_outstanding_requests") == "0", 10.0, "outstanding back to 0")
         outstanding = "0"
     except AssertionError:
-        outstanding = mntr(server).get("zk_outstanding_requests", "?")
+        outstanding = server.mntr().get("zk_outstanding_requests", "?")
     after = memory_kb(pid)
     peak_mb = (after["VmHWM"] - before) / 1024
     server.check_running()
     return {"name": name, "outcome": outcome, "elapsed_s": elapsed, "peak_growth_mb": peak_mb, "outstanding_after": outstanding,
-            "bystander": figures, "memory": {k: v for k, v in mntr(server).items() if "client_memory" in k}}  # fmt: skip
+            "bystander": figures, "memory": {k: v for k, v in server.mntr().items() if "client_memory" in k}}  # fmt: skip
 
 
 def print_row(row: dict[str, Any]) -> None:

@@ -21,14 +21,12 @@ import signal
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from zabby.jepsen import report  # noqa: E402
-from zabby.jepsen.cluster import ZK_JAR  # noqa: E402
-from zabby.jepsen.nemesis import ALL_KINDS, GROUPS, kinds_for  # noqa: E402
-from zabby.jepsen.runner import RunSpec, run_once  # noqa: E402
-from zabby.jepsen.workloads import WorkloadSpec  # noqa: E402
+from zabby.jepsen import report
+from zabby.jepsen.nemesis import ALL_KINDS, GROUPS, kinds_for
+from zabby.jepsen.runner import RunSpec, run_once
+from zabby.jepsen.workloads import WorkloadSpec
+from zabby.local import CHECKOUT
+from zabby.local.processes import ZK_JAR
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -51,7 +49,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--session-timeout", type=float, default=10.0, help="the workers' session timeout (s)")
     parser.add_argument("--churn-session-timeout", type=float, help="session timeout of the short ephemeral sessions (s); default max(4, 2 x tick)")
     parser.add_argument("--op-timeout", type=float, default=5.0, help="how long a worker waits for one request (s)")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "jepsen")
+    parser.add_argument("--out", type=Path, default=CHECKOUT / "results" / "jepsen")
     parser.add_argument("--keep-data", action="store_true", help="keep the data dirs of passing runs too")
     parser.add_argument("--quorum-auth", action="store_true", help="zabby: every peer link authenticates (quorum.auth, a secret file per run)")
     return parser.parse_args(argv)

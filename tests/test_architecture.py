@@ -12,10 +12,10 @@
 * Layers (errors/opcodes/membership < tree, wire < core, storage < engine < server): no
   module imports a layer above its own, but for the exceptions named in ``LAYER_EXCEPTIONS``.
 * The harness that starts servers as subprocesses or drives them through kazoo
-  (``HARNESS``: ``zabby.local.processes``, ``netproxy``, ``backup_drill`` and
-  ``zabby.differential``) is imported by no other zabby module but the demo's throw-away
-  ensemble (``HARNESS_USERS``), and kazoo (a test dependency) only by ``zabby.differential``
-  and ``zabby.jepsen``: the tests, the scripts and the demo use the harnesses, the service
+  (``HARNESS``: ``zabby.local.processes``, ``netproxy``, ``backup_drill``,
+  ``zabby.differential``, the fault harness ``zabby.jepsen`` and the benchmarks ``zabby.bench``) is imported by no other zabby module but the demo's throw-away
+  ensemble (``HARNESS_USERS``), and kazoo (a test dependency) only by ``zabby.differential``,
+  ``zabby.jepsen`` and ``zabby.bench``: the tests, the scripts and the demo use the harnesses, the service
   never does.
 """
 
@@ -191,8 +191,8 @@ def test_no_module_imports_a_layer_above_it() -> None:
             assert target_rank is None or target_rank <= rank or exempt, f"{name} imports {target}, a layer above it"
 
 
-HARNESS = ("zabby.local.processes", "zabby.local.netproxy", "zabby.local.backup_drill", "zabby.differential")
-KAZOO_USERS = ("zabby.differential", "zabby.jepsen")  # the two harnesses that compare with ZooKeeper through kazoo
+HARNESS = ("zabby.local.processes", "zabby.local.netproxy", "zabby.local.backup_drill", "zabby.differential", "zabby.jepsen", "zabby.bench")
+KAZOO_USERS = ("zabby.differential", "zabby.jepsen", "zabby.bench")  # the harnesses that compare with ZooKeeper through kazoo
 # The demo's local ensemble (``zabby-demo``, the main job) starts real servers as subprocesses,
 # as the tests do: it runs them with ``zabby.local.processes`` rather than a copy of its
 # launch, probes and stop.  The demo reaches the harness through it, and only through it.

@@ -1,21 +1,16 @@
-"""scripts/bench.py --setting: zoo.cfg lines for every server of both systems, for experiments
+"""python -m zabby.bench --setting: zoo.cfg lines for every server of both systems, for experiments
 (forceSync=no, a huge snapCount).  Nothing is started or measured here: the systems are only
 built, which writes their zoo.cfg files."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts" / "bench"))
-
-from bench_systems import ZabbySystem, ZooKeeperSystem  # noqa: E402
-
-from tests.bench.test_bench_smoke import _load_bench  # noqa: E402
+from zabby.bench import cli as bench
+from zabby.bench.systems import ZabbySystem, ZooKeeperSystem
 
 
 def _zoo_cfg(path: Path) -> dict[str, str]:
@@ -23,7 +18,6 @@ def _zoo_cfg(path: Path) -> dict[str, str]:
 
 
 def test_settings_are_parsed_and_noted() -> None:
-    bench = _load_bench()
     notes: list[str] = []
     settings = bench.parse_settings(argparse.ArgumentParser(), ["forceSync=no", " snapCount = 1000000000 "], notes)
     assert settings == {"forceSync": "no", "snapCount": "1000000000"}
@@ -44,7 +38,6 @@ def test_settings_are_parsed_and_noted() -> None:
     ],
 )
 def test_a_bad_setting_is_a_usage_error(line: str, reason: str, capsys: pytest.CaptureFixture[str]) -> None:
-    bench = _load_bench()
     with pytest.raises(SystemExit) as exited:
         bench.parse_settings(argparse.ArgumentParser(prog="bench.py"), [line], [])
     assert exited.value.code == 2
@@ -56,7 +49,7 @@ def test_the_settings_reach_every_servers_zoo_cfg_of_both_systems(tmp_path: Path
     settings = {"forceSync": "no", "snapCount": "1000000000"}
     zabby = ZabbySystem(tmp_path / "zabby", 3, settings=settings)
     zookeeper = ZooKeeperSystem(tmp_path / "zookeeper", 3, settings=settings)
-    configs = [proc.config_path for proc in zabby.procs.values()] + [zookeeper.dirs[sid] / "conf" / "zoo.cfg" for sid in zookeeper.ports]
+    configs = [proc.config_path for proc in zabby.procs.values()] + [proc.config_path for proc in zookeeper.procs.values()]
     assert len(configs) == 6
     for path in configs:
         cfg = _zoo_cfg(path)

@@ -1,20 +1,16 @@
-"""The parts of scripts/bench.py that turn records into tables and pictures, on made-up
+"""The parts of zabby.bench that turn records into tables and pictures, on made-up
 records: the Goals table, the --scale tables, the icicle graph, the layouts per workload, the
 profile summaries.
 Nothing is measured here."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts" / "bench"))
-
-from bench_flame import write_svg  # noqa: E402
-from bench_goals import goals_table, scale_tables  # noqa: E402
-from bench_report import print_side_by_side, summarise_profile  # noqa: E402
-from bench_runner import SPREAD, SPREAD_WORKLOADS  # noqa: E402
+from zabby.bench.flame import write_svg
+from zabby.bench.goals import goals_table, scale_tables
+from zabby.bench.report import print_side_by_side, summarise_profile
+from zabby.bench.runner import SPREAD, SPREAD_WORKLOADS
 
 
 def _throughput(system: str, deployment: str, workload: str, rate: float, layout: str = "default") -> dict:
@@ -108,7 +104,7 @@ def test_a_row_measured_in_rounds_is_its_median_round() -> None:
 
 
 def test_rounds_go_to_the_rows_the_goals_read() -> None:
-    from bench_goals import is_goal_row
+    from zabby.bench.goals import is_goal_row
 
     assert is_goal_row("3-server", "kazoo", "default", "latency-write")
     assert is_goal_row("3-server", "java", "spread", "getData")

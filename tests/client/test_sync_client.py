@@ -19,7 +19,7 @@ from zabby.errors import (
     RetryFailedError,
     SessionExpiredError,
 )
-from zabby.local.netproxy import LinkProxy
+from zabby.local.netproxy import Mode, ProxyHub
 from zabby.local.processes import ServerProcess
 
 
@@ -105,7 +105,8 @@ def test_many_threads_share_one_client(client: SyncClient) -> None:
 
 
 def test_listeners_and_session_expiry_reported_as_lost(zabby_server: ServerProcess) -> None:
-    link = LinkProxy(zabby_server.port)  # cut while b closes the session: a reconnecting in between would take it back
+    hub = ProxyHub()
+    link = hub.add(zabby_server.port)  # cut while b closes the session: a reconnecting in between would take it back
     a = SyncClient(f"127.0.0.1:{link.port}", timeout=2.0)
     states: list[KazooState] = []
     a.add_listener(states.append)
@@ -114,13 +115,13 @@ def test_listeners_and_session_expiry_reported_as_lost(zabby_server: ServerProce
     watch_events: list = []
     a.exists("/mine", watch=watch_events.append)
     session = a.client_id
-    link.set_cut(True)
+    link.set_mode(Mode.CUT)
     b = SyncClient(zabby_server.hosts, client_id=session, timeout=2.0)
     b.start()
     assert b.client_id == session
     b.stop()  # closes the shared session: a's session is now gone on the server
     b.close()
-    link.set_cut(False)
+    link.heal()
     try:
         wait_until(lambda: a.state == KazooState.LOST, 15, "LOST")
         with pytest.raises(SessionExpiredError):
@@ -135,7 +136,7 @@ def test_listeners_and_session_expiry_reported_as_lost(zabby_server: ServerProce
         c.close()
     finally:
         a.close()
-        link.close()
+        hub.close()
 
 
 def test_kazoo_retry(client: SyncClient) -> None:

@@ -24,7 +24,7 @@ from zabby.differential.curator import (
     judge,
     run_layout,
 )
-from zabby.differential.servers import ZooKeeperUnavailable
+from zabby.local.processes import ZooKeeperUnavailable
 
 SHORT_SCENARIOS = ("leader_latch", "mutex", "semaphore", "curator_cache", "tree_cache", "atomic_long", "transaction")
 

@@ -19,7 +19,8 @@ import pytest
 from zabby.differential.known import KNOWN, KnownDifference, example_ops, under
 from zabby.differential.java_client import build_driver
 from zabby.differential.runner import CLIENT_KINDS, Pair, Script, run_ops, run_seed, run_seeds, summary
-from zabby.differential.servers import ZooKeeperUnavailable, ensure_zookeeper, running_pair
+from zabby.differential.servers import running_pair
+from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
 from zabby.local.javac import JavaUnavailable
 
 SHORT_SEEDS = range(10)

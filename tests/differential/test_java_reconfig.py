@@ -10,7 +10,7 @@ import pytest
 
 from zabby.differential.java_client import build_driver
 from zabby.differential.reconfig import first_divergence, run_leg
-from zabby.differential.servers import ZooKeeperUnavailable, ensure_zookeeper
+from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
 from zabby.local.javac import JavaUnavailable
 
 

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from zabby.differential.servers import ZooKeeperUnavailable, ensure_zookeeper, running_pair
-from zabby.local import four_letter
+from zabby.differential.servers import running_pair
+from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
+from zabby.local import mntr as zabby_mntr
+from zabby.local import srvr
 
 # The same number on both after the same workload.
 EQUAL = (
@@ -44,12 +46,11 @@ SUMMARIES_KEPT = ("fsynctime", "snapshottime", "startup_snap_load_time", "startu
 
 
 def mntr(port: int) -> dict[str, str]:
-    text = four_letter(port, "mntr", 10.0)
-    return {line[3:].split("\t", 1)[0]: line.split("\t", 1)[1] for line in text.splitlines() if line.startswith("zk_")}
+    return {key[3:]: value for key, value in zabby_mntr(port, 10.0).items() if key.startswith("zk_")}
 
 
 def srvr_counts(port: int) -> tuple[int, int]:
-    fields = dict(line.split(": ", 1) for line in four_letter(port, "srvr", 10.0).splitlines() if ": " in line)
+    fields = srvr(port, 10.0)
     return int(fields["Received"]), int(fields["Sent"])
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from zabby.differential.servers import ZooKeeperUnavailable, ensure_zookeeper, running_pair
+from zabby.differential.servers import running_pair
+from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
 from zabby.differential.wire import differences, normalised, run_steps, steps
 from zabby.opcodes import OpCode
 from zabby.wire import jute

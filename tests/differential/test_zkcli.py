@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from zabby.differential import zkcli
-from zabby.differential.servers import ZooKeeperUnavailable, ensure_zookeeper, running_pair
+from zabby.differential.servers import running_pair
+from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
 
 
 def test_zkcli_prints_the_same_on_both(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from zabby import SyncClient
+from zabby.local import srvr
 from zabby.local.processes import Ensemble, wait_until
 from zabby.opcodes import OpCode
 from zabby.storage.datadir import DataDir
@@ -65,7 +66,7 @@ def test_a_trunc_below_a_dirty_snapshot_is_answered_by_a_snap(tmp_path: Path) ->
         with SyncClient(group.hosts, timeout=10.0) as client:
             for index in range(20):
                 client.create(f"/before{index}", b"committed")
-        wait_until(lambda: len({s.four_letter("srvr").split("Zxid: ")[1].split()[0] for s in group.servers.values()}) == 1,
+        wait_until(lambda: len({srvr(s.port)["Zxid"] for s in group.servers.values()}) == 1,
                    10.0, "all three servers at the same zxid")  # fmt: skip
         group.kill_all()
         dirty = group.servers[1]

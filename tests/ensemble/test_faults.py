@@ -29,17 +29,12 @@ def ensemble(tmp_path: Path) -> Iterator[Ensemble]:
         group.kill_all()
 
 
-def mntr(ensemble: Ensemble, sid: int) -> dict[str, str]:
-    text = ensemble.servers[sid].four_letter("mntr")
-    return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
-
-
 def digests(ensemble: Ensemble) -> dict[int, tuple[str, str]]:
     """Each serving server's (last zxid, digest), read together from one mntr."""
     out = {}
     for sid in ensemble.servers:
         try:
-            stats = mntr(ensemble, sid)
+            stats = ensemble.servers[sid].mntr()
         except OSError:
             continue
         if "zk_digest" in stats:
@@ -64,7 +59,7 @@ def test_every_server_reports_the_same_digest_at_the_same_zxid(ensemble: Ensembl
     wait_until(lambda: converged(ensemble), 20.0, "all servers at one (zxid, digest)")
     client.stop()  # closing the session deletes its ephemerals: the digests move together
     wait_until(lambda: converged(ensemble), 20.0, "all servers at one (zxid, digest) after the close")
-    assert all(mntr(ensemble, sid)["zk_digest_mismatches_count"] == "0" for sid in ensemble.servers)
+    assert all(ensemble.servers[sid].mntr()["zk_digest_mismatches_count"] == "0" for sid in ensemble.servers)
 
 
 def _write_load(hosts: str, acked: list[str], stop: threading.Event, worker: int) -> None:
@@ -115,7 +110,7 @@ def test_followers_restarted_far_behind_under_load_sync_by_snap_and_nobody_dies(
     client.stop()
     missing = [path for path in acked if path.rsplit("/", 1)[1] not in present]
     assert not missing, f"{len(missing)} acknowledged writes lost, e.g. {missing[:3]}"
-    assert int(mntr(ensemble, leader)["zk_snap_count"]) >= 6
+    assert int(ensemble.servers[leader].mntr()["zk_snap_count"]) >= 6
     for sid, server in ensemble.servers.items():
         log = server.log_path.read_text()
         assert "Traceback" not in log and " CRITICAL " not in log, (sid, server.log_tail())
@@ -137,7 +132,7 @@ def test_a_snap_that_finds_no_disk_space_leaves_nothing_half_written_and_syncs_o
     faults = tmp_path / "faults.json"
     faults.write_text(json.dumps({"write": "ENOSPC"}))
     server.environment = {"ZABBY_DISK_FAULTS": str(faults)}
-    snaps_before = int(mntr(ensemble, leader)["zk_snap_count"])
+    snaps_before = int(ensemble.servers[leader].mntr()["zk_snap_count"])
     server.launch()
     refused = re.compile(r"DiskFull.*(snapshot\.[0-9a-f]{16}\.from\d\.tmp)")  # a staged SNAP's file
 
@@ -150,7 +145,7 @@ def test_a_snap_that_finds_no_disk_space_leaves_nothing_half_written_and_syncs_o
     snap_dir = server.data_dir / "version-2"
     faults.unlink()
     wait_until(lambda: server.mode() == "follower", 30.0, "the follower to sync once there is space")
-    assert int(mntr(ensemble, leader)["zk_snap_count"]) >= snaps_before + 2  # the refused SNAP, then the one installed
+    assert int(ensemble.servers[leader].mntr()["zk_snap_count"]) >= snaps_before + 2  # the refused SNAP, then the one installed
     assert server.proc is not None and server.proc.poll() is None, server.log_tail()
     log = server.log_path.read_text()
     assert "restarting the core from disk" in log and "installed a snapshot" in log

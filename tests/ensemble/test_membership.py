@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from tests.server.wire import raw_session
-from zabby.local import free_port
+from zabby.local import free_port, srvr
 from zabby.errors import Err
 from zabby.local.processes import Ensemble, ServerProcess, wait_until
 from zabby.opcodes import EventType
@@ -27,7 +27,7 @@ def test_observer_serves_reads_forwards_writes_and_never_votes(tmp_path: Path) -
         assert session.call(4, "/from-observer", False)[3] == b"o"
         leader = group.leader()
         assert leader is not None
-        leader_mntr = dict(line.split("\t", 1) for line in group.servers[leader].four_letter("mntr").splitlines())
+        leader_mntr = group.servers[leader].mntr()
         assert leader_mntr["zk_synced_observers"] == "1" and leader_mntr["zk_synced_followers"] == "2"
         assert leader_mntr["zk_quorum_size"] == "3"  # voters only: the observer is not counted
         for sid in (1, 2, 3):
@@ -65,7 +65,7 @@ def test_server_joining_before_the_others_list_it(tmp_path: Path) -> None:
 
 
 def _zxid(server: ServerProcess) -> str:
-    return server.four_letter("srvr").split("Zxid: ")[1].split()[0]
+    return srvr(server.port)["Zxid"]
 
 
 def test_sessions_on_followers_live_and_expire_through_the_leader(tmp_path: Path) -> None:

@@ -31,10 +31,6 @@ def ensemble(tmp_path: Path) -> Iterator[Ensemble]:
         group.kill_all()
 
 
-def _mntr(server) -> dict[str, str]:  # type: ignore[no-untyped-def]
-    return dict(line.split("\t", 1) for line in server.four_letter("mntr").splitlines() if "\t" in line)
-
-
 def test_leader_elected_quickly_and_writes_replicate(tmp_path: Path) -> None:
     group = Ensemble(tmp_path, 3, tickTime=TICK_MS)
     started = time.monotonic()
@@ -44,7 +40,7 @@ def test_leader_elected_quickly_and_writes_replicate(tmp_path: Path) -> None:
         assert time.monotonic() - started < 2 * TICK_MS * 10 / 1000 + 3  # 2 x tickTime x initLimit, plus process start-up
         modes = group.modes()
         assert sorted(modes.values()) == ["follower", "follower", "leader"]
-        leader_mntr = _mntr(group.servers[leader])
+        leader_mntr = group.servers[leader].mntr()
         assert leader_mntr["zk_server_state"] == "leader"
         assert leader_mntr["zk_synced_followers"] == "2"
         assert leader_mntr["zk_quorum_size"] == "3"  # the voters, as ZooKeeper counts them (not the majority)
@@ -52,7 +48,7 @@ def test_leader_elected_quickly_and_writes_replicate(tmp_path: Path) -> None:
         assert (leader_mntr["zk_learners"], leader_mntr["zk_synced_non_voting_followers"], leader_mntr["zk_pending_syncs"]) == ("2", "0", "0")
         assert int(leader_mntr["zk_leader_uptime"]) >= 0
         follower = next(sid for sid in group.servers if sid != leader)
-        follower_mntr = _mntr(group.servers[follower])
+        follower_mntr = group.servers[follower].mntr()
         assert follower_mntr["zk_quorum_size"] == "3" and "zk_learners" not in follower_mntr and "zk_pending_syncs" not in follower_mntr
         session = raw_session(group.servers[follower].port)
         for index in range(50):
@@ -135,7 +131,7 @@ def test_lagging_follower_catches_up_by_diff_and_a_restarted_one_by_snap(ensembl
         proc.send_signal(signal.SIGCONT)
     ensemble.servers[follower].wait_serving(30)
     _wait_children(ensemble, follower, "/lag", 30)
-    leader_stats = _mntr(ensemble.servers[leader])
+    leader_stats = ensemble.servers[leader].mntr()
     assert int(leader_stats["zk_diff_count"]) >= 1 and leader_stats["zk_snap_count"] == "0"
     ensemble.servers[follower].kill()  # down while the others take more than the window
     for index in range(300):
@@ -145,10 +141,10 @@ def test_lagging_follower_catches_up_by_diff_and_a_restarted_one_by_snap(ensembl
     log = ensemble.servers[follower].log_path.read_text()
     assert "installed a snapshot" in log
     assert "not computed beside it" not in log  # its digest child gave the SNAP's digest
-    leader_stats, follower_stats = _mntr(ensemble.servers[leader]), _mntr(ensemble.servers[follower])
+    leader_stats, follower_stats = ensemble.servers[leader].mntr(), ensemble.servers[follower].mntr()
     assert (follower_stats["zk_last_zxid"], follower_stats["zk_digest"]) == (leader_stats["zk_last_zxid"], leader_stats["zk_digest"])
     assert follower_stats["zk_digest_mismatches_count"] == "0"
-    assert int(_mntr(ensemble.servers[leader])["zk_snap_count"]) >= 1
+    assert int(ensemble.servers[leader].mntr()["zk_snap_count"]) >= 1
     # the SNAP went to disk as it arrived: one finished snapshot file, nothing left half written
     snap_dir = ensemble.servers[follower].data_dir / "version-2"
     assert not [path.name for path in snap_dir.iterdir() if path.name.startswith("snapshot.") and path.name.endswith(".tmp")]

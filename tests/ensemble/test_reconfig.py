@@ -115,15 +115,13 @@ class Writers:
 
 
 # ----------------------------------------------------------------------------- checks
-def mntr(server: ServerProcess) -> dict[str, str]:
-    return dict(line.split("\t", 1) for line in server.four_letter("mntr").splitlines() if "\t" in line)
 
 
 def converged(ensemble: Ensemble, members: set[int]) -> bool:
     seen = set()
     for sid in members:
         try:
-            stats = mntr(ensemble.servers[sid])
+            stats = ensemble.servers[sid].mntr()
         except OSError:
             return False
         if "zk_digest" not in stats:
@@ -214,7 +212,7 @@ def test_grow_three_to_five_under_writes_and_restart_with_the_new_membership(tmp
         writers.wait_progress()
     check_after(ensemble, writers, {1, 2, 3, 4, 5}, membership.version)
     leader = ensemble.wait_leader()
-    assert mntr(ensemble.servers[leader])["zk_synced_followers"] == "4"  # the new servers vote now
+    assert ensemble.servers[leader].mntr()["zk_synced_followers"] == "4"  # the new servers vote now
 
     ensemble.servers[5].restart()  # its zoo.cfg names the dynamic file: the same membership comes back
     ensemble.servers[5].wait_mode({"follower", "leader"})

@@ -19,7 +19,7 @@ import pytest
 
 from zabby import SyncClient
 from zabby.errors import KazooException
-from zabby.jepsen.proxy import LinkProxy, Mode, ProxyHub
+from zabby.local.netproxy import LinkProxy, Mode, ProxyHub
 from zabby.local import free_port
 from zabby.local.processes import ServerProcess, wait_until
 

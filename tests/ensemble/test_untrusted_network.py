@@ -13,6 +13,7 @@ from kazoo.security import make_digest_acl
 
 from tests.ensemble.forged_peer import closed_by_peer, open_as, send_as
 from zabby.core.messages import Commit, FollowerInfo, Notification, Proposal, Request
+from zabby.local import srvr
 from zabby.local.processes import Ensemble, wait_until
 from zabby.membership import Member, Membership
 from zabby.opcodes import OpCode
@@ -218,7 +219,7 @@ def test_a_process_that_claims_the_leaders_id_puts_nothing_in_a_followers_log(tm
     try:
         leader = next(sid for sid, server in ensemble.servers.items() if server.mode() == "leader")
         follower = next(sid for sid in ensemble.servers if sid != leader)
-        epoch = int(ensemble.servers[follower].four_letter("srvr").split("Zxid: 0x")[1].split()[0], 16) >> 32
+        epoch = int(srvr(ensemble.servers[follower].port)["Zxid"], 16) >> 32
         zxid = (epoch << 32) | 0xFFFF
         forged = Txn(zxid, 0, 1, 0, int(OpCode.CREATE), ("/injected", b"", ((31, "world", "anyone"),), 0, 1))
         send_as(ensemble.ports[follower][0], leader, [Proposal(txns=(forged,)), Commit(zxid=zxid)], hold_s=1.0)

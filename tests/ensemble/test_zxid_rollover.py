@@ -11,6 +11,7 @@ from pathlib import Path
 
 from zabby import SyncClient
 from zabby.errors import NodeExistsError
+from zabby.local import srvr_zxid
 from zabby.local.processes import Ensemble, wait_until
 from zabby.tree.txns import zxid_counter, zxid_epoch
 
@@ -20,9 +21,7 @@ WRITES = 200
 
 def last_zxid(ensemble: Ensemble, sid: int) -> int | None:
     """The server's last zxid, None while it does not serve (an election after a step-down)."""
-    text = ensemble.servers[sid].four_letter("srvr")
-    found = [line for line in text.splitlines() if line.startswith("Zxid:")]
-    return int(found[0].split()[1], 16) if found else None
+    return srvr_zxid(ensemble.servers[sid].port)
 
 
 def serving_zxids(ensemble: Ensemble) -> dict[int, int]:

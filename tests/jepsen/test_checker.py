@@ -283,7 +283,7 @@ class _StubCluster:
 
 def test_partitions_touch_exactly_the_links_across_the_cut() -> None:
     from zabby.jepsen.nemesis import isolate, one_way
-    from zabby.jepsen.proxy import Direction, Mode
+    from zabby.local.netproxy import Direction, Mode
 
     cluster = _StubCluster(5)
     isolate(cluster, {1, 2}, Mode.CUT)  # type: ignore[arg-type]

@@ -131,6 +131,11 @@ def test_redirect_library_sends_a_connect_to_the_link_proxy() -> None:
 
 
 def test_servers_run_this_checkouts_code() -> None:
-    from zabby.jepsen import cluster
+    import inspect
 
-    assert (cluster.CHECKOUT / "zabby" / "jepsen" / "cluster.py").resolve() == Path(cluster.__file__).resolve()
+    from zabby.jepsen import cluster
+    from zabby.local import CHECKOUT
+    from zabby.local.processes import launch_server
+
+    assert (CHECKOUT / "zabby" / "jepsen" / "cluster.py").resolve() == Path(cluster.__file__).resolve()
+    assert inspect.signature(launch_server).parameters["root"].default == CHECKOUT  # the cluster's servers launch from it

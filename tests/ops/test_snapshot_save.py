@@ -42,7 +42,7 @@ def _save_from(zabby_server: ServerProcess, tmp_path: Path) -> None:
     with SyncClient(zabby_server.hosts) as client:
         for index in range(300):
             client.create(f"/n{index}", b"v" * index)
-    mntr = dict(line.split("\t", 1) for line in zabby_server.four_letter("mntr").splitlines())
+    mntr = zabby_server.mntr()
     target = tmp_path / "backup.snap"
     code, out, err = admin("snapshot", "save", str(target), "--server", f"127.0.0.1:{zabby_server.admin_port}", *auth)
     assert code == 0, err

@@ -14,18 +14,14 @@ from zabby.local.processes import ServerProcess, admin_json, admin_settings
 from zabby.server import fourletter
 
 
-def _mntr(server: ServerProcess) -> dict[str, str]:
-    return dict(line.split("\t", 1) for line in server.four_letter("mntr").splitlines())
-
-
 def test_ruok_srvr_mntr_have_true_values(zabby_server: ServerProcess) -> None:
     assert zabby_server.four_letter("ruok") == "imok"
-    before = _mntr(zabby_server)
+    before = zabby_server.mntr()
     session = raw_session(zabby_server.port)
     session.create("/a", b"12345")
     session.create("/a/e", b"", mode=1)
     session.call(4, "/a", True)
-    after = _mntr(zabby_server)
+    after = zabby_server.mntr()
     assert after["zk_server_state"] == "standalone"
     assert int(after["zk_znode_count"]) == int(before["zk_znode_count"]) + 2
     assert int(after["zk_ephemerals_count"]) == 1

@@ -25,12 +25,8 @@ from zabby.wire.messages import pack_frame
 MiB = 2**20
 
 
-def _mntr(server: ServerProcess) -> dict[str, str]:
-    return dict(line.split("\t", 1) for line in server.four_letter("mntr").splitlines() if "\t" in line)
-
-
 def _outstanding_back_to_zero(server: ServerProcess) -> None:
-    wait_until(lambda: _mntr(server)["zk_outstanding_requests"] == "0", 10.0, "zk_outstanding_requests back to 0")
+    wait_until(lambda: server.mntr()["zk_outstanding_requests"] == "0", 10.0, "zk_outstanding_requests back to 0")
 
 
 def _kazoo_works(server: ServerProcess, path: str) -> None:
@@ -136,10 +132,10 @@ def test_clients_that_never_read_stay_within_the_memory_budget(tmp_path: Path) -
         assert growth_bytes <= budget + 64 * MiB, f"RSS grew {growth_bytes / MiB:.0f} MB"
         assert figures.failures == 0 and figures.fresh_failures == 0
         assert figures.max_ms < 1000 and figures.fresh_max_ms < 1000  # generous: a read answers within 1 s throughout
-        mntr = _mntr(server)
+        mntr = server.mntr()
         assert mntr["zk_client_memory_budget_bytes"] == str(budget)
         assert int(mntr["zk_client_memory_peak_bytes"]) <= budget
-        wait_until(lambda: _mntr(server)["zk_client_memory_bytes"] == "0", 10.0, "the attackers' memory released")
+        wait_until(lambda: server.mntr()["zk_client_memory_bytes"] == "0", 10.0, "the attackers' memory released")
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{server.admin_port}/metrics", timeout=10).read().decode()
         assert "zk_client_memory_bytes" in metrics and "zk_client_memory_budget_bytes" in metrics
     finally:
@@ -152,7 +148,7 @@ def test_a_session_of_100k_watches_leaves_and_they_are_forgotten(zabby_server: S
     them (the unit test of that: tests/tree/test_watches.py); here, the real thing end to end."""
     outcome = hostile.watch_hoard(("127.0.0.1", zabby_server.port), 100_000, hold_s=0.0)
     assert outcome.errors == {}
-    wait_until(lambda: _mntr(zabby_server)["zk_watch_count"] == "0", 10.0, "the hoarder's watches forgotten")
+    wait_until(lambda: zabby_server.mntr()["zk_watch_count"] == "0", 10.0, "the hoarder's watches forgotten")
 
 
 def test_a_multi_over_the_op_limit_is_refused_with_a_clear_error(zabby_server: ServerProcess) -> None:
@@ -208,7 +204,7 @@ def test_a_flood_of_refused_connections_is_one_rate_limited_log_line(tmp_path: P
         wait_until(lambda: "more like this" in server.log_path.read_text(), 5.0, "the count of the refusals logged")
         lines = [line for line in server.log_path.read_text().splitlines() if "too many connections" in line]
         assert len(lines) <= 3, lines  # the first, then a count a second (not one per refusal)
-        assert _mntr(server)["zk_connection_rejected"] != "0"
+        assert server.mntr()["zk_connection_rejected"] != "0"
     finally:
         server.kill()
 

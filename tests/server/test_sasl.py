@@ -172,7 +172,7 @@ def test_enforce_auth_lets_only_sasl_sessions_in(tmp_path: Path) -> None:
 
 
 def test_zookeepers_java_client_authenticates_by_sasl(sasl_server: ServerProcess, tmp_path: Path) -> None:
-    from zabby.differential.servers import ZooKeeperUnavailable, ensure_zookeeper
+    from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
 
     try:
         ensure_zookeeper()

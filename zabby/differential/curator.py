@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zabby.differential.servers import REAP_INTERVAL_MS, ZooKeeperServer, ensure_zookeeper, zabby_server
-from zabby.jepsen.cluster import JAVA_DIR, Cluster, ClusterSpec
+from zabby.differential.servers import REAP_INTERVAL_MS, zabby_server, zookeeper_server
+from zabby.jepsen.cluster import Cluster, ClusterSpec
 from zabby.local import CHECKOUT
-from zabby.local.javac import classpath, compile_java
+from zabby.local.javac import JAVA_DIR, classpath, compile_java
+from zabby.local.processes import ensure_zookeeper
 
 SOURCE = Path(__file__).with_name("CuratorSuite.java")
 INSTALL_SCRIPT = CHECKOUT / "scripts" / "install_curator.sh"
@@ -184,7 +185,7 @@ def run_suite(build_dir: Path, connect: str, scenarios: Iterable[str], *, second
 
 def standalone(system: str, workdir: Path, build_dir: Path, scenarios: Iterable[str], **options: Any) -> list[Outcome]:
     """The suite on one standalone server of ``system``; no server is killed."""
-    server = ZooKeeperServer(workdir / "server") if system == "zookeeper" else zabby_server(workdir / "server")
+    server = zookeeper_server(workdir / "server") if system == "zookeeper" else zabby_server(workdir / "server")
     try:
         if system == "zookeeper":
             server.start()

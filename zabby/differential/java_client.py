@@ -28,10 +28,10 @@ from zabby.differential.execute import Executor, LoggedSession, error_name
 from zabby.differential.model import CREDENTIALS, Event, Op, Stat
 from zabby.differential.workload import Workload
 from zabby.local.javac import JAVA_DIR, classpath, compile_java
+from zabby.local.processes import ZK_JAR
 from zabby.opcodes import EventType
 
 SOURCE = Path(__file__).with_name("JavaClientDriver.java")
-ZK_JAR = JAVA_DIR / "zookeeper.jar"
 ANSWER_TIMEOUT_S = 90.0  # the driver's own waits end after 30 s; a silent driver is broken
 JAVA_ONLY_WEIGHTS = {"get_config": 2, "reconfig": 2}
 WATCH_REMOVED_TYPES = frozenset({EventType.DATA_WATCH_REMOVED, EventType.CHILD_WATCH_REMOVED, EventType.PERSISTENT_WATCH_REMOVED})

@@ -1,5 +1,5 @@
 """N real server processes of zabby or of Apache ZooKeeper 3.8 on 127.0.0.1, every peer link
-and every client connection through a proxy of ``zabby.jepsen.proxy``.
+and every client connection through a proxy of ``zabby.local.netproxy``.
 
 Layout: every server's zoo.cfg names every server's real quorum and election ports (one
 membership for all, as a reconfig hands out), and server i runs with ``redirect.c``
@@ -26,7 +26,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 import tempfile
@@ -35,12 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from zabby.local import CHECKOUT, ZOOKEEPER_LOG4J, four_letter, free_port
+from zabby.local import free_port, mntr, server_mode, srvr_zxid
 from zabby.membership import Membership
-from zabby.jepsen.proxy import LinkProxy, ProxyHub
+from zabby.local.netproxy import LinkProxy, ProxyHub
+from zabby.local.processes import launch_server, launch_zookeeper, zookeeper_command
 
-JAVA_DIR = Path("/usr/share/java")
-ZK_JAR = JAVA_DIR / "zookeeper.jar"
 SERVING_MODES = frozenset({"leader", "follower", "observer"})
 FOUR_LETTER_TIMEOUT_S = 2.0
 PROCESS_WAIT_S = 10.0
@@ -146,30 +144,20 @@ class Server:
             settings.update({"quorum.auth.enabled": "true", "quorum.auth.secretFile": secret})
         lines = [f"{key}={value}\n" for key, value in settings.items()] + [f"{line}\n" for line in members]
         self.config_path.write_text("".join(lines))
-        if self.spec.system == "zookeeper":
-            (self.dir / "log4j.properties").write_text(ZOOKEEPER_LOG4J)
 
-    def command(self) -> list[str]:
-        if self.spec.system == "zabby":
-            return [sys.executable, "-m", "zabby.server.main", str(self.config_path)]
-        classpath = ":".join([str(self.dir), str(ZK_JAR), str(JAVA_DIR / "slf4j-log4j12.jar"), str(JAVA_DIR / "log4j-1.2.jar")])
-        return [
-            "java", f"-Xmx{ZK_HEAP}", "-XX:+UseG1GC", "-Djava.net.preferIPv4Stack=true", f"-Dzookeeper.log.dir={self.dir}",
-            f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}", "-Dzookeeper.admin.enableServer=false",
-            "-Dzookeeper.jmx.log4j.disable=true",
-            *([f"-Dznode.container.checkIntervalMs={self.spec.reap_interval_ms}"] if self.spec.reap_interval_ms is not None else []),
-            "-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.config_path),
-        ]  # fmt: skip
+    def zookeeper_command(self) -> list[str]:
+        reaping = {"znode.container.checkIntervalMs": self.spec.reap_interval_ms} if self.spec.reap_interval_ms is not None else {}
+        return zookeeper_command(self.dir, self.config_path, heap=ZK_HEAP, jvm_options=("-XX:+UseG1GC", "-Djava.net.preferIPv4Stack=true"),
+                                 properties={"zookeeper.admin.enableServer": "false", "zookeeper.jmx.log4j.disable": "true", **reaping})  # fmt: skip
 
     def launch(self) -> None:
-        env = {**os.environ, "ZABBY_DISK_FAULTS": str(self.disk_faults_path), REDIRECT_ENV: ",".join(f"{a}={b}" for a, b in sorted(self.redirect.items()))}
-        # not whatever checkout the interpreter has installed (an editable install of another one)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH", "")]))
+        env = {"ZABBY_DISK_FAULTS": str(self.disk_faults_path), REDIRECT_ENV: ",".join(f"{a}={b}" for a, b in sorted(self.redirect.items()))}
         if self.redirect_library is not None:
             env["LD_PRELOAD"] = " ".join(filter(None, [str(self.redirect_library), os.environ.get("LD_PRELOAD", "")]))
-        log_name = "server.log" if self.spec.system == "zabby" else "stdout.log"
-        with open(self.dir / log_name, "ab") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.dir, env=env, start_new_session=True)
+        if self.spec.system == "zabby":
+            self.proc = launch_server(self.config_path, self.dir / "server.log", environment=env, new_session=True, cwd=self.dir)
+        else:
+            self.proc = launch_zookeeper(self.dir, self.zookeeper_command(), environment=env, cwd=self.dir)
         self.down_by_nemesis = False
         self.paused = False
         self.removed = False
@@ -198,26 +186,16 @@ class Server:
 
     def mode(self) -> str:
         """srvr's Mode, "not serving" or "down"."""
-        try:
-            text = four_letter(self.client_port, "srvr", FOUR_LETTER_TIMEOUT_S)
-        except OSError:
-            return "down"
-        return next((line[6:].strip() for line in text.splitlines() if line.startswith("Mode: ")), "not serving")
+        return server_mode(self.client_port, FOUR_LETTER_TIMEOUT_S)
 
     def srvr_zxid(self) -> int | None:
-        try:
-            text = four_letter(self.client_port, "srvr", FOUR_LETTER_TIMEOUT_S)
-        except OSError:
-            return None
-        found = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Zxid:")]
-        return int(found[0], 16) if found else None
+        return srvr_zxid(self.client_port, FOUR_LETTER_TIMEOUT_S)
 
     def mntr(self) -> dict[str, str]:
         try:
-            text = four_letter(self.client_port, "mntr", FOUR_LETTER_TIMEOUT_S)
+            return mntr(self.client_port, FOUR_LETTER_TIMEOUT_S)
         except OSError:
             return {}
-        return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
 
     def log_findings(self) -> tuple[list[str], int]:
         """(what the crash and traceback lines say, count of ERROR lines) over this server's logs.

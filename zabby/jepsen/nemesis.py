@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from zabby.jepsen.cluster import Cluster
 from zabby.jepsen.history import FAIL, OK, History
 from zabby.jepsen.hostile import ATTACKS
-from zabby.jepsen.proxy import Direction, Mode
+from zabby.local.netproxy import Direction, Mode
 from zabby.jepsen.reconfig import RECONFIG_KINDS, Reconfigurer
 
 KINDS = (

@@ -5,7 +5,7 @@ One place for what the tests, the demo's local ensemble, ``scripts/ensemble.py``
 harness and ``zabby-cli -servers-status`` all need.  The harness that starts real servers
 lives beside it, imported only by the tests, the scripts and the other harnesses:
 ``zabby.local.processes`` (``ServerProcess``, ``Ensemble``), ``zabby.local.netproxy``
-(``LinkProxy``, a cuttable link) and ``zabby.local.backup_drill``.
+(``ProxyHub`` and its ``LinkProxy``: links to cut, hold or blackhole) and ``zabby.local.backup_drill``.
 """
 
 from __future__ import annotations
@@ -59,6 +59,24 @@ def srvr(port: int, timeout_s: float = 5.0) -> dict[str, str]:
         OSError: the server is not there, or did not answer within ``timeout_s``.
     """
     return parse_srvr(four_letter(port, "srvr", timeout_s))
+
+
+def srvr_zxid(port: int, timeout_s: float = 5.0) -> int | None:
+    """srvr's Zxid, None while the server does not serve or does not answer."""
+    try:
+        text = srvr(port, timeout_s).get("Zxid", "")
+    except OSError:
+        return None
+    return int(text, 16) if text else None
+
+
+def mntr(port: int, timeout_s: float = 5.0) -> dict[str, str]:
+    """The ``key<TAB>value`` lines of ``mntr`` (``zk_server_state``, ``zk_znode_count``...).
+
+    Raises:
+        OSError: the server is not there, or did not answer within ``timeout_s``.
+    """
+    return dict(line.split("\t", 1) for line in four_letter(port, "mntr", timeout_s).splitlines() if "\t" in line)
 
 
 def server_mode(port: int, timeout_s: float = 5.0) -> str:

@@ -20,6 +20,7 @@ import base64
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,19 +30,25 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from zabby.local import CHECKOUT, four_letter, free_port, process_alive, server_mode
-from zabby.local.netproxy import LinkProxy
+from zabby.local import CHECKOUT, ZOOKEEPER_LOG4J, four_letter, free_port, mntr, process_alive, server_mode, srvr_zxid
+from zabby.local.javac import JAVA_DIR
+from zabby.local.netproxy import LinkProxy, Mode, ProxyHub
 from zabby.tree.acl import digest
 
 __all__ = [
-    "Ensemble", "ServerProcess", "kill_pids", "kill_processes", "launch_server", "local_settings", "server_spec",
-    "started_ensemble", "stop_pids", "stop_processes", "wait_serving", "wait_until", "write_config", "write_myid",
+    "Ensemble", "ServerProcess", "ZooKeeperEnsemble", "ZooKeeperProcess", "ZooKeeperUnavailable", "ensure_zookeeper", "kill_pids",
+    "kill_processes", "launch_server", "launch_zookeeper", "local_settings", "server_spec", "started_ensemble", "stop_pids",
+    "stop_processes", "wait_serving", "wait_until", "write_config", "write_myid", "zookeeper_command",
 ]  # fmt: skip
 
 QUORUM_LIMITS = {"initLimit": 10, "syncLimit": 5}  # in ticks, in every ensemble's zoo.cfg
 SERVING_MODES = ("leader", "follower", "observer", "standalone")  # read-only is not counted
 LEADING_MODES = ("leader", "standalone")
 KILL_WAIT_S = 10.0  # how long a SIGKILLed process may take to end
+ZK_JAR = JAVA_DIR / "zookeeper.jar"  # Debian's; its manifest's Class-Path names jute, netty, slf4j-api, ...
+ZK_LOGGING_JARS = (JAVA_DIR / "slf4j-log4j12.jar", JAVA_DIR / "log4j-1.2.jar")
+ZK_INSTALL_SCRIPT = CHECKOUT / "scripts" / "install_zookeeper.sh"
+APT_UNAVAILABLE = 3  # install_zookeeper.sh's exit code when apt-get (or root) is not there
 
 
 def poll_until(predicate: Callable[[], object], timeout_s: float, interval_s: float = 0.01) -> bool:
@@ -121,17 +128,68 @@ def write_myid(data_dir: Path, sid: int) -> None:
 
 def launch_server(
     config: Path, log_path: Path, *, options: Iterable[str] = (), environment: Mapping[str, str] | None = None,
-    new_session: bool = False,
+    new_session: bool = False, root: Path = CHECKOUT, cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:  # fmt: skip
-    """``python -m zabby.server.main [options] config``, run from ``CHECKOUT`` (so it runs this
-    checkout's code), its output appended to ``log_path``; with ``new_session`` in a session of
-    its own (a Ctrl-C in the terminal does not reach it; it may outlive its parent)."""
+    """``python -m zabby.server.main [options] config`` with the checkout ``root`` first on its
+    path (so it runs that checkout's code, not whatever one the interpreter has installed), run
+    from ``cwd`` (default ``root``), its output appended to ``log_path``; ``environment`` is
+    added to ours last.  With ``new_session`` in a session of its own (a Ctrl-C in the terminal
+    does not reach it; it may outlive its parent; ``os.killpg`` reaches all of it)."""
+    path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH", "")]))
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "zabby.server.main", *options, str(config)],
-            stdout=log, stderr=subprocess.STDOUT, cwd=CHECKOUT, env={**os.environ, **(environment or {})},
+            [sys.executable, "-m", "zabby.server.main", *options, str(config)], stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, cwd=cwd or root, env={**os.environ, "PYTHONPATH": path, **(environment or {})},
             start_new_session=new_session,
         )  # fmt: skip
+
+
+def zookeeper_command(
+    folder: Path, config: Path, *, heap: str = "256m", jvm_options: Iterable[str] = ("-XX:+UseG1GC",),
+    properties: Mapping[str, object] | None = None,
+) -> list[str]:  # fmt: skip
+    """``java ... QuorumPeerMain config`` for Debian's ZooKeeper 3.8 jars, logging to
+    ``folder``/zookeeper.log (``folder``/log4j.properties, see ``ZOOKEEPER_LOG4J``);
+    ``properties`` become ``-Dkey=value`` options (settings ZooKeeper reads only so)."""
+    classpath = ":".join(str(entry) for entry in (folder, ZK_JAR, *ZK_LOGGING_JARS))
+    return [
+        "java", f"-Xmx{heap}", *jvm_options, f"-Dzookeeper.log.dir={folder}", f"-Dlog4j.configuration=file:{folder / 'log4j.properties'}",
+        *(f"-D{key}={value}" for key, value in (properties or {}).items()),
+        "-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config),
+    ]  # fmt: skip
+
+
+def launch_zookeeper(folder: Path, command: list[str], *, environment: Mapping[str, str] | None = None,
+                     cwd: Path | None = None) -> subprocess.Popen[bytes]:  # fmt: skip
+    """Run ``command`` (``zookeeper_command``) in a session of its own (``os.killpg`` reaches
+    the whole JVM), its output appended to ``folder``/stdout.log; the log4j.properties it reads
+    written first."""
+    (folder / "log4j.properties").write_text(ZOOKEEPER_LOG4J)
+    with open(folder / "stdout.log", "ab") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd,
+                                env={**os.environ, **(environment or {})}, start_new_session=True)  # fmt: skip
+
+
+class ZooKeeperUnavailable(RuntimeError):
+    """Debian's zookeeper package or java is missing and cannot be installed here."""
+
+
+def ensure_zookeeper() -> None:
+    """Install Debian's zookeeper package when its jar is missing; raise ZooKeeperUnavailable
+    when that cannot be done on this machine (no apt-get, no root), RuntimeError when the
+    install failed."""
+    if ZK_JAR.exists() and shutil.which("java"):
+        return
+    try:
+        done = subprocess.run(["bash", str(ZK_INSTALL_SCRIPT)], capture_output=True, text=True, timeout=900, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError("scripts/install_zookeeper.sh did not finish in 15 minutes") from exc
+    if done.returncode == APT_UNAVAILABLE:
+        raise ZooKeeperUnavailable(done.stderr.strip())
+    if done.returncode != 0 or not ZK_JAR.exists():
+        raise RuntimeError(f"scripts/install_zookeeper.sh failed: {done.stderr.strip()[-500:]}")
+    if not shutil.which("java"):
+        raise ZooKeeperUnavailable("no java on PATH")
 
 
 def wait_serving(port: int, running: Callable[[], bool], wait_s: float = 20.0) -> str:
@@ -221,6 +279,7 @@ class ServerProcess:
         self.environment: dict[str, str] = {}  # added to the server's environment at launch
         self.options: list[str] = []  # zabby-server options before the config file (e.g. --log-format json)
         self.new_session = False  # launch it in a session of its own (see launch_server)
+        self.root = CHECKOUT  # the checkout whose code it runs (see launch_server)
 
     @property
     def hosts(self) -> str:
@@ -236,7 +295,7 @@ class ServerProcess:
 
     def launch(self) -> None:
         self.proc = launch_server(self.config_path, self.log_path, options=self.options, environment=self.environment,
-                                  new_session=self.new_session)  # fmt: skip
+                                  new_session=self.new_session, root=self.root)  # fmt: skip
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -281,6 +340,14 @@ class ServerProcess:
         """srvr's Mode (leader, follower, observer, standalone), "not serving", or "down"."""
         return server_mode(self.port)
 
+    def zxid(self) -> int | None:
+        """srvr's Zxid, None while the server does not serve or does not answer."""
+        return srvr_zxid(self.port)
+
+    def mntr(self) -> dict[str, str]:
+        """mntr's ``key<TAB>value`` lines (raises OSError while the server does not answer)."""
+        return mntr(self.port)
+
     def wait_mode(self, modes: set[str], wait_s: float = 20.0) -> str:
         deadline = time.monotonic() + wait_s
         mode = ""
@@ -300,6 +367,7 @@ class Ensemble:
         election port each), so a test can cut any directed link."""
         self.servers: dict[int, ServerProcess] = {}
         self.proxies: dict[tuple[int, int], tuple[LinkProxy, LinkProxy]] = {}
+        self.hub = ProxyHub() if proxied else None
         self.workdir = workdir
         self.overrides = overrides
         total = size + observers
@@ -310,8 +378,8 @@ class Ensemble:
         for sid in range(1, total + 1):
             lines = {}
             for other, (q, e) in ports.items():
-                if proxied and other != sid:
-                    pair = self.proxies[(sid, other)] = (LinkProxy(q), LinkProxy(e))
+                if self.hub is not None and other != sid:
+                    pair = self.proxies[(sid, other)] = (self.hub.add(q, port=free_port()), self.hub.add(e, port=free_port()))
                     q, e = pair[0].port, pair[1].port
                 lines[f"server.{other}"] = server_spec(q, e, clients[other], role[other])
             folder = workdir / f"server{sid}"
@@ -332,20 +400,28 @@ class Ensemble:
         server = self.servers[sid] = ServerProcess(folder, port=self.ports[sid][2], **{**QUORUM_LIMITS, **lines, **self.overrides})
         return server
 
+    def links_across(self, group: set[int]) -> list[LinkProxy]:
+        """The proxies of every link between ``group`` and the other servers, both ways."""
+        return [proxy for (source, target), pair in self.proxies.items() if (source in group) != (target in group) for proxy in pair]
+
     def partition(self, group: set[int], cut: bool = True) -> None:
         """Cut (or heal) every link between ``group`` and the other servers, both ways."""
-        for (source, target), pair in self.proxies.items():
-            if (source in group) != (target in group):
-                for proxy in pair:
-                    proxy.set_cut(cut)
+        for proxy in self.links_across(group):
+            if cut:
+                proxy.set_mode(Mode.CUT)
+            else:
+                proxy.heal()
 
     def blackhole(self, group: set[int], on: bool = True) -> None:
-        """Drop (or stop dropping) what every link between ``group`` and the others carries,
-        both ways, keeping the connections up: the servers notice only by their timeouts."""
-        for (source, target), pair in self.proxies.items():
-            if (source in group) != (target in group):
-                for proxy in pair:
-                    proxy.set_blackhole(on)
+        """Stop (or restart) every byte on the links between ``group`` and the others, both
+        ways, keeping the connections up: the servers notice only by their timeouts.  Turning
+        it off closes the connections it stalled: the servers connect again."""
+        for proxy in self.links_across(group):
+            if on:
+                proxy.set_mode(Mode.BLACKHOLE)
+            else:
+                proxy.set_mode(Mode.CUT)
+                proxy.heal()
 
     @property
     def hosts(self) -> str:
@@ -394,9 +470,8 @@ class Ensemble:
         self.close_proxies()
 
     def close_proxies(self) -> None:
-        for pair in self.proxies.values():
-            for proxy in pair:
-                proxy.close()
+        if self.hub is not None:
+            self.hub.close()
 
 
 @contextlib.contextmanager
@@ -409,3 +484,110 @@ def started_ensemble(folder: Path, size: int, **settings: Any) -> Iterator[Ensem
         yield group
     finally:
         group.kill_all()
+
+
+class ZooKeeperProcess:
+    """One Apache ZooKeeper 3.8 JVM (Debian's jars; ``ensure_zookeeper``) in its own folder and
+    process group: its zoo.cfg (``settings``, then its own dataDir and client port, then the
+    ``members`` lines), log4j.properties, zookeeper.log and stdout.log."""
+
+    def __init__(
+        self, workdir: Path, *, port: int | None = None, heap: str = "256m", jvm_options: Iterable[str] = ("-XX:+UseG1GC",),
+        properties: Mapping[str, object] | None = None, members: Mapping[str, str] | None = None, **settings: object,
+    ) -> None:  # fmt: skip
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.data_dir = workdir / "data"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = workdir / "zookeeper.log"
+        own = {"dataDir": self.data_dir, "clientPort": self.port, "clientPortAddress": "127.0.0.1"}
+        self.config_path = write_config(workdir / "zoo.cfg", {**settings, **own, **(members or {})})
+        self.command = zookeeper_command(workdir, self.config_path, heap=heap, jvm_options=jvm_options, properties=properties)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def launch(self) -> None:
+        self.proc = launch_zookeeper(self.workdir, self.command)
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, wait_s: float = 90.0) -> None:
+        self.launch()
+        self.wait_serving(wait_s)
+
+    def wait_serving(self, wait_s: float = 90.0) -> None:
+        """Until the server answers srvr with a Mode line; killed if it does not in ``wait_s``.
+
+        Raises:
+            RuntimeError: it exited first (the message has its log's tail).
+            TimeoutError: not serving within ``wait_s``.
+        """
+        try:
+            wait_serving(self.port, self.running, wait_s)
+        except RuntimeError:
+            code = self.proc.returncode if self.proc is not None else None
+            raise RuntimeError(f"zookeeper on {self.port} exited with {code}:\n{self.log_tail()}") from None
+        except TimeoutError as exc:
+            self.kill()
+            raise TimeoutError(f"{exc}:\n{self.log_tail()}") from None
+
+    def kill(self) -> None:
+        """SIGKILL the JVM's whole process group and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(KILL_WAIT_S)
+
+    def log_tail(self, lines: int = 20) -> str:
+        parts = []
+        for path in (self.log_path, self.workdir / "stdout.log"):
+            try:
+                parts.append("\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
+            except OSError:
+                continue
+        return "\n".join(parts)
+
+    def four_letter(self, word: str) -> str:
+        return four_letter(self.port, word)
+
+    def mode(self) -> str:
+        return server_mode(self.port)
+
+
+class ZooKeeperEnsemble:
+    """N ZooKeeper JVMs on 127.0.0.1 (one: standalone), each in its own folder with a myid and a
+    ``server.N=127.0.0.1:quorum:election`` line per server; ``settings`` go to every zoo.cfg."""
+
+    def __init__(self, workdir: Path, size: int, *, heap: str = "256m", jvm_options: Iterable[str] = ("-XX:+UseG1GC",),
+                 properties: Mapping[str, object] | None = None, **settings: object) -> None:  # fmt: skip
+        clients = {sid: free_port() for sid in range(1, size + 1)}
+        quorum = {sid: (free_port(), free_port()) for sid in clients}
+        members = {f"server.{sid}": f"127.0.0.1:{q}:{e}" for sid, (q, e) in quorum.items()} if size > 1 else {}
+        self.servers: dict[int, ZooKeeperProcess] = {}
+        for sid, port in clients.items():
+            folder = workdir / f"server{sid}"
+            if size > 1:
+                write_myid(folder / "data", sid)
+            self.servers[sid] = ZooKeeperProcess(folder, port=port, heap=heap, jvm_options=jvm_options, properties=properties,
+                                                 members=members, **settings)  # fmt: skip
+
+    @property
+    def hosts(self) -> str:
+        return ",".join(s.hosts for s in self.servers.values())
+
+    def start(self, wait_s: float = 60.0) -> None:
+        """Launch every server, then wait until each serves (``wait_s`` for all of them)."""
+        for server in self.servers.values():
+            server.launch()
+        deadline = time.monotonic() + wait_s
+        for server in self.servers.values():
+            server.wait_serving(max(deadline - time.monotonic(), 0.1))
+
+    def kill_all(self) -> None:
+        for server in self.servers.values():
+            with contextlib.suppress(Exception):
+                server.kill()

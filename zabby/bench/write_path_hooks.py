@@ -1,4 +1,4 @@
-"""Timestamps inside a zabby server, for ``scripts/bench/write_path.py``.
+"""Timestamps inside a zabby server, for ``python -m zabby.bench.write_path``.
 
 ``install`` wraps, in the running server, the transport's decode and encode of quorum messages
 and a client connection's read of a batch of requests and its flush of replies; each server
@@ -52,6 +52,16 @@ class _Spans:
             json.dump(self.spans, out)
 
 
+def _chain(*steps: Callable[[float], None]) -> Callable[[float], None]:
+    """One hook that runs ``steps`` in order."""
+
+    def run(now: float) -> None:
+        for step in steps:
+            step(now)
+
+    return run
+
+
 def install(out_path: str) -> None:
     import os
 
@@ -62,14 +72,14 @@ def install(out_path: str) -> None:
     clock, spans = time.perf_counter, _Spans()
     on_decode: dict[type, Callable[[float], None]] = {
         messages.Request: lambda now: spans.mark("request in", now),
-        messages.Proposal: lambda now: (spans.mark("proposal in", now), spans.close(FORWARD_TO_PROPOSAL, "forward out", now)),
-        messages.Logged: lambda now: (spans.mark("logged in", now), spans.close(WAIT_FOR_LOGGED, "ack out", now)),
+        messages.Proposal: _chain(lambda now: spans.mark("proposal in", now), lambda now: spans.close(FORWARD_TO_PROPOSAL, "forward out", now)),
+        messages.Logged: _chain(lambda now: spans.mark("logged in", now), lambda now: spans.close(WAIT_FOR_LOGGED, "ack out", now)),
     }  # fmt: skip
     on_encode: dict[type, Callable[[float], None]] = {
-        messages.Proposal: lambda now: (spans.close(REQUEST_TO_PROPOSAL, "request in", now), spans.mark("proposal out", now)),
+        messages.Proposal: _chain(lambda now: spans.close(REQUEST_TO_PROPOSAL, "request in", now), lambda now: spans.mark("proposal out", now)),
         messages.Logged: lambda now: spans.close(LEADER_FSYNC, "proposal out", now),
-        messages.Ack: lambda now: (spans.close(FOLLOWER_FSYNC, "proposal in", now), spans.mark("ack out", now)),
-        messages.Request: lambda now: (spans.close(CLIENT_TO_FORWARD, "client in", now), spans.mark("forward out", now)),
+        messages.Ack: _chain(lambda now: spans.close(FOLLOWER_FSYNC, "proposal in", now), lambda now: spans.mark("ack out", now)),
+        messages.Request: _chain(lambda now: spans.close(CLIENT_TO_FORWARD, "client in", now), lambda now: spans.mark("forward out", now)),
     }  # fmt: skip
     decode, encode = transport.decode, transport.encode
     handle_frames, flush = client_conn.Connection._handle_frames, client_conn.Connection.flush
@@ -104,8 +114,8 @@ def install(out_path: str) -> None:
         spans.spans[LOG_FDATASYNC].append(clock() - started)
 
     transport.decode, transport.encode = timed_decode, timed_encode
-    os.fdatasync = timed_fdatasync
-    client_conn.Connection._handle_frames = timed_handle_frames  # type: ignore[method-assign]
+    os.fdatasync = timed_fdatasync  # type: ignore[assignment]
+    client_conn.Connection._handle_frames = timed_handle_frames  # type: ignore[method-assign, assignment]
     client_conn.Connection.flush = timed_flush  # type: ignore[method-assign]
     atexit.register(spans.write, out_path)
 

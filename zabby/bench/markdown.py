@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import bench_report as report
-from bench_goals import goals_table, scale_tables
-from bench_profile import load_profiles
-from bench_runner import SHAPES, SPREAD, SPREAD_WORKLOADS, WORKLOADS, Limits
+from zabby.bench import report
+from zabby.bench.goals import goals_table, scale_tables
+from zabby.bench.profiling import load_profiles
+from zabby.bench.runner import SHAPES, SPREAD, SPREAD_WORKLOADS, WORKLOADS, Limits
+from zabby.local import CHECKOUT
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -58,7 +58,7 @@ def method(limits: Limits, zk_heap: str) -> list[str]:
         "the follower is restarted; the time until its `mntr` znode count reaches the leader's. DIFF or SNAP from the leader's "
         "`zk_diff_count`/`zk_snap_count`.",
         "* The clients all speak ZooKeeper's wire protocol to both systems (zabby's jute codec): ZooKeeper's own async Java client "
-        "(`scripts/bench/ZkLoad.java`, compiled at run time against Debian's `libzookeeper-java`) and kazoo; zabby is also "
+        "(`zabby/bench/ZkLoad.java`, compiled at run time against Debian's `libzookeeper-java`) and kazoo; zabby is also "
         "measured through its own msgpack Client (no ZooKeeper column there).",
         "* CPU seconds: the servers' utime+stime from `/proc/<pid>/stat` over the run, and the client processes' own "
         "(getrusage / the JVM's process CPU time). On 2 cores, a side using ~1 CPU s per window second per process "
@@ -124,7 +124,7 @@ def profile_section(profiles: list[dict[str, Any]], prefix: str) -> list[str]:
 
 
 def probe_lines(machine: dict[str, Any]) -> list[str]:
-    """The speed probes (``bench_report.speed_probe``) at the start and the end, if the run made them."""
+    """The speed probes (``report.speed_probe``) at the start and the end, if the run made them."""
     start, end = machine.get("probe_at_start"), machine.get("probe_at_end")
     if not start or not end:
         return []
@@ -180,8 +180,8 @@ def write_report(path: Path, out_dir: Path, meta: dict[str, Any], records: list[
               "Trails: " + ("; ".join(trails) if trails else "none") + ".", ""]  # fmt: skip
     lines += profile_section(load_profiles(out_dir), prefix)
     lines += trailing_section(trailing, prefix)
-    notes_file = ROOT / "docs" / "bench" / "notes.md"
-    if notes_file.exists() and path.resolve() == (ROOT / "docs" / "benchmarks.md").resolve():
+    notes_file = CHECKOUT / "docs" / "bench" / "notes.md"
+    if notes_file.exists() and path.resolve() == (CHECKOUT / "docs" / "benchmarks.md").resolve():
         lines += [notes_file.read_text().rstrip(), ""]
     lines += ["## Reproduce", "", "```", "pip install -e '.[test,bench]'", *commands] + ([scale_meta["command"]] if scale_meta else []) + ["```", "",
               f"Raw records: `{prefix}/results.jsonl`" + (f" and `{prefix}/scale.jsonl`" if scale_meta else "") + " (one JSON line per run).", ""]  # fmt: skip

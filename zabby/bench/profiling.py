@@ -27,10 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import bench_report as report
-from bench_flame import write_svg
-from bench_runner import WORKLOADS, Context, run_workload
-from bench_systems import System
+from zabby.bench import report
+from zabby.bench.flame import write_svg
+from zabby.bench.runner import WORKLOADS, Context, run_workload
+from zabby.bench.systems import System
 
 WRITE = "latency-write"
 
@@ -96,7 +96,7 @@ def run_profile_write(ctx: Context, out_dir: Path, checkouts: list[tuple[str, Pa
     """For each deployment: ``rounds`` rounds, each starting a fresh zabby of every checkout in
     turn (label, root, commit) for a run without a profiler, the first round also for a run
     under py-spy; writes ``profile-write-<label>.json`` per checkout and returns them."""
-    results = {label: {"label": label, "zabby_commit": commit, "zabby_root": str(root), "command": command, "ts": round(time.time(), 1),
+    results: dict[str, dict[str, Any]] = {label: {"label": label, "zabby_commit": commit, "zabby_root": str(root), "command": command, "ts": round(time.time(), 1),
                        "load_at_start": report.loadavg(), "deployments": {}} for label, root, commit in checkouts}  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
     for deployment in deployments:

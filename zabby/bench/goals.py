@@ -15,7 +15,7 @@ import math
 from statistics import mean
 from typing import Any
 
-from bench_report import client_label, keyed, markdown_table, ratio, rounds_text
+from zabby.bench.report import client_label, keyed, markdown_table, ratio, rounds_text
 
 LATENCY = (("latency-write", "create"), ("latency-set", "setData"), ("latency-read", "getData"))
 LATENCY_DRIVERS = ("kazoo", "java")

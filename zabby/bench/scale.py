@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import bench_report as report
-from bench_runner import SPREAD, ClientProcess, Context, run_clients
-from bench_series import Run, measure, sync_counts, wait_caught_up, wait_stable_zxid, zxid_of
-from bench_systems import System, jvm_live_heap, rss_bytes
+from zabby.bench import report
+from zabby.bench.runner import SPREAD, ClientProcess, Context, run_clients
+from zabby.bench.series import Run, measure, sync_counts, wait_caught_up, wait_stable_zxid, zxid_of
+from zabby.bench.systems import System, jvm_live_heap, rss_bytes
 
 SCALE_WORKLOADS = ("getData", "setData", "create-100B")
 FILL_PROCS, FILL_CONNS, FILL_INFLIGHT = 2, 2, 64

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The path of one write through a 3-server zabby ensemble, timed inside the servers.
 
-    python scripts/bench/write_path.py                 # 3,000 setData, one at a time
-    python scripts/bench/write_path.py --writes 500
-    python scripts/bench/write_path.py --other-follower stopped   # the third server SIGSTOPped
+    python -m zabby.bench.write_path                 # 3,000 setData, one at a time
+    python -m zabby.bench.write_path --writes 500
+    python -m zabby.bench.write_path --other-follower stopped   # the third server SIGSTOPped
 
 kazoo writes one znode one at a time through a follower, so each write goes: the client's
 request to that follower, its forward to the leader, the leader's PROPOSAL, both servers'
@@ -26,21 +26,17 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_runner import percentile  # noqa: E402
-from bench_systems import cpu_of  # noqa: E402
-from write_path_hooks import PATH  # noqa: E402
-
-from zabby.local.processes import Ensemble  # noqa: E402
+from zabby.bench.runner import percentile
+from zabby.bench.systems import cpu_of
+from zabby.bench.write_path_hooks import PATH
+from zabby.local import CHECKOUT
+from zabby.local.processes import Ensemble
 
 HOOKS_ENV = "ZABBY_WRITE_PATH_OUT"
-SITECUSTOMIZE = f"""import os, sys
+SITECUSTOMIZE = f"""import os
 if os.environ.get({HOOKS_ENV!r}):
-    sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
-    import write_path_hooks
+    from zabby.bench import write_path_hooks
     write_path_hooks.install(os.environ[{HOOKS_ENV!r}])
 """
 
@@ -57,7 +53,7 @@ def measure(folder: Path, writes: int, warmup: int, other_follower: str = "runni
     (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
     group = Ensemble(folder / "ensemble", 3)
     for sid, server in group.servers.items():
-        server.environment = {"PYTHONPATH": os.pathsep.join([str(hooks), str(ROOT)]), HOOKS_ENV: str(folder / f"spans-{sid}.json")}
+        server.environment = {"PYTHONPATH": os.pathsep.join([str(hooks), str(CHECKOUT)]), HOOKS_ENV: str(folder / f"spans-{sid}.json")}
     latencies: list[float] = []
     group.start()
     try:

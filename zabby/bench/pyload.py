@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One Python client process of scripts/bench.py: kazoo (jute) or zabby's own msgpack Client.
 
-    python scripts/bench/bench_pyload.py '{"driver": "kazoo", "mode": "get", ...}'
+    python -m zabby.bench.pyload '{"driver": "kazoo", "mode": "get", ...}'
 
 The same modes and protocol as ZkLoad.java: set-up (connect, create the keys), print
 ``READY``, wait for ``GO`` on stdin, load with ``conns`` connections x ``inflight`` requests
@@ -21,11 +21,8 @@ import resource
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 
 def cpu_seconds() -> float:

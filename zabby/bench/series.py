@@ -11,8 +11,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench_runner import WORKLOADS, Context, Shape, run_clients, run_workload
-from bench_systems import System, cpu_of
+from zabby.bench.runner import WORKLOADS, Context, Shape, run_clients, run_workload
+from zabby.bench.systems import System, cpu_of
 
 
 class Run:
@@ -34,7 +34,7 @@ class Run:
 
 
 def measure(ctx: Context, run: Run, system: System, driver: str, workload: str, series: str = "main", shape: Shape | None = None,
-            profile: Path | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+            profile: dict[int, Path] | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """One workload on one system; a failure becomes a record with ``error`` (and the server
     logs next to the records) so one failed run does not lose the others."""
     try:

@@ -14,25 +14,17 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # this checkout's zabby, not an installed one
 
-from zabby.local import ZOOKEEPER_LOG4J, four_letter, free_port, server_mode, srvr  # noqa: E402
-from zabby.local.processes import Ensemble, ServerProcess  # noqa: E402
-
-JAVA_DIR = Path("/usr/share/java")
-ZK_JAR = JAVA_DIR / "zookeeper.jar"  # its manifest's Class-Path names jute, netty, slf4j-api, ...
-INSTALL_SCRIPT = ROOT / "scripts" / "install_zookeeper.sh"
+from zabby.local import CHECKOUT, four_letter, mntr, server_mode, srvr
+from zabby.local.processes import Ensemble, ServerProcess, ZooKeeperEnsemble, ensure_zookeeper
 
 # The same settings for both systems wherever both have them.
-COMMON = {
+COMMON: dict[str, Any] = {
     "tickTime": 2000,
     "initLimit": 10,
     "syncLimit": 5,
@@ -66,8 +58,7 @@ def cpu_of(pid: int) -> float:
 
 
 def mntr_of(port: int) -> dict[str, str]:
-    text = four_letter(port, "mntr", 5.0)
-    return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
+    return mntr(port, 5.0)
 
 
 def srvr_of(port: int, timeout_s: float = 2.0) -> dict[str, str]:
@@ -118,19 +109,13 @@ def total_watches(ports: list[int]) -> int:
     return total
 
 
-def ensure_zookeeper() -> str | None:
+def zookeeper_missing() -> str | None:
     """None when Debian's zookeeper 3.8 jars are there (installing them with apt when missing),
     else why not."""
-    if ZK_JAR.exists() and shutil.which("java"):
-        return None
     try:
-        done = subprocess.run(["bash", str(INSTALL_SCRIPT)], capture_output=True, text=True, timeout=900, check=False)
-    except subprocess.TimeoutExpired:
-        return "scripts/install_zookeeper.sh did not finish in 15 minutes"
-    if done.returncode != 0 or not ZK_JAR.exists():
-        return f"Debian's zookeeper package is missing and could not be installed: {done.stderr.strip()[-300:]}"
-    if not shutil.which("java"):
-        return "no java on PATH"
+        ensure_zookeeper()
+    except RuntimeError as exc:  # ZooKeeperUnavailable too
+        return f"Debian's zookeeper package is missing and could not be installed: {exc}"
     return None
 
 
@@ -148,6 +133,21 @@ class System:
         return [f"127.0.0.1:{port}" for port in self.ports.values()]
 
     def pids(self) -> list[int]:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def launch(self, sid: int) -> None:
+        raise NotImplementedError
+
+    def kill(self, sid: int) -> None:
+        raise NotImplementedError
+
+    def log_tail(self) -> str:
         raise NotImplementedError
 
     def cpu(self) -> float:
@@ -197,23 +197,13 @@ class System:
         raise TimeoutError(f"{self.name} {self.deployment}: not every server serving after {wait_s}s: {self.modes()}")
 
 
-def launch_zabby(proc: ServerProcess, root: Path) -> None:
-    """``python -m zabby.server.main zoo.cfg`` with ``root`` as the working folder and first on
-    the path, so the zabby package of that checkout is the one imported."""
-    log = open(proc.log_path, "ab")
-    env = {**os.environ, "PYTHONPATH": str(root), **proc.environment}
-    proc.proc = subprocess.Popen([sys.executable, "-m", "zabby.server.main", str(proc.config_path)],
-                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=root, env=env)  # fmt: skip
-    log.close()
-
-
 class ZabbySystem(System):
     name = "zabby"
 
-    def __init__(self, workdir: Path, servers: int, root: Path = ROOT, settings: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, servers: int, root: Path = CHECKOUT, settings: dict[str, str] | None = None) -> None:
         self.deployment = "standalone" if servers == 1 else f"{servers}-server"
         self.root = root
-        conf = {**COMMON, "commitLogCount": 500, **(settings or {})}
+        conf: dict[str, Any] = {**COMMON, "commitLogCount": 500, **(settings or {})}
         if servers == 1:
             one = ServerProcess(workdir, **conf)
             self.procs = {1: one}
@@ -221,6 +211,8 @@ class ZabbySystem(System):
         else:
             self.group = Ensemble(workdir, servers, **conf)
             self.procs = self.group.servers
+        for proc in self.procs.values():
+            proc.root = root  # its servers run that checkout's code
         self.ports = {sid: proc.port for sid, proc in self.procs.items()}
 
     def start(self) -> None:
@@ -242,7 +234,7 @@ class ZabbySystem(System):
         self.procs[sid].kill()
 
     def launch(self, sid: int) -> None:
-        launch_zabby(self.procs[sid], self.root)
+        self.procs[sid].launch()
 
     def stop(self) -> None:
         for proc in self.procs.values():
@@ -270,82 +262,33 @@ class ZooKeeperSystem(System):
 
     def __init__(self, workdir: Path, servers: int, heap: str = "512m", settings: dict[str, str] | None = None) -> None:
         self.deployment = "standalone" if servers == 1 else f"{servers}-server"
-        self.workdir = workdir
         self.heap = heap
-        self.ports = {sid: free_port() for sid in range(1, servers + 1)}
-        quorum = {sid: (free_port(), free_port()) for sid in self.ports}
-        self.procs: dict[int, subprocess.Popen[bytes] | None] = {sid: None for sid in self.ports}
-        self.dirs: dict[int, Path] = {}
-        for sid, port in self.ports.items():
-            folder = workdir / f"server{sid}"
-            (folder / "data").mkdir(parents=True, exist_ok=True)
-            (folder / "conf").mkdir(exist_ok=True)
-            conf: dict[str, object] = {
-                **COMMON,
-                **(settings or {}),
-                "dataDir": folder / "data",
-                "clientPort": port,
-                "clientPortAddress": "127.0.0.1",
-            }
-            if servers > 1:
-                (folder / "data" / "myid").write_text(f"{sid}\n")
-                for other, (q, e) in quorum.items():
-                    conf[f"server.{other}"] = f"127.0.0.1:{q}:{e}"
-            (folder / "conf" / "zoo.cfg").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
-            (folder / "conf" / "log4j.properties").write_text(ZOOKEEPER_LOG4J)
-            self.dirs[sid] = folder
-
-    def command(self, sid: int) -> list[str]:
-        folder = self.dirs[sid]
-        classpath = ":".join([str(folder / "conf"), str(ZK_JAR), str(JAVA_DIR / "slf4j-log4j12.jar"), str(JAVA_DIR / "log4j-1.2.jar")])
-        return [
-            "java", f"-Xmx{self.heap}", "-XX:+UseG1GC",
-            f"-Dzookeeper.log.dir={folder}", f"-Dlog4j.configuration=file:{folder / 'conf' / 'log4j.properties'}",
-            "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.jmx.log4j.disable=true",
-            "-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(folder / "conf" / "zoo.cfg"),
-        ]  # fmt: skip
+        properties = {"zookeeper.admin.enableServer": "false", "zookeeper.jmx.log4j.disable": "true"}
+        conf: dict[str, Any] = {**COMMON, **(settings or {})}
+        self.group = ZooKeeperEnsemble(workdir, servers, heap=heap, properties=properties, **conf)
+        self.procs = self.group.servers
+        self.ports = {sid: proc.port for sid, proc in self.procs.items()}
+        self.dirs = {sid: proc.workdir for sid, proc in self.procs.items()}
 
     def launch(self, sid: int) -> None:
-        out = open(self.dirs[sid] / "stdout.log", "ab")
-        self.procs[sid] = subprocess.Popen(self.command(sid), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        out.close()
+        self.procs[sid].launch()
 
     def start(self) -> None:
-        for sid in self.ports:
-            self.launch(sid)
-        deadline = time.monotonic() + 60
-        for sid, port in self.ports.items():
-            while mode_of(port) in ("down", "not serving"):
-                proc = self.procs[sid]
-                if proc is not None and proc.poll() is not None:
-                    raise RuntimeError(f"zookeeper server {sid} exited with {proc.returncode}:\n{self.log_tail()}")
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"zookeeper server {sid} not serving after 60 s:\n{self.log_tail()}")
-                time.sleep(0.1)
+        self.group.start(60)
         self.leader()
 
     def pids(self) -> list[int]:
-        return [proc.pid for proc in self.procs.values() if proc is not None and proc.poll() is None]
+        return [proc.proc.pid for proc in self.procs.values() if proc.proc is not None and proc.running()]
 
     def pid(self, sid: int) -> int | None:
         proc = self.procs[sid]
-        return proc.pid if proc is not None and proc.poll() is None else None
+        return proc.proc.pid if proc.proc is not None and proc.running() else None
 
     def kill(self, sid: int) -> None:
-        proc = self.procs[sid]
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(10)
+        self.procs[sid].kill()
 
     def stop(self) -> None:
-        for sid in self.ports:
-            try:
-                self.kill(sid)
-            except Exception:  # noqa: BLE001 - stop the others all the same
-                pass
+        self.group.kill_all()
 
     def log_tail(self) -> str:
         parts = []
@@ -381,7 +324,7 @@ class ZooKeeperSystem(System):
         return found
 
 
-def make_system(name: str, workdir: Path, servers: int, *, zabby_root: Path = ROOT, zk_heap: str = "512m",
+def make_system(name: str, workdir: Path, servers: int, *, zabby_root: Path = CHECKOUT, zk_heap: str = "512m",
                 settings: dict[str, str] | None = None) -> System:  # fmt: skip
     """``settings``: zoo.cfg lines over COMMON, for every server of either system."""
     if name == "zabby":

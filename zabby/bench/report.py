@@ -13,7 +13,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench_runner import percentile
+from zabby.bench.runner import percentile
+from zabby.local import CHECKOUT
 
 DRIVER_LABEL = {"java": "Java client", "kazoo": "kazoo", "zabby-msgpack": "zabby msgpack Client"}
 LAYOUTS = ("default", "spread")
@@ -91,7 +92,7 @@ def machine_info(zabby_root: Path | None = None) -> dict[str, Any]:
             info[key] = text[0] if text else ""
         except (OSError, subprocess.TimeoutExpired):
             pass
-    info["zabby_commit"] = git_commit(zabby_root or Path(__file__).resolve().parents[2])
+    info["zabby_commit"] = git_commit(zabby_root or CHECKOUT)
     return info
 
 
@@ -243,7 +244,9 @@ def resync_table(records: list[dict[str, Any]]) -> str:
 def leads_and_trails(records: list[dict[str, Any]], workload_order: list[str]) -> tuple[list[str], list[str], list[tuple[float, str, str]]]:
     """Workloads zabby leads / trails on (by the Java client's ratio, both deployments)."""
     by_key = keyed(records)
-    leads, trails, all_ratios = [], [], []
+    leads: list[str] = []
+    trails: list[str] = []
+    all_ratios: list[tuple[float, str, str]] = []
     for deployment in ("standalone", "3-server"):
         for workload in workload_order:
             for driver in ("java", "kazoo"):

@@ -2,7 +2,7 @@
 server and client CPU seconds; the Java generator's build; py-spy around a window.
 
 A client process is either ``java ZkLoad`` (ZooKeeper's own async client) or
-``python bench_pyload.py`` (kazoo or zabby's msgpack Client); both speak the same
+``python -m zabby.bench.pyload`` (kazoo or zabby's msgpack Client); both speak the same
 READY / GO / (STOP) / RESULT line protocol on stdin/stdout.
 """
 
@@ -22,13 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_systems import JAVA_DIR, ZK_JAR, System, cpu_of, total_watches
+from zabby.bench.systems import System, cpu_of, total_watches
 
-from zabby.local.javac import JavaUnavailable, classpath, compile_java  # noqa: E402
+from zabby.local import CHECKOUT
+from zabby.local.javac import JAVA_DIR, JavaUnavailable, classpath, compile_java
+from zabby.local.processes import ZK_JAR
 
 HERE = Path(__file__).resolve().parent
 JAVA_SOURCE = HERE / "ZkLoad.java"
-PYLOAD = HERE / "bench_pyload.py"
+PYLOAD = "zabby.bench.pyload"  # run as a module, with this checkout first on its path (see ClientProcess)
 DRIVERS = ("java", "kazoo", "zabby-msgpack")
 
 
@@ -131,7 +133,9 @@ class ClientProcess:
     def __init__(self, argv: list[str], log_path: Path) -> None:
         self.log_path = log_path
         self.log = open(log_path, "ab")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True)
+        path = os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH", "")]))  # a Python client runs this checkout
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True,
+                                     env={**os.environ, "PYTHONPATH": path})  # fmt: skip
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.result: dict[str, Any] | None = None
         threading.Thread(target=self._read, daemon=True).start()
@@ -182,7 +186,7 @@ def client_argv(driver: str, cfg: dict[str, Any], java_build: Path | None) -> li
         assert java_build is not None
         args = [f"{k}={v}" for k, v in cfg.items()]
         return ["java", "-Xmx512m", "-Dzookeeper.sasl.client=false", "-cp", java_classpath(java_build), "ZkLoad", *args]
-    return [sys.executable, str(PYLOAD), json.dumps({**cfg, "driver": "kazoo" if driver == "kazoo" else "zabby"})]
+    return [sys.executable, "-m", PYLOAD, json.dumps({**cfg, "driver": "kazoo" if driver == "kazoo" else "zabby"})]
 
 
 @dataclass
