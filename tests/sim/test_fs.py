@@ -109,3 +109,40 @@ def test_a_flipped_bit_in_a_synced_record_is_detected() -> None:
     fs.flip_bit(random.Random(1), segments[0])
     with pytest.raises(Exception, match="damaged|CRC|not a zabby"):
         DataDir(Path("/sim/1"), fs=fs).recover(segment_bytes_max=64)
+
+
+def test_a_member_starts_a_repair_of_a_damaged_history_and_a_standalone_server_refuses_to_start() -> None:
+    from zabby.config import ServerConfig
+    from zabby.engine.storage import Storage
+    from zabby.sim.cluster import sim_member
+    from zabby.storage.datadir import REPAIR_MARKER
+    from zabby.tree.txns import Txn, make_zxid
+
+    def damaged(peers: bool) -> tuple[SimFS, ServerConfig]:
+        members = tuple(sim_member(sid) for sid in (1, 2, 3)) if peers else ()
+        config = ServerConfig(data_dir=Path("/sim/1"), data_log_dir=Path("/sim/1"), peers=members, server_id=1,
+                              log_reserve_bytes=0)  # fmt: skip
+        fs = SimFS()
+        storage = Storage(config, fs=fs, segment_bytes_max=64)
+        storage.recover(None)
+        txns = [Txn(make_zxid(1, n), 1, n, 0, 1, (f"/n{n}", b"", [], 0, n)) for n in range(1, 6)]
+        for txn in txns:
+            storage.append([txn])
+        storage.sync()
+        storage.write_current_epoch(1)
+        storage.close()
+        first = next(path for path in fs.paths() if path.name.startswith("log."))
+        fs.flip_bit(random.Random(3), first)
+        return fs, config
+
+    fs, config = damaged(peers=True)
+    storage = Storage(config, fs=fs)
+    recovered = storage.recover(None)
+    assert recovered.durable.repairing and recovered.tree.last_zxid == 0
+    assert REPAIR_MARKER in fs.files(storage.snap_dir)
+    assert read_epoch(storage.datadir.current_epoch_path, fs=fs) == 1  # the epochs stay
+    storage.write_current_epoch(2)  # a leader synced it (NEWLEADER)
+    assert not storage.datadir.repairing
+    fs, config = damaged(peers=False)
+    with pytest.raises(Exception, match="damaged"):
+        Storage(config, fs=fs).recover(None)

@@ -3,14 +3,17 @@ from __future__ import annotations
 import logging
 import errno
 import os
+import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zabby.errors import InvariantError
 from zabby.storage.files import DiskFull
 from zabby.storage import txnlog as txnlog_module
-from zabby.storage.txnlog import CorruptLogError, TxnLog, list_segments, segment_name
+from zabby.storage.txnlog import CorruptLogError, TxnLog, list_segments, one_bit_explains, segment_name
 
 HEADER_BYTES = 8
 RECORD_HEADER_BYTES = 16
@@ -230,10 +233,21 @@ def test_what_follows_the_last_record_is_cut(tmp_path: Path, caplog: pytest.LogC
     assert [zxid for zxid, _ in open_log(tmp_path).read_from(0)] == [1, 2, 3, 4, 5, 99]
 
 
-def test_crc_damage_in_the_last_record_is_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    segment, written = write_one_segment(tmp_path, 5)
+def test_a_flipped_bit_in_the_last_record_is_damage_not_a_torn_tail(tmp_path: Path) -> None:
+    """The last record may have been acknowledged: a bit flipped in it is not cut as a torn
+    write would be (the simulator's seed 120 lost an acknowledged txn that way)."""
+    segment, _ = write_one_segment(tmp_path, 5)
     raw = bytearray(segment.read_bytes())
     raw[-3] ^= 0x40
+    segment.write_bytes(bytes(raw))
+    with pytest.raises(CorruptLogError, match="one flipped bit explains"):
+        open_log(tmp_path)
+
+
+def test_a_last_record_whose_end_is_zeros_is_a_torn_tail(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    segment, written = write_one_segment(tmp_path, 5)
+    raw = bytearray(segment.read_bytes())
+    raw[-3:] = bytes(3)
     segment.write_bytes(bytes(raw))
     with caplog.at_level(logging.WARNING, logger="zabby.storage"):
         log = open_log(tmp_path)
@@ -363,3 +377,49 @@ def test_a_roll_put_off_for_want_of_space_writes_no_file_header_into_the_current
     reopened.open()
     assert [zxid for zxid, _ in reopened.read_from(0)] == [1, 2, 3, 4, 5]
     assert len(reopened.segments()) == 1
+
+
+def test_a_segment_left_last_by_an_empty_one_is_appended_to_after_its_records_not_its_zeros(tmp_path: Path) -> None:
+    """Simulator seed 82: a crash kept a finished segment's reserve (its release was lost) and
+    created the next segment without its records; recovery removed the empty one, and the
+    appends that followed landed after the zeros, where no reader looks."""
+    from zabby.sim.fs import SimFS
+
+    fs = SimFS()
+    log = TxnLog(tmp_path, reserve_bytes=4096, fs=fs)
+    log.open()
+    log.append(records(1, 3))
+    log.sync()
+    segment = log.segments()[0]
+    fd = fs.open(segment, os.O_WRONLY)
+    fs.ftruncate(fd, fs.size(segment) + 100)  # the reserve a lost release leaves
+    fs.close(fd)
+    empty = fd = fs.open(tmp_path / "log.0000000000000004", os.O_WRONLY | os.O_CREAT)
+    fs.close(empty)
+    reopened = TxnLog(tmp_path, fs=fs)
+    reopened.open()
+    reopened.append(records(4, 2))
+    reopened.sync()
+    reopened.close()
+    again = TxnLog(tmp_path, fs=fs)
+    again.open()
+    assert [zxid for zxid, _ in again.read_from(0)] == [1, 2, 3, 4, 5]
+
+
+@settings(max_examples=60, deadline=None)
+@given(payload=st.binary(min_size=1, max_size=300), position=st.integers(0, 10**6))
+def test_one_flipped_bit_is_told_from_a_torn_write(payload: bytes, position: int) -> None:
+    """A bit flipped anywhere in a record (its zxid, payload or CRC) is damage; a record whose
+    end a torn write replaced with zeros is not, unless one bit happens to explain it."""
+    covered = (7).to_bytes(8, "big") + payload
+    crc = zlib.crc32(covered)
+    bit = position % (8 * len(covered))
+    flipped = bytearray(covered)
+    flipped[bit // 8] ^= 1 << (bit % 8)
+    assert one_bit_explains(bytes(flipped), crc)
+    assert one_bit_explains(covered, crc ^ (1 << (position % 32)))
+    assert not one_bit_explains(covered, crc)
+    torn = covered[: len(covered) // 2] + bytes(len(covered) - len(covered) // 2)
+    if torn != covered:
+        differing = sum(bin(a ^ b).count("1") for a, b in zip(torn, covered, strict=True))
+        assert one_bit_explains(torn, crc) == (differing == 1)

@@ -39,17 +39,20 @@ class Vote:
 
 class Election:
     def __init__(self, sid: int, quorum: Majority | Quorums, logical_clock: int, own: Vote, finalize_wait_ticks: int,
-                 candidates: frozenset[int] | None = None, join_quorum: Majority | Quorums | None = None) -> None:  # fmt: skip
+                 candidates: frozenset[int] | None = None, join_quorum: Majority | Quorums | None = None, *,
+                 abstain: bool = False) -> None:  # fmt: skip
         """``candidates``: who may be elected (default: every voter).  While a reconfig is
         proposed, only the committed membership's voters: a server only the proposed one
         names is no candidate for a voter that has not logged the proposal, and votes for
         it would never make a quorum of both.  ``join_quorum``: whose word lets us join a
         leader already established (default: ``quorum``); the caller leaves out a membership
-        it only heard of in a vote, which it may itself be the only voter of."""
+        it only heard of in a vote, which it may itself be the only voter of.  ``abstain``:
+        vote for nobody whatever we hear (a server repairing its storage), so our vote is
+        in no one's quorum; we follow a leader the others established."""
         self.sid = sid
         self.quorum = quorum
         self.join_quorum = quorum if join_quorum is None else join_quorum
-        self.candidates = quorum.voters if candidates is None else candidates
+        self.candidates = frozenset() if abstain else quorum.voters if candidates is None else candidates
         self.logical_clock = logical_clock
         self.own = own
         self.proposal = own if sid in self.candidates else Vote(-1, -1, -1)

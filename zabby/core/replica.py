@@ -60,6 +60,7 @@ class DurableState:
     snapshot_wanted: bool = False  # the shell doubts its tree: the next sync must be a SNAP
     membership: Membership | None = None  # committed; None: the static one of PeerConfig
     proposed: Membership | None = None  # logged in a RECONFIG txn not known to be committed
+    repairing: bool = False  # the storage found damage: acknowledged txns may be gone from this log
 
 
 def static_membership(config: PeerConfig) -> Membership:
@@ -84,6 +85,10 @@ class Replica:
         # TRUNC below the newest snapshot is refused and the next sync asks for a SNAP instead.
         self.snapshot_zxid = durable.snapshot_zxid
         self.snapshot_wanted = durable.snapshot_wanted
+        # A server whose storage lost txns it may have acknowledged must not help elect a
+        # leader that lacks them: it votes for nobody (its vote counts for no one) until a
+        # leader has synced it, and joins a leader the others established.
+        self.repairing = durable.repairing
         self.history = History(config.commit_log_count)
         self.history.extend(durable.history)
         self.pending: deque[Txn] = deque(t for t in durable.history if t.zxid > durable.applied)

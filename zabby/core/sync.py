@@ -175,7 +175,8 @@ def new_leader(peer: Replica, learner: LearnerRole, message: NewLeader) -> None:
         peer._become_looking()  # reconnect as the other kind of learner, before acking
         return
     peer.current_epoch = peer.accepted_epoch
-    peer._ready.current_epoch = peer.current_epoch
+    peer._ready.current_epoch = peer.current_epoch  # with the leader's history logged: a repair ends here too
+    peer.repairing = False
     learner.acked = True
     peer._ready.must_sync = True
     peer._send(learner.leader, Ack(zxid=message.zxid))

@@ -20,6 +20,7 @@ truncation, append, sync, current epoch; see ``zabby.engine.effects``):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,13 +31,15 @@ from zabby.engine.effects import Recovered
 from zabby.engine.reconfig import logged_membership
 from zabby.errors import InvariantError
 from zabby.membership import Membership
-from zabby.storage.datadir import DataDir, DigestBeside
+from zabby.storage.datadir import DataDir, DigestBeside, RecoveryError
 from zabby.storage.epochs import read_epoch, write_epoch
 from zabby.storage.fs import OS_FS, FileSystem
 from zabby.storage.snapshot import SnapshotWriter, write_snapshot
-from zabby.storage.txnlog import TxnLog
+from zabby.storage.txnlog import CorruptLogError, TxnLog
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn, decode_txn, encode_txn, zxid_epoch
+
+LOGGER = logging.getLogger("zabby.storage")
 
 
 class Storage:
@@ -48,7 +51,9 @@ class Storage:
         self.datadir = DataDir(config.data_dir, config.data_log_dir, snap_retain_count=config.snap_retain_count,
                                log_reserve_bytes=config.log_reserve_bytes, fs=fs)  # fmt: skip
         self.segment_bytes_max = segment_bytes_max
+        self.repairs = bool(config.peers)  # a member rebuilds damage from its leader; a standalone server cannot
         self._log: TxnLog | None = None
+        self._repairing = False
 
     @property
     def log(self) -> TxnLog:
@@ -67,13 +72,33 @@ class Storage:
         the one the configuration files record (the last committed reconfig).  ``at_start``:
         no snapshot writer can be running, so the ``.tmp`` files a crash left go first.
 
+        A member of an ensemble whose history is damaged (a record or a snapshot that fails
+        its checks where no crash can explain it) starts a repair (``DataDir.start_repair``)
+        and recovers an empty tree; its ``DurableState`` says ``repairing`` until a leader
+        has synced it (``write_current_epoch``).
+
         Raises:
-            RecoveryError, CorruptLogError, CorruptEpochError, DiskFailure, OSError: the data
-                dir cannot be read back without losing txns (``zabby.storage``).
+            RecoveryError, CorruptLogError (a standalone server's damage), CorruptEpochError,
+                DiskFailure, OSError: the data dir cannot be read back without losing txns.
         """
         self.close()
         if at_start:
             self.datadir.remove_unfinished_snapshots()
+        try:
+            recovered = self._recover(membership, snapshot_wanted, digest_beside)
+        except (CorruptLogError, RecoveryError) as exc:
+            if not self.repairs:
+                raise
+            LOGGER.error("the history in %s is damaged (%s): starting over empty, to be repaired by the leader; "
+                         "this server votes for nobody until then", self.datadir.data_dir, exc)  # fmt: skip
+            self.close()
+            self.datadir.start_repair(str(exc))
+            recovered = self._recover(membership, snapshot_wanted, digest_beside)
+        self._repairing = recovered.durable.repairing
+        return recovered
+
+    def _recover(self, membership: Membership | None, snapshot_wanted: bool,
+                 digest_beside: Callable[[Path], DigestBeside] | None) -> Recovered:  # fmt: skip
         tree, self._log = self.datadir.recover(segment_bytes_max=self.segment_bytes_max, digest_beside=digest_beside)
         return Recovered(tree, self.durable_state(tree, membership, snapshot_wanted=snapshot_wanted))
 
@@ -95,6 +120,7 @@ class Storage:
             snapshot_wanted=snapshot_wanted,
             membership=committed,
             proposed=logged_membership(tree, committed),
+            repairing=self.datadir.repairing,
         )
 
     # ----------------------------------------------------------------- the log and the epochs
@@ -102,7 +128,12 @@ class Storage:
         write_epoch(self.datadir.accepted_epoch_path, epoch, fs=self.fs)
 
     def write_current_epoch(self, epoch: int) -> None:
+        """A learner writes it once its leader's history is logged (NEWLEADER): a repair ends."""
         write_epoch(self.datadir.current_epoch_path, epoch, fs=self.fs)
+        if self._repairing:
+            self.datadir.end_repair()
+            self._repairing = False
+            LOGGER.info("the history in %s is repaired: synced with the leader of epoch %d", self.datadir.data_dir, epoch)
 
     def truncate_after(self, zxid: int) -> None:
         self.log.truncate_after(zxid)

@@ -55,6 +55,7 @@ from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn, follows
 
 TICK_MS = 50  # one simulator tick is one core tick of a server
+FLIPPED, REPAIRING = 1, 2  # Node.flipped
 SNAP_CHUNK_RECORDS = 8  # small: a SNAP crosses the network as several messages
 EFFECTS_PER_DRAIN_MAX = 10_000  # a work loop that never ends is an engine bug, not a long run
 
@@ -115,6 +116,7 @@ class Node:
     writing: tuple[int, WriteSnapshot, SnapshotWriter] | None = None  # a snapshot a child writes: (done at tick, it, its file)
     disk_faulted: bool = False  # a disk fault was injected since the start: a repair or a fail-stop may follow
     disk_full_until: int = 0  # ticks: the disk has no space until then
+    flipped: int = 0  # a bit flipped in its files: FLIPPED until a recovery reads them, REPAIRING until a leader syncs it
     sync_wanted: bool = False  # an Append left the log's sync to the background: done at a later tick
 
     @property
@@ -193,7 +195,7 @@ class Cluster:
         self.on_node_down: Callable[[Node], None] = lambda node: None
         self.stats: dict[str, int] = {"forged": 0, "crashes": 0, "crashes_in_ready": 0, "lost_unsynced": 0, "snaps": 0,
                                       "truncs": 0, "reloads": 0, "elections": 0, "restarts": 0, "snapshots": 0,
-                                      "snapshots_skipped": 0, "fail_stops": 0, "disk_faults": 0, "bit_flips": 0}  # fmt: skip
+                                      "snapshots_skipped": 0, "fail_stops": 0, "disk_faults": 0, "bit_flips": 0, "storage_repairs": 0}  # fmt: skip
         for node in self.nodes.values():
             self.restart(node)
 
@@ -208,6 +210,9 @@ class Cluster:
         node.disk_faulted = False
         node.storage = Storage(node.config, fs=node.fs, segment_bytes_max=self.options.log_segment_bytes_max)
         recovered = self._recover(node, snapshot_wanted=False, at_start=True)
+        if recovered.durable.repairing:
+            self.stats["storage_repairs"] += 1
+            self.log(f"server {node.sid} found its history damaged: it starts empty, to be repaired by the leader")
         node.engine = Engine(node.config, node.peer_config, TICK_MS, recovered, clock=node.clock, freezer=CopyFreezer(),
                              rng=random.Random(self.engine_rng.getrandbits(64)),
                              sync_in_background=self.options.sync_in_background,
@@ -230,6 +235,8 @@ class Cluster:
         """``Storage.recover``; the checkers then see the txns it replayed from the log."""
         recovered = node.storage.recover(node.membership or node.config.membership, snapshot_wanted=snapshot_wanted,
                                          at_start=at_start)  # fmt: skip
+        if node.flipped:  # the recovery read the damage, or the flip hit no byte it reads
+            node.flipped = REPAIRING if recovered.durable.repairing else 0
         base = node.storage.datadir.recovered.snapshot_zxid
         node.tree_zxid, node.tree_chain = base, self.checker.chain_hash(base) if base else 0
         for txn in node.storage.logged_after(base):
@@ -573,6 +580,8 @@ class Cluster:
                  f"epoch={soft.epoch}{' serving' if soft.serving else ''}")  # fmt: skip
         if soft.state == ServerState.LOOKING and (old is None or old.state != ServerState.LOOKING):
             self.stats["elections"] += 1
+        if soft.serving and node.flipped == REPAIRING and not node.storage.datadir.repairing:
+            node.flipped = 0  # a leader synced it
         if soft.serving and soft.state == ServerState.LEADING and not (old is not None and old.serving and old.state == ServerState.LEADING):
             leader = node.peer.leader
             self.checker.on_established(node.sid, soft.epoch, node.tree_zxid, leader.established_by if leader else None)

@@ -130,6 +130,9 @@ class SimFS:
         inode.pending = []
         return len(rest)
 
+    def durable_size(self, path: Path) -> int:
+        return len(self._inode(path).durable)
+
     def flip_bit(self, rng: random.Random, path: Path) -> int:
         """Flip one durable bit of ``path`` (read back as damaged from now on); its offset."""
         inode = self._names[path]
@@ -137,7 +140,8 @@ class SimFS:
         damaged = bytearray(inode.durable)
         damaged[offset] ^= 1 << rng.randrange(8)
         inode.durable = bytes(damaged)
-        inode.data[offset] = damaged[offset]
+        if offset < len(inode.data):  # a read goes to the disk again (the page cache was dropped)
+            inode.data[offset] = damaged[offset]
         return offset
 
     # ----------------------------------------------------------------- names

@@ -60,6 +60,7 @@ class SimOptions:
     torn_writes: bool = False  # a crash may keep part of an unsynced write
     reordered_writes: bool = False  # a crash may keep an unsynced write and lose one made before it
     disk_fault_probability: float = 0.0  # per tick: a server's disk fails its next write or fsync (EIO), or fills up
+    bit_flip_probability: float = 0.0  # per tick: a bit of a server's log or snapshot flips (one damaged server at a time)
     # workload
     client_count: int = 3
     request_probability: float = 0.3  # per idle client per tick
@@ -77,7 +78,7 @@ class SimOptions:
         return replace(
             self, break_probability=0.0, duplicate_probability=0.0, reorder_probability=0.0,
             partition_probability=0.0, crash_probability=0.0, clock_jump_probability=0.0,
-            clock_stall_probability=0.0, forge_probability=0.0, disk_fault_probability=0.0,
+            clock_stall_probability=0.0, forge_probability=0.0, disk_fault_probability=0.0, bit_flip_probability=0.0,
         )  # fmt: skip
 
 
@@ -148,7 +149,7 @@ def swarm(rng: random.Random, seed: int, reconfig_share: float = 0.0, forge_shar
     options = replace(options, sync_in_background=rng.random() < 0.5, log_reserve_bytes=rng.choice((0, 64, 4096)))
     if rng.random() < STORAGE_SHARE:
         options = replace(options, torn_writes=rng.random() < 0.7, reordered_writes=rng.random() < 0.5,
-                          disk_fault_probability=_maybe(rng, 0.7, 0.01))  # fmt: skip
+                          disk_fault_probability=_maybe(rng, 0.7, 0.01), bit_flip_probability=_maybe(rng, 0.5, 0.05))  # fmt: skip
     return options
 
 

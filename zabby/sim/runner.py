@@ -25,13 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from zabby.core.types import ServerState
+from zabby.engine import Recovered
 from zabby.engine.storage import Storage
 from zabby.sim.checkers import Checker, Violation
-from zabby.sim.cluster import TICK_MS, Cluster, Node
+from zabby.sim.cluster import FLIPPED, TICK_MS, Cluster, Node
 from zabby.sim.forge import forge
 from zabby.sim.options import SimOptions, swarm
 from zabby.sim.workload import Workload
-from zabby.tree.datatree import DataTree
 
 EVENTS_PER_TICK_MAX = 100_000
 
@@ -140,6 +140,32 @@ class Simulation:
             forge(cluster, rng)
         if options.disk_fault_probability and rng.random() < options.disk_fault_probability:
             self._disk_fault(cluster.nodes[rng.choice(sids)])
+        if options.bit_flip_probability and rng.random() < options.bit_flip_probability:
+            self._flip_bit(cluster.nodes[rng.choice(sids)])
+
+    def _flip_bit(self, node: Node) -> None:
+        """A bit of a server's log segment or snapshot flips (silent corruption, found at its
+        next recovery), when
+        every other server serves with its history whole: one damaged server at a time, as
+        a repair needs a quorum of intact ones.  Not where clients reconfigure: a membership
+        of two voters has no quorum without the damaged one, and waits for an operator, as
+        a real one would.  Not on a standalone server: with nobody to repair it, it refuses
+        to start (``tests/sim/test_fs.py``)."""
+        cluster = self.cluster
+        others = [n for n in cluster.nodes.values() if n is not node]
+        is_voter = node.sid <= self.options.voter_count  # no reconfig here: the first membership stays
+        if is_voter and self.options.voter_count < 3:
+            return  # the others are no quorum of voters without it
+        if node.flipped or not node.storage.repairs or self.options.reconfig_probability or any(not n.serving or n.flipped or n.storage.datadir.repairing for n in others):
+            return
+        files = [p for p in node.fs.paths() if p.name.startswith(("log.", "snapshot.")) and node.fs.durable_size(p)]
+        if not files:
+            return
+        path = self.fault_rng.choice(files)
+        offset = node.fs.flip_bit(self.fault_rng, path)
+        node.flipped = FLIPPED
+        cluster.stats["bit_flips"] += 1
+        cluster.log(f"server {node.sid}: a bit flips in {path.name} at offset {offset}")
 
     def _disk_fault(self, node: Node) -> None:
         """The next write or fsync fails with EIO (the server fail-stops), or the disk fills
@@ -230,7 +256,12 @@ class Simulation:
         self.checker.check_acked_present(leader.tree_zxid)
         for node in self.cluster.nodes.values():  # members, and others serving with no txn pending
             settled = node.serving and node.peer.last_logged == node.tree_zxid
-            if settled and _recover(node).content_hash() != node.tree.content_hash():
+            if not settled:
+                continue
+            recovered = _recover(node)
+            if recovered.tree.content_hash() == node.tree.content_hash():
+                continue
+            if not (node.flipped and recovered.durable.repairing):  # a damaged disk must be found so
                 raise Violation(f"server {node.sid}: its disk recovers a different tree than it holds")
 
     def describe(self) -> str:
@@ -257,11 +288,11 @@ class Simulation:
         return out
 
 
-def _recover(node: Node) -> DataTree:
+def _recover(node: Node) -> Recovered:
     """What a restart of ``node`` now would recover: the storage's own recovery, on a copy."""
     storage = Storage(node.config, fs=copy.deepcopy(node.fs))
     try:
-        return storage.recover(node.membership or node.config.membership).tree
+        return storage.recover(node.membership or node.config.membership)
     finally:
         storage.close()
 

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from zabby.errors import InvariantError
 from zabby.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
-from zabby.storage.files import dir_bytes, fsync_dir
+from zabby.storage.files import dir_bytes, fsync_dir, write_atomically
 from zabby.storage.fs import OS_FS, FileSystem
 from zabby.storage.snapshot import (
     CorruptSnapshotError, SnapshotWriter, list_snapshots, list_unfinished_snapshots, looks_complete, read_snapshot,
@@ -42,6 +43,7 @@ logger = logging.getLogger("zabby.storage")
 
 VERSION_DIR = "version-2"
 MYID = "myid"
+REPAIR_MARKER = "repairing"  # in the snapshot dir while a member rebuilds its damaged history from its leader
 SNAP_RETAIN_COUNT_MIN = 3
 
 
@@ -206,7 +208,11 @@ class DataDir:
                 raise CorruptLogError(f"log record {zxid_hex(zxid)} is not a txn: {error}") from None
             if txn.zxid != zxid:
                 raise CorruptLogError(f"log record {zxid_hex(zxid)} holds a txn with zxid {zxid_hex(txn.zxid)}")
-            tree.apply(txn)
+            try:
+                tree.apply(txn)
+            except InvariantError as error:  # the log does not continue this tree: a snapshot between them is gone
+                raise RecoveryError(f"replaying {zxid_hex(zxid)} on the tree at {zxid_hex(snapshot_zxid)}: {error}: "
+                                    f"the log does not continue the snapshot recovery started from") from None  # fmt: skip
             replayed += 1
         return replayed
 
@@ -254,6 +260,30 @@ class DataDir:
             logger.info("removing %s, a snapshot a crash left unfinished", path)
             self.fs.unlink(path)
         return removed
+
+    # ----------------------------------------------------------------- repair
+    @property
+    def repairing(self) -> bool:
+        """A repair began and no leader has synced this server since (``start_repair``)."""
+        return REPAIR_MARKER in self.fs.files(self.snap_dir)
+
+    def start_repair(self, reason: str) -> None:
+        """The history here is damaged (``CorruptLogError``, ``RecoveryError``): mark the repair
+        durably first, then drop every snapshot and log segment, so the next recovery finds
+        an empty tree and the leader sends this member its whole history.  The epoch files
+        stay: a member never goes back to an epoch it accepted."""
+        write_atomically(self.snap_dir / REPAIR_MARKER, f"{reason}\n".encode(), fs=self.fs)
+        self.close()
+        for directory, pattern in ((self.log_dir, "log."), (self.snap_dir, "snapshot.")):
+            for name in self.fs.files(directory):
+                if name.startswith(pattern):
+                    self.fs.unlink(directory / name)
+            fsync_dir(directory, fs=self.fs)
+
+    def end_repair(self) -> None:
+        """A leader synced this server: its history is whole again."""
+        self.fs.unlink(self.snap_dir / REPAIR_MARKER, missing_ok=True)
+        fsync_dir(self.snap_dir, fs=self.fs)
 
     def newest_snapshot_zxid(self) -> int:
         """The zxid of the newest snapshot file (damaged or not), 0 if there is none."""

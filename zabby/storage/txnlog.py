@@ -79,10 +79,48 @@ class CorruptLogError(Exception):
 
 
 class _BadRecord(Exception):
-    def __init__(self, offset: int, reason: str) -> None:
+    """``damaged``: no torn write explains it (a record with a valid CRC out of order, or one
+    flipped bit that would make the CRC match): the disk changed bytes it had written."""
+
+    def __init__(self, offset: int, reason: str, *, damaged: bool = False) -> None:
         super().__init__(reason)
         self.offset = offset
         self.reason = reason
+        self.damaged = damaged
+
+
+def _crc_table() -> list[int]:
+    table = []
+    for byte in range(256):
+        value = byte
+        for _ in range(8):
+            value = (value >> 1) ^ (CRC32_POLYNOMIAL if value & 1 else 0)
+        table.append(value)
+    return table
+
+
+CRC32_POLYNOMIAL = 0xEDB88320  # zlib's, reflected
+FLIP_SEARCH_BYTES_MAX = 1 << 20  # a longer record with a bad CRC is called damaged without a search
+_CRC_TABLE = _crc_table()
+
+
+def one_bit_explains(covered: bytes, stored_crc: int) -> bool:
+    """Would flipping one bit of ``covered`` (what the CRC covers) or of ``stored_crc`` make
+    them match?  Then the record was written whole and a bit changed since: damage, not the
+    tail of zeros (or nothing) that a torn write leaves.  CRC-32 is linear: a flip of bit
+    ``k`` of byte ``t`` changes the CRC by L^(8(n-t))(1 << k), L the register's step on a zero
+    byte, so the search walks back from the last byte once, eight registers abreast."""
+    syndrome = zlib.crc32(covered) ^ stored_crc
+    if syndrome == 0:
+        return False
+    if syndrome & (syndrome - 1) == 0 or len(covered) > FLIP_SEARCH_BYTES_MAX:
+        return True  # a bit of the stored CRC; or too long to search: damage, the safe side
+    table, registers = _CRC_TABLE, [1 << k for k in range(8)]
+    for _ in range(len(covered)):
+        registers = [(r >> 8) ^ table[r & 0xFF] for r in registers]
+        if syndrome in registers:
+            return True
+    return False
 
 
 class SegmentScan(NamedTuple):
@@ -93,6 +131,7 @@ class SegmentScan(NamedTuple):
     record_count: int
     last_zxid: int
     error: str | None
+    damaged: bool = False  # the error is no torn write (``_BadRecord.damaged``)
 
 
 def segment_name(first_zxid: int) -> str:
@@ -129,15 +168,26 @@ def _records(f: BinaryIO, offset: int, end_bytes: int, prev_zxid: int) -> Iterat
             return
         length, crc, zxid = unpack(header)
         if length > PAYLOAD_BYTES_MAX or length > end_bytes - offset - header_size:
-            raise _BadRecord(offset, f"record length {length} runs past the end of the file")
+            rest = f.read(min(end_bytes - offset - header_size, FLIP_SEARCH_BYTES_MAX))
+            raise _BadRecord(offset, f"record length {length} runs past the end of the file",
+                             damaged=_length_bit_flipped(length, crc, pack_zxid(zxid), rest))  # fmt: skip
         payload = f.read(length)
         if crc32(payload, crc32(pack_zxid(zxid))) != crc:
-            raise _BadRecord(offset, "CRC mismatch")
+            raise _BadRecord(offset, "CRC mismatch", damaged=one_bit_explains(pack_zxid(zxid) + payload, crc))
         if zxid <= prev_zxid:
-            raise _BadRecord(offset, f"zxid 0x{zxid:x} does not follow 0x{prev_zxid:x}")
+            raise _BadRecord(offset, f"zxid 0x{zxid:x} does not follow 0x{prev_zxid:x}", damaged=True)
         offset += header_size + length
         prev_zxid = zxid
         yield zxid, payload, offset
+
+
+def _length_bit_flipped(length: int, crc: int, zxid_bytes: bytes, rest: bytes) -> bool:
+    """A length that runs past the end, one flipped bit away from one that fits and matches."""
+    for bit in range(32):
+        candidate = length ^ (1 << bit)
+        if candidate <= len(rest) and zlib.crc32(rest[:candidate], zlib.crc32(zxid_bytes)) == crc:
+            return True
+    return False
 
 
 def _check_file_header(path: Path, raw: bytes) -> str | None:
@@ -174,7 +224,7 @@ def scan_segment(path: Path, first_zxid: int, prev_zxid: int, *, fs: FileSystem 
                     raise CorruptLogError(f"{path}: first record has zxid 0x{zxid:x}, the name says 0x{first_zxid:x}")
                 good_bytes, count, last_zxid = end, count + 1, zxid
         except _BadRecord as bad:
-            return SegmentScan(bad.offset, file_bytes, count, last_zxid, bad.reason)
+            return SegmentScan(bad.offset, file_bytes, count, last_zxid, bad.reason, bad.damaged)
     return SegmentScan(good_bytes, file_bytes, count, last_zxid, None)
 
 
@@ -274,10 +324,19 @@ class TxnLog:
                 f"txn log segment {path} is damaged {where}; it is not the last segment, so "
                 f"acknowledged txns would be lost: refusing to start (restore it or resync this server)"
             )
+        if scan.damaged:
+            raise CorruptLogError(
+                f"txn log segment {path} is damaged at offset {scan.good_bytes}: {scan.error}, which one flipped "
+                f"bit explains and no torn write does; the record may have been acknowledged: refusing to "
+                f"start (restore it or resync this server)"
+            )
         if scan.error is not None:
             self._cut_torn_tail(path, scan)
-        elif is_last and scan.good_bytes < scan.file_bytes:
-            self.fs.truncate(path, scan.good_bytes)  # the reserve a crash left: zeros, given back
+        elif scan.good_bytes < scan.file_bytes:
+            # The reserve a crash left: zeros, given back.  In a segment before the last one
+            # too (its release was lost): it is the last one if the empty one after it goes,
+            # and appends after its zeros would be read back as nothing (the simulator's seed 82).
+            self.fs.truncate(path, scan.good_bytes)
         if scan.record_count == 0:
             self._remove_empty_segment(path)
             return prev_zxid
