@@ -44,6 +44,7 @@ logger = logging.getLogger("zabby.storage")
 VERSION_DIR = "version-2"
 MYID = "myid"
 REPAIR_MARKER = "repairing"  # in the snapshot dir while a member rebuilds its damaged history from its leader
+QUARANTINE_DIR = "damaged"  # where a repair moves the damaged snapshots and log segments
 SNAP_RETAIN_COUNT_MIN = 3
 
 
@@ -269,16 +270,20 @@ class DataDir:
 
     def start_repair(self, reason: str) -> None:
         """The history here is damaged (``CorruptLogError``, ``RecoveryError``): mark the repair
-        durably first, then drop every snapshot and log segment, so the next recovery finds
-        an empty tree and the leader sends this member its whole history.  The epoch files
-        stay: a member never goes back to an epoch it accepted."""
+        durably first, then move every snapshot and log segment into ``version-2/damaged/``
+        (replacing what an earlier repair left there), so the next recovery finds an empty
+        tree and the leader sends this member its whole history.  The epoch files stay: a
+        member never goes back to an epoch it accepted."""
         write_atomically(self.snap_dir / REPAIR_MARKER, f"{reason}\n".encode(), fs=self.fs)
         self.close()
+        quarantine = self.snap_dir / QUARANTINE_DIR  # kept for a post-mortem, out of recovery's sight
+        self.fs.makedirs(quarantine)
         for directory, pattern in ((self.log_dir, "log."), (self.snap_dir, "snapshot.")):
             for name in self.fs.files(directory):
                 if name.startswith(pattern):
-                    self.fs.unlink(directory / name)
+                    self.fs.replace(directory / name, quarantine / name)
             fsync_dir(directory, fs=self.fs)
+        fsync_dir(quarantine, fs=self.fs)
 
     def end_repair(self) -> None:
         """A leader synced this server: its history is whole again."""
