@@ -48,14 +48,17 @@ from zabby.sim.checkers import Checker, Violation
 from zabby.sim.fs import SimFS
 from zabby.sim.network import UP, Event, Network, pair
 from zabby.sim.options import SimOptions
+from zabby.storage.datadir import RecoveryError
 from zabby.storage.files import DiskFailure, DiskFull
-from zabby.storage.snapshot import SnapshotWriter, read_snapshot
+from zabby.storage.snapshot import CorruptSnapshotError, SnapshotWriter, read_snapshot
+from zabby.storage.txnlog import CorruptLogError
 from zabby.tree.datatree import DataTree, records_digest
 from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn, follows
 
 TICK_MS = 50  # one simulator tick is one core tick of a server
 FLIPPED, REPAIRING = 1, 2  # Node.flipped
+STORAGE_ERRORS = (DiskFull, DiskFailure, CorruptLogError, CorruptSnapshotError, RecoveryError)  # what a fault may raise
 SNAP_CHUNK_RECORDS = 8  # small: a SNAP crosses the network as several messages
 EFFECTS_PER_DRAIN_MAX = 10_000  # a work loop that never ends is an engine bug, not a long run
 
@@ -118,6 +121,11 @@ class Node:
     disk_full_until: int = 0  # ticks: the disk has no space until then
     flipped: int = 0  # a bit flipped in its files: FLIPPED until a recovery reads them, REPAIRING until a leader syncs it
     sync_wanted: bool = False  # an Append left the log's sync to the background: done at a later tick
+
+    @property
+    def faulted(self) -> bool:
+        """A disk fault was injected, or a bit flipped, since it started: its storage may fail."""
+        return self.disk_faulted or bool(self.flipped)
 
     @property
     def peer(self) -> Peer:
@@ -335,9 +343,8 @@ class Cluster:
                 self._synced_in_background(node)  # the server awaits its background sync before these
             try:
                 node.answer = self._carry_out(node, effect)
-            except (DiskFull, DiskFailure) as exc:
-                if not node.disk_faulted:
-                    raise Violation(f"server {node.sid}: the disk failed with no fault injected: {exc}") from exc
+            except STORAGE_ERRORS as exc:
+                self._expect_fault(node, exc)
                 node.error = exc  # handed back, as the server's driver does: the engine decides
             if not node.alive:
                 return
@@ -346,12 +353,15 @@ class Cluster:
     def _crash_here(self, node: Node, effect: Effect) -> bool:
         """An armed crash lands before this effect, half the time (or between a Persist's or
         an Append's append and its fsync, the interesting spot)."""
-        if isinstance(effect, Persist) and effect.append and effect.sync and self.rng.random() < 0.5:
-            self._persist(node, effect, sync=False)
-        elif isinstance(effect, Append) and effect.txns and self.rng.random() < 0.5:
-            node.storage.append(effect.txns)
-        elif self.rng.random() < 0.5:
-            return False
+        try:
+            if isinstance(effect, Persist) and effect.append and effect.sync and self.rng.random() < 0.5:
+                self._persist(node, effect, sync=False)
+            elif isinstance(effect, Append) and effect.txns and self.rng.random() < 0.5:
+                node.storage.append(effect.txns)
+            elif self.rng.random() < 0.5:
+                return False
+        except STORAGE_ERRORS as exc:  # the disk failed first: the crash lands all the same
+            self._expect_fault(node, exc)
         node.crash_armed = False
         self.crash(node, in_ready=True)
         return True
@@ -381,7 +391,7 @@ class Cluster:
         elif isinstance(effect, Pause):
             node.paused_until = -(-effect.until_ms // TICK_MS)
         elif isinstance(effect, FailStop):
-            if not node.disk_faulted:
+            if not node.faulted:
                 raise Violation(f"server {node.sid} failed its disk with no fault injected: {effect.reason}")
             self.stats["fail_stops"] += 1
             self.log(f"server {node.sid} fail-stops: {effect.reason}")
@@ -462,7 +472,12 @@ class Cluster:
             raise Violation(f"server {node.sid}: TRUNC to 0x{zxid:x} is below its snapshot at 0x{snapshot_zxid:x}")
         self.stats["truncs"] += 1
         self.log(f"server {node.sid} truncates its log after 0x{zxid:x} (log at 0x{storage.log.last_zxid:x})")
-        self.checker.on_truncate(node.sid, storage.logged_after(zxid))
+        try:
+            cut = storage.logged_after(zxid)
+        except CorruptLogError as exc:  # a flipped bit: the truncation reads it too, and fails as it does
+            self._expect_fault(node, exc)
+            cut = []
+        self.checker.on_truncate(node.sid, cut)
         storage.truncate_after(zxid)
 
     def _append(self, node: Node, effect: Append) -> tuple[bool, bool]:
@@ -528,8 +543,13 @@ class Cluster:
         if node.writing is not None:
             raise Violation(f"server {node.sid} asked for a snapshot at 0x{effect.zxid:x} while writing one at 0x{node.writing[1].zxid:x}")
         node.storage.snapshot_due()
-        writer = SnapshotWriter(node.storage.snap_dir, effect.zxid, fs=node.fs)
-        writer.add(effect.image)
+        try:
+            writer = SnapshotWriter(node.storage.snap_dir, effect.zxid, fs=node.fs)
+            writer.add(effect.image)
+        except STORAGE_ERRORS as exc:  # the child could not write it: its exit status says so
+            self._expect_fault(node, exc)
+            node.engine.snapshot_written(effect.zxid, False, 0.0)
+            return
         if self.options.snapshot_ticks_max:
             node.writing = (self.now + self.rng.randint(1, self.options.snapshot_ticks_max), effect, writer)
         else:
@@ -539,9 +559,8 @@ class Cluster:
         node.writing = None
         try:
             writer.finish()
-        except (DiskFull, DiskFailure) as exc:  # the child's exit status says it failed
-            if not node.disk_faulted:
-                raise Violation(f"server {node.sid}: its snapshot failed with no fault injected: {exc}") from exc
+        except STORAGE_ERRORS as exc:  # the child's exit status says it failed
+            self._expect_fault(node, exc)
             writer.discard()
             node.engine.snapshot_written(effect.zxid, False, 0.0)
             return
@@ -559,12 +578,17 @@ class Cluster:
         node.tree_chain = self.checker.on_apply(node.sid, node.tree_zxid, node.tree_chain, txn, committed=committed)
         node.tree_zxid = txn.zxid
 
+    @staticmethod
+    def _expect_fault(node: Node, exc: Exception) -> None:
+        if not node.faulted:
+            raise Violation(f"server {node.sid}: its storage failed with no fault injected: {exc}") from exc
+
     def _check_repairs(self, node: Node) -> None:
         """A repair follows an injected disk fault, or it is a finding."""
         engine = node.engine
         if engine.stats.repairs == node.repairs_seen:
             return
-        if node.disk_faulted:
+        if node.faulted:
             node.repairs_seen = engine.stats.repairs
             return
         failure = engine.last_failure
