@@ -9,7 +9,7 @@ Each forgery reaches one live server as if over its links, from its claimed send
   own at a far version (it once became the ensemble's only member, on disk);
 * ``stale-vote``: a member's vote carrying a membership older than the receiver's (none while
   the receiver holds the first one: a membership of the receiver's version that leaves it out
-  is a lie only quorum authentication stops, see ``Peer._disowned_by``);
+  is a lie only quorum authentication stops, see ``zabby.core.membership.Memberships.disowned_by``);
 * ``impossible-vote``: a member's vote carrying a membership later than the last zxid the vote
   says its sender logged (no member can have committed it);
 * ``outsider-learner``: a FOLLOWERINFO, an ACK far ahead and a forwarded write (as a superuser,
