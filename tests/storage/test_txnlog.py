@@ -233,12 +233,15 @@ def test_what_follows_the_last_record_is_cut(tmp_path: Path, caplog: pytest.LogC
     assert [zxid for zxid, _ in open_log(tmp_path).read_from(0)] == [1, 2, 3, 4, 5, 99]
 
 
-def test_a_flipped_bit_in_the_last_record_is_damage_not_a_torn_tail(tmp_path: Path) -> None:
+@pytest.mark.parametrize("from_record_start", [0, 3, 5, 9, 15, 16, -3])  # length, CRC, zxid, payload
+def test_a_flipped_bit_in_the_last_record_is_damage_not_a_torn_tail(tmp_path: Path, from_record_start: int) -> None:
     """The last record may have been acknowledged: a bit flipped in it is not cut as a torn
-    write would be (the simulator's seed 120 lost an acknowledged txn that way)."""
-    segment, _ = write_one_segment(tmp_path, 5)
+    write would be (the simulator's seed 120 lost an acknowledged txn that way; seed 6403's
+    bit was in the length, which then framed the wrong bytes)."""
+    segment, written = write_one_segment(tmp_path, 5)
     raw = bytearray(segment.read_bytes())
-    raw[-3] ^= 0x40
+    last_start = len(raw) - (RECORD_HEADER_BYTES + len(written[-1][1]))
+    raw[from_record_start if from_record_start < 0 else last_start + from_record_start] ^= 0x01
     segment.write_bytes(bytes(raw))
     with pytest.raises(CorruptLogError, match="one flipped bit explains"):
         open_log(tmp_path)

@@ -173,12 +173,21 @@ def _records(f: BinaryIO, offset: int, end_bytes: int, prev_zxid: int) -> Iterat
                              damaged=_length_bit_flipped(length, crc, pack_zxid(zxid), rest))  # fmt: skip
         payload = f.read(length)
         if crc32(payload, crc32(pack_zxid(zxid))) != crc:
-            raise _BadRecord(offset, "CRC mismatch", damaged=one_bit_explains(pack_zxid(zxid) + payload, crc))
+            raise _BadRecord(offset, "CRC mismatch", damaged=_flipped(f, payload, length, crc, pack_zxid(zxid), end_bytes - offset - header_size))
         if zxid <= prev_zxid:
             raise _BadRecord(offset, f"zxid 0x{zxid:x} does not follow 0x{prev_zxid:x}", damaged=True)
         offset += header_size + length
         prev_zxid = zxid
         yield zxid, payload, offset
+
+
+def _flipped(f: BinaryIO, payload: bytes, length: int, crc: int, zxid_bytes: bytes, after_header: int) -> bool:
+    """A record whose CRC fails: one flipped bit of its zxid, payload or CRC, or of its length
+    (which then framed the wrong bytes) explains it."""
+    if one_bit_explains(zxid_bytes + payload, crc):
+        return True
+    rest = payload + f.read(max(0, min(after_header, FLIP_SEARCH_BYTES_MAX) - length))
+    return _length_bit_flipped(length, crc, zxid_bytes, rest)
 
 
 def _length_bit_flipped(length: int, crc: int, zxid_bytes: bytes, rest: bytes) -> bool:
