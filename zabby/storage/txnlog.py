@@ -104,23 +104,29 @@ FLIP_SEARCH_BYTES_MAX = 1 << 20  # a longer record with a bad CRC is called dama
 _CRC_TABLE = _crc_table()
 
 
-def one_bit_explains(covered: bytes, stored_crc: int) -> bool:
-    """Would flipping one bit of ``covered`` (what the CRC covers) or of ``stored_crc`` make
-    them match?  Then the record was written whole and a bit changed since: damage, not the
-    tail of zeros (or nothing) that a torn write leaves.  CRC-32 is linear: a flip of bit
-    ``k`` of byte ``t`` changes the CRC by L^(8(n-t))(1 << k), L the register's step on a zero
-    byte, so the search walks back from the last byte once, eight registers abreast."""
+def one_bit_flip(covered: bytes, stored_crc: int) -> int | None:
+    """Where one flipped bit would make ``covered`` (what the CRC covers) and ``stored_crc``
+    match: the index of the byte in ``covered``, or ``-1`` for a bit of the CRC itself; None if
+    no one bit does.  CRC-32 is linear: a flip of bit ``k`` of byte ``t`` changes the CRC by
+    L^(8(n-t))(1 << k), L the register's step on a zero byte, so the search walks back from
+    the last byte once, eight registers abreast."""
     syndrome = zlib.crc32(covered) ^ stored_crc
     if syndrome == 0:
-        return False
-    if syndrome & (syndrome - 1) == 0 or len(covered) > FLIP_SEARCH_BYTES_MAX:
-        return True  # a bit of the stored CRC; or too long to search: damage, the safe side
+        return None
+    if syndrome & (syndrome - 1) == 0:
+        return -1
+    if len(covered) > FLIP_SEARCH_BYTES_MAX:
+        return 0  # too long to search: taken for a flip at its start, the safe side
     table, registers = _CRC_TABLE, [1 << k for k in range(8)]
-    for _ in range(len(covered)):
+    for back in range(len(covered)):
         registers = [(r >> 8) ^ table[r & 0xFF] for r in registers]
         if syndrome in registers:
-            return True
-    return False
+            return len(covered) - 1 - back
+    return None
+
+
+def one_bit_explains(covered: bytes, stored_crc: int) -> bool:
+    return one_bit_flip(covered, stored_crc) is not None
 
 
 class SegmentScan(NamedTuple):
@@ -169,11 +175,11 @@ def _records(f: BinaryIO, offset: int, end_bytes: int, prev_zxid: int) -> Iterat
         length, crc, zxid = unpack(header)
         if length > PAYLOAD_BYTES_MAX or length > end_bytes - offset - header_size:
             rest = f.read(min(end_bytes - offset - header_size, FLIP_SEARCH_BYTES_MAX))
-            raise _BadRecord(offset, f"record length {length} runs past the end of the file",
-                             damaged=_length_bit_flipped(length, crc, pack_zxid(zxid), rest))  # fmt: skip
+            raise _BadRecord(offset, f"record length {length} runs past the end of the file", damaged=_flipped(header, rest))
         payload = f.read(length)
         if crc32(payload, crc32(pack_zxid(zxid))) != crc:
-            raise _BadRecord(offset, "CRC mismatch", damaged=_flipped(f, payload, length, crc, pack_zxid(zxid), end_bytes - offset - header_size))
+            rest = payload + f.read(max(0, min(end_bytes - offset - header_size, FLIP_SEARCH_BYTES_MAX) - length))
+            raise _BadRecord(offset, "CRC mismatch", damaged=_flipped(header, rest))
         if zxid <= prev_zxid:
             raise _BadRecord(offset, f"zxid 0x{zxid:x} does not follow 0x{prev_zxid:x}", damaged=True)
         offset += header_size + length
@@ -181,22 +187,25 @@ def _records(f: BinaryIO, offset: int, end_bytes: int, prev_zxid: int) -> Iterat
         yield zxid, payload, offset
 
 
-def _flipped(f: BinaryIO, payload: bytes, length: int, crc: int, zxid_bytes: bytes, after_header: int) -> bool:
-    """A record whose CRC fails: one flipped bit of its zxid, payload or CRC, or of its length
-    (which then framed the wrong bytes) explains it."""
-    if one_bit_explains(zxid_bytes + payload, crc):
-        return True
-    rest = payload + f.read(max(0, min(after_header, FLIP_SEARCH_BYTES_MAX) - length))
-    return _length_bit_flipped(length, crc, zxid_bytes, rest)
-
-
-def _length_bit_flipped(length: int, crc: int, zxid_bytes: bytes, rest: bytes) -> bool:
-    """A length that runs past the end, one flipped bit away from one that fits and matches."""
+def _flipped(header: bytes, rest: bytes) -> bool:
+    """A record that fails its checks (``header``, then the file's bytes after it): is it a
+    bit the disk flipped, rather than a torn write?  Yes if one flipped bit of its length
+    (which then framed the wrong bytes), CRC, zxid or payload explains it, at a place where a
+    torn write could not have left what is there: a torn write leaves zeros (reserved space)
+    from where it stopped, so a flip is told apart where the byte, or one after it, is not zero."""
+    length, crc, zxid = _RECORD_HEADER.unpack(header)
+    zxid_bytes = _ZXID.pack(zxid)
+    record = header + rest
+    places = []
+    if length <= len(rest):
+        flip = one_bit_flip(zxid_bytes + rest[:length], crc)
+        if flip is not None:
+            places.append(4 if flip < 0 else 8 + flip)  # the CRC field, or the zxid and payload after it
     for bit in range(32):
         candidate = length ^ (1 << bit)
         if candidate <= len(rest) and zlib.crc32(rest[:candidate], zlib.crc32(zxid_bytes)) == crc:
-            return True
-    return False
+            places.append(3 - bit // 8)
+    return any(record[place:].strip(b"\0") for place in places)
 
 
 def _check_file_header(path: Path, raw: bytes) -> str | None:
