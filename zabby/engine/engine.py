@@ -475,6 +475,8 @@ class Engine(ClientCalls):
         """The tree from disk (snapshot plus the whole log), as after a restart."""
         LOGGER.info("%s: reloading the tree from disk", why)
         recovered: Recovered = yield Reload(why)
+        if recovered.durable.repairing:  # the reload found damage and started over empty: so must the core
+            raise Inconsistency(f"the storage found its history damaged while reloading ({why})")
         self._replace_tree(recovered.tree)
         self._tree_committed = False
 
