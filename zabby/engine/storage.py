@@ -53,7 +53,6 @@ class Storage:
         self.segment_bytes_max = segment_bytes_max
         self.repairs = bool(config.peers)  # a member rebuilds damage from its leader; a standalone server cannot
         self._log: TxnLog | None = None
-        self._repairing = False
 
     @property
     def log(self) -> TxnLog:
@@ -94,7 +93,6 @@ class Storage:
             self.close()
             self.datadir.start_repair(str(exc))
             recovered = self._recover(membership, snapshot_wanted, digest_beside)
-        self._repairing = recovered.durable.repairing
         return recovered
 
     def _recover(self, membership: Membership | None, snapshot_wanted: bool,
@@ -130,9 +128,8 @@ class Storage:
     def write_current_epoch(self, epoch: int) -> None:
         """A learner writes it once its leader's history is logged (NEWLEADER): a repair ends."""
         write_epoch(self.datadir.current_epoch_path, epoch, fs=self.fs)
-        if self._repairing:
+        if self.datadir.repairing:  # the marker is the state: a crash mid-repair keeps it
             self.datadir.end_repair()
-            self._repairing = False
             LOGGER.info("the history in %s is repaired: synced with the leader of epoch %d", self.datadir.data_dir, epoch)
 
     def truncate_after(self, zxid: int) -> None:
