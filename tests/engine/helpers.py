@@ -57,8 +57,7 @@ def tree_of(txns: list[Txn]) -> DataTree:
     return tree
 
 
-def make_engine(txns: list[Txn] = (), *, servers: int = 3, sid: int = 1, sync_in_background: bool = False,  # type: ignore[assignment]
-                **settings: Any) -> Engine:
+def make_engine(txns: list[Txn] = (), *, servers: int = 3, sid: int = 1, **settings: Any) -> Engine:  # type: ignore[assignment]
     peers = tuple(PeerAddress(i, "127.0.0.1", 1000 + i, 2000 + i) for i in range(1, servers + 1)) if servers > 1 else ()
     config = ServerConfig(data_dir=Path("/nowhere"), data_log_dir=Path("/nowhere"), tick_ms=200, peers=peers, server_id=sid, **settings)
     core_tick_ms, peer_config = core_timing(config)
@@ -66,7 +65,7 @@ def make_engine(txns: list[Txn] = (), *, servers: int = 3, sid: int = 1, sync_in
     last = tree.last_zxid
     durable = DurableState(accepted_epoch=1, current_epoch=1, last_logged=last, applied=last, history=tuple(txns))
     return Engine(config, peer_config, core_tick_ms, Recovered(tree, durable), clock=FakeClock(),
-                  freezer=CopyFreezer(), rng=random.Random(7), sync_in_background=sync_in_background)  # fmt: skip
+                  freezer=CopyFreezer(), rng=random.Random(7))  # fmt: skip
 
 
 class Driver:
@@ -77,7 +76,7 @@ class Driver:
         self.disk_txns = list(disk_txns)
         self.effects: list[Effect] = []
         self.fail_next: dict[type, BaseException] = {}
-        self.syncs_at_once = False  # an Append's sync: done at once, or left to the test's log_synced
+        self.syncs_at_once = True  # an Append's sync: done at once (inline), or left to the test's log_synced
 
     def answer(self, effect: Effect) -> Any:
         failure = self.fail_next.pop(type(effect), None)

@@ -126,7 +126,8 @@ def test_a_digest_ahead_of_the_tree_waits_until_the_tree_gets_there() -> None:
     engine.receive(2, TreeDigest(zxid=make_zxid(1, 2), digest=ahead.digest))
     driver.run_work(engine._feed())
     assert len(engine.digests.expected) == 1
-    driver.run_work(engine._process(Ready(soft_state=engine.soft, committed=[create(1), create(2)])))
+    driver.run_work(engine._process(Ready(soft_state=engine.soft, append=[create(1), create(2)], must_sync=True,
+                                          committed=[create(1), create(2)])))  # fmt: skip
     assert not engine.digests.expected and engine.stats.repairs == 0
 
 

@@ -5,15 +5,10 @@ answered or acknowledged before the sync covers it."""
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 from tests.engine.helpers import Driver, create, make_engine
-from zabby.core.messages import Logged, Ping, Proposal, Request
-from zabby.core.ready import Ready, SoftState
-from zabby.core.types import ServerState, ZabPhase
-from zabby.engine import Append, Engine, Persist
-from zabby.engine.engine import _early_now, _Tail
+from zabby.engine import Append, Engine
 from zabby.opcodes import CreateMode, OpCode
 from zabby.tree.acl import OPEN_ACL_UNSAFE
 from zabby.tree.prep import Caller
@@ -46,8 +41,8 @@ def test_a_logged_write_is_answered_before_the_fsync_of_the_next() -> None:
         effect = engine.next_effect(result)
         if effect is None:
             break
-        if isinstance(effect, Persist) and effect.append:
-            paths = [txn.body[0] for txn in effect.append]
+        if isinstance(effect, Append) and effect.txns:
+            paths = [txn.body[0] for txn in effect.txns]
             events.append(f"fsync {','.join(paths)} starts")
             if paths == ["/a"]:
                 submit("/b", 2)  # read by the loop while /a is on its way to disk
@@ -67,18 +62,17 @@ def test_a_standalone_write_is_logged_and_applied_in_one_ready(monkeypatch: Any)
     args = ("/one", b"v", OPEN_ACL_UNSAFE, int(CreateMode.PERSISTENT), None)
     engine.submit(int(OpCode.CREATE), args, Caller(session, []), 1, lambda txn, result: answered.append(result))
     effects = driver.run()
-    assert [e.append[0].body[0] for e in effects if isinstance(e, Persist)] == ["/one"]
+    assert [e.txns[0].body[0] for e in effects if isinstance(e, Append)] == ["/one"]
     assert [path for path, _stat in answered] == ["/one"]
     [ready] = readies  # a quorum of one: the Ready that logs the write also applies it, after its persist
     assert ready.append == ready.committed
 
 
 def _serving_in_background() -> tuple[Engine, Driver, int]:
-    """A standalone engine that syncs in the background, serving a session; its driver leaves
-    every Append's sync to the test's ``log_synced`` from here on."""
-    engine = make_engine([create(1)], servers=1, sync_in_background=True)
+    """A standalone engine serving a session; its driver leaves every Append's sync to the
+    background (the test's ``log_synced``) from here on."""
+    engine = make_engine([create(1)], servers=1)
     driver = Driver(engine, disk_txns=[create(1)])
-    driver.syncs_at_once = True
     session = serving_session(engine, driver)
     driver.syncs_at_once = False
     return engine, driver, session
@@ -134,15 +128,3 @@ def test_a_failed_background_sync_fails_the_work_and_the_engine_repairs() -> Non
     driver.run()
     assert answered == [] and engine.stats.repairs == 1 and not engine.awaiting_sync
     assert engine.tree.get("/a") is None  # the reload found the log without it
-
-
-def test_an_early_message_waits_behind_what_waits_on_its_link_but_a_forward_does_not() -> None:
-    soft = SoftState(ServerState.LEADING, ZabPhase.BROADCAST, 1, 1, True)
-    # a Ready that pinged learner 2 and then proposed: its PROPOSAL became regular and waits
-    # for the leader's fsync with the LOGGED after it
-    waiting = Ready(soft, messages=[(2, Ping(round=1)), (2, Proposal(txns=(create(5),))), (2, Logged(zxid=5))])
-    tails = deque([_Tail(5, waiting, [])])
-    later = [(2, Proposal(txns=(create(6),))), (3, Proposal(txns=(create(6),))), (2, Request(1, 1, 1, (), (), False))]
-    now, held = _early_now(later, tails)
-    assert now == [later[1], later[2]] and held == [later[0]]
-    assert _early_now(later, deque()) == (later, [])

@@ -23,7 +23,8 @@ class Committer:
         snapshots = []
         for _ in range(count):
             self.counter += 1
-            ready = Ready(soft_state=self.engine.soft, committed=[create(self.counter)])
+            txn = create(self.counter)  # logged and committed in one Ready, as a quorum of one does
+            ready = Ready(soft_state=self.engine.soft, append=[txn], must_sync=True, committed=[txn])
             snapshots += [effect for effect in self.driver.run_work(self.engine._process(ready)) if isinstance(effect, WriteSnapshot)]
         return snapshots
 

@@ -187,14 +187,18 @@ def test_a_proposal_overtaking_the_one_before_it_is_caught() -> None:
     """The sender's side of a stream: a leader whose next PROPOSAL leaves before the one it
     held behind its log's sync (the bug f93061c fixed) is caught where it sends, though its
     learners would only have resynced."""
-    from zabby.engine import engine
+    from zabby.core.messages import Message
+    from zabby.core.replica import Replica
 
-    original = engine._early_now
-    engine._early_now = lambda early, tails: (early, [])  # type: ignore[assignment]
+    def send_early(self: Replica, sid: int, message: Message) -> None:  # blind to the Readys not yet advanced
+        (self._ready.messages if sid in self._regular_sids else self._ready.early_messages).append((sid, message))
+
+    original = Replica._send_early
+    Replica._send_early = send_early  # type: ignore[method-assign]
     try:
         failures = [r for r in map(_run, range(1, 41)) if not r.ok]
     finally:
-        engine._early_now = original
+        Replica._send_early = original  # type: ignore[method-assign]
     assert any("right after" in (r.error or "") for r in failures), "40 seeds ran a leader whose PROPOSALs overtake each other, and no checker noticed"
 
 

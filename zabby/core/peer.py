@@ -203,11 +203,22 @@ class Peer(Replica):
         ready = self._ready
         ready.soft_state = self.soft_state()
         self._ready = Ready(soft_state=ready.soft_state)
+        unsent = self._unsent_sids
+        for sid in self._regular_sids:
+            unsent[sid] = unsent.get(sid, 0) + 1
         self._regular_sids = set()
         return ready
 
     def advance(self, ready: Ready) -> None:
-        """The shell did everything ``ready`` asked; the leader's own log append now counts."""
+        """The shell did everything ``ready`` asked (its messages are sent); the leader's own
+        log append now counts.  The shell may take more Readys before advancing this one, and
+        advances each once."""
+        if ready.messages:
+            unsent = self._unsent_sids
+            for sid in {sid for sid, _ in ready.messages}:
+                left = unsent.pop(sid, 0) - 1
+                if left > 0:
+                    unsent[sid] = left
         role = self.role
         if ready.append and isinstance(role, LeaderRole):
             logged = ready.append[-1].zxid

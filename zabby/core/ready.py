@@ -25,6 +25,8 @@ ACKs and the leader's LOGGED are among the messages, so they leave only after wh
 A shell may carry out steps 5-8 later, once a background fsync covers the Ready's appends,
 and take the next Readys meanwhile (``zabby.engine``, for a Ready that only appends,
 commits and sends): it applies only what is durable in its own log, and keeps the order.
+Until a Ready is advanced, the core keeps later early messages to the servers that Ready
+has regular messages for behind them (regular too), so each link keeps its order.
 """
 
 from __future__ import annotations

@@ -94,7 +94,11 @@ class Replica:
         self.pending: deque[Txn] = deque(t for t in durable.history if t.zxid > durable.applied)
         self.now = 0
         self.logical_clock = 0
-        self._regular_sids: set[int] = set()
+        self._regular_sids: set[int] = set()  # servers this Ready has regular messages for
+        # Servers that Readys handed out and not yet advanced have regular messages for, and
+        # how many such Readys: the shell may send those late (after a background fsync), so
+        # an early message to one of them would overtake them (see ``_send_early``).
+        self._unsent_sids: dict[int, int] = {}
         self._ready = Ready(soft_state=SoftState(ServerState.LOOKING, ZabPhase.ELECTION, None, self.current_epoch, False))
 
     # ----------------------------------------------------------------- membership views
@@ -162,10 +166,14 @@ class Replica:
 
     def _send_early(self, sid: int, message: Message) -> None:
         """A packet that may leave before this Ready's persistence (a leader's PROPOSAL, COMMIT,
-        INFORM, PING; a learner's forwarded write); it stays behind any regular message to
-        the same server, so each stream keeps its order."""
-        if sid in self._regular_sids:
+        INFORM, PING); it stays behind any regular message to the same server, of this Ready
+        or of one handed out and not yet advanced (a PROPOSAL made regular behind a PING
+        waits for the fsync; the next PROPOSAL must not overtake it: the learner would see a
+        gap), so each stream keeps its order.  A learner's forwarded writes do not come here:
+        they are all early, in order (``Peer.forward``)."""
+        if sid in self._regular_sids or sid in self._unsent_sids:
             self._ready.messages.append((sid, message))
+            self._regular_sids.add(sid)
         else:
             self._ready.early_messages.append((sid, message))
 

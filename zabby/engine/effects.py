@@ -54,8 +54,9 @@ class Append:
     """Append ``txns`` to the log now and, if ``sync``, have the log made durable: here, or in
     the background, reporting ``Engine.log_synced(zxid)`` each time everything appended up
     to ``zxid`` is durable, until the log's last zxid is.  Answer ``(space_low, durable)``:
-    whether the disk is short of space, and whether the whole log is durable already.  Asked
-    only of a driver that syncs in the background (``Engine(sync_in_background=True)``)."""
+    whether the disk is short of space, and whether the whole log is durable already (a
+    driver that syncs inline always says so; one that syncs in the background says so when
+    it synced this one here, and reports the rest through ``log_synced``)."""
 
     txns: list[Txn]
     sync: bool

@@ -19,10 +19,11 @@ at once, without a unit of its own; it fails as a unit would.  So the
 Ready contract (``zabby.core.ready``) — send early, persist, apply (or apply first, when an
 earlier Ready logged what it commits), send, drop links, then
 ``advance`` — is written here once.  Driver inputs that arrive while a unit of work waits
-for its effect are queued, and fed when it is done.  With a driver that syncs the log in the
-background (an ensemble's server, the simulator), a broadcast Ready appends and goes on, and
-what must follow its fsync waits for ``log_synced`` (see "the log's sync in the
-background").  Client calls act at once: a write is prepared on the leader (or forwarded by
+for its effect are queued, and fed when it is done.  Durability is an input like the others:
+a broadcast Ready appends (``Append``) and goes on, and what must follow its fsync waits
+until the driver answers that the log is durable (at once, for a sync done inline) or
+reports it (``log_synced``, for a sync done in the background); see "the log's sync".  The
+engine has this one way whichever way the driver syncs.  Client calls act at once: a write is prepared on the leader (or forwarded by
 a learner) while the previous Ready is on disk, as ZooKeeper's pipeline does.
 
 Faults: when a unit of work fails (a txn that does not fit the tree, a snapshot at another
@@ -105,14 +106,11 @@ class Engine(ClientCalls):
             for snapshot spacing and session passwords).
         wake: called when a client call left work for ``next_effect``.
         on_applied: called with each committed txn the tree applies (the simulator's checks).
-        sync_in_background: the driver carries out ``Append`` (see "The log's sync in the
-            background" in the module's docstring).
     """
 
     def __init__(self, config: ServerConfig, peer_config: PeerConfig, core_tick_ms: int, recovered: Recovered, *,
                  clock: Clock, freezer: Freezer, rng: random.Random, wake: Callable[[], None] = lambda: None,
-                 on_applied: Callable[[Txn, Any], None] | None = None, stats: ServerStats | None = None,
-                 sync_in_background: bool = False) -> None:  # fmt: skip
+                 on_applied: Callable[[Txn, Any], None] | None = None, stats: ServerStats | None = None) -> None:  # fmt: skip
         self.config = config
         self.peer_config = peer_config
         self.core_tick_ms = core_tick_ms
@@ -144,7 +142,6 @@ class Engine(ClientCalls):
         self._proposals: list[Txn] = []
         self._snap_in: dict[int, tuple[Snap, TreeBuilder]] = {}
         self._work: Work | None = None
-        self.sync_in_background = sync_in_background
         self._logged_zxid = self._durable_zxid = recovered.durable.last_logged  # the log holds, and durably
         self._sync_asked_zxid = 0  # an Append asked for the log to be durable up to here
         self._tails: deque[_Tail] = deque()  # what Readys left until the log is durable, oldest first
@@ -330,8 +327,8 @@ class Engine(ClientCalls):
 
     # ----------------------------------------------------------------- one Ready
     def _process(self, ready: Ready) -> Work:
-        if self.sync_in_background and self._in_background(ready):
-            yield from self._process_in_background(ready)
+        if self._only_logs(ready):
+            yield from self._process_broadcast(ready)
             return
         if self._tails:  # this Ready changes more than the log: every earlier one is finished first
             yield from self._sync_all()
@@ -383,27 +380,27 @@ class Engine(ClientCalls):
         if sync or not self._sync_enabled():
             self._durable_zxid = self._logged_zxid
 
-    # ------------------------------------------- the log's sync in the background
-    # With a driver that syncs the log in the background (``Append``), a Ready of the
-    # broadcast phase does not wait for its fsync: it sends its early messages, appends its
-    # txns and applies the commits the log already holds durably, and what must follow the
-    # fsync waits in a ``_Tail`` (its regular messages, ACKs and LOGGED among them; its other
-    # commits; its sync answers; ``advance``, which counts a leader's own log).  Meanwhile
+    # ------------------------------------------------------------- the log's sync
+    # A Ready of the broadcast phase does not wait for its fsync: it sends its early
+    # messages (the core keeps them behind the regular messages still waiting on their
+    # links, ``Replica._send_early``), appends its txns (``Append``) and applies the commits
+    # the log already holds durably, and what must follow the fsync waits in a ``_Tail``
+    # (its regular messages, ACKs and LOGGED among them; its other commits; its sync
+    # answers; ``advance``, which counts a leader's own log) until the log is durable: at
+    # once, when the driver synced inline, or when it reports ``log_synced``.  Meanwhile
     # the engine goes on with the next inputs and Readys, the next fsync covering their
     # appends, as ZooKeeper's SyncRequestProcessor does.  The tree never gets ahead of the
     # durable log.  A Ready that does more (epochs, a truncation, a SNAP, a role change,
-    # links to drop) first waits for every earlier one to be finished (``_sync_all``).
-    def _in_background(self, ready: Ready) -> bool:
+    # links to drop) first makes the log durable and finishes every earlier one
+    # (``_sync_all``), then persists (``Persist``).
+    def _only_logs(self, ready: Ready) -> bool:
         return bool(ready.accepted_epoch is None and ready.current_epoch is None and ready.truncate_to is None
                     and not ready.drop_links and ready.soft_state == self.soft
                     and not any(m.__class__ is Snap for _, m in ready.messages))  # fmt: skip
 
-    def _process_in_background(self, ready: Ready) -> Work:
-        early, held = _early_now(ready.early_messages, self._tails)
-        if held:  # they follow what waits for the sync on their links: a PROPOSAL after a held PROPOSAL
-            ready.messages[:0] = held
-        if early:
-            yield Send(early)
+    def _process_broadcast(self, ready: Ready) -> Work:
+        if ready.early_messages:  # the core keeps them behind what waits on their links
+            yield Send(ready.early_messages)
         committed = ready.committed
         applied = False
         if committed and committed[-1].zxid <= self._durable_zxid and not any(t.committed for t in self._tails):
@@ -819,23 +816,6 @@ class _Tail:
     needs: int
     ready: Ready
     committed: list[Txn]
-
-
-def _early_now(early: list[tuple[int, Message]], tails: deque[_Tail]) -> tuple[list[tuple[int, Message]], list[tuple[int, Message]]]:
-    """Which of a Ready's early messages may leave now, and which wait behind the messages
-    that ``tails`` hold on the same links (a leader's PROPOSAL made regular in a Ready that
-    also pinged, then a later PROPOSAL, must not overtake it: the learner would see a gap).
-    A learner's forwarded writes always leave: they are all early, in order."""
-    if not tails or not early:
-        return early, []
-    waiting = {sid for tail in tails for sid, _ in tail.ready.messages}
-    if not waiting:
-        return early, []
-    now: list[tuple[int, Message]] = []
-    held: list[tuple[int, Message]] = []
-    for sid, message in early:
-        (held if sid in waiting and message.__class__ is not Request else now).append((sid, message))
-    return now, held
 
 
 def _without_superseded(messages: list[tuple[int, Message]]) -> list[tuple[int, Message]]:

@@ -106,13 +106,9 @@ class ZabbyServer:
         self.core_tick_ms, peer_config = core_timing(config)
         self.recorded_membership = config.membership  # what the configuration files say now
         self._kernel_sync = KernelSync.open()
-        # An ensemble's server syncs its log in the background (the engine goes on meanwhile)
-        # when the kernel does the fdatasync: a leader commits on its followers' ACKs, and
-        # they log the next proposals while syncing the last.  A standalone server commits
-        # only on its own fsync, so it keeps one Ready per fsync, which batches more.
         self.engine = Engine(config, peer_config, self.core_tick_ms, recovered, clock=SystemClock(),
                              freezer=ForkFreezer(storage.snap_dir), rng=random.SystemRandom(), wake=self._wake_up,
-                             stats=self.stats, sync_in_background=self._kernel_sync is not None and bool(config.peers))  # fmt: skip
+                             stats=self.stats)  # fmt: skip
         self.engine.space_low = storage.space_low
         self._wake = trio.Event()
         self._throttled_connections: set[Any] = set()  # connections waiting for globalOutstandingLimit
@@ -483,7 +479,6 @@ class ZabbyServer:
             LOGGER.info("the kernel refused an fsync of the txn log (%s): the disk thread does them", exc)
             kernel.close()  # type: ignore[union-attr]
             self._kernel_sync = None
-            self.engine.sync_in_background = False
             return False
         self.log.segment_synced(writes)
         return True

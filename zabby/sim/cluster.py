@@ -223,7 +223,6 @@ class Cluster:
             self.log(f"server {node.sid} found its history damaged: it starts empty, to be repaired by the leader")
         node.engine = Engine(node.config, node.peer_config, TICK_MS, recovered, clock=node.clock, freezer=CopyFreezer(),
                              rng=random.Random(self.engine_rng.getrandbits(64)),
-                             sync_in_background=self.options.sync_in_background,
                              on_applied=functools.partial(self._on_applied, node))  # fmt: skip
         node.engine.space_low = node.storage.space_low
         node.soft = None
@@ -481,14 +480,14 @@ class Cluster:
         storage.truncate_after(zxid)
 
     def _append(self, node: Node, effect: Append) -> tuple[bool, bool]:
-        """Append; sync at once (as the server does for one write alone) or leave it to a
-        later tick (its kernel's AIO)."""
+        """Append; sync at once (a server syncing inline always does, one syncing in the
+        background does for one write alone) or leave it to a later tick (its kernel's AIO)."""
         storage = node.storage
         storage.append(effect.txns)
         self.checker.on_logged(effect.txns)
         if not effect.sync:
             return storage.space_low, False
-        if not node.sync_wanted and self.rng.random() < 0.3:
+        if not node.sync_wanted and (not self.options.sync_in_background or self.rng.random() < 0.3):
             storage.sync()
             return storage.space_low, True
         node.sync_wanted = True

@@ -56,7 +56,7 @@ class SimOptions:
     snapshot_ticks_max: int = 0  # a snapshot is written in the background for up to this many ticks (0: at once)
     log_segment_bytes_max: int = 1 << 20  # small: the log rolls often, and purging drops whole segments
     log_reserve_bytes: int = 0  # the log's space reserved ahead (preAllocSize)
-    sync_in_background: bool = True  # the engine's two ways to sync the log: kernel AIO beside the loop, or in the Ready
+    sync_in_background: bool = True  # how the driver syncs an Append: inline (durable at once), or often in the background (log_synced later)
     torn_writes: bool = False  # a crash may keep part of an unsynced write
     reordered_writes: bool = False  # a crash may keep an unsynced write and lose one made before it
     disk_fault_probability: float = 0.0  # per tick: a server's disk fails its next write or fsync (EIO), or fills up
