@@ -13,7 +13,7 @@ import trio
 
 from tests.storage.helpers import TxnMaker, tree_of
 from zabby import config as zoo_config
-from zabby.engine import Install, Persist, StageSnapshot
+from zabby.engine import Append, Install, Persist, StageSnapshot
 from zabby.server.forks import SNAP_CHUNK_RECORDS
 from zabby.engine.storage import Storage
 from zabby.server.node import ZabbyServer
@@ -133,19 +133,28 @@ def test_the_loop_fsyncs_inline_only_for_a_single_write_waiting_alone(tmp_path: 
     for a batch of the ensemble's writes, however few of them this server's clients sent
     (a leader logs the writes its followers forwarded: ~1 ms blocked per batch under load)."""
     server = make_server(tmp_path)
-    txns = [create_txn(n) for n in (1, 2, 3)]
-
-    def persist(count: int) -> Persist:
-        return logging_persist(txns[:count])
-
     try:
         assert server.engine.outstanding == 0
-        assert server._persists_now(persist(1)) and server._persists_now(persist(0))
-        assert not server._persists_now(persist(3))  # forwarded writes: none of them this server's
+        assert server._fsync_inline(1) and server._fsync_inline(0)
+        assert not server._fsync_inline(3)  # forwarded writes: none of them this server's
         server.engine.outstanding = 2
-        assert not server._persists_now(persist(1))
+        assert not server._fsync_inline(1)
         server.engine.outstanding = 1
         server._fsync_recent_s = 0.05  # a slow disk: never on the loop
-        assert not server._persists_now(persist(1))
+        assert not server._fsync_inline(1)
+        # a Persist (a role change's, a SNAP's) is carried out at once only when it syncs nothing
+        assert server._persists_now(logging_persist([create_txn(1)])) is False
+        assert server._persists_now(Persist(None, None, None, [create_txn(1)], False))
+    finally:
+        server.close()
+
+
+def test_a_single_write_alone_is_synced_inline_and_answered_durable(tmp_path: Path) -> None:
+    """The engine's one path, the driver's choice: an Append synced right here says so (the
+    engine finishes its Ready at once); a batch is left to the background sync."""
+    server = make_server(tmp_path)
+    try:
+        assert server._append_in_background(Append([create_txn(1)], True)) == (False, True)
+        assert server.log.last_zxid == create_txn(1).zxid
     finally:
         server.close()

@@ -4,8 +4,15 @@ Theory of operation: ``zabby.engine.Engine`` owns the core, the tree, sessions, 
 every decision.  This driver feeds it (peer messages from the transport, ticks from the
 ticker, client calls from the connections) and carries out what it asks, one effect at a
 time: messages onto the peer links (a SNAP's tree image is a forked child's pipe, relayed
-in its place), the log and epoch files through the disk thread (group commit: one fsync
-for a whole Ready), snapshots written by forked children, client connections closed.
+in its place), the log and epoch files, snapshots written by forked children, client
+connections closed.
+
+The log's sync is the driver's choice, and the engine's path is the same whichever it
+makes: an ``Append`` is synced inline when one write waits for it alone on a fast disk
+(answered durable), and otherwise in the background (``_run_syncer``: the kernel's AIO
+fdatasync while the loop goes on, or the disk thread, with Appends awaited meanwhile),
+which reports ``log_synced``; one sync covers every append made before it (group commit).
+A ``Persist`` (epochs, a truncation, or the sync before a role change) is awaited.
 
 Who carries effects out: the task that fed the engine, at the end of its batch (a burst of
 client requests, the frames of one read from a peer, a tick), as long as each effect can be
@@ -372,7 +379,8 @@ class ZabbyServer:
         elif isinstance(effect, Append) and not self._sync_on_thread:
             return True, self._append_in_background(effect)
         elif isinstance(effect, Persist) and self._persists_now(effect):
-            return True, self._append_and_sync(effect)
+            self.storage.append(effect.append)
+            return True, self.log.space_low
         elif isinstance(effect, DropLinks):
             self._drop_links(effect)
         elif isinstance(effect, CloseClients):
@@ -432,21 +440,22 @@ class ZabbyServer:
         for conn in list(self.connections):
             conn.close_after_flush()
 
-    def _persists_now(self, effect: Persist) -> bool:
-        """A Persist that needs neither the epoch files, a truncation nor the disk thread."""
+    @staticmethod
+    def _persists_now(effect: Persist) -> bool:
+        """A Persist that only appends (forceSync=no): no epoch file, no truncation, no sync.
+        The others come with a role change, a SNAP or links dropped (a broadcast Ready is an
+        ``Append``), so their fsync is never worth blocking the loop for."""
         return (effect.accepted_epoch is None and effect.current_epoch is None and effect.truncate_to is None
-                and (not effect.sync or self._fsync_inline(len(effect.append))))  # fmt: skip
+                and not effect.sync)  # fmt: skip
 
     async def _persist(self, effect: Persist) -> bool:
         if effect.accepted_epoch is not None:
             await self.disk.run(self.storage.write_accepted_epoch, effect.accepted_epoch)
         if effect.truncate_to is not None:
             await self.disk.run(self.storage.truncate_after, effect.truncate_to)
-        if effect.sync and not self._fsync_inline(len(effect.append)):  # elsewhere: the loop reads on meanwhile
-            self.storage.append(effect.append)
+        self.storage.append(effect.append)
+        if effect.sync:  # off the loop, which reads on meanwhile
             await self._sync_log()
-        else:
-            self._append_and_sync(effect)
         if effect.current_epoch is not None:  # last: only once the log holds what came with it
             await self.disk.run(self.storage.write_current_epoch, effect.current_epoch)
         return self.log.space_low
@@ -525,13 +534,6 @@ class ZabbyServer:
                 self._sync_idle.set()
             self.engine.log_synced(zxid, error)
             self.run_effects()
-
-    def _append_and_sync(self, effect: Persist) -> bool:
-        """Append the Persist's txns, and fsync right here (blocking the loop) if it asks to."""
-        self.storage.append(effect.append)
-        if effect.sync:
-            self._sync_here()
-        return self.log.space_low
 
     def _fsynced(self, elapsed: float) -> None:
         self.stats.record_fsync(elapsed)
