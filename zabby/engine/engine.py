@@ -23,8 +23,9 @@ for its effect are queued, and fed when it is done.  Durability is an input like
 a broadcast Ready appends (``Append``) and goes on, and what must follow its fsync waits
 until the driver answers that the log is durable (at once, for a sync done inline) or
 reports it (``log_synced``, for a sync done in the background); see "the log's sync".  The
-engine has this one way whichever way the driver syncs.  Client calls act at once: a write is prepared on the leader (or forwarded by
-a learner) while the previous Ready is on disk, as ZooKeeper's pipeline does.
+engine has this one way whichever way the driver syncs.  Client calls act at once: a write
+is prepared on the leader (or forwarded by a learner) while the previous Ready is on disk,
+as ZooKeeper's pipeline does.
 
 Faults: when a unit of work fails (a txn that does not fit the tree, a snapshot at another
 zxid than declared, a digest that differs from the leader's, a bug, a full disk), the engine
