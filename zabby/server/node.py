@@ -9,10 +9,11 @@ connections closed.
 
 The log's sync is the driver's choice, and the engine's path is the same whichever it
 makes: an ``Append`` is synced inline when one write waits for it alone on a fast disk
-(answered durable), and otherwise in the background (``_run_syncer``: the kernel's AIO
-fdatasync while the loop goes on, or the disk thread, with Appends awaited meanwhile),
-which reports ``log_synced``; one sync covers every append made before it (group commit).
-A ``Persist`` (epochs, a truncation, or the sync before a role change) is awaited.
+(answered durable), and otherwise, in an ensemble, in the background (``_run_syncer``: the
+kernel's AIO fdatasync while the loop goes on, or the disk thread, with Appends awaited
+meanwhile), which reports ``log_synced``; one sync covers every append made before it (group
+commit).  A standalone server awaits that sync instead (``_appends_now``), and a ``Persist``
+(epochs, a truncation, or the sync before a role change) is awaited too.
 
 Who carries effects out: the task that fed the engine, at the end of its batch (a burst of
 client requests, the frames of one read from a peer, a tick), as long as each effect can be
@@ -376,7 +377,7 @@ class ZabbyServer:
         it must be awaited."""
         if isinstance(effect, Send):
             self._send(effect)
-        elif isinstance(effect, Append) and not self._sync_on_thread:
+        elif isinstance(effect, Append) and self._appends_now(effect):
             return True, self._append_in_background(effect)
         elif isinstance(effect, Persist) and self._persists_now(effect):
             self.storage.append(effect.append)
@@ -395,8 +396,10 @@ class ZabbyServer:
         """An effect that must be awaited (the others: ``_carry_out_now``), once the log's
         background sync is done: these use the disk, and the kernel syncs one thing at a time."""
         await self._sync_idle.wait()
-        if isinstance(effect, Append):  # it waited for the disk thread's sync of the log
-            return self._append_in_background(effect)
+        if isinstance(effect, Append):
+            if self.config.peers:  # it waited for the disk thread's sync of the log
+                return self._append_in_background(effect)
+            return await self._append_and_sync(effect)
         if isinstance(effect, Persist):
             return await self._persist(effect)
         elif isinstance(effect, Reload):
@@ -499,6 +502,24 @@ class ZabbyServer:
         self._fsynced(time.perf_counter() - started)
 
     # ----------------------------------------------------------------- the log's background sync
+    def _appends_now(self, effect: Append) -> bool:
+        """Whether an Append is carried out without waiting: not while the disk thread syncs the
+        log (``TxnLog.sync`` must not race an append), and on a standalone server only when it
+        syncs nothing or inline.  A standalone server commits only on its own fsync: its
+        Appends await their sync (off the loop, answered durable), and the writes read
+        meanwhile go into the next one, a bigger batch than a sync in the background would
+        leave to each Ready.  An ensemble's server goes on meanwhile: its followers log the
+        next proposals while syncing the last."""
+        if self._sync_on_thread:
+            return False
+        return bool(self.config.peers) or not effect.sync or (self._sync_idle.is_set() and self._fsync_inline(len(effect.txns)))
+
+    async def _append_and_sync(self, effect: Append) -> tuple[bool, bool]:
+        """A standalone server's Append with its sync awaited, off the loop: durable when answered."""
+        self.storage.append(effect.txns)
+        await self._sync_log()
+        return self.log.space_low, True
+
     def _append_in_background(self, effect: Append) -> tuple[bool, bool]:
         """Append; sync here when one write waits for it alone (``_fsync_inline``), else have
         ``_run_syncer`` do it.  Whether the disk is short of space, and the log durable now."""
