@@ -24,14 +24,12 @@ from zabby.tree.datatree import DataTree, TreeBuilder
 from zabby.tree.txns import Txn, make_zxid
 
 
-def make_server(tmp_path: Path) -> ZabbyServer:
+def make_server(tmp_path: Path, *, standalone: bool = False) -> ZabbyServer:
     data = tmp_path / "data"
     data.mkdir()
     (data / "myid").write_text("1\n")
-    config = zoo_config.from_dict({
-        "dataDir": str(data), "clientPort": "0", "tickTime": "200",
-        "server.1": "127.0.0.1:1:2", "server.2": "127.0.0.1:3:4", "server.3": "127.0.0.1:5:6",
-    })  # fmt: skip
+    ensemble = {} if standalone else {"server.1": "127.0.0.1:1:2", "server.2": "127.0.0.1:3:4", "server.3": "127.0.0.1:5:6"}
+    config = zoo_config.from_dict({"dataDir": str(data), "clientPort": "0", "tickTime": "200", **ensemble})
     storage = Storage(config)
     return ZabbyServer(config, storage, storage.recover(config.membership))
 
@@ -156,5 +154,20 @@ def test_a_single_write_alone_is_synced_inline_and_answered_durable(tmp_path: Pa
     try:
         assert server._append_in_background(Append([create_txn(1)], True)) == (False, True)
         assert server.log.last_zxid == create_txn(1).zxid
+    finally:
+        server.close()
+
+
+def test_a_standalone_server_awaits_the_sync_of_a_batch(tmp_path: Path) -> None:
+    """It commits only on its own fsync: a batch's Append waits for its sync off the loop and
+    is answered durable, and the writes read meanwhile make the next batch."""
+    server = make_server(tmp_path, standalone=True)
+    try:
+        assert not server.config.peers
+        assert server._appends_now(Append([create_txn(1)], True))  # one write alone: inline
+        assert server._appends_now(Append([create_txn(1), create_txn(2)], False))  # nothing to sync
+        assert not server._appends_now(Append([create_txn(1), create_txn(2)], True))
+        assert trio.run(server._append_and_sync, Append([create_txn(1), create_txn(2)], True)) == (False, True)
+        assert server.log.last_zxid == create_txn(2).zxid
     finally:
         server.close()
