@@ -86,7 +86,8 @@ def test_exists_registers_exist_or_data_watch() -> None:
     assert proto.handle_message([present.xid, 1, 0, STAT])[0].result == ZnodeStat(*STAT)
     assert proto.watches.paths(EXIST) == ["/m"] and proto.watches.paths(DATA) == ["/p"]
     _, events = proto.handle_message([-1, 5, 0, 1, 3, "/m"])
-    assert events == [([seen.append], WatchedEvent(EventType.CREATED, KeeperState.CONNECTED, "/m"))]
+    assert events == [([seen.append], WatchedEvent(EventType.CREATED, KeeperState.CONNECTED, "/m", 5))]
+    assert events[0][1][:3] == (EventType.CREATED, KeeperState.CONNECTED, "/m")  # kazoo's three fields come first
     assert proto.watches.paths(EXIST) == []  # one-shot
     assert proto.last_zxid == 5
 

@@ -256,7 +256,7 @@ class ClientProtocol:
         watchers = self.watches.triggered(event_type, server_path)
         if not watchers:
             return []
-        return [(watchers, WatchedEvent(event_type, KeeperState.CONNECTED, self.client_path(server_path)))]
+        return [(watchers, WatchedEvent(event_type, KeeperState.CONNECTED, self.client_path(server_path), msg[1]))]
 
     def _watches_removed(self, request: Request) -> list[tuple[list[Watcher], WatchedEvent]]:
         path = self.client_path(request.path)  # type: ignore[arg-type]

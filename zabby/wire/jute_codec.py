@@ -273,7 +273,7 @@ def _fixed(record: type[jute.Record]) -> struct.Struct:
 _STAT = _fixed(jute.Stat)
 _HEADER = struct.Struct(">i" + _fixed(jute.ReplyHeader).format.lstrip(">"))  # the frame length, then the header
 _HEADER_AND_STAT = struct.Struct(_HEADER.format + _STAT.format.lstrip(">"))
-_EVENT = struct.Struct(">iiqiiii")  # frame length, ReplyHeader(-1, -1, 0), WatcherEvent's type, state, path length
+_EVENT = struct.Struct(">iiqiiii")  # frame length, ReplyHeader(-1, zxid, 0), WatcherEvent's type, state, path length
 _LEAVE_HOT_REPLY = (struct.error, TypeError, AttributeError)
 
 
@@ -457,7 +457,7 @@ class JuteCodec:
         parts = []
         for event_type, path in events:
             raw = path.encode()
-            parts.append(pack(header_bytes + len(raw), jute.XID_NOTIFICATION, -1, 0, event_type, state, len(raw)))
+            parts.append(pack(header_bytes + len(raw), jute.XID_NOTIFICATION, zxid, 0, event_type, state, len(raw)))
             parts.append(raw)
         return b"".join(parts)
 
@@ -466,11 +466,13 @@ class JuteCodec:
             return self._connect_response(value)
         xid, zxid, err = value[0], value[1], value[2]
         if xid == jute.XID_NOTIFICATION and len(value) == 6:  # (a client that sent xid -1 is answered as it asked)
+            # the header carries the zxid of the change, as ZooKeeper 3.9 sends it (ZOOKEEPER-4655);
+            # kazoo and 3.8's Java client read a notification's header for its xid alone
             try:
                 path = value[5].encode()
-                return _EVENT.pack(_EVENT.size - 4 + len(path), xid, -1, 0, value[3], value[4], len(path)) + path
+                return _EVENT.pack(_EVENT.size - 4 + len(path), xid, zxid, 0, value[3], value[4], len(path)) + path
             except _LEAVE_HOT_REPLY:
-                return jute.encode_reply(jute.ReplyHeader(xid, -1, 0), jute.WatcherEvent(value[3], value[4], value[5]))
+                return jute.encode_reply(jute.ReplyHeader(xid, zxid, 0), jute.WatcherEvent(value[3], value[4], value[5]))
         pending = self.pending
         if pending and pending[0][0] == xid:  # the reply due next, as nearly every one is
             _, op, sub_ops = pending.popleft()
