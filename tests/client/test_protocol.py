@@ -132,14 +132,17 @@ def test_event_paths_unchrooted() -> None:
     assert events[0][1].path == "/a" and events[0][1].type is EventType.DELETED
 
 
-def test_set_watches_request_carries_all_kinds_and_last_zxid() -> None:
+def test_set_watches_request_carries_the_one_shot_kinds_and_last_zxid() -> None:
+    """Persistent watches are not in it: they resume from their own zxids (resume_requests)."""
     proto = ClientProtocol()
     assert proto.set_watches_request() is None
-    for kind, path in ((DATA, "/d"), (EXIST, "/e"), (CHILD, "/c"), (PERSISTENT, "/p"), (RECURSIVE, "/r")):
+    proto.watches.add(PERSISTENT, "/p", print)
+    assert proto.set_watches_request() is None
+    for kind, path in ((DATA, "/d"), (EXIST, "/e"), (CHILD, "/c"), (RECURSIVE, "/r")):
         proto.watches.add(kind, path, print)
     proto.last_zxid = 42
     req = proto.set_watches_request()
-    assert decode_frame(req.frame) == [-8, 101, 42, ["/d"], ["/e"], ["/c"], ["/p"], ["/r"]]
+    assert decode_frame(req.frame) == [-8, 101, 42, ["/d"], ["/e"], ["/c"], [], []]
 
 
 def test_drop_connection_keeps_watches_and_expire_clears_them() -> None:

@@ -57,3 +57,83 @@ def test_a_one_shot_event_carries_its_zxid_and_a_session_event_none(client: Sync
     wait_until(lambda: seen, 5, "the data watch")
     assert seen == [WatchedEvent(EventType.CHANGED, seen[0].state, "/one", stat.mzxid)]
     assert WatchedEvent(EventType.NONE, seen[0].state, None).zxid == -1
+
+
+def test_a_watch_added_since_a_zxid_hears_every_change_after_it_then_the_live_ones(client: SyncClient, server: ServerProcess) -> None:
+    """Writes run on while the watch is added: the history ends exactly where the live events
+    begin (no change missed or heard twice at the seam), in zxid order."""
+    writer = SyncClient(server.hosts, timeout=4.0)
+    writer.start(timeout=10)
+    try:
+        writer.ensure_path("/seam")
+        since = writer.create("/seam/n", b"0", include_data=True)[1].czxid
+        results = [writer.set_async("/seam/n", str(i).encode()) for i in range(1, 200)]
+        seen: list[WatchedEvent] = []
+        client.add_watch("/seam", seen.append, AddWatchMode.PERSISTENT_RECURSIVE, since_zxid=since)
+        results += [writer.set_async("/seam/n", str(i).encode()) for i in range(200, 400)]
+        written = sorted(result.get(10).mzxid for result in results)  # the calls run as tasks, in any order
+        wait_until(lambda: len(seen) >= len(written), 10, "every change")
+        assert [event.zxid for event in seen] == written
+        assert {(event.type, event.path) for event in seen} == {(EventType.CHANGED, "/seam/n")}
+    finally:
+        writer.close()
+
+
+def test_resuming_ahead_of_the_server_or_with_no_zxid_is_refused(client: SyncClient) -> None:
+    from zabby.errors import BadArgumentsError
+
+    with pytest.raises(BadArgumentsError, match="ahead of this server"):
+        client.add_watch("/", print, AddWatchMode.PERSISTENT, since_zxid=client.last_zxid + (1 << 40))
+    with pytest.raises(BadArgumentsError):
+        client.add_watch("/", print, AddWatchMode.PERSISTENT, since_zxid=-1)
+    with pytest.raises(TypeError):
+        client.add_watch("/", print, AddWatchMode.PERSISTENT, since_zxid="0x5")  # type: ignore[arg-type]
+
+
+def test_a_resume_hears_only_what_the_session_may_read(client: SyncClient, server: ServerProcess) -> None:
+    from zabby import make_digest_acl
+
+    owner = SyncClient(server.hosts, timeout=4.0, auth_data=[("digest", "alice:secret")])
+    owner.start(timeout=10)
+    try:
+        since = owner.create("/acl", b"", include_data=True)[1].czxid
+        owner.create("/acl/hidden", b"", acl=[make_digest_acl("alice", "secret", all=True)])
+        owner.create("/acl/open", b"")
+        seen: list[WatchedEvent] = []
+        client.add_watch("/acl", seen.append, AddWatchMode.PERSISTENT_RECURSIVE, since_zxid=since)
+        marker = client.create("/acl/marker", b"", include_data=True)[1].czxid
+        wait_until(lambda: seen and seen[-1].zxid == marker, 5, "the marker")
+        assert [event.path for event in seen] == ["/acl/open", "/acl/marker"]
+    finally:
+        owner.close()
+
+
+def test_a_history_too_short_is_refused_naming_the_oldest_zxid(tmp_path: Path) -> None:
+    from zabby.errors import HistoryCompactedError
+
+    short = ServerProcess(tmp_path, watchHistoryTxns=5)
+    short.start()
+    c = SyncClient(short.hosts, timeout=4.0)
+    try:
+        c.start(timeout=10)
+        first = c.create("/h", b"", include_data=True)[1].czxid
+        zxids = [c.set("/h", str(i).encode()).mzxid for i in range(10)]
+        with pytest.raises(HistoryCompactedError) as caught:
+            c.add_watch("/h", print, AddWatchMode.PERSISTENT, since_zxid=first)
+        assert caught.value.oldest_zxid == zxids[-6]  # the five newest txns are kept
+        assert f"0x{zxids[-6]:x}" in str(caught.value)
+        seen: list[WatchedEvent] = []
+        c.add_watch("/h", seen.append, AddWatchMode.PERSISTENT, since_zxid=caught.value.oldest_zxid)
+        wait_until(lambda: len(seen) == 5, 5, "the five kept events")
+        assert [event.zxid for event in seen] == zxids[-5:]
+        c.stop()
+        short.stop()
+        short.start()  # the history comes back from the log replayed onto the snapshot
+        c.start(timeout=10)
+        again: list[WatchedEvent] = []
+        c.add_watch("/h", again.append, AddWatchMode.PERSISTENT, since_zxid=zxids[-3])
+        wait_until(lambda: len(again) == 2, 5, "the two newest events")
+        assert [event.zxid for event in again] == zxids[-2:]
+    finally:
+        c.close()
+        short.kill()

@@ -507,8 +507,12 @@ class SyncClient:
     def get_all_children_number(self, path: str = "/", *, timeout: float | None = None) -> int:
         return self._sync(self._client.get_all_children_number, (path,), timeout)
 
-    def add_watch(self, path: str, watch: Callable[[WatchedEvent], Any], mode: int = AddWatchMode.PERSISTENT, *, timeout: float | None = None) -> None:
-        return self._sync(self._client.add_watch, (path, watch, mode), timeout)
+    def add_watch(self, path: str, watch: Callable[[WatchedEvent], Any], mode: int = AddWatchMode.PERSISTENT,
+                  since_zxid: int | None = None, *, timeout: float | None = None) -> None:  # fmt: skip
+        """See ``Client.add_watch``: a persistent watch, resumed by itself after a reconnect;
+        with ``since_zxid``, the events after that zxid first (HistoryCompactedError if the
+        server's history does not reach back)."""
+        return self._sync(self._client.add_watch, (path, watch, mode, since_zxid), timeout)
 
     def remove_watches(self, path: str, watcher_type: int = WatcherType.ANY, *, timeout: float | None = None) -> bool:
         return self._sync(self._client.remove_watches, (path, watcher_type), timeout)

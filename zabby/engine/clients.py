@@ -35,7 +35,7 @@ from zabby.tree.datatree import ZOOKEEPER_CONFIG, DataTree
 from zabby.tree.prep import Caller, Preparer
 from zabby.tree.sessions import SessionTracker
 from zabby.tree.txns import Txn, zxid_counter
-from zabby.tree.watches import WatchManager
+from zabby.tree.watches import WatchHistory, WatchManager
 
 LOGGER = logging.getLogger("zabby.server")
 
@@ -100,6 +100,7 @@ class ClientCalls:
     tree: DataTree
     preparer: Preparer
     watches: WatchManager
+    history: WatchHistory
     sessions: SessionTracker
     session_sinks: dict[int, ClientSink]
     closing_sessions: set[int]

@@ -61,7 +61,7 @@ from zabby.tree.datatree import DataTree, TreeBuilder
 from zabby.tree.prep import Caller, Preparer, PrepLimits
 from zabby.tree.sessions import SessionTracker
 from zabby.tree.txns import Txn, zxid_counter
-from zabby.tree.watches import WatchManager
+from zabby.tree.watches import WatchHistory, WatchManager
 
 LOGGER = logging.getLogger("zabby.server")
 
@@ -128,6 +128,7 @@ class Engine(ClientCalls):
         self.peer = Peer(peer_config, recovered.durable)
         self.soft: SoftState = self.peer.soft_state()
         self.watches = WatchManager()
+        self.history = recovered.history if recovered.history is not None else WatchHistory(config.watch_history_txns, self.tree.last_zxid)
         self.sessions = SessionTracker(config.tick_ms)
         self.session_sinks: dict[int, ClientSink] = {}
         self.closing_sessions: set[int] = set()
@@ -477,7 +478,7 @@ class Engine(ClientCalls):
         recovered: Recovered = yield Reload(why)
         if recovered.durable.repairing:  # the reload found damage and started over empty: so must the core
             raise Inconsistency(f"the storage found its history damaged while reloading ({why})")
-        self._replace_tree(recovered.tree)
+        self._replace_tree(recovered.tree, recovered.history)
         self._tree_committed = False
 
     def _forwarded_caller(self, sid: int, request: Request) -> Caller | None:
@@ -494,9 +495,12 @@ class Engine(ClientCalls):
         superuser = self.config.skip_acl or (super_digest is not None and ("digest", super_digest) in ids)
         return Caller(request.session_id, ids, superuser)
 
-    def _replace_tree(self, tree: DataTree) -> None:
+    def _replace_tree(self, tree: DataTree, history: WatchHistory | None = None) -> None:
+        """The one place the tree is replaced: the watch history starts again with it (from
+        the log replayed onto it, if it came from disk), as its events are about the old tree."""
         self.tree = tree
         self.preparer = Preparer(tree, self.preparer.limits)
+        self.history = history if history is not None else WatchHistory(self.config.watch_history_txns, tree.last_zxid)
 
     def _act_on(self, ready: Ready) -> None:
         """Step 6 of the Ready: forwarded writes, touched sessions.  Writes that reached a
@@ -520,16 +524,18 @@ class Engine(ClientCalls):
 
     # ----------------------------------------------------------------- apply
     def _apply(self, txns: list[Txn]) -> None:
-        tree, watches, on_applied = self.tree, self.watches, self.on_applied
+        tree, watches, history, on_applied = self.tree, self.watches, self.history, self.on_applied
         waiting = self.waiting
         for txn in txns:
             done = waiting.pop((txn.session_id, txn.cxid)) if waiting else None
             result, events = tree.apply(txn, done is not None)  # no waiter: no Stat to make
             if on_applied is not None:
                 on_applied(txn, result)
-            if events and (watches.data or watches.child or watches.persistent or watches.recursive):
-                for sink, event_type, path in watches.trigger(events):
-                    sink.send_event(event_type, path, txn.zxid)  # type: ignore[attr-defined]
+            if events:
+                history.record(txn.zxid, events)
+                if watches.data or watches.child or watches.persistent or watches.recursive:
+                    for sink, event_type, path in watches.trigger(events):
+                        sink.send_event(event_type, path, txn.zxid)  # type: ignore[attr-defined]
             if done is not None:
                 self.outstanding -= 1
                 done(txn, result)
@@ -798,7 +804,7 @@ class Engine(ClientCalls):
             yield DropLinks(peers)
         self._tails.clear()  # what they would send and apply: the new core decides again
         recovered: Recovered = yield Reload(why, snapshot_wanted=snapshot_wanted)
-        self._replace_tree(recovered.tree)
+        self._replace_tree(recovered.tree, recovered.history)
         self._tree_committed = False
         self._logged_zxid = self._durable_zxid = recovered.durable.last_logged
         self._sync_asked_zxid = 0

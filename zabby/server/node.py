@@ -59,6 +59,7 @@ from zabby.storage.snapshot import SnapshotWriter
 from zabby.storage.txnlog import CorruptLogError, TxnLog
 from zabby.membership import Membership
 from zabby.tree.datatree import DataTree
+from zabby.tree.watches import WatchHistory
 from zabby.wire.framing import FRAME_HEADROOM_BYTES
 
 LOGGER = logging.getLogger("zabby.server")
@@ -153,6 +154,10 @@ class ZabbyServer:
     @property
     def watches(self) -> Any:
         return self.engine.watches
+
+    @property
+    def history(self) -> WatchHistory:
+        return self.engine.history
 
     @property
     def sessions(self) -> Any:

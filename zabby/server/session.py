@@ -29,14 +29,14 @@ from zabby.engine.effects import ClientSink, Done, SyncDone
 from zabby.errors import Err, ZabbyError
 from zabby.opcodes import WRITE_OPS, KeeperState, OpCode
 from zabby.sasl import DigestMd5Server, SaslFailure
-from zabby.server.reads import READ_HANDLERS, missed_events
+from zabby.server.reads import READ_HANDLERS, missed_events, resume_watch
 from zabby.server.statistics import ConnectionStatistics
 from zabby.server.stats import LatencyStat, ServerStats
 from zabby.tree import acl as acls
 from zabby.tree.datatree import DataTree
 from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn
-from zabby.tree.watches import WatchManager
+from zabby.tree.watches import Replayed, WatchHistory, WatchManager
 from zabby.wire.codec import ConnectRequest, too_many_ops
 from zabby.wire.messages import PROTOCOL_NAME, PROTOCOL_VERSION, XID_AUTH, XID_NOTIFICATION, XID_PING, XID_SET_WATCHES, connect_refusal
 
@@ -70,6 +70,11 @@ class SessionHost(Protocol):
     def tree(self) -> DataTree: ...
     @property
     def watches(self) -> WatchManager: ...
+    @property
+    def history(self) -> WatchHistory:
+        """The events of the last txns applied, for watches that resume from a zxid."""
+        ...
+
     @property
     def serving(self) -> bool: ...
     @property
@@ -127,6 +132,11 @@ class SessionOutput(Protocol):
         """Queue watch events ``(type, path)``, in order, at once."""
         ...
 
+    def send_replay(self, xid: int, events: list[Replayed]) -> None:
+        """Queue a watch's history ``(zxid, type, path)``, in order, at once: events addressed to
+        the addWatch request ``xid`` (its watch alone hears them)."""
+        ...
+
     def session_started(self) -> None:
         """The handshake succeeded: the connection may hand over requests."""
         ...
@@ -181,7 +191,9 @@ class ClientSession:
             OpCode.AUTH: self._auth,
             OpCode.SASL: self._sasl,
             OpCode.SET_WATCHES: self._set_watches,
+            OpCode.ADD_WATCH: self._add_watch,
         }
+        self._replay: list[Replayed] = []  # a resumed watch's history, sent right after its reply
         self._sasl_exchange: DigestMd5Server | None = None
 
     # ----------------------------------------------------------------- handshake
@@ -359,11 +371,14 @@ class ClientSession:
                 values = READ_HANDLERS[op](host.tree, host.watches, self, args)
             reply = [xid, host.last_zxid, 0, *values]
         except ZabbyError as exc:
-            reply = [xid, host.last_zxid, int(exc.code), str(exc)]
+            reply = [xid, host.last_zxid, int(exc.code), str(exc), *exc.reply_values]
         except (TypeError, ValueError) as exc:
             reply = [xid, host.last_zxid, int(Err.BADARGUMENTS), f"bad arguments: {exc}"]
         self._finish(started, False)
         self._send(reply)
+        if self._replay:
+            replay, self._replay = self._replay, []
+            self.output.send_replay(xid, replay)
         if self._close_after_reply:  # a failed auth or SASL step: answered late, then closed
             self.output.close_after_flush(AUTH_FAILURE_DELAY_S)
 
@@ -468,6 +483,15 @@ class ClientSession:
             self.superuser = True
         self._caller = Caller(self.session_id, self.auth_ids, self.superuser)
         return []
+
+    def _add_watch(self, args: list[Any]) -> list[Any]:
+        """addWatch; with a third argument, ``since_zxid`` (zabby's msgpack extension), the
+        watch's history follows the reply (see ``reads.resume_watch``)."""
+        host = self.host
+        if len(args) == 3 and args[2] is not None:
+            self._replay = resume_watch(host.tree, host.watches, host.history, self, args)
+            return []
+        return READ_HANDLERS[OpCode.ADD_WATCH](host.tree, host.watches, self, args[:2] if len(args) == 3 else args)
 
     def _authenticated(self) -> bool:
         """Holds an id of a scheme enforce.auth.schemes names (superDigest's counts as digest)."""
