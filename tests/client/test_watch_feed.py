@@ -137,3 +137,139 @@ def test_a_history_too_short_is_refused_naming_the_oldest_zxid(tmp_path: Path) -
     finally:
         c.close()
         short.kill()
+
+
+# ----------------------------------------------------------------------------- resuming by itself
+async def feed_through_reconnects(hosts: str, reconnects: int, writer_hosts: str | None = None,
+                                  seconds_max: float = 120.0) -> tuple[list[tuple[int, str]], list[WatchedEvent], set[tuple[str, int]]]:  # fmt: skip
+    """A recursive watcher whose connection is dropped ``reconnects`` times while a writer
+    commits multis of two setData (two events of one zxid) without pause; returns what was
+    written, as (zxid, path) in commit order, what the watcher heard, and the servers it
+    heard it from."""
+    import trio
+
+    from zabby import Client
+
+    writer, watcher = Client(writer_hosts or hosts, timeout=8.0), Client(hosts, timeout=8.0)
+    await writer.start()
+    await watcher.start()
+    written: list[tuple[int, str]] = []
+    seen: list[WatchedEvent] = []
+    servers: set[tuple[str, int]] = set()
+    await writer.ensure_path("/feed/a")
+    await writer.ensure_path("/feed/b")
+    await watcher.add_watch("/feed", seen.append, AddWatchMode.PERSISTENT_RECURSIVE)
+    forced = 0
+
+    async def write() -> None:
+        count = 0
+        while forced < reconnects:
+            count += 1
+            transaction = writer.transaction()
+            transaction.set_data("/feed/a", str(count).encode())
+            transaction.set_data("/feed/b", str(count).encode())
+            zxid = (await transaction.commit())[0].mzxid
+            written.extend([(zxid, "/feed/a"), (zxid, "/feed/b")])
+
+    async def force() -> None:
+        nonlocal forced
+        while forced < reconnects:
+            conn = watcher._conn  # noqa: SLF001  (the test drops the live connection)
+            if conn is None or conn.closed:
+                await trio.sleep(0.001)
+                continue
+            servers.add(conn.host)
+            await trio.sleep(0.002)  # a few of the writer's commits on this connection
+            conn.leave("dropped by the test")
+            forced += 1
+            while watcher._conn is conn:  # noqa: SLF001
+                await trio.sleep(0.001)
+
+    with trio.fail_after(seconds_max):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(write)
+            nursery.start_soon(force)
+        while not seen or seen[-1].zxid < written[-1][0] or len(seen) < len(written):
+            await trio.sleep(0.01)
+            if len(seen) > len(written):
+                break
+    heard = list(seen)  # before the close, which tells every watch EventType.NONE
+    await writer.close()
+    await watcher.close()
+    return written, heard, servers
+
+
+def assert_heard_once_in_order(written: list[tuple[int, str]], seen: list[WatchedEvent]) -> None:
+    heard = [(event.zxid, event.path) for event in seen]
+    missed = sorted(set(written) - set(heard))
+    assert not missed, f"{len(missed)} changes missed, the first {missed[:3]}"
+    assert len(heard) == len(set(heard)), "a change heard twice"
+    assert heard == written, "heard out of zxid order"
+    assert {event.type for event in seen} == {EventType.CHANGED}
+
+
+def test_a_watcher_hears_every_change_once_in_order_through_many_reconnects(server: ServerProcess) -> None:
+    import trio
+
+    reconnects = 300
+    written, seen, _ = trio.run(feed_through_reconnects, server.hosts, reconnects)
+    assert len(written) > 2 * reconnects // 10  # the writes ran on through the reconnects
+    assert_heard_once_in_order(written, seen)
+
+
+def test_a_watcher_hears_every_change_once_in_order_failing_over_between_servers(tmp_path: Path) -> None:
+    import trio
+
+    from zabby.local.processes import Ensemble
+
+    ensemble = Ensemble(tmp_path, 3)
+    ensemble.start()
+    try:
+        ensemble.wait_leader(everyone=True)
+        written, seen, servers = trio.run(feed_through_reconnects, ensemble.hosts, 60)
+        assert len(servers) == 3  # it moved between all of them
+        assert_heard_once_in_order(written, seen)
+    finally:
+        ensemble.kill_all()
+
+
+def test_a_watch_no_server_can_resume_is_added_again_live_and_says_history_lost(tmp_path: Path) -> None:
+    import trio
+
+    from zabby import Client
+
+    forgetful = ServerProcess(tmp_path, watchHistoryTxns=0)  # no history: only the present can be resumed from
+    forgetful.start()
+
+    async def main() -> None:
+        watcher, writer = Client(forgetful.hosts, timeout=4.0), Client(forgetful.hosts, timeout=4.0)
+        await watcher.start()
+        await writer.start()
+        seen: list[WatchedEvent] = []
+        await writer.create("/lost", b"")
+        await watcher.add_watch("/lost", seen.append, AddWatchMode.PERSISTENT)
+        first = (await writer.set("/lost", b"1")).mzxid
+        with trio.fail_after(5):
+            while not seen:
+                await trio.sleep(0.01)
+        conn = watcher._conn  # noqa: SLF001
+        assert conn is not None
+        conn.leave("dropped by the test")
+        with trio.fail_after(10):
+            while len(seen) < 2:
+                await trio.sleep(0.01)
+        later = (await writer.set("/lost", b"2")).mzxid
+        with trio.fail_after(5):
+            while len(seen) < 3:
+                await trio.sleep(0.01)
+        assert [(event.type, event.path) for event in seen] == [
+            (EventType.CHANGED, "/lost"), (EventType.HISTORY_LOST, "/lost"), (EventType.CHANGED, "/lost"),
+        ]  # fmt: skip
+        assert seen[0].zxid == first and first <= seen[1].zxid < later == seen[2].zxid
+        await watcher.close()
+        await writer.close()
+
+    try:
+        trio.run(main)
+    finally:
+        forgetful.kill()
