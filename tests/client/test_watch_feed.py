@@ -3,6 +3,7 @@ from a zxid, and waiting for a zxid, against a real server through zabby's clien
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from zabby import SyncClient
 from zabby.client.states import EventType, WatchedEvent
-from zabby.local.processes import ServerProcess, wait_until
+from zabby.local.processes import Ensemble, ServerProcess, wait_until
 from zabby.opcodes import AddWatchMode
 
 
@@ -217,20 +218,69 @@ def test_a_watcher_hears_every_change_once_in_order_through_many_reconnects(serv
     assert_heard_once_in_order(written, seen)
 
 
-def test_a_watcher_hears_every_change_once_in_order_failing_over_between_servers(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ensemble]:
+    servers = Ensemble(Path(tmp_path_factory.mktemp("ensemble")), 3)
+    servers.start()
+    try:
+        servers.wait_leader(everyone=True)
+        yield servers
+    finally:
+        servers.kill_all()
+
+
+def test_a_watcher_hears_every_change_once_in_order_failing_over_between_servers(ensemble: Ensemble) -> None:
     import trio
 
-    from zabby.local.processes import Ensemble
+    written, seen, servers = trio.run(feed_through_reconnects, ensemble.hosts, 60)
+    assert len(servers) == 3  # it moved between all of them
+    assert_heard_once_in_order(written, seen)
 
-    ensemble = Ensemble(tmp_path, 3)
-    ensemble.start()
+
+# ----------------------------------------------------------------------------- waiting for a zxid
+def test_wait_for_zxid_returns_once_applied_and_times_out_on_a_zxid_never_reached(client: SyncClient, server: ServerProcess) -> None:
+    from zabby.errors import BadArgumentsError, OperationTimeoutError
+
+    zxid = client.create("/waited", b"", include_data=True)[1].czxid
+    assert client.wait_for_zxid(zxid) >= zxid
+    assert client.wait_for_zxid(zxid, timeout=2, sync=True) >= zxid
+    started = time.monotonic()
+    with pytest.raises(OperationTimeoutError):
+        client.wait_for_zxid((99 << 32) + 1, timeout=0.5)
+    assert time.monotonic() - started < 5
+    with pytest.raises(BadArgumentsError):
+        client.wait_for_zxid(-1)
+    writer = SyncClient(server.hosts, timeout=4.0)
+    writer.start(timeout=10)
     try:
-        ensemble.wait_leader(everyone=True)
-        written, seen, servers = trio.run(feed_through_reconnects, ensemble.hosts, 60)
-        assert len(servers) == 3  # it moved between all of them
-        assert_heard_once_in_order(written, seen)
+        writer.sync("/")  # its reply carries the server's zxid
+        ahead = writer.last_zxid + 2  # the writer's second write from now
+        pending = client._submit(client._client.wait_for_zxid, (ahead, 5.0, False), 6.0)  # noqa: SLF001
+        time.sleep(0.2)
+        assert not pending.ready()
+        writer.set("/waited", b"1")
+        writer.set("/waited", b"2")
+        assert pending.get(6) >= ahead
     finally:
-        ensemble.kill_all()
+        writer.close()
+
+
+def test_a_writer_hands_its_zxid_to_a_reader_on_another_server_who_reads_the_write(ensemble: Ensemble) -> None:
+    servers = list(ensemble.servers.values())
+    writer = SyncClient(servers[0].hosts, timeout=8.0)
+    readers = [SyncClient(server.hosts, timeout=8.0) for server in servers[1:]]
+    for c in (writer, *readers):
+        c.start(timeout=20)
+    try:
+        writer.ensure_path("/handed")
+        for round_ in range(100):
+            zxid = writer.set("/handed", str(round_).encode()).mzxid
+            for reader in readers:
+                assert reader.wait_for_zxid(zxid, timeout=5) >= zxid
+                assert reader.get("/handed")[0] == str(round_).encode()
+    finally:
+        for c in (writer, *readers):
+            c.close()
 
 
 def test_a_watch_no_server_can_resume_is_added_again_live_and_says_history_lost(tmp_path: Path) -> None:
