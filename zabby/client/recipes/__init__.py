@@ -1,8 +1,35 @@
-"""kazoo-style recipes for SyncClient: Lock, Election, DataWatch, ChildrenWatch, TreeCache."""
+"""kazoo-style recipes, each written once on the async ``zabby.Client`` (see ``_runtime``).
 
+``AsyncLock``, ``AsyncElection``, ``AsyncDataWatch``, ``AsyncChildrenWatch``, ``AsyncCounter``,
+``AsyncBarrier`` and ``AsyncDoubleBarrier`` run on ``zabby.Client`` under asyncio or trio;
+``Lock``, ``Election``, ``DataWatch``, ``ChildrenWatch``, ``Counter``, ``Barrier`` and
+``DoubleBarrier`` are kazoo's blocking shapes of the same code for ``SyncClient``.
+``TreeCache`` runs on ``SyncClient``.
+"""
+
+from .barrier import AsyncBarrier, AsyncDoubleBarrier, Barrier, DoubleBarrier
 from .cache import NodeData, TreeCache, TreeEvent
-from .election import Election
-from .lock import Lock
-from .watchers import ChildrenWatch, DataWatch
+from .counter import AsyncCounter, Counter
+from .election import AsyncElection, Election
+from .lock import AsyncLock, Lock
+from .watchers import AsyncChildrenWatch, AsyncDataWatch, ChildrenWatch, DataWatch
 
-__all__ = ["ChildrenWatch", "DataWatch", "Election", "Lock", "NodeData", "TreeCache", "TreeEvent"]
+__all__ = [
+    "AsyncBarrier",
+    "AsyncChildrenWatch",
+    "AsyncCounter",
+    "AsyncDataWatch",
+    "AsyncDoubleBarrier",
+    "AsyncElection",
+    "AsyncLock",
+    "Barrier",
+    "ChildrenWatch",
+    "Counter",
+    "DataWatch",
+    "DoubleBarrier",
+    "Election",
+    "Lock",
+    "NodeData",
+    "TreeCache",
+    "TreeEvent",
+]
