@@ -1,4 +1,4 @@
-"""zabby's Python clients: ``Client`` (trio, async) and ``SyncClient`` (blocking, thread-safe).
+"""zabby's Python clients: ``Client`` (async: asyncio or trio) and ``SyncClient`` (blocking, thread-safe).
 
 Both follow kazoo's API (method names, arguments, return values, exception classes), so a
 kazoo user switches by changing the import and the constructor.  See ``aio.py`` for the

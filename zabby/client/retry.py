@@ -4,7 +4,8 @@ Same constructor and semantics as kazoo's: ConnectionLoss, OperationTimeoutError
 includes ``KazooTimeoutError``) and ForceRetryError are retried, SessionExpiredError too when
 ``ignore_expire`` (but never ConnectionClosedError: a closed client cannot recover);
 ``max_tries=-1`` retries forever within ``deadline`` seconds; giving up raises
-RetryFailedError.  ``AsyncKazooRetry`` is the trio version (``await retry(fn, ...)``).
+RetryFailedError.  ``AsyncKazooRetry`` is the async version (``await retry(fn, ...)``, asyncio or
+trio).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import trio
+import anyio
 
 from zabby.errors import (
     ConnectionClosedError,
@@ -115,7 +116,7 @@ class KazooRetry:
 
 
 class AsyncKazooRetry(KazooRetry):
-    """The trio version: ``await retry(async_fn, *args)``; sleeps with ``trio.sleep``."""
+    """The async version: ``await retry(async_fn, *args)``; sleeps with ``anyio.sleep``."""
 
     @classmethod
     def from_retry(cls, base: KazooRetry) -> AsyncKazooRetry:
@@ -136,4 +137,4 @@ class AsyncKazooRetry(KazooRetry):
                 sleep_s = self._next_sleep_s(exc)
                 if self.interrupt is not None and self.interrupt():
                     raise InterruptedError("retry interrupted") from exc
-                await trio.sleep(sleep_s)
+                await anyio.sleep(sleep_s)

@@ -4,9 +4,10 @@ Theory of operation
 -------------------
 A SyncClient owns two daemon threads:
 
-* the **loop thread** runs ``trio.run`` with one async ``Client`` inside; every call from
-  any user thread is handed to it with ``TrioToken.run_sync_soon`` (thread-safe, never
-  blocks), runs there as a task under ``trio.fail_after(timeout)`` and completes an
+* the **loop thread** runs an event loop (``anyio.run`` on ``LOOP_BACKEND``) with one async
+  ``Client`` inside; every call from any user thread is handed to it with the loop's
+  ``run_sync_soon`` (thread-safe, never blocks), runs there as a task under a deadline of
+  ``timeout`` and completes an
   ``AsyncResult`` (a thread-safe future, kazoo's ``IAsyncResult`` shape).  A blocking call
   is ``*_async(...).get(timeout)``; the ``*_async`` variants return the future itself, so
   one thread can pipeline thousands of requests.
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import queue
 import threading
@@ -40,7 +42,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import trio
+import anyio
+import anyio.abc
+import anyio.lowlevel
 
 from zabby import tls
 from zabby.errors import ConfigurationError, ConnectionClosedError, ForkedClientError, KazooException
@@ -57,6 +61,8 @@ _FORKED = "this zabby SyncClient was created before os.fork(); it cannot be used
 _CALLBACK_QUEUE_MAX = 1_000_000
 _LOOP_START_S = 10.0
 _GRACE_S = 1.0
+# The loop thread's event loop (anyio's backend name): "trio" or "asyncio".
+LOOP_BACKEND = "trio"
 
 _sync_clients: "weakref.WeakSet[SyncClient]" = weakref.WeakSet()
 
@@ -213,8 +219,8 @@ class SyncClient:
         self._forked = False
         self._pid = os.getpid()
         self._closed = False
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._nursery: trio.Nursery | None = None
+        self._token: anyio.lowlevel.EventLoopToken | None = None
+        self._nursery: anyio.abc.TaskGroup | None = None
         self._loop_thread: threading.Thread | None = None
         self._callbacks: queue.Queue[tuple[Any, Any]] = queue.Queue(_CALLBACK_QUEUE_MAX)
         self._callback_thread: threading.Thread | None = None
@@ -255,14 +261,14 @@ class SyncClient:
 
     def _loop_main(self, ready: threading.Event) -> None:
         async def main() -> None:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                self._token = trio.lowlevel.current_trio_token()
+            async with anyio.create_task_group() as tasks:
+                self._nursery = tasks
+                self._token = anyio.lowlevel.current_token()
                 ready.set()
-                await trio.sleep_forever()
+                await anyio.sleep_forever()
 
         try:
-            trio.run(main)
+            anyio.run(main, backend=LOOP_BACKEND)
         except BaseException:  # report, never hang the callers: they see ConnectionClosedError
             log.exception("zabby event loop thread failed")
         finally:
@@ -307,12 +313,7 @@ class SyncClient:
             if self._inbox_scheduled:
                 return future
             self._inbox_scheduled = True
-        token = self._token
-        try:
-            if token is None:
-                raise trio.RunFinishedError
-            token.run_sync_soon(self._drain_inbox)
-        except trio.RunFinishedError:
+        if not _run_soon(self._token, self._drain_inbox):
             self._drain_inbox()
         return future
 
@@ -410,11 +411,8 @@ class SyncClient:
 
     def _end_threads(self) -> None:
         token, nursery = self._token, self._nursery
-        if token is not None and nursery is not None:
-            try:
-                token.run_sync_soon(nursery.cancel_scope.cancel)
-            except trio.RunFinishedError:
-                pass
+        if nursery is not None:
+            _run_soon(token, nursery.cancel_scope.cancel)
         self._callbacks.put((None, None))
         for thread in (self._loop_thread, self._callback_thread):
             if thread is not None and thread is not threading.current_thread():
@@ -606,20 +604,30 @@ class SyncTransactionRequest:
             self.commit()
 
 
+def _run_soon(token: anyio.lowlevel.EventLoopToken | None, fn: Callable[[], object]) -> bool:
+    """Have the loop of ``token`` call ``fn()`` soon, from any thread, without waiting; False
+    when that loop is not running."""
+    if token is None:
+        return False
+    try:
+        token.backend_class.run_sync_soon(fn, (), token.native_token)
+    except anyio.RunFinishedError:
+        return False
+    return True
+
+
 async def _run_call(future: AsyncResult, afn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float | None) -> None:
     """One SyncClient call on the loop thread; every outcome lands in ``future``."""
     try:
-        with trio.fail_after(timeout_s if timeout_s is not None else float("inf")):
-            value = await afn(*args)
-    except trio.TooSlowError:
-        future.set_exception(KazooTimeoutError(f"no reply within {timeout_s}s"))
+        with anyio.move_on_after(timeout_s if timeout_s is not None else math.inf) as deadline:
+            future.set(await afn(*args))
+        if deadline.cancelled_caught:
+            future.set_exception(KazooTimeoutError(f"no reply within {timeout_s}s"))
     except Exception as exc:
         future.set_exception(exc)
     except BaseException:
         future.set_exception(ConnectionClosedError("the client's event loop stopped"))
         raise
-    else:
-        future.set(value)
 
 
 __all__ = ["SyncClient", "AsyncResult", "SyncTransactionRequest", "_live_clients"]
