@@ -4,29 +4,32 @@
     python scripts/bench_clients.py [--ops 20000] [--in-flight 64] [--latency-ops 2000] [--rounds 3]
 
 Starts one standalone server (zabby.local's launcher, on 127.0.0.1; ``--hosts`` uses a
-running one instead), then in every round runs each client in turn -- ``zabby.Client`` under
-asyncio, ``zabby.Client`` under trio, and ``SyncClient`` -- the order rotating from round to
-round so that none always runs first or last:
+running one instead).  The clients are ``zabby.Client`` under asyncio, ``zabby.Client`` under
+trio, and ``SyncClient``; the workloads:
 
 * pipelined getData and setData: ``--in-flight`` requests outstanding (async: that many tasks
-  on one client; SyncClient: a window of ``*_async`` futures from one thread), ops/s;
+  on one client; SyncClient: a window of ``*_async`` futures from one thread), ops/s, and
+  the client process's CPU time per pipelined get;
 * one at a time: getData and setData, each waiting for its reply, p50 and p99 in ms.
 
-Prints the median of the rounds per client and workload, and asyncio's throughput as a
-fraction of trio's (the issue's target: within 10%).  Each client connects once per round.
+Every round runs each workload on every client back to back, in an order that rotates from
+round to round, each measurement on a connection of its own (after 200 warm-up requests), so
+a machine whose load drifts weighs on all clients alike.  Prints the median of the rounds, and
+asyncio's figures as a fraction of trio's (the issue's target: within 10%).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -38,16 +41,24 @@ from zabby.local.processes import ServerProcess  # noqa: E402
 NODE = "/bench-clients"
 VALUE = b"x" * 100
 FLAVORS = ("asyncio", "trio", "sync")
-Result = dict[str, float]  # "get pipelined" -> ops/s; "get p50"/"get p99" -> ms ...
 
 
-def percentiles_ms(samples_s: list[float]) -> tuple[float, float]:
-    cuts = statistics.quantiles(samples_s, n=100, method="inclusive")
-    return cuts[49] * 1000, cuts[98] * 1000
+# -- one measurement: a workload on one client, connected for it alone ------------------------
+class Sample(NamedTuple):
+    ops: int
+    seconds: float  # wall time of the loaded window
+    cpu_s: float  # this process's CPU time over it (every thread: SyncClient's loop thread too)
+    latencies_s: list[float]  # one-at-a-time workloads: each request's
 
 
-# -- the async client (asyncio or trio) --------------------------------------------------------
-async def async_pipelined(client: Client, op: Callable[[], Any], ops: int, in_flight: int) -> float:
+def pipelined(workload: str) -> bool:
+    return workload.endswith("pipelined")
+
+
+async def async_load(client: Client, workload: str, ops: int, in_flight: int) -> list[float]:
+    op: Callable[[], Awaitable[Any]] = functools.partial(client.get, NODE) if workload.startswith("get") else functools.partial(client.set, NODE, VALUE)
+    if not pipelined(workload):
+        return [await timed(op) for _ in range(ops)]
     remaining = ops
 
     async def worker() -> None:
@@ -56,102 +67,107 @@ async def async_pipelined(client: Client, op: Callable[[], Any], ops: int, in_fl
             remaining -= 1
             await op()
 
-    started = time.perf_counter()
     async with anyio.create_task_group() as tasks:
         for _ in range(in_flight):
             tasks.start_soon(worker)
-    return ops / (time.perf_counter() - started)
+    return []
 
 
-async def async_one_at_a_time(op: Callable[[], Any], ops: int) -> list[float]:
-    samples = []
-    for _ in range(ops):
-        started = time.perf_counter()
-        await op()
-        samples.append(time.perf_counter() - started)
-    return samples
+async def timed(op: Callable[[], Awaitable[Any]]) -> float:
+    started = time.perf_counter()
+    await op()
+    return time.perf_counter() - started
 
 
-async def bench_async(hosts: str, ops: int, in_flight: int, latency_ops: int) -> Result:
+async def async_sample(hosts: str, workload: str, ops: int, in_flight: int) -> Sample:
     async with Client(hosts, timeout=30.0) as client:
         await client.ensure_path(NODE)
-        await client.set(NODE, VALUE)
-        return {
-            "get pipelined": await async_pipelined(client, lambda: client.get(NODE), ops, in_flight),
-            "set pipelined": await async_pipelined(client, lambda: client.set(NODE, VALUE), ops, in_flight),
-            **latency_fields("get", await async_one_at_a_time(lambda: client.get(NODE), latency_ops)),
-            **latency_fields("set", await async_one_at_a_time(lambda: client.set(NODE, VALUE), latency_ops)),
-        }
+        await async_load(client, workload, min(ops, 200), in_flight)  # warm up
+        started, cpu = time.perf_counter(), time.process_time()
+        latencies = await async_load(client, workload, ops, in_flight)
+        return Sample(ops, time.perf_counter() - started, time.process_time() - cpu, latencies)
 
 
-# -- the blocking client ---------------------------------------------------------------------
-def sync_pipelined(submit: Callable[[], AsyncResult], ops: int, in_flight: int) -> float:
+def sync_load(client: SyncClient, workload: str, ops: int, in_flight: int) -> list[float]:
+    if not pipelined(workload):
+        call: Callable[[], Any] = functools.partial(client.get, NODE) if workload.startswith("get") else functools.partial(client.set, NODE, VALUE)
+        latencies = []
+        for _ in range(ops):
+            started = time.perf_counter()
+            call()
+            latencies.append(time.perf_counter() - started)
+        return latencies
+    submit: Callable[[], AsyncResult] = functools.partial(client.get_async, NODE) if workload.startswith("get") else functools.partial(client.set_async, NODE, VALUE)
     window: collections.deque[AsyncResult] = collections.deque()
-    started = time.perf_counter()
     for _ in range(ops):
         if len(window) >= in_flight:
             window.popleft().get()
         window.append(submit())
     for future in window:
         future.get()
-    return ops / (time.perf_counter() - started)
+    return []
 
 
-def sync_one_at_a_time(call: Callable[[], Any], ops: int) -> list[float]:
-    samples = []
-    for _ in range(ops):
-        started = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - started)
-    return samples
-
-
-def bench_sync(hosts: str, ops: int, in_flight: int, latency_ops: int) -> Result:
+def sync_sample(hosts: str, workload: str, ops: int, in_flight: int) -> Sample:
     with SyncClient(hosts, timeout=30.0) as client:
         client.ensure_path(NODE)
-        client.set(NODE, VALUE)
-        return {
-            "get pipelined": sync_pipelined(lambda: client.get_async(NODE), ops, in_flight),
-            "set pipelined": sync_pipelined(lambda: client.set_async(NODE, VALUE), ops, in_flight),
-            **latency_fields("get", sync_one_at_a_time(lambda: client.get(NODE), latency_ops)),
-            **latency_fields("set", sync_one_at_a_time(lambda: client.set(NODE, VALUE), latency_ops)),
-        }
+        sync_load(client, workload, min(ops, 200), in_flight)  # warm up
+        started, cpu = time.perf_counter(), time.process_time()
+        latencies = sync_load(client, workload, ops, in_flight)
+        return Sample(ops, time.perf_counter() - started, time.process_time() - cpu, latencies)
 
 
-def latency_fields(name: str, samples_s: list[float]) -> Result:
-    p50, p99 = percentiles_ms(samples_s)
-    return {f"{name} p50": p50, f"{name} p99": p99}
-
-
-def run_flavor(flavor: str, hosts: str, ops: int, in_flight: int, latency_ops: int) -> Result:
+def sample(flavor: str, hosts: str, workload: str, ops: int, in_flight: int) -> Sample:
     if flavor == "sync":
-        return bench_sync(hosts, ops, in_flight, latency_ops)
-    return anyio.run(bench_async, hosts, ops, in_flight, latency_ops, backend=flavor)
+        return sync_sample(hosts, workload, ops, in_flight)
+    result: Sample = anyio.run(async_sample, hosts, workload, ops, in_flight, backend=flavor)
+    return result
 
 
 # -- rounds and the table ------------------------------------------------------------------------
-COLUMNS = ("get pipelined", "set pipelined", "get p50", "get p99", "set p50", "set p99")
-UNITS = ("ops/s", "ops/s", "ms", "ms", "ms", "ms")
+WORKLOADS = ("get pipelined", "set pipelined", "get one-at-a-time", "set one-at-a-time")
+COLUMNS = ("get pipelined", "set pipelined", "get p50", "get p99", "set p50", "set p99", "get CPU")
+UNITS = ("ops/s", "ops/s", "ms", "ms", "ms", "ms", "µs/op")
+Row = dict[str, float]
 
 
-def run_rounds(flavors: tuple[str, ...], hosts: str, rounds: int, ops: int, in_flight: int, latency_ops: int) -> dict[str, list[Result]]:
-    results: dict[str, list[Result]] = {flavor: [] for flavor in flavors}
+def fields(workload: str, result: Sample) -> Row:
+    """A sample's figures, by the table's column names."""
+    if pipelined(workload):
+        row = {workload: result.ops / result.seconds}
+        if workload == "get pipelined":
+            row["get CPU"] = result.cpu_s / result.ops * 1e6
+        return row
+    name = workload.split(" ", 1)[0]
+    cuts = statistics.quantiles(result.latencies_s, n=100, method="inclusive")
+    return {f"{name} p50": cuts[49] * 1000, f"{name} p99": cuts[98] * 1000}
+
+
+def run_rounds(flavors: tuple[str, ...], hosts: str, rounds: int, ops: int, in_flight: int, latency_ops: int) -> dict[str, list[Row]]:
+    """Each workload runs on every client back to back (so that the load of the machine,
+    which drifts, weighs on all of them alike), in an order that rotates every round."""
+    results: dict[str, list[Row]] = {flavor: [] for flavor in flavors}
     for round_index in range(rounds):
-        order = flavors[round_index % len(flavors):] + flavors[:round_index % len(flavors)]
-        for flavor in order:
-            result = run_flavor(flavor, hosts, ops, in_flight, latency_ops)
-            results[flavor].append(result)
-            print(f"round {round_index + 1} {flavor:8} " + "  ".join(f"{c} {result[c]:.{0 if u == 'ops/s' else 2}f}" for c, u in zip(COLUMNS, UNITS)),
+        shift = round_index % len(flavors)
+        order = flavors[shift:] + flavors[:shift]
+        rows: dict[str, Row] = {flavor: {} for flavor in flavors}
+        for workload in WORKLOADS:
+            for flavor in order:
+                count = ops if pipelined(workload) else latency_ops
+                rows[flavor].update(fields(workload, sample(flavor, hosts, workload, count, in_flight)))
+        for flavor in flavors:
+            results[flavor].append(rows[flavor])
+            print(f"round {round_index + 1} {flavor:8} " + "  ".join(f"{c} {rows[flavor][c]:.{0 if u == 'ops/s' else 2}f}" for c, u in zip(COLUMNS, UNITS)),
                   file=sys.stderr, flush=True)  # fmt: skip
     return results
 
 
-def median_of(results: list[Result]) -> Result:
-    return {column: statistics.median(r[column] for r in results) for column in COLUMNS}
+def median_of(rows: list[Row]) -> Row:
+    return {column: statistics.median(row[column] for row in rows) for column in COLUMNS}
 
 
-def table(results: dict[str, list[Result]]) -> str:
-    medians = {flavor: median_of(rs) for flavor, rs in results.items()}
+def table(results: dict[str, list[Row]]) -> str:
+    medians = {flavor: median_of(rows) for flavor, rows in results.items()}
     header = ["client"] + [f"{c} ({u})" for c, u in zip(COLUMNS, UNITS)]
     label = {"asyncio": "Client, asyncio", "trio": "Client, trio", "sync": "SyncClient"}
     rows = [[label[f]] + [f"{medians[f][c]:,.0f}" if u == "ops/s" else f"{medians[f][c]:.2f}" for c, u in zip(COLUMNS, UNITS)] for f in medians]
@@ -189,7 +205,7 @@ def main() -> int:
             finally:
                 server.kill()
     print(f"{args.rounds} rounds (median), {args.ops} pipelined requests with {args.in_flight} in flight, "
-          f"{args.latency_ops} one at a time, 100-byte values, one client connection each")  # fmt: skip
+          f"{args.latency_ops} one at a time, 100-byte values, a connection per measurement")  # fmt: skip
     print(table(results))
     return 0
 
