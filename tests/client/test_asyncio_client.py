@@ -4,14 +4,19 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
-from zabby import Client, KazooState, ZnodeStat
+from zabby import Client, EventType, KazooState, KazooTimeoutError, WatchedEvent, ZnodeStat
 from zabby.errors import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from zabby.local import free_port
+from zabby.local.netproxy import ProxyHub
 from zabby.local.processes import ServerProcess
+from zabby.opcodes import AddWatchMode
 
 
 async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
@@ -70,3 +75,113 @@ def test_a_cancelled_call_is_abandoned_and_the_session_goes_on(zabby_server: Ser
             assert c.client_id == session and c.connected and states == []
 
     run(main)
+
+
+def test_watch_callbacks_plain_and_coroutine_in_order(zabby_server: ServerProcess) -> None:
+    async def main() -> None:
+        async with Client(zabby_server.hosts, timeout=4.0) as c:
+            heard: list[tuple[str, EventType, str | None]] = []
+
+            def plain(event: WatchedEvent) -> None:
+                heard.append(("plain", event.type, event.path))
+
+            async def coroutine(event: WatchedEvent) -> None:
+                await asyncio.sleep(0.05)  # awaited in the delivery task: later events wait for it
+                heard.append(("coroutine", event.type, event.path))
+
+            assert await c.exists("/w", watch=coroutine) is None
+            await c.create("/w", b"0")
+            await c.get("/w", watch=plain)
+            await c.set("/w", b"1")
+            await c.add_watch("/w", coroutine)
+            await c.set("/w", b"2")
+            await c.delete("/w")
+            await until(lambda: len(heard) == 4)
+            assert heard == [("coroutine", EventType.CREATED, "/w"), ("plain", EventType.CHANGED, "/w"),
+                             ("coroutine", EventType.CHANGED, "/w"), ("coroutine", EventType.DELETED, "/w")]  # fmt: skip
+
+    run(main)
+
+
+def test_watch_as_an_async_iterator(zabby_server: ServerProcess) -> None:
+    async def main() -> None:
+        async with Client(zabby_server.hosts, timeout=4.0) as c:
+            await c.create("/it", b"")
+            async with c.watch("/it", mode=AddWatchMode.PERSISTENT_RECURSIVE) as events:
+                await c.create("/it/a", b"")
+                await c.set("/it/a", b"1")
+                await c.delete("/it/a")
+                seen = []
+                async for event in events:
+                    seen.append((event.type, event.path))
+                    if len(seen) == 3:
+                        break
+                assert seen == [(EventType.CREATED, "/it/a"), (EventType.CHANGED, "/it/a"), (EventType.DELETED, "/it/a")]
+            assert c._proto.watches.every_feed() == []  # the block's exit removed the watch
+            await c.set("/it", b"after")  # no watcher is left to hear it
+            since = (await c.get("/it"))[1].mzxid
+            await c.set("/it", b"later")
+            async with c.watch("/it", since_zxid=since - 1) as replay:  # the history first
+                first = await replay.__anext__()
+                assert (first.type, first.zxid) == (EventType.CHANGED, since)
+                assert (await replay.__anext__()).zxid > since
+        ended = [event async for event in events]  # closed: the iteration is over
+        assert ended == []
+
+    run(main)
+
+
+def test_the_iterator_ends_with_the_session(zabby_server: ServerProcess) -> None:
+    async def main() -> None:
+        c = Client(zabby_server.hosts, timeout=4.0)
+        await c.start()
+        stream = c.watch("/gone")
+        await stream.open()
+        await c.close()
+        events = [event async for event in stream]
+        assert [(e.type, e.state) for e in events] == [(EventType.NONE, "CLOSED")]
+
+    run(main)
+
+
+def test_start_times_out_on_a_closed_port_and_a_silent_server() -> None:
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts (the kernel's backlog), never answers
+    try:
+        for hosts in (f"127.0.0.1:{free_port()}", f"127.0.0.1:{silent.getsockname()[1]}"):
+
+            async def main(hosts: str = hosts) -> float:
+                c = Client(hosts, timeout=1.0)
+                started = time.monotonic()
+                with pytest.raises(KazooTimeoutError, match="Connection time-out"):
+                    await c.start(timeout=1.0)
+                return time.monotonic() - started
+
+            assert run(main) < 5.0
+    finally:
+        silent.close()
+
+
+def test_reconnects_to_the_same_session_after_the_server_drops_the_connection(zabby_server: ServerProcess) -> None:
+    hub = ProxyHub()
+    proxy = hub.add(zabby_server.port, "client")
+
+    async def main() -> None:
+        async with Client(f"127.0.0.1:{proxy.port}", timeout=4.0) as c:
+            states: list[KazooState] = []
+            c.add_listener(states.append)
+            session = c.client_id
+            await c.create("/eph", b"", ephemeral=True)
+            events: list[WatchedEvent] = []
+            await c.get("/eph", watch=events.append)
+            assert await asyncio.to_thread(proxy.reset_connections) == 1
+            await until(lambda: states == [KazooState.SUSPENDED, KazooState.CONNECTED])
+            assert c.client_id == session
+            assert (await c.exists("/eph")).ephemeralOwner == session[0]  # type: ignore[union-attr, index]
+            await c.delete("/eph")  # the watch set before the drop was set again
+            await until(lambda: len(events) == 1)
+            assert events[0].type == EventType.DELETED
+
+    try:
+        run(main)
+    finally:
+        hub.close()

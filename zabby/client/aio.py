@@ -77,6 +77,7 @@ from .connection import (
 from .exceptions import KazooTimeoutError
 from .security import OPEN_ACL_UNSAFE, acl_to_wire
 from .states import EventType, KazooState, KeeperState, WatchedEvent, ZnodeStat
+from .watching import WatchStream
 
 log = logging.getLogger("zabby.client")
 CONFIG_PATH = "/zookeeper/config"
@@ -847,6 +848,32 @@ class Client:
             raise BadArgumentsError(f"since_zxid must be a zxid (0 or more), not {since}")
         await self._call(OpCode.ADD_WATCH, [sp, int(mode), since], p.decode_add_watch_since(since), sp, watch, kind)
 
+    def watch(self, path: str, mode: int = AddWatchMode.PERSISTENT, since_zxid: int | None = None) -> WatchStream:
+        """A persistent watch's events as an async iterator (``add_watch`` underneath: it resumes
+        by itself after a reconnect, ``since_zxid`` replays the events after that zxid first)::
+
+            async with client.watch("/config", mode=AddWatchMode.PERSISTENT_RECURSIVE) as events:
+                async for event in events:
+                    ...
+
+        The ``async with`` block removes the watch when it exits; ``async for`` alone adds it
+        at the first event asked for, and ``aclose()`` removes it.  See ``WatchStream``."""
+        return WatchStream(self, path, AddWatchMode(int(mode)), since_zxid)
+
+    async def _remove_watcher(self, path: str, watcher: Callable[[WatchedEvent], Any], mode: AddWatchMode) -> None:
+        """Drop one persistent watcher; the server's watch goes too when it was the last of its
+        kind on ``path``.  Bounded by the session timeout and shielded: it runs as a block exits,
+        cancelled or not."""
+        kind, wtype = (p.RECURSIVE, WatcherType.PERSISTENT_RECURSIVE) if mode == AddWatchMode.PERSISTENT_RECURSIVE else (p.PERSISTENT, WatcherType.PERSISTENT)
+        sp = self._spath(path)
+        if self._proto.watches.discard(kind, sp, watcher) or self._fatal is not None:
+            return
+        with anyio.move_on_after(self._timeout_s, shield=True):
+            try:
+                await self._call(OpCode.REMOVE_WATCHES, [sp, int(wtype)], p.decode_true, sp, None, int(wtype))  # type: ignore[arg-type]
+            except KazooException as exc:  # gone with the session or already removed: nothing to undo
+                log.debug("removing the watch on %s: %r", path, exc)
+
     async def remove_watches(self, path: str, watcher_type: int = WatcherType.ANY) -> bool:
         """Remove this session's watches of ``watcher_type`` on ``path`` (server and local);
         each removed watcher gets a *_WATCH_REMOVED event, as ZooKeeper's client does."""
@@ -940,4 +967,4 @@ def _log_failure(request: p.Request) -> None:
         log.error("setWatches after reconnect failed: %r", request.result)
 
 
-__all__ = ["Client", "TransactionRequest"]
+__all__ = ["Client", "TransactionRequest", "WatchStream"]

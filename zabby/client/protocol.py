@@ -213,6 +213,16 @@ class WatchRegistry:
     def every_feed(self) -> list[tuple[str, str, Feed]]:
         return [(kind, path, feed) for kind, feeds in self.feeds.items() for path, path_feeds in feeds.items() for feed in path_feeds]
 
+    def discard(self, kind: str, path: str, watcher: Watcher) -> bool:
+        """Drop one persistent watcher's feed (its owner is done with it); whether any feed of
+        ``kind`` is left on ``path`` (if none, the server's watch can go too)."""
+        feeds = self.feeds[kind].get(path, [])
+        feeds[:] = [feed for feed in feeds if feed.watcher != watcher]
+        if feeds:
+            return True
+        self.feeds[kind].pop(path, None)
+        return False
+
     def __len__(self) -> int:
         return sum(len(t) for t in self.kinds.values()) + sum(len(t) for t in self.feeds.values())
 
