@@ -156,3 +156,19 @@ async def test_digest_auth_and_acls(zk: Zk, make_client: MakeClient, path: str) 
     await zk.set_acls(path, [make_digest_acl("alice", "secret", read=True)])
     with pytest.raises(NoAuthError):
         await stranger.set(path, b"no write")
+
+
+async def test_a_watch_as_an_async_iterator(zk: Zk, path: str) -> None:
+    if zk.threaded:
+        pytest.skip("an async iterator of events is the async client's (SyncClient calls functions)")
+    await zk.create(path, b"")
+    heard: list[tuple[EventType, str | None]] = []
+    async with zk.raw.watch(path, mode=AddWatchMode.PERSISTENT_RECURSIVE) as events:
+        await zk.set(path, b"1")
+        await zk.create(path + "/kid", b"")
+        with anyio.fail_after(10):
+            async for event in events:
+                heard.append((event.type, event.path))
+                if len(heard) == 2:
+                    break
+    assert heard == [(EventType.CHANGED, path), (EventType.CREATED, path + "/kid")]
