@@ -70,6 +70,27 @@ async def test_lock_cancel_and_task_cancellation_leave_no_node(zk: Zk, make_clie
     await holder.release()
 
 
+async def test_one_lock_object_acquired_twice_at_once_obeys_each_timeout(zk: Zk, make_client: MakeClient, path: str) -> None:
+    holder = (await make_client()).recipe("Lock", path, "holder")
+    await holder.acquire()
+    lock = zk.recipe("Lock", path, "both")
+    outcome: list[str] = []
+
+    async def first() -> None:
+        with pytest.raises(LockTimeout):
+            await lock.acquire(timeout=1.5)
+        outcome.append("first timed out")
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(first)
+        await eventually(lambda: lock.raw.node is not None, "the first acquire queued")
+        assert await lock.acquire(blocking=False) is False
+        with pytest.raises(LockTimeout):
+            await lock.acquire(timeout=0.2)  # waits for the first acquire, not for the lock
+    assert outcome == ["first timed out"] and await zk.get_children(path) == [holder.raw.node]
+    await holder.release()
+
+
 async def test_async_with_on_the_async_lock(zk: Zk, path: str) -> None:
     if zk.threaded:
         lock = zk.recipe("Lock", path)

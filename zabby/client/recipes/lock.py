@@ -78,18 +78,24 @@ class AsyncLock:
             raise ValueError(f"timeout must be a number of seconds (0 or more) or None, not {timeout!r}")
         if self.is_acquired:
             raise RuntimeError("Lock is not re-entrant: already acquired")
+        deadline = math.inf if timeout is None else anyio.current_time() + timeout
         if self._guard is None:
             self._guard = anyio.Lock()
         if not blocking and self._guard.locked():
             return False
-        async with self._guard:
-            return await self._acquire_guarded(blocking, timeout, ephemeral)
+        with anyio.move_on_after(deadline - anyio.current_time()) as waiting:
+            await self._guard.acquire()
+        if waiting.cancelled_caught:
+            raise LockTimeout(f"Failed to acquire lock on {self.path} within the timeout (another acquire of this object held it)")
+        try:
+            return await self._acquire_guarded(blocking, deadline, ephemeral)
+        finally:
+            self._guard.release()
 
-    async def _acquire_guarded(self, blocking: bool, timeout: float | None, ephemeral: bool) -> bool:
+    async def _acquire_guarded(self, blocking: bool, deadline: float, ephemeral: bool) -> bool:
         if self.is_acquired:
             raise RuntimeError("Lock is not re-entrant: already acquired")
         self.cancelled = False
-        deadline = math.inf if timeout is None else anyio.current_time() + timeout
         self.client.add_listener(self._on_state)
         try:
             got = await self._acquire(blocking, deadline, ephemeral)
