@@ -97,8 +97,8 @@ def sync_load(client: SyncClient, workload: str, ops: int, in_flight: int) -> li
             call()
             latencies.append(time.perf_counter() - started)
         return latencies
-    submit: Callable[[], AsyncResult] = functools.partial(client.get_async, NODE) if workload.startswith("get") else functools.partial(client.set_async, NODE, VALUE)
-    window: collections.deque[AsyncResult] = collections.deque()
+    submit: Callable[[], AsyncResult[Any]] = functools.partial(client.get_async, NODE) if workload.startswith("get") else functools.partial(client.set_async, NODE, VALUE)
+    window: collections.deque[AsyncResult[Any]] = collections.deque()
     for _ in range(ops):
         if len(window) >= in_flight:
             window.popleft().get()

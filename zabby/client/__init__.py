@@ -21,6 +21,7 @@ from .security import (
 )
 from .states import EventType, KazooState, KeeperState, WatchedEvent, ZnodeStat
 from .sync import AsyncResult, SyncClient
+from .watching import WatchStream
 
 __all__ = [
     "ACL",
@@ -39,6 +40,7 @@ __all__ = [
     "Permissions",
     "SyncClient",
     "TransactionRequest",
+    "WatchStream",
     "WatchedEvent",
     "ZnodeStat",
     "make_acl",

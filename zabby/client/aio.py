@@ -42,7 +42,7 @@ import ssl
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Literal, TypeVar, overload
 
 import anyio
 import anyio.abc
@@ -80,9 +80,11 @@ from .states import EventType, KazooState, KeeperState, WatchedEvent, ZnodeStat
 from .watching import WatchStream
 
 log = logging.getLogger("zabby.client")
+_T = TypeVar("_T")
 CONFIG_PATH = "/zookeeper/config"
 
 MAX_IN_FLIGHT_DEFAULT = 20_000
+CLOSE_SESSION_S_MAX = 5.0  # stop() waits this long at most for the server to close the session
 _OPEN_ACL_WIRE = acl_to_wire(OPEN_ACL_UNSAFE)
 _FORKED = "this zabby client was created before os.fork(); a client cannot be shared with a forked child. Create a new client in the child process."
 
@@ -305,12 +307,15 @@ class Client:
         raise KazooTimeoutError(f"Connection time-out: {self._last_failure}" if self._last_failure else "Connection time-out")
 
     async def stop(self) -> None:
-        """Close the session (ephemeral nodes go at once) and stop connecting."""
+        """Close the session (ephemeral nodes go at once) and stop connecting.  Bounded: the
+        close request waits at most min(timeout, CLOSE_SESSION_S_MAX), the callbacks still
+        queued as long again (then the rest are dropped, with a warning)."""
         self._check_fork()
         if self._scope is None:
             return
+        bound_s = min(self._timeout_s, CLOSE_SESSION_S_MAX)
         if self._conn is not None and not self._conn.closed:
-            with anyio.move_on_after(min(self._timeout_s, 5.0)):
+            with anyio.move_on_after(bound_s):
                 try:
                     await self._call(OpCode.CLOSE_SESSION, [], p.decode_none)
                 except KazooException:
@@ -321,7 +326,11 @@ class Client:
             await done.wait()
         self._shutdown(ConnectionClosedError("Connection has been closed"), KeeperState.CLOSED)
         self._session_id, self._password = 0, b""
-        await self._drain_events()
+        with anyio.move_on_after(bound_s) as callbacks:
+            await self._drain_events()
+        if callbacks.cancelled_caught:
+            log.warning("zabby client stop: callbacks still running after %.1fs; %d events dropped", bound_s, len(self._events))
+            self._events.clear()
 
     async def restart(self) -> None:
         await self.stop()
@@ -637,7 +646,7 @@ class Client:
                 await self._conn_changed.wait()
         raise ConnectionLoss(f"not connected to any server within {self._timeout_s}s")
 
-    async def _call(self, op: int, args: list[Any], decode: p.Decoder, path: str | None = None, watch: Any = None, kind: str | None = None) -> Any:
+    async def _call(self, op: int, args: list[Any], decode: p.Decoder[_T], path: str | None = None, watch: Any = None, kind: str | None = None) -> _T:
         conn = self._conn
         if conn is None or conn.closed or self._forked:
             conn = await self._connection()
@@ -645,7 +654,8 @@ class Client:
             conn = await self._wait_for_room()
         request = self._proto.new_request(op, args, decode, path, watch, kind)
         conn.submit(request)
-        return await wait_for(request)
+        result: _T = await wait_for(request)
+        return result
 
     async def _wait_for_room(self) -> Connection:
         for _ in range(1_000_000):  # bounded: each round waits for replies or a reconnect
@@ -663,7 +673,19 @@ class Client:
         return _OPEN_ACL_WIRE if acl is None else acl_to_wire(acl)
 
     # -- the kazoo API -------------------------------------------------------------------
-    async def create(
+    @overload
+    async def create(self, path: str, value: bytes = ..., acl: Sequence[Any] | None = ..., ephemeral: bool = ..., sequence: bool = ..., makepath: bool = ...,
+                     include_data: Literal[False] = ..., *, container: bool = ..., ttl: int | None = ...) -> str: ...
+    @overload
+    async def create(self, path: str, value: bytes, acl: Sequence[Any] | None, ephemeral: bool, sequence: bool, makepath: bool,
+                     include_data: Literal[True], *, container: bool = ..., ttl: int | None = ...) -> tuple[str, ZnodeStat]: ...
+    @overload
+    async def create(self, path: str, value: bytes = ..., acl: Sequence[Any] | None = ..., ephemeral: bool = ..., sequence: bool = ..., makepath: bool = ...,
+                     *, include_data: Literal[True], container: bool = ..., ttl: int | None = ...) -> tuple[str, ZnodeStat]: ...
+    @overload
+    async def create(self, path: str, value: bytes = ..., acl: Sequence[Any] | None = ..., ephemeral: bool = ..., sequence: bool = ..., makepath: bool = ...,
+                     include_data: bool = ..., *, container: bool = ..., ttl: int | None = ...) -> str | tuple[str, ZnodeStat]: ...
+    async def create(  # fmt: skip
         self,
         path: str,
         value: bytes = b"",
@@ -675,7 +697,7 @@ class Client:
         *,
         container: bool = False,
         ttl: int | None = None,
-    ) -> Any:
+    ) -> str | tuple[str, ZnodeStat]:
         """Create a node; returns its path, or ``(path, ZnodeStat)`` with ``include_data``.
 
         zabby extras: ``container=True`` makes a container node, ``ttl`` (milliseconds) a TTL node.
@@ -684,19 +706,20 @@ class Client:
         op, flags, ttl_ms = _create_mode(ephemeral, sequence, container, ttl)
         if op == OpCode.CREATE2 and not include_data:
             op = OpCode.CREATE
-        decode = p.decode_path if op == OpCode.CREATE else p.decode_path_stat
         args = [self._spath(path), value, self._wire_acl(acl), flags, ttl_ms]
+        if op == OpCode.CREATE:
+            return await self._create(op, args, p.decode_path, path, acl, makepath)
+        created = await self._create(op, args, p.decode_path_stat, path, acl, makepath)
+        return created if include_data else created[0]
+
+    async def _create(self, op: int, args: list[Any], decode: p.Decoder[_T], path: str, acl: Sequence[Any] | None, makepath: bool) -> _T:
         try:
-            result = await self._call(op, args, decode)
+            return await self._call(op, args, decode)
         except NoNodeError:
             if not makepath:
                 raise
-            parent = path.rsplit("/", 1)[0] or "/"
-            await self.ensure_path(parent, acl)
-            result = await self._call(op, args, decode)
-        if op == OpCode.CREATE:
-            return result
-        return result if include_data else result[0]
+            await self.ensure_path(path.rsplit("/", 1)[0] or "/", acl)
+            return await self._call(op, args, decode)
 
     async def ensure_path(self, path: str, acl: Sequence[Any] | None = None) -> bool:
         """Create ``path`` and any missing ancestors (persistent, empty)."""
@@ -720,7 +743,15 @@ class Client:
         sp = self._spath(path)
         return await self._call(OpCode.GET_DATA, [sp, watch is not None], p.decode_get, sp, watch)
 
-    async def get_children(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None, include_data: bool = False) -> Any:
+    @overload
+    async def get_children(self, path: str, watch: Callable[[WatchedEvent], Any] | None = ..., include_data: Literal[False] = ...) -> list[str]: ...
+    @overload
+    async def get_children(self, path: str, watch: Callable[[WatchedEvent], Any] | None, include_data: Literal[True]) -> tuple[list[str], ZnodeStat]: ...
+    @overload
+    async def get_children(self, path: str, watch: Callable[[WatchedEvent], Any] | None = ..., *, include_data: Literal[True]) -> tuple[list[str], ZnodeStat]: ...
+    @overload
+    async def get_children(self, path: str, watch: Callable[[WatchedEvent], Any] | None = ..., include_data: bool = ...) -> list[str] | tuple[list[str], ZnodeStat]: ...
+    async def get_children(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None, include_data: bool = False) -> list[str] | tuple[list[str], ZnodeStat]:
         sp = self._spath(path)
         if include_data:
             return await self._call(OpCode.GET_CHILDREN2, [sp, watch is not None], p.decode_children2, sp, watch)

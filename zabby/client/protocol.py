@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from zabby.errors import (
     ConnectionLoss,
@@ -55,7 +55,8 @@ from .security import acl_from_wire
 from .states import EVENT_TYPE_MAP, EventType, KeeperState, WatchedEvent, ZnodeStat
 
 Watcher = Callable[[WatchedEvent], Any]
-Decoder = Callable[["ClientProtocol", "Request", list[Any]], Any]
+_T = TypeVar("_T")
+Decoder = Callable[["ClientProtocol", "Request", list[Any]], _T]  # a reply's values -> its result
 
 # watch kinds, as the registry's dict names
 DATA, EXIST, CHILD, PERSISTENT, RECURSIVE = "data", "exist", "child", "persistent", "recursive"
@@ -67,7 +68,7 @@ class Request:
 
     __slots__ = ("xid", "op", "frame", "decode", "path", "watch", "watch_kind", "ok", "result", "task", "callback")
 
-    def __init__(self, xid: int, op: int, frame: bytes, decode: Decoder, path: str | None, watch: Watcher | None, watch_kind: str | None) -> None:
+    def __init__(self, xid: int, op: int, frame: bytes, decode: Decoder[Any], path: str | None, watch: Watcher | None, watch_kind: str | None) -> None:
         self.xid = xid
         self.op = op
         self.frame = frame
@@ -286,7 +287,7 @@ class ClientProtocol:
         self._xid = xid
         return xid
 
-    def new_request(self, op: int, args: list[Any], decode: Decoder, path: str | None = None, watch: Watcher | None = None, watch_kind: str | None = None, xid: int | None = None) -> Request:
+    def new_request(self, op: int, args: list[Any], decode: Decoder[Any], path: str | None = None, watch: Watcher | None = None, watch_kind: str | None = None, xid: int | None = None) -> Request:
         if xid is None:
             xid = self.next_xid()
         frame = pack_frame([xid, op, *args])
@@ -467,7 +468,8 @@ def decode_acls(proto: ClientProtocol, request: Request, values: list[Any]) -> t
 def decode_children(proto: ClientProtocol, request: Request, values: list[Any]) -> list[str]:
     if request.watch is not None:
         proto.watches.add(CHILD, request.path, request.watch)  # type: ignore[arg-type]
-    return values[0]
+    children: list[str] = values[0]
+    return children
 
 
 def decode_children2(proto: ClientProtocol, request: Request, values: list[Any]) -> tuple[list[str], ZnodeStat]:
@@ -480,8 +482,9 @@ def decode_paths(proto: ClientProtocol, request: Request, values: list[Any]) -> 
     return [proto.client_path(p) for p in values[0]]
 
 
-def decode_value(proto: ClientProtocol, request: Request, values: list[Any]) -> Any:
-    return values[0]
+def decode_value(proto: ClientProtocol, request: Request, values: list[Any]) -> int:
+    value: int = values[0]
+    return value
 
 
 def decode_whoami(proto: ClientProtocol, request: Request, values: list[Any]) -> list[tuple[str, str]]:
@@ -495,7 +498,7 @@ def decode_add_watch(proto: ClientProtocol, request: Request, values: list[Any])
     return None
 
 
-def decode_add_watch_since(since_zxid: int) -> Decoder:
+def decode_add_watch_since(since_zxid: int) -> Decoder[None]:
     """The reply of an addWatch with ``since_zxid``: the feed starts there, and the watch's
     history follows the reply."""
 

@@ -180,13 +180,13 @@ class AsyncLock:
             try:
                 path, stat = await self.client.create(self.create_path, self.data, ephemeral=ephemeral, sequence=True, include_data=True)
                 self.fencing_token = stat.czxid
-                return str(path).rsplit("/", 1)[1]
+                return path.rsplit("/", 1)[1]
             except ConnectionLoss:  # the create may have been applied: look for our prefix
                 mine = [c for c in await self._children() if c.startswith(self.prefix)]
                 if mine:
-                    stat = await self.client.exists(self.path + "/" + mine[0])
-                    if stat is not None:
-                        self.fencing_token = stat.czxid
+                    found = await self.client.exists(self.path + "/" + mine[0])
+                    if found is not None:
+                        self.fencing_token = found.czxid
                         return mine[0]
             except NodeExistsError:  # pragma: no cover - sequential names are unique
                 continue
