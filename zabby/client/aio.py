@@ -41,8 +41,8 @@ import os
 import ssl
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal, TypeVar, overload
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 import anyio
 import anyio.abc
@@ -81,6 +81,7 @@ from .watching import WatchStream
 
 log = logging.getLogger("zabby.client")
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 CONFIG_PATH = "/zookeeper/config"
 
 MAX_IN_FLIGHT_DEFAULT = 20_000
@@ -952,7 +953,7 @@ class Client:
                         break
         return b"".join(chunks).decode("utf-8", "replace")
 
-    async def retry(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def retry(self, func: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """Run ``await func(*args, **kwargs)`` under a copy of ``command_retry``."""
         from .retry import AsyncKazooRetry, KazooRetry
 
