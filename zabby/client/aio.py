@@ -293,6 +293,7 @@ class Client:
         if self._scope is None:
             self._fatal = None
             self._keeper_state = KeeperState.CONNECTING
+            self._conn_changed, self._events_wake, self._room = Signal(), Signal(), Signal()  # none of an earlier loop's
             self._done = anyio.Event()
             self._scope = anyio.CancelScope()
             spawn_detached(functools.partial(self._session_task, self._scope, self._done), name="zabby-client-session")

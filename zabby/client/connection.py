@@ -78,7 +78,10 @@ async def open_stream(host: tuple[str, int], context: ssl.SSLContext | None) -> 
         OSError: the host cannot be reached.
         ConnectionDropped: the TLS handshake failed; the message says why (OpenSSL's reason).
     """
-    stream = await anyio.connect_tcp(*host)
+    try:
+        stream = await anyio.connect_tcp(*host)
+    except OSError as exc:  # the message names the host (anyio's does not)
+        raise OSError(f"all attempts to connect to {host[0]}:{host[1]} failed") from exc
     if context is None:
         return stream
     try:  # not standard_compatible: closing never waits for the server's close_notify

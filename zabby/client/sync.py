@@ -4,16 +4,23 @@ Theory of operation
 -------------------
 A SyncClient owns two daemon threads:
 
-* the **loop thread** runs an event loop (``anyio.run`` on ``LOOP_BACKEND``) with one async
-  ``Client`` inside; every call from any user thread is handed to it with the loop's
-  ``run_sync_soon`` (thread-safe, never blocks), runs there as a task under a deadline of
-  ``timeout`` and completes an
-  ``AsyncResult`` (a thread-safe future, kazoo's ``IAsyncResult`` shape).  A blocking call
-  is ``*_async(...).get(timeout)``; the ``*_async`` variants return the future itself, so
-  one thread can pipeline thousands of requests.
+* the **loop thread** runs an event loop (``anyio.run`` on ``LOOP_BACKEND``, asyncio) with
+  one async ``Client`` inside: the same session, retry and watch code as the async client.
+  Every call from any user thread is handed to it with the loop's ``run_sync_soon``
+  (thread-safe, never blocks), runs there as a task under a deadline of ``timeout`` and
+  completes an ``AsyncResult`` (a thread-safe future, kazoo's ``IAsyncResult`` shape, that
+  asyncio or trio code may also ``await``).  A blocking call is ``*_async(...).get(timeout)``;
+  the ``*_async`` variants return the future itself, so one thread can pipeline thousands
+  of requests.
 * the **callback thread** runs watch callbacks, state listeners and ``rawlink`` callbacks
   one at a time in event order (kazoo's SequentialThreadingHandler), so a callback may call
-  the client's blocking methods without deadlocking the loop.
+  the client's blocking methods without deadlocking the loop.  A callback that raises is
+  logged and the next one runs; one that blocks holds back only the callbacks after it,
+  never a request (kazoo's callbacks share its I/O thread's fate).
+
+``stop()`` and ``close()`` return within a bounded time whatever the network does (kazoo
+#582): the close request waits at most min(timeout, 5 s), ``stop()`` at most a second more
+(``stop_timeout_s``), ``close()`` then 2 s per thread.
 
 Every blocking call takes ``timeout=`` (seconds) or inherits the client's
 ``request_timeout`` (default: the session ``timeout``) and raises ``KazooTimeoutError`` (an
