@@ -9,8 +9,8 @@ the session goes on.  A client may be made outside any event loop; it binds to t
 starts it.
 
 ``start()`` spawns one detached task (a trio system task or an asyncio task, so no nursery
-is needed from the caller, as with kazoo's ``start()``) that owns the session: it runs the watch/listener dispatcher and the
-session loop.  The session loop walks the server list (shuffled once per round), connects
+is needed from the caller, as with kazoo's ``start()``) that owns the session: it runs the
+watch/listener dispatcher and the session loop.  The session loop walks the server list (shuffled once per round), connects
 with a per-host timeout, and sends the handshake with the last zxid seen and the session
 id/password; a server behind the client answers CONNECTIONLOSS and the next one is tried,
 a server that does not know the session answers SESSIONEXPIRED and the session is reported
@@ -22,12 +22,13 @@ When the connection ends, requests in flight fail with ConnectionLoss, state bec
 SUSPENDED and the loop fails over while the session is still alive on the server.
 
 A request call packs its frame, submits it to the live connection (pipelined: any number in
-flight, bounded by ``max_in_flight``) and parks its task until the reader reschedules it.
+flight, bounded by ``max_in_flight``) and waits until the reader completes it.
 Calls made while disconnected wait for a connection for at most the session timeout, then
 raise ConnectionLoss.
 
 Watch callbacks and state listeners run sequentially, in event order, in a dispatcher task
-(an async callback is awaited there).  A subclass may override ``_dispatch`` (SyncClient runs
+(an async callback is awaited there); ``watch()`` turns a persistent watch into an async
+iterator (``watching.py``).  A subclass may override ``_dispatch`` (SyncClient runs
 them on its callback thread).  The dispatcher queue is unbounded on purpose: the reader
 must never block on a slow callback, or a callback calling the client would deadlock.
 """
