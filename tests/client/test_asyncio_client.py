@@ -9,7 +9,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import pytest
+import trio
 
 from zabby import Client, EventType, KazooState, KazooTimeoutError, WatchedEvent, ZnodeStat
 from zabby.errors import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
@@ -185,3 +187,23 @@ def test_reconnects_to_the_same_session_after_the_server_drops_the_connection(za
         run(main)
     finally:
         hub.close()
+
+
+def test_one_client_started_again_under_another_event_loop(zabby_server: ServerProcess) -> None:
+    client = Client(zabby_server.hosts, timeout=4.0)  # made outside any loop
+
+    async def session(name: str) -> None:
+        async with client:
+            heard: list[WatchedEvent] = []
+            await client.create(f"/{name}", b"")
+            await client.get(f"/{name}", watch=heard.append)
+            await client.delete(f"/{name}")
+            for _ in range(1000):  # bounded: the watch fires within 10 s
+                if heard:
+                    break
+                await anyio.sleep(0.01)
+            assert [event.type for event in heard] == [EventType.DELETED]
+
+    asyncio.run(session("first"))
+    trio.run(session, "second")
+    asyncio.run(session("third"))

@@ -159,3 +159,17 @@ def test_async_results_can_be_awaited_from_asyncio_and_trio(client: SyncClient) 
 
     with pytest.raises(NoNodeError):
         asyncio.run(failing())
+
+
+def test_a_coroutine_callback_on_the_blocking_client_is_reported(client: SyncClient, caplog: pytest.LogCaptureFixture) -> None:
+    async def coroutine(event: WatchedEvent) -> None:
+        raise AssertionError("never run")
+
+    heard: list[WatchedEvent] = []
+    client.create("/c", b"")
+    with caplog.at_level(logging.ERROR, logger="zabby.client"):
+        client.get("/c", watch=coroutine)
+        client.add_watch("/c", heard.append)
+        client.set("/c", b"1")
+        wait_until(lambda: len(heard) == 1, 10)
+    assert any("is a coroutine function: SyncClient runs plain functions" in record.getMessage() for record in caplog.records)

@@ -9,8 +9,8 @@ the session goes on.  A client may be made outside any event loop; it binds to t
 starts it.
 
 ``start()`` spawns one detached task (a trio system task or an asyncio task, so no nursery
-is needed from the caller, as with kazoo's ``start()``) that owns the session: it runs the watch/listener dispatcher and the
-session loop.  The session loop walks the server list (shuffled once per round), connects
+is needed from the caller, as with kazoo's ``start()``) that owns the session: it runs the
+watch/listener dispatcher and the session loop.  The session loop walks the server list (shuffled once per round), connects
 with a per-host timeout, and sends the handshake with the last zxid seen and the session
 id/password; a server behind the client answers CONNECTIONLOSS and the next one is tried,
 a server that does not know the session answers SESSIONEXPIRED and the session is reported
@@ -22,12 +22,13 @@ When the connection ends, requests in flight fail with ConnectionLoss, state bec
 SUSPENDED and the loop fails over while the session is still alive on the server.
 
 A request call packs its frame, submits it to the live connection (pipelined: any number in
-flight, bounded by ``max_in_flight``) and parks its task until the reader reschedules it.
+flight, bounded by ``max_in_flight``) and waits until the reader completes it.
 Calls made while disconnected wait for a connection for at most the session timeout, then
 raise ConnectionLoss.
 
 Watch callbacks and state listeners run sequentially, in event order, in a dispatcher task
-(an async callback is awaited there).  A subclass may override ``_dispatch`` (SyncClient runs
+(an async callback is awaited there); ``watch()`` turns a persistent watch into an async
+iterator (``watching.py``).  A subclass may override ``_dispatch`` (SyncClient runs
 them on its callback thread).  The dispatcher queue is unbounded on purpose: the reader
 must never block on a slow callback, or a callback calling the client would deadlock.
 """
@@ -41,8 +42,8 @@ import os
 import ssl
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal, TypeVar, overload
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 import anyio
 import anyio.abc
@@ -81,6 +82,7 @@ from .watching import WatchStream
 
 log = logging.getLogger("zabby.client")
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 CONFIG_PATH = "/zookeeper/config"
 
 MAX_IN_FLIGHT_DEFAULT = 20_000
@@ -292,6 +294,7 @@ class Client:
         if self._scope is None:
             self._fatal = None
             self._keeper_state = KeeperState.CONNECTING
+            self._conn_changed, self._events_wake, self._room = Signal(), Signal(), Signal()  # none of an earlier loop's
             self._done = anyio.Event()
             self._scope = anyio.CancelScope()
             spawn_detached(functools.partial(self._session_task, self._scope, self._done), name="zabby-client-session")
@@ -952,7 +955,7 @@ class Client:
                         break
         return b"".join(chunks).decode("utf-8", "replace")
 
-    async def retry(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def retry(self, func: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """Run ``await func(*args, **kwargs)`` under a copy of ``command_retry``."""
         from .retry import AsyncKazooRetry, KazooRetry
 

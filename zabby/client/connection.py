@@ -5,11 +5,11 @@ Theory of operation
 A ``Connection`` wraps one TCP stream after a successful handshake.  Requests are
 *submitted* synchronously: the request goes onto the protocol's ``pending`` deque and its
 pre-packed frame onto ``out``; if the sender is idle it is woken.  The sender joins every
-queued frame into one buffer and writes it with one ``send_all`` (so a burst of requests
+queued frame into one buffer and writes it with one ``send`` (so a burst of requests
 costs one syscall); when nothing was sent for ``ping_interval_s`` it sends a ping.  The
 receiver reads with a deadline of ``read_timeout_s`` (pings guarantee traffic), splits
-frames, hands each to the protocol and completes the waiting request (``complete``: its
-parked task wakes, see ``Parking``).  Either loop ending ends the connection; the session
+frames, hands each to the protocol and completes the waiting request (``complete`` sets the
+Event its task waits on in ``wait_for``).  Either loop ending ends the connection; the session
 loop in ``aio.py`` then fails the requests in flight with ConnectionLoss and fails over.
 
 Everything here runs under asyncio (uvloop included) and trio alike through anyio; the one
@@ -78,7 +78,10 @@ async def open_stream(host: tuple[str, int], context: ssl.SSLContext | None) -> 
         OSError: the host cannot be reached.
         ConnectionDropped: the TLS handshake failed; the message says why (OpenSSL's reason).
     """
-    stream = await anyio.connect_tcp(*host)
+    try:
+        stream = await anyio.connect_tcp(*host)
+    except OSError as exc:  # the message names the host (anyio's does not)
+        raise OSError(f"all attempts to connect to {host[0]}:{host[1]} failed") from exc
     if context is None:
         return stream
     try:  # not standard_compatible: closing never waits for the server's close_notify

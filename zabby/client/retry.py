@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar
 
 import anyio
 
@@ -25,6 +25,10 @@ from zabby.errors import (
     RetryFailedError,
     SessionExpiredError,
 )
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 class InterruptedError(RetryFailedError):  # noqa: A001 - kazoo's name
@@ -91,7 +95,7 @@ class KazooRetry:
         self._cur_delay = min(sleep_s * self.backoff, self.max_delay)
         return sleep_s
 
-    def __call__(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, func: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         self.reset()
         if self.deadline is not None:
             self._cur_stoptime = time.monotonic() + self.deadline
@@ -124,7 +128,7 @@ class AsyncKazooRetry(KazooRetry):
         obj.retry_exceptions = base.retry_exceptions
         return obj
 
-    async def __call__(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def __call__(self, func: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs) -> _T:  # type: ignore[override]  # awaits func
         self.reset()
         if self.deadline is not None:
             self._cur_stoptime = time.monotonic() + self.deadline
