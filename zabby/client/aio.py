@@ -35,6 +35,7 @@ must never block on a slow callback, or a callback calling the client would dead
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -73,7 +74,7 @@ from zabby.wire.framing import FrameDecoder
 from . import protocol as p
 from .connection import (
     Connection, Signal, complete, describe_failure, handshake, host_order, open_stream, parse_hosts, rebalance, sasl_exchange,
-    spawn_detached, wait_for,
+    running_asyncio_loop, spawn_detached, wait_for,
 )  # fmt: skip
 from .exceptions import KazooTimeoutError
 from .security import OPEN_ACL_UNSAFE, acl_to_wire
@@ -252,6 +253,7 @@ class Client:
         self._seen_read_write = False  # ZooKeeper's seenRwServerBefore: until then a session is local
         self._forked = False
         self._pid = os.getpid()
+        self._asyncio_loop: asyncio.AbstractEventLoop | None = None  # the loop it runs in, under asyncio
         _live_clients.add(self)
 
     # -- properties ----------------------------------------------------------------------
@@ -295,6 +297,7 @@ class Client:
             self._fatal = None
             self._keeper_state = KeeperState.CONNECTING
             self._conn_changed, self._events_wake, self._room = Signal(), Signal(), Signal()  # none of an earlier loop's
+            self._asyncio_loop = running_asyncio_loop()
             self._done = anyio.Event()
             self._scope = anyio.CancelScope()
             spawn_detached(functools.partial(self._session_task, self._scope, self._done), name="zabby-client-session")
@@ -657,7 +660,7 @@ class Client:
             conn = await self._wait_for_room()
         request = self._proto.new_request(op, args, decode, path, watch, kind)
         conn.submit(request)
-        result: _T = await wait_for(request)
+        result: _T = await wait_for(request, self._asyncio_loop)
         return result
 
     async def _wait_for_room(self) -> Connection:
@@ -834,7 +837,7 @@ class Client:
         conn = await self._connection()
         request = self._proto.auth_request(scheme, cred)
         conn.submit(request)
-        await wait_for(request)
+        await wait_for(request, self._asyncio_loop)
         if (scheme, cred) not in self._auth_data:
             self._auth_data.append((scheme, cred))
         return True

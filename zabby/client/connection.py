@@ -8,8 +8,8 @@ pre-packed frame onto ``out``; if the sender is idle it is woken.  The sender jo
 queued frame into one buffer and writes it with one ``send`` (so a burst of requests
 costs one syscall); when nothing was sent for ``ping_interval_s`` it sends a ping.  The
 receiver reads with a deadline of ``read_timeout_s`` (pings guarantee traffic), splits
-frames, hands each to the protocol and completes the waiting request (``complete`` sets the
-Event its task waits on in ``wait_for``).  Either loop ending ends the connection; the session
+frames, hands each to the protocol and completes the waiting request (``complete`` wakes
+the task waiting in ``wait_for``).  Either loop ending ends the connection; the session
 loop in ``aio.py`` then fails the requests in flight with ConnectionLoss and fails over.
 
 Everything here runs under asyncio (uvloop included) and trio alike through anyio; the one
@@ -100,15 +100,21 @@ def describe_failure(exc: BaseException) -> str:
     return str(cause or exc) or type(exc).__name__
 
 
+def running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop, or None under trio."""
+    return None if sniffio.current_async_library() == "trio" else asyncio.get_running_loop()
+
+
 def spawn_detached(fn: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
     """Run ``await fn()`` as a task of its own that outlives the caller (the event loop ends
     it): a trio system task, or an asyncio task.  ``fn`` must not raise."""
-    if sniffio.current_async_library() == "trio":
+    loop = running_asyncio_loop()
+    if loop is None:
         import trio
 
         trio.lowlevel.spawn_system_task(fn, name=name)
         return
-    task = asyncio.get_running_loop().create_task(fn(), name=name)
+    task = loop.create_task(fn(), name=name)
     _detached.add(task)  # asyncio keeps only a weak reference to a task
     task.add_done_callback(_detached.discard)
 
@@ -225,19 +231,24 @@ def complete(request: Request) -> None:
     waiter = request.task
     if waiter is not None:
         request.task = None
-        waiter.set()
+        if isinstance(waiter, asyncio.Future):
+            if not waiter.done():  # done: its task was cancelled meanwhile
+                waiter.set_result(None)
+        else:
+            waiter.set()
     elif request.callback is not None:
         request.callback(request)
 
 
-async def wait_for(request: Request) -> Any:
+async def wait_for(request: Request, loop: asyncio.AbstractEventLoop | None) -> Any:
     """Suspend the current task until ``complete(request)``, then return its result or raise
-    its error.  Cancellation (a cancel scope, or asyncio's ``task.cancel()``) abandons the
-    reply: it is read and dropped when it comes."""
-    waiter = anyio.Event()
+    its error.  ``loop``: the asyncio loop the client runs in, whose bare future is the
+    cheapest wake-up there (None under trio: an anyio Event).  Cancellation (a cancel scope,
+    or asyncio's ``task.cancel()``) abandons the reply: it is read and dropped when it comes."""
+    waiter: asyncio.Future[None] | anyio.Event = loop.create_future() if loop is not None else anyio.Event()
     request.task = waiter
     try:
-        await waiter.wait()
+        await waiter.wait() if isinstance(waiter, anyio.Event) else await waiter
     finally:
         request.task = None
     if request.ok:

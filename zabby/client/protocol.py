@@ -78,7 +78,7 @@ class Request:
         self.watch_kind = watch_kind
         self.ok = False
         self.result: Any = None
-        self.task: Any = None  # set by the shell: the trio task waiting for the outcome
+        self.task: Any = None  # set by the shell: what the task waiting for the outcome waits on
         self.callback: Callable[[Request], None] | None = None
 
 
