@@ -209,3 +209,29 @@ def test_a_saved_state_that_does_not_fit_is_refused() -> None:
     with pytest.raises(ValueError, match="unusable saved state"):
         TreeCache(None, "/a", saved_state={"root": "/a"})
     assert TreeCache(None, "/a", saved_state=good)._saved == (5, {"/a": NodeData("/a", b"", ZnodeStat(*[0] * 11))})
+
+
+def test_a_new_session_after_expiry_resumes_the_watch_from_the_feed(zabby_server: ServerProcess, hub: ProxyHub) -> None:
+    """The session expires while the link is cut; the client starts a new one (which has no
+    watches) and the cache adds its watch again from the last zxid its feed brought."""
+    link = hub.add(zabby_server.port)
+    with SyncClient(f"127.0.0.1:{link.port}", timeout=2.0, reconnect_after_expiry=True) as client, \
+            SyncClient(zabby_server.hosts) as writer:  # fmt: skip
+        writer.ensure_path("/ex")
+        cache, events = start_cache(client, "/ex")
+        rng = random.Random(23)
+        _storm(writer, "/ex", 50, rng)
+        settle(cache, writer, "/ex")
+        session = client.client_id
+        link.set_mode(Mode.CUT)
+        with SyncClient(zabby_server.hosts, client_id=session) as thief:
+            assert thief.client_id == session
+            thief.stop()  # ends the shared session on the server
+        _storm(writer, "/ex", 100, rng)
+        link.heal()
+        settle(cache, writer, "/ex")
+        assert client.client_id is not None and client.client_id[0] != session[0]
+        assert cache_state(cache) == tree_state(writer, "/ex")
+        assert cache.full_reads == 1
+        assert TreeEvent.CONNECTION_LOST in [e.event_type for e in events]
+        cache.close()
