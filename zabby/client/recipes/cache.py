@@ -80,10 +80,13 @@ class TreeEvent(_TreeEventFields):
         return cls(event_type, event_data)
 
 
-class _Live(NamedTuple):
-    """Queued after the events a resumed watch replayed: the feed is live from ``zxid`` on."""
+class _Reached(NamedTuple):
+    """Queued behind every event of the txns up to ``zxid``: once the events before it are
+    applied, the mirror reflects ``zxid``; ``initializes``: the end of a resumed watch's
+    history (INITIALIZED then)."""
 
     zxid: int
+    initializes: bool = False
 
 
 def _join(parent: str, name: str) -> str:
@@ -134,7 +137,7 @@ class TreeCache:
         self._lost = False
         self._zxid = 0
         self._received = 0  # the highest zxid of an event handed to the cache
-        self._pending: list[WatchedEvent | _Live] = []
+        self._pending: list[WatchedEvent | _Reached] = []
         self._drain_scheduled = False
         self._saved = self._decode_state(saved_state) if saved_state is not None else None
         self.full_reads = 0  # whole-subtree reads: the load and each resync
@@ -252,10 +255,10 @@ class TreeCache:
 
     def _mark_live_after_replay(self) -> None:
         """The server sends a resumed watch's history right after the addWatch reply; one more
-        round trip puts all of it in the callback queue, and a _Live mark behind it: the
+        round trip puts all of it in the callback queue, and a mark behind it: the
         cache reflects the reply's zxid once the history before the mark is applied."""
         self._client.exists(self._root)
-        self._client._dispatch_callback(self._enqueue, _Live(self._client.last_zxid))
+        self._client._dispatch_callback(self._enqueue, _Reached(self._client.last_zxid, initializes=True))
 
     def _watch_live_and_resync(self) -> None:
         """Watch from now on, then read the subtree: the read reflects every change up to the
@@ -277,7 +280,7 @@ class TreeCache:
         if event.type in (EventType.CREATED, EventType.CHANGED, EventType.DELETED, EventType.HISTORY_LOST) and event.path:
             self._enqueue(event)
 
-    def _enqueue(self, item: WatchedEvent | _Live) -> None:
+    def _enqueue(self, item: WatchedEvent | _Reached) -> None:
         """Queue for the next batch; one drain is queued behind everything that came before."""
         self._pending.append(item)
         if not self._drain_scheduled:
@@ -288,17 +291,17 @@ class TreeCache:
         self._drain_scheduled = False
         batch, self._pending = self._pending, []
         start = 0
-        for i, item in enumerate(batch):  # a HISTORY_LOST or a _Live mark ends a run of events
-            if isinstance(item, _Live) or item.type == EventType.HISTORY_LOST:
+        for i, item in enumerate(batch):  # a HISTORY_LOST or a mark ends a run of events
+            if isinstance(item, _Reached) or item.type == EventType.HISTORY_LOST:
                 self._apply_events(batch[start:i])  # type: ignore[arg-type]
                 self._apply_mark(item)
                 start = i + 1
         self._apply_events(batch[start:])  # type: ignore[arg-type]
 
-    def _apply_mark(self, item: WatchedEvent | _Live) -> None:
-        if isinstance(item, _Live):
+    def _apply_mark(self, item: WatchedEvent | _Reached) -> None:
+        if isinstance(item, _Reached):
             self._set_zxid(item.zxid)
-            if not self._is_initialized:
+            if item.initializes and not self._is_initialized:
                 self._set_initialized()
             return
         # no server keeps the history the watch needed: it is live again from item.zxid
@@ -307,9 +310,13 @@ class TreeCache:
         self._set_zxid(item.zxid)
 
     def _apply_events(self, events: list[WatchedEvent]) -> None:
+        """Apply a run of events, then mark their last zxid reached behind the events of that
+        txn still to come: a multi's events may reach the cache in two batches.  A reply read
+        after them is a fence: the server sent every event of its txns before it."""
         if not events:
             return
-        fresh = self._read_nodes(self._paths_to_read(events))
+        paths = self._paths_to_read(events)
+        fresh = self._read_nodes(paths)
         for event in events:
             path = event.path
             assert path is not None
@@ -325,7 +332,11 @@ class TreeCache:
                 parent = fresh.get(_parent(path))
                 if parent is not None and _newer(self._nodes.get(parent.path), parent) and parent.path in self._nodes:
                     self._put(parent)
-        self._set_zxid(max(e.zxid for e in events))
+        last = max(e.zxid for e in events)
+        if last > self._zxid:
+            if not paths:
+                self._client.exists(self._root)  # no read went out: one round trip as the fence
+            self._client._dispatch_callback(self._enqueue, _Reached(last))
 
     def _paths_to_read(self, events: list[WatchedEvent]) -> list[str]:
         """The paths whose current state the batch needs: each created or changed node not
