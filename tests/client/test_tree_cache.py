@@ -235,3 +235,21 @@ def test_a_new_session_after_expiry_resumes_the_watch_from_the_feed(zabby_server
         assert cache.full_reads == 1
         assert TreeEvent.CONNECTION_LOST in [e.event_type for e in events]
         cache.close()
+
+
+def test_reads_too_big_for_one_reply_are_split(tmp_path: Path) -> None:
+    """A level of the tree whose multiRead would pass the server's reply limit (half of
+    clientConnectionMemoryMax) is read in smaller requests."""
+    small = ServerProcess(tmp_path, clientConnectionMemoryMax=300_000, **{"jute.maxbuffer": 100_000})
+    small.start()
+    try:
+        with SyncClient(small.hosts, timeout=4.0) as client:
+            client.ensure_path("/big")
+            for i in range(8):  # 8 x 60 kB in one level: 480 kB, the limit 150 kB
+                client.create(f"/big/n{i}", bytes([i]) * 60_000)
+            cache, _ = start_cache(client, "/big")
+            assert cache_state(cache) == tree_state(client, "/big")
+            settle(cache, client, "/big")
+            cache.close()
+    finally:
+        small.kill()

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 ``start()`` registers a persistent-recursive watch on the root, takes the zxid the server
 had applied when the watch went live (the reply's zxid, ``client.last_zxid``), then loads
-the subtree (get + get_children, one pipelined round of reads per level) and reports
+the subtree (get + get_children, one multiRead per level of the tree) and reports
 NODE_ADDED for every node and then INITIALIZED.  Every change after that zxid reaches the
 cache as an event carrying the change's zxid; the cache then reflects every change up to
 ``zxid`` (the highest event zxid it has applied, or the load's zxid).
@@ -13,9 +13,11 @@ Events carry no data, so a CREATED/CHANGED path is re-read, and a create or dele
 re-reads the parent (its numChildren, cversion and pzxid), unless the cached stat already
 shows the event's change (mzxid, czxid or pzxid at or past its zxid): a read made after the
 change already reflects it.  Events are applied in batches: the reads of everything queued
-since the last batch go out pipelined, then the events are applied in zxid order, and a
-node is only ever replaced by a newer one (compared by czxid, then mzxid and pzxid), so the
-mirror never goes backwards even when events and reads interleave.
+since the last batch go out as one multiRead (a consistent snapshot, one request however many
+nodes: the load reads a level of the tree per request the same way), then the events are
+applied in zxid order, and a node is only ever replaced by a newer one (compared by czxid,
+then mzxid and pzxid), so the mirror never goes backwards even when events and reads
+interleave.
 
 After a reconnect, to the same or another server, the client's persistent watch resumes by
 itself from the last event it delivered (``add_watch(..., since_zxid=...)``), so the cache
@@ -42,7 +44,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
-from zabby.errors import ConnectionClosedError, HistoryCompactedError, KazooException, NoNodeError
+from zabby.errors import BadArgumentsError, ConnectionClosedError, HistoryCompactedError, KazooException, NoNodeError
 from zabby.opcodes import AddWatchMode
 
 from ..states import EventType, KazooState, WatchedEvent, ZnodeStat
@@ -50,6 +52,7 @@ from ..states import EventType, KazooState, WatchedEvent, ZnodeStat
 log = logging.getLogger("zabby.client.cache")
 _MAX_NODES = 10_000_000
 _STATE_FORMAT = 1  # of save_state()'s dict
+_READ_CHUNK = 256  # reads in one multiRead
 
 
 class NodeData(NamedTuple):
@@ -355,46 +358,48 @@ class TreeCache:
         return list(paths)
 
     def _read_nodes(self, paths: list[str]) -> dict[str, NodeData]:
-        """Pipelined gets of ``paths``; a node that does not exist is left out."""
+        """The nodes at ``paths`` in one multiRead (per chunk); a node that does not exist is
+        left out."""
         self.node_reads += len(paths)
-        replies = [(path, self._client.get_async(path)) for path in paths]
-        out: dict[str, NodeData] = {}
-        for path, reply in replies:
-            found = self._result(reply, self._client.get, path)
-            if found is not None:
-                out[path] = NodeData(path, found[0], found[1])
-        return out
-
-    def _result(self, reply: Any, call: Callable[[str], Any], path: str) -> Any:
-        """A pipelined reply, retried alone on a connection problem; None for NoNode."""
-        try:
-            return reply.get()
-        except NoNodeError:
-            return None
-        except ConnectionClosedError:
-            raise
-        except KazooException:
-            try:
-                return self._client.retry(call, path)
-            except NoNodeError:
-                return None
+        results = self._multi_read([("get", path) for path in paths])
+        return {path: NodeData(path, *found) for path, found in zip(paths, results, strict=True) if found is not None}
 
     def _read_tree(self, top: str) -> dict[str, NodeData]:
-        """The subtree under ``top``: one pipelined round of get + get_children per level."""
+        """The subtree under ``top``: one multiRead (per chunk) of get + get_children per level."""
         self.full_reads += 1
         out: dict[str, NodeData] = {}
         level = [top]
         while level and len(out) < _MAX_NODES:
-            replies = [(p, self._client.get_async(p), self._client.get_children_async(p)) for p in level]
+            results = self._multi_read([op for path in level for op in (("get", path), ("get_children", path))])
+            found = zip(level, results[0::2], results[1::2], strict=True)
             level = []
-            for path, data_reply, children_reply in replies:
-                found = self._result(data_reply, self._client.get, path)
-                children = self._result(children_reply, self._client.get_children, path)
-                if found is None or children is None:
+            for path, data, children in found:
+                if data is None or children is None:
                     continue
-                out[path] = NodeData(path, found[0], found[1])
+                out[path] = NodeData(path, *data)
                 level.extend(_join(path, c) for c in children)
         return out
+
+    def _multi_read(self, ops: list[tuple[str, str]]) -> list[Any]:
+        """multi_read's results for ``ops``, in order, None for a node that does not exist;
+        one request per _READ_CHUNK ops, retried on a connection problem."""
+        out: list[Any] = []
+        for i in range(0, len(ops), _READ_CHUNK):
+            out += self._read_chunk(ops[i : i + _READ_CHUNK])
+        return out
+
+    def _read_chunk(self, ops: list[tuple[str, str]]) -> list[Any]:
+        try:
+            results = self._client.retry(self._client.multi_read, ops)
+        except BadArgumentsError:  # the reply would pass the server's size limit: halve it
+            if len(ops) == 1:
+                raise
+            half = len(ops) // 2
+            return self._read_chunk(ops[:half]) + self._read_chunk(ops[half:])
+        for result in results:
+            if isinstance(result, Exception) and not isinstance(result, NoNodeError):
+                raise result
+        return [None if isinstance(result, NoNodeError) else result for result in results]
 
     def _resync(self) -> None:
         """Re-read the whole subtree and report the difference to the listeners."""
