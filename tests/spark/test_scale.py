@@ -26,8 +26,10 @@ def check(out: Path, nodes: int, commits: int) -> dict:
     return results
 
 
-def test_a_small_scale_run(tmp_path: Path) -> None:
-    assert main(["--nodes", "5", "--commits", "20", "--out", str(tmp_path), "--workdir", str(tmp_path), "--quiet"]) == 0
+@pytest.mark.parametrize("processes", [0, 2])
+def test_a_small_scale_run(tmp_path: Path, processes: int) -> None:
+    argv = ["--nodes", "5", "--commits", "20", "--processes", str(processes), "--out", str(tmp_path), "--workdir", str(tmp_path), "--quiet"]
+    assert main(argv) == 0
     check(tmp_path, 5, 20)
 
 
@@ -35,6 +37,9 @@ def test_bad_options_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--nodes", "1"])
     assert "--nodes >= 2" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--nodes", "4", "--processes", "4"])
+    assert "--processes < --nodes" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -44,5 +49,5 @@ def test_the_full_scale_run(tmp_path: Path) -> None:
     reason = java_missing()
     if reason:
         pytest.skip(reason)
-    assert main(["--nodes", "100", "--commits", "1000", "--spark", "--out", str(tmp_path), "--workdir", str(tmp_path)]) == 0
+    assert main(["--nodes", "100", "--processes", "4", "--commits", "1000", "--spark", "--out", str(tmp_path), "--workdir", str(tmp_path)]) == 0
     check(tmp_path, 100, 1000)

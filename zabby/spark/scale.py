@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -29,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -66,13 +68,12 @@ def metadata_only_merge(store: MetaStore, cube: str) -> dict[str, Any]:
     return StepReport("MERGE", merged, commit, t, t, job_id).to_dict()
 
 
-def lag_summary(label: str, steps: list[dict[str, Any]], nodes: Iterable[QueryNode]) -> dict[str, Any]:
-    """The lags of ``steps`` over ``nodes`` (ms): p50, p99, max; ``missing``: (node, step)
-    pairs never seen."""
+def lag_summary(label: str, steps: list[dict[str, Any]], seen_by_node: Iterable[list[tuple[int, float]]]) -> dict[str, Any]:
+    """The lags of ``steps`` over the nodes (ms): p50, p99, max; ``missing``: (node, step)
+    pairs never seen.  ``seen_by_node``: each node's ``cube_seen_at``."""
     lags: list[float] = []
     missing = 0
-    for node in nodes:
-        seen = cube_seen_at(node.changes)
+    for seen in seen_by_node:
         for step in steps:
             lag = step_lag_ms(seen, step)
             if lag is None:
@@ -84,15 +85,79 @@ def lag_summary(label: str, steps: list[dict[str, Any]], nodes: Iterable[QueryNo
             "n": len(lags), "missing": missing, "p50": _p(0.5, lags), "p99": _p(0.99, lags), "max": max(lags, default=float("nan"))}  # fmt: skip
 
 
-def wait_all(nodes: list[QueryNode], zxid: int, timeout: float = WAIT_S) -> None:
-    late = [n.name for n in nodes if not n.wait_for_zxid(zxid, timeout)]
-    if late:
-        raise TimeoutError(f"{len(late)} query nodes did not reach zxid 0x{zxid:x} in {timeout}s: {late[:5]}")
-
-
 def in_parallel(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
     with ThreadPoolExecutor(START_WORKERS) as pool:
         return list(pool.map(fn, items))
+
+
+class NodeGroup:
+    """Query nodes run as threads of this process, one session each."""
+
+    def __init__(self, nodes: list[QueryNode]) -> None:
+        self.nodes = nodes
+
+    @classmethod
+    def start(cls, make: Callable[[int], QueryNode], indexes: list[int]) -> NodeGroup:
+        return cls(in_parallel(lambda i: make(i).start(WAIT_S), indexes))
+
+    def late(self, zxid: int, timeout: float = WAIT_S) -> list[str]:
+        """The nodes that did not reach ``zxid`` within ``timeout``."""
+        return [n.name for n in self.nodes if not n.wait_for_zxid(zxid, timeout)]
+
+    def seen(self) -> list[list[tuple[int, float]]]:
+        return [cube_seen_at(n.changes) for n in self.nodes]
+
+    def stop(self) -> None:
+        in_parallel(lambda n: n.stop(), self.nodes)
+
+
+def _group_worker(conn: Connection, hosts: str, project: str, indexes: list[int], session_timeout: float) -> None:
+    """A worker process: a NodeGroup answering the parent's calls over ``conn``."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    group = NodeGroup.start(lambda i: QueryNode(prefer_host(hosts, i), project, name=f"qn{i}", session_timeout=session_timeout), indexes)
+    conn.send("ready")
+    try:
+        while True:
+            call, *args = conn.recv()
+            if call == "stop":
+                return
+            conn.send(getattr(group, call)(*args))
+    finally:
+        group.stop()
+        conn.send("stopped")
+
+
+class ProcessGroup:
+    """Query nodes run as threads of a worker process (``_group_worker``)."""
+
+    def __init__(self, hosts: str, project: str, indexes: list[int], session_timeout: float) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_group_worker, args=(child, hosts, project, indexes, session_timeout), daemon=True)
+        self.process.start()
+
+    def ready(self) -> None:
+        if not self.conn.poll(WAIT_S * 2) or self.conn.recv() != "ready":
+            raise TimeoutError(f"query-node worker {self.process.pid} not ready")
+
+    def late(self, zxid: int, timeout: float = WAIT_S) -> list[str]:
+        self.conn.send(("late", zxid, timeout))
+        return list(self.conn.recv())
+
+    def seen(self) -> list[list[tuple[int, float]]]:
+        self.conn.send(("seen",))
+        return list(self.conn.recv())
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(("stop",))
+            self.conn.poll(WAIT_S)
+        except OSError:
+            pass
+        self.process.join(WAIT_S)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(10)
 
 
 def mirror_of(node: QueryNode) -> dict[str, tuple[bytes, tuple[int, ...]]]:
@@ -107,7 +172,7 @@ class ScaleRun:
         self.out = Path(args.out).resolve()
         self.work = Path(tempfile.mkdtemp(prefix="zabby-scale-", dir=args.workdir))
         self.ensemble = LocalEnsemble(self.work / "ensemble", args.servers, tick_ms=args.tick_ms)
-        self.nodes: list[QueryNode] = []
+        self.groups: list[NodeGroup | ProcessGroup] = []
         self.spark: Any = None
         self.t0 = time.time()
 
@@ -130,8 +195,7 @@ class ScaleRun:
             self.say(f"{args.servers} servers up: {self.ensemble.hosts}")
             victim_view = self.out / f"qn{args.nodes - 1}.view.json"
             victim_view.unlink(missing_ok=True)
-            self.nodes = in_parallel(lambda i: self.node(i, view=i == args.nodes - 1).start(WAIT_S), list(range(args.nodes)))
-            self.say(f"{args.nodes} query nodes up (threads of this process, one session each)")
+            self._start_nodes()
             from zabby import SyncClient
 
             client = SyncClient(prefer_host(self.ensemble.hosts, args.nodes), timeout=10.0, randomize_hosts=False)
@@ -144,7 +208,8 @@ class ScaleRun:
             return self._report(rows)
         finally:
             self.say("shutting down")
-            in_parallel(lambda n: n.stop(), self.nodes)
+            for group in self.groups:
+                group.stop()
             if self.spark is not None:
                 self.spark.stop()
             if epoch is not None:
@@ -153,6 +218,32 @@ class ScaleRun:
                 client.close()
             self.ensemble.stop()
             shutil.rmtree(self.work, ignore_errors=True)
+
+    def _start_nodes(self) -> None:
+        """Every node but the last (the one restarted later: always a thread here) in
+        ``--processes`` worker processes, or all as threads of this process."""
+        args = self.args
+        others = list(range(args.nodes - 1))
+        if args.processes:
+            workers = [ProcessGroup(self.ensemble.hosts, args.project, others[k :: args.processes], args.session_timeout)
+                       for k in range(args.processes)]  # fmt: skip
+            self.groups += workers
+            for worker in workers:
+                worker.ready()
+            where = f"threads of {args.processes} worker processes"
+        else:
+            self.groups.append(NodeGroup.start(self.node, others))
+            where = "threads of this process"
+        self.groups.append(NodeGroup.start(lambda i: self.node(i, view=True), [args.nodes - 1]))
+        self.say(f"{args.nodes} query nodes up ({where}, one session each)")
+
+    def wait_all(self, zxid: int, groups: list[NodeGroup | ProcessGroup] | None = None) -> None:
+        late = [name for group in groups or self.groups for name in group.late(zxid)]
+        if late:
+            raise TimeoutError(f"{len(late)} query nodes did not reach zxid 0x{zxid:x} in {WAIT_S}s: {late[:5]}")
+
+    def seen(self, groups: list[NodeGroup | ProcessGroup] | None = None) -> list[list[tuple[int, float]]]:
+        return [seen for group in groups or self.groups for seen in group.seen()]
 
     def _layout(self) -> Any:
         from .model import Layout
@@ -165,7 +256,7 @@ class ScaleRun:
         storage = str(self.out / "storage")
         init = store.init_project(sales_project(args.project), model, desc, storage_location=storage)
         steps = [("PROJECT", {"zxid": init.zxid, "t_commit_acked": init.t_acked, "commit_seconds": init.seconds})]
-        wait_all(self.nodes, init.zxid)
+        self.wait_all(init.zxid)
         half, end = "2024-01-31", "2024-03-01"
         if args.spark:
             from .cube import SalesSpec, generate_sales, spark_session
@@ -183,16 +274,19 @@ class ScaleRun:
                        ("MERGE", lambda: metadata_only_merge(store, desc.name))]  # fmt: skip
         for label, action in actions:
             step = action()
-            wait_all(self.nodes, step["zxid"])
+            self.wait_all(step["zxid"])
             steps.append((label, step))
             self.say(f"{label}: zxid 0x{step['zxid']:x}, commit {step['commit_seconds'] * 1000:.1f} ms; every node has it")
-        return [lag_summary(label, [step], self.nodes) for label, step in steps]
+        seen = self.seen()
+        return [lag_summary(label, [step], seen) for label, step in steps]
 
     def _catch_up(self, store: MetaStore, rows: list[dict[str, Any]]) -> dict[str, Any]:
         """Stop the last node, commit while it is down, start it again from its view file."""
         args, cube = self.args, sales_cube_desc().name
-        victim = self.nodes.pop()
-        victim.stop()
+        victim_group = self.groups.pop()
+        assert isinstance(victim_group, NodeGroup)
+        victim = victim_group.nodes[0]
+        victim_group.stop()
         saved_zxid = victim.zxid
         self.say(f"{victim.name} stopped at zxid 0x{saved_zxid:x}; {args.commits} metadata commits while it is down")
         commits: list[dict[str, Any]] = []
@@ -202,18 +296,20 @@ class ScaleRun:
             else:
                 commits.append(metadata_only_merge(store, cube))
         last = commits[-1]["zxid"]
-        wait_all(self.nodes, last)
-        rows.append(lag_summary(f"{len(commits)} commits", commits, self.nodes))
+        self.wait_all(last)
+        rows.append(lag_summary(f"{len(commits)} commits", commits, self.seen()))
         t_start = time.monotonic()
-        back = self.node(args.nodes - 1, view=True).start(WAIT_S)
+        back = self.node(args.nodes - 1, view=True)
+        self.groups.append(NodeGroup([back]))  # stopped on the way out
+        back.start(WAIT_S)
         caught = back.wait_for_zxid(last, WAIT_S)
         catch_up_s = time.monotonic() - t_start
-        self.nodes.append(back)
         t_start = time.monotonic()
-        fresh = self.node(args.nodes, name="qn-fresh").start(WAIT_S)
+        fresh = self.node(args.nodes, name="qn-fresh")
+        self.groups.append(NodeGroup([fresh]))
+        fresh.start(WAIT_S)
         fresh.wait_for_zxid(last, WAIT_S)
         full_read_s = time.monotonic() - t_start
-        self.nodes.append(fresh)
         equal = mirror_of(back) == mirror_of(fresh)
         self.say(f"{back.name} back: caught up from 0x{saved_zxid:x} to 0x{last:x} in {catch_up_s * 1000:.0f} ms "
                  f"({back.cache.full_reads} full reads, {back.cache.node_reads} node reads); a fresh node's full read "
@@ -255,6 +351,8 @@ class ScaleRun:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m zabby.spark.scale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=100, help="query nodes (threads, one session each; default 100)")
+    parser.add_argument("--processes", type=int, default=0,
+                        help="run the query nodes (but the one restarted) as threads of this many worker processes (default 0: of this one)")
     parser.add_argument("--servers", type=int, default=3)
     parser.add_argument("--commits", type=int, default=1000, help="metadata commits while one node is down (default 1000)")
     parser.add_argument("--spark", action="store_true", help="build the segments with Spark (else: the same commits, no Spark)")
@@ -267,8 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", help="parent folder of the ensemble's data (default: a temp folder)")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
-    if args.nodes < 2 or args.servers < 1 or args.commits < 2:
-        parser.error("need --nodes >= 2, --servers >= 1 and --commits >= 2")
+    if args.nodes < 2 or args.servers < 1 or args.commits < 2 or not 0 <= args.processes < args.nodes:
+        parser.error("need --nodes >= 2, --servers >= 1, --commits >= 2 and 0 <= --processes < --nodes")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     ScaleRun(args).run()
     return 0

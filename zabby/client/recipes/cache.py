@@ -344,7 +344,8 @@ class TreeCache:
     def _paths_to_read(self, events: list[WatchedEvent]) -> list[str]:
         """The paths whose current state the batch needs: each created or changed node not
         already at its event's zxid, and the parent of each created or deleted node whose
-        pzxid is behind the event (its numChildren, cversion, pzxid)."""
+        pzxid is behind the event (its numChildren, cversion, pzxid); not a node the batch
+        ends by deleting (a read would find nothing: a build's segments merged away later)."""
         paths: dict[str, None] = {}
         for event in events:
             path = event.path
@@ -355,7 +356,8 @@ class TreeCache:
                 parent = self._nodes.get(_parent(path))
                 if parent is not None and (event.zxid < 0 or parent.stat.pzxid < event.zxid):
                     paths[parent.path] = None
-        return list(paths)
+        last = {event.path: event.type for event in events}
+        return [path for path in paths if last.get(path) != EventType.DELETED]
 
     def _read_nodes(self, paths: list[str]) -> dict[str, NodeData]:
         """The nodes at ``paths`` in one multiRead (per chunk); a node that does not exist is
