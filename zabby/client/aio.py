@@ -53,6 +53,7 @@ from zabby.errors import (
     KazooException,
     NodeExistsError,
     NoNodeError,
+    OperationTimeoutError,
     RemoteProtocolError,
     SessionExpiredError,
 )
@@ -749,6 +750,35 @@ class Client:
 
     async def sync(self, path: str) -> str:
         return await self._call(OpCode.SYNC, [self._spath(path)], p.decode_path)
+
+    async def wait_for_zxid(self, zxid: int, timeout: float = 10.0, sync: bool = False) -> int:
+        """Return once the server this client is connected to has applied ``zxid`` (zabby's
+        extension): the zxid it has applied then.  A writer hands the zxid of its write to a
+        reader elsewhere, whose reads after this call see it.  ``sync``: a ``sync("/")``
+        first (the server catches up with the leader before the wait).
+
+        Raises:
+            OperationTimeoutError: not applied within ``timeout`` seconds.
+            ConnectionLoss: the connection dropped meanwhile (ask again).
+        """
+        zxid = _check_int(zxid)
+        if zxid < 0:
+            raise BadArgumentsError(f"zxid must be 0 or more, not {zxid}")
+        if not timeout > 0:
+            raise BadArgumentsError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        deadline = trio.current_time() + timeout
+        if sync:
+            with trio.fail_after(timeout):
+                await self.sync("/")
+        while True:  # the server caps one wait (a minute): ask again until the deadline
+            remaining_ms = int((deadline - trio.current_time()) * 1000)
+            if remaining_ms <= 0:
+                raise OperationTimeoutError(f"the server did not apply 0x{zxid:x} within {timeout}s")
+            try:
+                return await self._call(OpCode.WAIT_FOR_ZXID, [zxid, remaining_ms], p.decode_value)
+            except OperationTimeoutError:
+                if trio.current_time() >= deadline - 0.001:
+                    raise
 
     async def add_auth(self, scheme: str, credential: Any) -> bool:
         """Authenticate this session; the credential is re-sent after every reconnect.

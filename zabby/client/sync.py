@@ -486,6 +486,13 @@ class SyncClient:
     def sync(self, path: str, *, timeout: float | None = None) -> str:
         return self._sync(self._client.sync, (path,), timeout)
 
+    def wait_for_zxid(self, zxid: int, timeout: float | None = None, sync: bool = False) -> int:
+        """See ``Client.wait_for_zxid``: once the connected server has applied ``zxid``, its
+        applied zxid; ``timeout`` defaults to the client's ``request_timeout``.
+        Raises: KazooTimeoutError (an OperationTimeoutError) on timeout."""
+        timeout_s = self.request_timeout if timeout is None else timeout
+        return self._sync(self._client.wait_for_zxid, (zxid, timeout_s, sync), timeout_s)
+
     def sync_async(self, path: str) -> AsyncResult:
         return self._submit(self._client.sync, (path,), None)
 

@@ -47,7 +47,7 @@ from zabby.core.messages import Ack, Diff, Logged, Message, Proposal, Request, S
 from zabby.core.peer import Peer, PeerConfig
 from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
-from zabby.engine.clients import ClientCalls, Waiters, first_session_id
+from zabby.engine.clients import ClientCalls, Waiters, ZxidWaiters, first_session_id
 from zabby.engine.digests import DigestCheck
 from zabby.engine.effects import (
     Append, CheckSpace, ClientSink, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
@@ -137,6 +137,7 @@ class Engine(ClientCalls):
         self.leading_since_ms: int | None = None  # since when this server leads and serves (mntr's leader_uptime)
         self.waiting: Waiters[Done] = Waiters()  # a client write's answer
         self.sync_waiting: Waiters[SyncDone] = Waiters()
+        self.zxid_waiting = ZxidWaiters()  # clients' waits for a zxid
         self.outstanding = 0
         self.space_low = False
         self.last_proposal_bytes = (0, 0, 0)  # last, min, max
@@ -305,6 +306,8 @@ class Engine(ClientCalls):
     def _tick(self) -> Work:
         self._ticks += 1
         self.peer.tick()
+        if self.zxid_waiting:
+            self.zxid_waiting.expire(self.clock.monotonic_ms())
         if self.space_low and self._ticks % max(1, 1000 // self.core_tick_ms) == 0:
             self.space_low = yield CheckSpace()
         if not self.peer.established_leader:  # the core's state now: this feed may have changed it
@@ -542,6 +545,8 @@ class Engine(ClientCalls):
             if txn.type in _SESSION_AND_REAP_TXNS:
                 self._after_apply(txn)
         if txns:
+            if self.zxid_waiting:
+                self.zxid_waiting.applied(tree.last_zxid)
             if self.is_leader:  # once for the batch: what it prepared stays ahead of the tree meanwhile
                 self.preparer.applied(txns[-1].zxid)
             self._tree_committed = True
@@ -764,6 +769,7 @@ class Engine(ClientCalls):
         self.preparer.reset()
         self.waiting.clear()
         self.sync_waiting.clear()
+        self.zxid_waiting.clear()
         self.closing_sessions.clear()  # closes prepared here commit only under this leadership
         self.outstanding = 0
         self.sessions = SessionTracker(self.config.tick_ms)

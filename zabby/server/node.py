@@ -249,6 +249,9 @@ class ZabbyServer:
     def client_sync(self, session_id: int, cxid: int, done: Any) -> None:
         self.engine.client_sync(session_id, cxid, done)
 
+    def wait_for_zxid(self, owner: Any, zxid: int, timeout_ms: int, done: Any) -> None:
+        self.engine.wait_for_zxid(owner, zxid, timeout_ms, done)
+
     def negotiate_timeout(self, requested_ms: int) -> int:
         return self.engine.negotiate_timeout(requested_ms)
 

@@ -21,12 +21,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 from zabby.config import ServerConfig
+from zabby.engine.clients import ZXID_WAIT_MS_MAX
 from zabby.engine.effects import ClientSink, Done, SyncDone
-from zabby.errors import Err, ZabbyError
+from zabby.errors import Err, ZabbyError, shown
 from zabby.opcodes import WRITE_OPS, KeeperState, OpCode
 from zabby.sasl import DigestMd5Server, SaslFailure
 from zabby.server.reads import READ_HANDLERS, missed_events, resume_watch
@@ -102,6 +103,11 @@ class SessionHost(Protocol):
 
     def close_session(self, session_id: int, cxid: int, done: Done) -> None: ...
     def client_sync(self, session_id: int, cxid: int, done: SyncDone) -> None: ...
+    def wait_for_zxid(self, owner: Hashable, zxid: int, timeout_ms: int, done: Callable[[bool], None]) -> None:
+        """``done(True)`` once the tree has applied ``zxid``, ``done(False)`` at the (capped)
+        timeout; never if ``owner`` detaches first.  Raises: ZabbyError THROTTLEDOP."""
+        ...
+
     def negotiate_timeout(self, requested_ms: int) -> int: ...
     def check_session(self, session_id: int, password: bytes) -> int | None:
         """The session's timeout if (id, password) names a live session, else None."""
@@ -300,6 +306,8 @@ class ClientSession:
             self._write(xid, op, args, started, size)
         elif op == OpCode.SYNC:
             self._sync(xid, args, started)
+        elif op == OpCode.WAIT_FOR_ZXID:
+            self._wait_for_zxid(xid, args, started)
         elif op in READ_HANDLERS or op in self._handlers:
             if self._slots:
                 self._slots.append(_Slot(xid, op, args, started, False))
@@ -434,6 +442,35 @@ class ClientSession:
             slot.reply = [xid, self.host.last_zxid, int(exc.code), str(exc)]
         self._slots.append(slot)
         if slot.reply is not None:
+            self._flush_slots()
+
+    def _wait_for_zxid(self, xid: int, args: list[Any], started: float) -> None:
+        """waitForZxid (zabby's extension): answered, with the zxid this server has applied,
+        once that is at least the one asked for; OPERATIONTIMEOUT after the timeout asked
+        (capped by the server).  Requests after it wait their turn, as behind a sync: a read
+        that follows it sees the state of that zxid."""
+        if len(args) != 2 or not all(isinstance(arg, int) and not isinstance(arg, bool) for arg in args) or min(args) < 0:
+            self._answer_error(xid, Err.BADARGUMENTS, f"waitForZxid takes a zxid and a timeout in ms (ints of 0 or more), not {shown(args)}", started)
+            return
+        zxid, timeout_ms = args
+        slot = _Slot(xid, OpCode.WAIT_FOR_ZXID, args, started, True)
+        self.last_op = OpCode.WAIT_FOR_ZXID
+
+        def done(applied: bool) -> None:
+            last_zxid = self.host.last_zxid
+            if applied:
+                slot.reply = [xid, last_zxid, 0, last_zxid]
+            else:
+                slot.reply = [xid, last_zxid, int(Err.OPERATIONTIMEOUT), f"this server has applied up to 0x{last_zxid:x}, not yet 0x{zxid:x}, "
+                              f"after {min(timeout_ms, ZXID_WAIT_MS_MAX)} ms"]  # fmt: skip
+            self._finish(started, False)
+            self._flush_slots()
+
+        self._slots.append(slot)
+        try:
+            self.host.wait_for_zxid(self, zxid, timeout_ms, done)
+        except ZabbyError as exc:
+            slot.reply = [xid, self.host.last_zxid, int(exc.code), str(exc)]
             self._flush_slots()
 
     def _flush_slots(self) -> None:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zabby.errors import Err, RefusedRequest, RemoteProtocolError, TooManyOps
-from zabby.opcodes import OpCode
+from zabby.opcodes import ZABBY_OPS, OpCode
 from zabby.wire import jute
 from zabby.wire.codec import ClientProtocol, ConnectRequest, too_many_ops
 from zabby.wire.messages import PROTOCOL_NAME
@@ -410,6 +410,8 @@ class JuteCodec:
         if request.op in _MULTI_OPS:
             sub_ops = tuple(sub_op for sub_op, _ in request.record.ops)  # type: ignore[union-attr]
         self.pending.append((request.xid, op, sub_ops))  # as expect() does, without a call per request
+        if op in ZABBY_OPS:  # zabby's msgpack extensions: a jute client sees ZooKeeper's protocol only
+            raise RefusedRequest(request.xid, Err.UNIMPLEMENTED, f"unknown or unsupported op {op}")
         return [request.xid, op, *args]
 
     def _large_request(self, payload: bytes, xid: int, op: int) -> list[Any] | None:
