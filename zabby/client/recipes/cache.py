@@ -196,7 +196,9 @@ class TreeCache:
 
     def wait_for_zxid(self, zxid: int, timeout: float | None = None) -> bool:
         """Block until the mirror reflects ``zxid`` (``self.zxid >= zxid``); False on timeout
-        or when the cache is closed first (zabby extra)."""
+        or when the cache is closed first (zabby extra).  ``zxid`` moves with the changes to
+        the subtree: wait for the zxid of such a change (a write elsewhere may never come up;
+        ``client.wait_for_zxid`` waits for any zxid on the server)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._applied:
             while self._zxid < zxid and self._state != self.STATE_CLOSED:
