@@ -93,6 +93,9 @@ class QueryNode:
         self.cache.start()
         if not self.initialized.wait(timeout):
             raise TimeoutError(f"{self.name}: mirror of {self.layout.base} not loaded after {timeout}s")
+        if self.resumed_from is not None:
+            how = "from its view file, with no re-read" if self.cache.full_reads == 0 else "by a full read: the history is gone"
+            log.info("%s: caught up from 0x%x to 0x%x %s", self.name, self.resumed_from, self.zxid, how)
         if self.view_path is not None:
             self._view_writer = threading.Thread(target=self._write_views, name=f"{self.name}-view", daemon=True)
             self._view_writer.start()
