@@ -253,3 +253,18 @@ def test_reads_too_big_for_one_reply_are_split(tmp_path: Path) -> None:
             cache.close()
     finally:
         small.kill()
+
+
+def test_a_saved_mirror_of_another_history_is_dropped_and_reloaded(zabby_server: ServerProcess) -> None:
+    """A saved zxid ahead of the ensemble (a mirror of another ensemble, or of one restored
+    from a backup) cannot be resumed; its nodes are dropped, whatever their zxids say."""
+    with SyncClient(zabby_server.hosts, timeout=4.0) as client:
+        client.ensure_path("/ah/real")
+        stat = [1 << 40] * 11
+        saved = {"format": 1, "root": "/ah", "zxid": 1 << 40,
+                 "nodes": {"/ah": ["", stat], "/ah/real": ["", stat], "/ah/ghost": ["Zw==", stat]}}  # fmt: skip
+        cache, events = start_cache(client, "/ah", saved_state=saved)
+        assert cache.full_reads == 1 and cache.zxid < 1 << 40
+        assert cache_state(cache) == tree_state(client, "/ah")
+        assert (TreeEvent.NODE_REMOVED, "/ah/ghost") in {(e.event_type, e.event_data.path) for e in events if e.event_data}
+        cache.close()

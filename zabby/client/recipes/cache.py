@@ -246,14 +246,22 @@ class TreeCache:
 
     def _resume_saved(self, zxid: int, nodes: dict[str, NodeData]) -> bool:
         """Start from a saved mirror and replay the changes after its zxid; False when no
-        server's history reaches back that far (the caller then loads)."""
+        server's history reaches back that far, or the zxid is ahead of the ensemble (a mirror
+        of another history: dropped); the caller then loads."""
         for path in sorted(nodes, key=lambda p: (p.count("/"), p)):
             self._put(nodes[path])
         self._set_zxid(zxid)
         try:
-            self._client.add_watch(self._root, self._on_event, AddWatchMode.PERSISTENT_RECURSIVE, since_zxid=zxid)
+            self._client.retry(self._client.add_watch, self._root, self._on_event, AddWatchMode.PERSISTENT_RECURSIVE, since_zxid=zxid)
         except HistoryCompactedError as exc:
             log.info("TreeCache %s: history after 0x%x is gone (oldest 0x%x): reloading", self._root, zxid, exc.oldest_zxid)
+            return False
+        except BadArgumentsError as exc:
+            log.warning("TreeCache %s: the saved mirror is not of this ensemble's history (%s): reloading", self._root, exc)
+            for path in sorted(self._nodes, key=len, reverse=True):
+                self._remove_one(path)
+            with self._applied:
+                self._zxid = 0
             return False
         self._mark_live_after_replay()
         return True
@@ -262,13 +270,13 @@ class TreeCache:
         """The server sends a resumed watch's history right after the addWatch reply; one more
         round trip puts all of it in the callback queue, and a mark behind it: the
         cache reflects the reply's zxid once the history before the mark is applied."""
-        self._client.exists(self._root)
+        self._client.retry(self._client.exists, self._root)
         self._client._dispatch_callback(self._enqueue, _Reached(self._client.last_zxid, initializes=True))
 
     def _watch_live_and_resync(self) -> None:
         """Watch from now on, then read the subtree: the read reflects every change up to the
         zxid the watch went live at, and the events bring every later one."""
-        self._client.add_watch(self._root, self._on_event, AddWatchMode.PERSISTENT_RECURSIVE)
+        self._client.retry(self._client.add_watch, self._root, self._on_event, AddWatchMode.PERSISTENT_RECURSIVE)
         live = self._client.last_zxid
         self._resync()
         self._set_zxid(live)
@@ -340,7 +348,7 @@ class TreeCache:
         last = max(e.zxid for e in events)
         if last > self._zxid:
             if not paths:
-                self._client.exists(self._root)  # no read went out: one round trip as the fence
+                self._client.retry(self._client.exists, self._root)  # no read went out: one round trip as the fence
             self._client._dispatch_callback(self._enqueue, _Reached(last))
 
     def _paths_to_read(self, events: list[WatchedEvent]) -> list[str]:
@@ -471,7 +479,7 @@ class TreeCache:
         before it: a multi's events may have been cut), or reload if no history reaches."""
         since = max(self._received, self._zxid)
         try:
-            self._client.add_watch(self._root, self._on_event, AddWatchMode.PERSISTENT_RECURSIVE, since_zxid=max(0, since - 1))
+            self._client.retry(self._client.add_watch, self._root, self._on_event, AddWatchMode.PERSISTENT_RECURSIVE, since_zxid=max(0, since - 1))
         except HistoryCompactedError:
             log.warning("TreeCache %s: new session, history after 0x%x gone: resyncing from a full read", self._root, since)
             self._watch_live_and_resync()
