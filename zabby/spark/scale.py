@@ -175,6 +175,7 @@ class ScaleRun:
         self.groups: list[NodeGroup | ProcessGroup] = []
         self.spark: Any = None
         self.t0 = time.time()
+        self.load_at_start = os.getloadavg()[0]
 
     def say(self, msg: str) -> None:
         if not self.args.quiet:
@@ -332,12 +333,14 @@ class ScaleRun:
         args = self.args
         catch_up = rows.pop()
         results = {"nodes": args.nodes, "servers": args.servers, "spark": args.spark, "commits": args.commits,
-                   "lag_ms": rows, "catch_up": catch_up, "command": " ".join(["python -m zabby.spark.scale", *sys.argv[1:]])}  # fmt: skip
+                   "lag_ms": rows, "catch_up": catch_up, "command": " ".join(["python -m zabby.spark.scale", *sys.argv[1:]]),
+                   "load_average_1m": {"start": self.load_at_start, "end": os.getloadavg()[0]}, "cpus": os.cpu_count()}  # fmt: skip
         (self.out / "scale-results.json").write_text(json.dumps(results, indent=1))
         if not args.quiet:
             print()
             print(f"query-node lag after the commit ack, ms ({args.nodes} nodes, {args.servers} servers, "
-                  f"{'Spark' if args.spark else 'metadata-only'} steps):")  # fmt: skip
+                  f"{'Spark' if args.spark else 'metadata-only'} steps; 1-minute load {self.load_at_start:.1f} at the start, "
+                  f"{os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} CPUs):")  # fmt: skip
             print(_table(["step", "zxid", "commit ms", "observations", "p50", "p99", "max"],
                          [[r["step"], f"0x{r['zxid']:x}", f"{r['commit_ms']:.1f}", r["n"], f"{r['p50']:.1f}", f"{r['p99']:.1f}",
                            f"{r['max']:.1f}"] for r in rows]))  # fmt: skip
