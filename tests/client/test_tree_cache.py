@@ -5,6 +5,7 @@ counts whole-subtree reads), the HISTORY_LOST fallback, and a saved mirror resum
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -267,4 +268,38 @@ def test_a_saved_mirror_of_another_history_is_dropped_and_reloaded(zabby_server:
         assert cache.full_reads == 1 and cache.zxid < 1 << 40
         assert cache_state(cache) == tree_state(client, "/ah")
         assert (TreeEvent.NODE_REMOVED, "/ah/ghost") in {(e.event_type, e.event_data.path) for e in events if e.event_data}
+        cache.close()
+
+
+def test_reconnects_under_a_steady_write_load_miss_nothing(zabby_server: ServerProcess, hub: ProxyHub) -> None:
+    """30 connection resets while a writer keeps changing the tree: the cache ends equal to
+    the tree having read it once."""
+    import threading
+
+    link = hub.add(zabby_server.port)
+    with SyncClient(f"127.0.0.1:{link.port}", timeout=6.0) as client, SyncClient(zabby_server.hosts) as writer:
+        writer.ensure_path("/st")
+        cache, _ = start_cache(client, "/st")
+        stop = threading.Event()
+
+        def write() -> None:
+            rng = random.Random(31)
+            while not stop.is_set():
+                _storm(writer, "/st", 10, rng)
+
+        writing = threading.Thread(target=write)
+        writing.start()
+        try:
+            for _ in range(30):
+                accepted = link.accepted
+                assert link.reset_connections() <= 1
+                wait_until(lambda: link.accepted > accepted and client.connected, 15, "reconnected")
+                time.sleep(0.05)  # writes between the resets
+        finally:
+            stop.set()
+            writing.join(30)
+        settle(cache, writer, "/st")
+        assert link.accepted >= 31
+        assert cache_state(cache) == tree_state(writer, "/st")
+        assert cache.full_reads == 1
         cache.close()
