@@ -9,4 +9,5 @@ fi
 .venv/bin/python -m pip install --quiet -e '.[test,spark]'
 .venv/bin/python -m ruff check zabby tests scripts
 .venv/bin/python -m mypy zabby
+.venv/bin/python -m mypy --strict --follow-imports=silent zabby/client  # the client's public API is fully typed (its imports are checked by the line above)
 exec .venv/bin/python -m pytest -q "$@"

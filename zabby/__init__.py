@@ -13,15 +13,39 @@ client stack.  Every exception class of ``zabby.errors`` is available as ``zabby
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zabby._version import __version__
+
+if TYPE_CHECKING:  # what a type checker sees (py.typed); at run time the names load lazily, below
+    from zabby import errors as errors
+    from zabby.client.aio import Client as Client, TransactionRequest as TransactionRequest
+    from zabby.client.exceptions import KazooTimeoutError as KazooTimeoutError
+    from zabby.client.recipes import ChildrenWatch as ChildrenWatch, DataWatch as DataWatch, Election as Election, Lock as Lock, NodeData as NodeData, TreeCache as TreeCache, TreeEvent as TreeEvent
+    from zabby.client.retry import AsyncKazooRetry as AsyncKazooRetry, KazooRetry as KazooRetry
+    from zabby.client.security import (
+        ACL as ACL,
+        CREATOR_ALL_ACL as CREATOR_ALL_ACL,
+        Id as Id,
+        OPEN_ACL_UNSAFE as OPEN_ACL_UNSAFE,
+        Permissions as Permissions,
+        READ_ACL_UNSAFE as READ_ACL_UNSAFE,
+        make_acl as make_acl,
+        make_digest_acl as make_digest_acl,
+        make_digest_acl_credential as make_digest_acl_credential,
+    )
+    from zabby.client.states import EventType as EventType, KazooState as KazooState, KeeperState as KeeperState, WatchedEvent as WatchedEvent, ZnodeStat as ZnodeStat
+    from zabby.client.sync import AsyncResult as AsyncResult, SyncClient as SyncClient
+    from zabby.client.watching import WatchStream as WatchStream
+    from zabby.opcodes import AddWatchMode as AddWatchMode, WatcherType as WatcherType
+    from zabby.errors import *  # noqa: F403 - every exception class, as __getattr__ serves them
 
 _CLIENT_NAMES = {
     "Client": "zabby.client.aio",
     "TransactionRequest": "zabby.client.aio",
     "SyncClient": "zabby.client.sync",
     "AsyncResult": "zabby.client.sync",
+    "WatchStream": "zabby.client.watching",
     "KazooTimeoutError": "zabby.client.exceptions",
     "KazooRetry": "zabby.client.retry",
     "AsyncKazooRetry": "zabby.client.retry",

@@ -290,3 +290,22 @@ def test_a_host_list_changed_while_connecting_is_obeyed_once_connected(zabby_ser
             nursery.cancel_scope.cancel()
 
     run(main)
+
+
+def test_cancel_scope_abandons_a_call_and_watch_iterates_under_trio(zabby_server: ServerProcess) -> None:
+    async def main() -> None:
+        async with Client(zabby_server.hosts, timeout=4.0) as c:
+            states: list = []
+            c.add_listener(states.append)
+            await c.create("/t", b"")
+            with trio.move_on_after(0.1) as scope:  # the server holds this reply for up to 1 s
+                await c.wait_for_zxid(c.last_zxid + 1000, timeout=1.0)
+            assert scope.cancelled_caught
+            async with c.watch("/t") as events:
+                await c.set("/t", b"1")  # answered after the abandoned wait
+                with trio.fail_after(5):
+                    event = await events.__anext__()
+                assert (event.type, event.path) == (EventType.CHANGED, "/t")
+            assert c.connected and states == []
+
+    run(main)

@@ -1,4 +1,4 @@
-"""zabby's Python clients: ``Client`` (trio, async) and ``SyncClient`` (blocking, thread-safe).
+"""zabby's Python clients: ``Client`` (async: asyncio or trio) and ``SyncClient`` (blocking, thread-safe).
 
 Both follow kazoo's API (method names, arguments, return values, exception classes), so a
 kazoo user switches by changing the import and the constructor.  See ``aio.py`` for the
@@ -21,6 +21,7 @@ from .security import (
 )
 from .states import EventType, KazooState, KeeperState, WatchedEvent, ZnodeStat
 from .sync import AsyncResult, SyncClient
+from .watching import WatchStream
 
 __all__ = [
     "ACL",
@@ -39,6 +40,7 @@ __all__ = [
     "Permissions",
     "SyncClient",
     "TransactionRequest",
+    "WatchStream",
     "WatchedEvent",
     "ZnodeStat",
     "make_acl",

@@ -1,10 +1,16 @@
-"""``zabby.Client``: the trio (async) client with kazoo's API.
+"""``zabby.Client``: the async client with kazoo's API, for asyncio and trio alike.
 
 Theory of operation
 -------------------
-``start()`` spawns one trio *system task* (so no nursery is needed from the caller, as with
-kazoo's ``start()``) that owns the session: it runs the watch/listener dispatcher and the
-session loop.  The session loop walks the server list (shuffled once per round), connects
+The client is written against anyio, so the same code runs under ``asyncio.run`` (uvloop
+included) and ``trio.run``, with each framework's cancellation: a call cancelled (a cancel
+scope, ``asyncio.wait_for``, ``task.cancel()``) is abandoned, its reply read and dropped, and
+the session goes on.  A client may be made outside any event loop; it binds to the loop that
+starts it.
+
+``start()`` spawns one detached task (a trio system task or an asyncio task, so no nursery
+is needed from the caller, as with kazoo's ``start()``) that owns the session: it runs the
+watch/listener dispatcher and the session loop.  The session loop walks the server list (shuffled once per round), connects
 with a per-host timeout, and sends the handshake with the last zxid seen and the session
 id/password; a server behind the client answers CONNECTIONLOSS and the next one is tried,
 a server that does not know the session answers SESSIONEXPIRED and the session is reported
@@ -16,18 +22,20 @@ When the connection ends, requests in flight fail with ConnectionLoss, state bec
 SUSPENDED and the loop fails over while the session is still alive on the server.
 
 A request call packs its frame, submits it to the live connection (pipelined: any number in
-flight, bounded by ``max_in_flight``) and parks its task until the reader reschedules it.
+flight, bounded by ``max_in_flight``) and waits until the reader completes it.
 Calls made while disconnected wait for a connection for at most the session timeout, then
 raise ConnectionLoss.
 
 Watch callbacks and state listeners run sequentially, in event order, in a dispatcher task
-(an async callback is awaited there).  A subclass may override ``_dispatch`` (SyncClient runs
+(an async callback is awaited there); ``watch()`` turns a persistent watch into an async
+iterator (``watching.py``).  A subclass may override ``_dispatch`` (SyncClient runs
 them on its callback thread).  The dispatcher queue is unbounded on purpose: the reader
 must never block on a slow callback, or a callback calling the client would deadlock.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -35,10 +43,11 @@ import os
 import ssl
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Literal, ParamSpec, TypeVar, overload
 
-import trio
+import anyio
+import anyio.abc
 
 from zabby.errors import (
     AuthFailedError,
@@ -64,16 +73,21 @@ from zabby.wire.framing import FrameDecoder
 
 from . import protocol as p
 from .connection import (
-    Connection, complete, describe_failure, handshake, host_order, open_stream, parse_hosts, rebalance, sasl_exchange, wait_for,
+    Connection, Signal, complete, describe_failure, handshake, host_order, open_stream, parse_hosts, rebalance, sasl_exchange,
+    running_asyncio_loop, spawn_detached, wait_for,
 )  # fmt: skip
 from .exceptions import KazooTimeoutError
 from .security import OPEN_ACL_UNSAFE, acl_to_wire
 from .states import EventType, KazooState, KeeperState, WatchedEvent, ZnodeStat
+from .watching import WatchStream
 
 log = logging.getLogger("zabby.client")
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
 CONFIG_PATH = "/zookeeper/config"
 
 MAX_IN_FLIGHT_DEFAULT = 20_000
+CLOSE_SESSION_S_MAX = 5.0  # stop() waits this long at most for the server to close the session
 _OPEN_ACL_WIRE = acl_to_wire(OPEN_ACL_UNSAFE)
 _FORKED = "this zabby client was created before os.fork(); a client cannot be shared with a forked child. Create a new client in the child process."
 
@@ -162,6 +176,9 @@ def _create_mode(ephemeral: bool, sequence: bool, container: bool, ttl: int | No
 
 
 
+# why a connection attempt can fail (TimeoutError: anyio.fail_after; ssl.SSLError is an OSError)
+_CONNECT_FAILURES = (OSError, TimeoutError, anyio.BrokenResourceError, anyio.EndOfStream, ConnectionDropped, RemoteProtocolError)
+
 RW_PROBE_S_MIN = 0.1
 RW_PROBE_S_MAX = 60.0
 
@@ -169,16 +186,15 @@ RW_PROBE_S_MAX = 60.0
 async def _answers_read_write(host: tuple[str, int]) -> bool:
     """Does ``host`` answer the four-letter word isro with rw (it serves writes)?"""
     try:
-        with trio.fail_after(RW_PROBE_S_MAX / 10):
-            stream = await trio.open_tcp_stream(*host)
-            async with stream:
-                await stream.send_all(b"isro")
-                return (await stream.receive_some(16)).startswith(b"rw")
-    except (OSError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError):
+        with anyio.fail_after(RW_PROBE_S_MAX / 10):
+            async with await anyio.connect_tcp(*host) as stream:
+                await stream.send(b"isro")
+                return (await stream.receive(16)).startswith(b"rw")
+    except (OSError, anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
         return False
 
 class Client:
-    """The async (trio) zabby client; see the module docstring."""
+    """The async zabby client (asyncio or trio); see the module docstring."""
 
     def __init__(
         self,
@@ -223,20 +239,21 @@ class Client:
         self._keeper_state = KeeperState.CLOSED
         self.state_listeners: list[Callable[[KazooState], Any]] = []
         self._conn: Connection | None = None
-        self._conn_changed = trio.Event()
+        self._conn_changed = Signal()
         self._fatal: KazooException | None = ConnectionClosedError("client is not started")
         self._negotiated_timeout_ms = int(self._timeout_s * 1000)
-        self._scope: trio.CancelScope | None = None
-        self._done: trio.Event | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._done: anyio.Event | None = None
         self._events: deque[tuple[Callable[..., Any], Any]] = deque()
-        self._events_wake = trio.Event()
-        self._room = trio.lowlevel.ParkingLot()
+        self._events_wake = Signal()
+        self._room = Signal()
         self._current_host: tuple[str, int] | None = None
         self._next_host: tuple[str, int] | None = None  # try it first (a read-write server, or a rebalance)
         self._last_failure = ""  # why the last connection attempt failed, for a timed-out start
         self._seen_read_write = False  # ZooKeeper's seenRwServerBefore: until then a session is local
         self._forked = False
         self._pid = os.getpid()
+        self._asyncio_loop: asyncio.AbstractEventLoop | None = None  # the loop it runs in, under asyncio
         _live_clients.add(self)
 
     # -- properties ----------------------------------------------------------------------
@@ -279,10 +296,12 @@ class Client:
         if self._scope is None:
             self._fatal = None
             self._keeper_state = KeeperState.CONNECTING
-            self._done = trio.Event()
-            self._scope = trio.CancelScope()
-            trio.lowlevel.spawn_system_task(self._session_task, self._scope, self._done, name="zabby-client-session")
-        with trio.move_on_after(timeout):
+            self._conn_changed, self._events_wake, self._room = Signal(), Signal(), Signal()  # none of an earlier loop's
+            self._asyncio_loop = running_asyncio_loop()
+            self._done = anyio.Event()
+            self._scope = anyio.CancelScope()
+            spawn_detached(functools.partial(self._session_task, self._scope, self._done), name="zabby-client-session")
+        with anyio.move_on_after(timeout):
             while self._conn is None and self._fatal is None:
                 await self._conn_changed.wait()
         if self._conn is not None:
@@ -294,12 +313,15 @@ class Client:
         raise KazooTimeoutError(f"Connection time-out: {self._last_failure}" if self._last_failure else "Connection time-out")
 
     async def stop(self) -> None:
-        """Close the session (ephemeral nodes go at once) and stop connecting."""
+        """Close the session (ephemeral nodes go at once) and stop connecting.  Bounded: the
+        close request waits at most min(timeout, CLOSE_SESSION_S_MAX), the callbacks still
+        queued as long again (then the rest are dropped, with a warning)."""
         self._check_fork()
         if self._scope is None:
             return
+        bound_s = min(self._timeout_s, CLOSE_SESSION_S_MAX)
         if self._conn is not None and not self._conn.closed:
-            with trio.move_on_after(min(self._timeout_s, 5.0)):
+            with anyio.move_on_after(bound_s):
                 try:
                     await self._call(OpCode.CLOSE_SESSION, [], p.decode_none)
                 except KazooException:
@@ -310,7 +332,11 @@ class Client:
             await done.wait()
         self._shutdown(ConnectionClosedError("Connection has been closed"), KeeperState.CLOSED)
         self._session_id, self._password = 0, b""
-        await self._drain_events()
+        with anyio.move_on_after(bound_s) as callbacks:
+            await self._drain_events()
+        if callbacks.cancelled_caught:
+            log.warning("zabby client stop: callbacks still running after %.1fs; %d events dropped", bound_s, len(self._events))
+            self._events.clear()
 
     async def restart(self) -> None:
         await self.stop()
@@ -334,17 +360,17 @@ class Client:
             raise ForkedClientError(_FORKED)
 
     # -- the session task ----------------------------------------------------------------
-    async def _session_task(self, scope: trio.CancelScope, done: trio.Event) -> None:
+    async def _session_task(self, scope: anyio.CancelScope, done: anyio.Event) -> None:
         try:
             with scope:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._dispatch_loop)
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(self._dispatch_loop)
                     try:
                         await self._session_loop()
                         await self._drain_events()
                     finally:
-                        nursery.cancel_scope.cancel()
-        except Exception as exc:  # a system task must not raise: report it as fatal
+                        tasks.cancel_scope.cancel()
+        except Exception as exc:  # a detached task must not raise: report it as fatal
             log.exception("zabby client session task failed")
             self._shutdown(ConnectionClosedError(f"client failed: {exc!r}"), KeeperState.CLOSED)
         finally:
@@ -370,7 +396,7 @@ class Client:
                     failures = 0
             else:
                 failures = min(failures + 1, 6)
-                await trio.sleep(min(0.02 * 2**failures, 1.0))
+                await anyio.sleep(min(0.02 * 2**failures, 1.0))
 
     def _hosts_to_try(self) -> list[tuple[str, int]]:
         order = host_order(self.hosts, self.randomize_hosts)
@@ -385,17 +411,17 @@ class Client:
         connect_timeout_s = max(self._timeout_s / len(self.hosts), 0.5)
         stream = None
         try:
-            with trio.fail_after(connect_timeout_s):
+            with anyio.fail_after(connect_timeout_s):
                 stream = await open_stream(host, self._ssl_context)
                 reply = await handshake(stream, decoder, self._proto.last_zxid, int(self._timeout_s * 1000), self._session_id, self._password, self.read_only)
-        except (OSError, trio.TooSlowError, trio.BrokenResourceError, ConnectionDropped, RemoteProtocolError) as exc:
+        except _CONNECT_FAILURES as exc:
             log.debug("connect to %s:%s failed: %r", host[0], host[1], exc)
             self._last_failure = f"{host[0]}:{host[1]}: {describe_failure(exc)}"
             if stream is not None:
-                await trio.aclose_forcefully(stream)
+                await anyio.aclose_forcefully(stream)
             return "failed"
         if reply.err != 0 or reply.timeout_ms <= 0:
-            await trio.aclose_forcefully(stream)
+            await anyio.aclose_forcefully(stream)
             if reply.err in (Err.SESSIONEXPIRED, 0):
                 return "expired"
             if reply.err == Err.AUTHFAILED:  # e.g. plaintext on a secure port: no retry can help
@@ -405,24 +431,24 @@ class Client:
             return "failed"
         if self._sasl_credentials is not None:
             try:
-                with trio.fail_after(connect_timeout_s):
+                with anyio.fail_after(connect_timeout_s):
                     await sasl_exchange(stream, decoder, self._proto, DigestMd5Client(*self._sasl_credentials))
             except AuthFailedError as exc:  # a wrong password is wrong on every server
-                await trio.aclose_forcefully(stream)
+                await anyio.aclose_forcefully(stream)
                 self._shutdown(AuthFailedError(f"{host[0]}:{host[1]}: {exc}"), KeeperState.AUTH_FAILED)
                 return "refused"
-            except (OSError, trio.TooSlowError, trio.BrokenResourceError, ConnectionDropped, RemoteProtocolError) as exc:
+            except _CONNECT_FAILURES as exc:
                 self._last_failure = f"{host[0]}:{host[1]}: SASL: {describe_failure(exc)}"
-                await trio.aclose_forcefully(stream)
+                await anyio.aclose_forcefully(stream)
                 return "failed"
         if host not in self.hosts:  # the list changed while this handshake was under way: the
             self._session_id, self._password = reply.session_id, reply.password  # session moves
-            await trio.aclose_forcefully(stream)
+            await anyio.aclose_forcefully(stream)
             return "failed"
         await self._run(host, stream, decoder, reply.timeout_ms, reply.session_id, reply.password, reply.read_only)
         return "expired" if self._fatal is not None and isinstance(self._fatal, SessionExpiredError) else "connected"
 
-    async def _run(self, host: tuple[str, int], stream: trio.abc.Stream, decoder: FrameDecoder, timeout_ms: int, session_id: int, password: bytes, read_only: bool) -> None:
+    async def _run(self, host: tuple[str, int], stream: anyio.abc.ByteStream, decoder: FrameDecoder, timeout_ms: int, session_id: int, password: bytes, read_only: bool) -> None:
         self._session_id, self._password = session_id, password
         self._negotiated_timeout_ms = timeout_ms
         self._current_host = host
@@ -438,10 +464,10 @@ class Client:
         self._signal_conn_changed()
         try:
             if read_only:  # and look for a server with a quorum meanwhile
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._seek_read_write, host, conn)
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(self._seek_read_write, host, conn)
                     await conn.run()
-                    nursery.cancel_scope.cancel()
+                    tasks.cancel_scope.cancel()
             else:
                 await conn.run()
         finally:
@@ -462,7 +488,7 @@ class Client:
         client does) and leave for the first that answers ``rw``."""
         delay_s = RW_PROBE_S_MIN
         while True:
-            await trio.sleep(delay_s)
+            await anyio.sleep(delay_s)
             for host in self.hosts:
                 if host != current and await _answers_read_write(host):
                     log.info("server %s:%s has a quorum: leaving read-only mode", *host)
@@ -567,13 +593,12 @@ class Client:
         self._signal_conn_changed()
 
     def _signal_conn_changed(self) -> None:
-        self._conn_changed.set()
-        self._conn_changed = trio.Event()
-        self._room.unpark_all()
+        self._conn_changed.fire()
+        self._room.fire()
 
     def _on_drain(self) -> None:
-        if self._room and len(self._proto.pending) < self._max_in_flight:
-            self._room.unpark_all()
+        if self._room.waiting and len(self._proto.pending) < self._max_in_flight:
+            self._room.fire()
 
     # -- callbacks -----------------------------------------------------------------------
     def _set_state(self, state: KazooState) -> None:
@@ -592,13 +617,11 @@ class Client:
 
     def _dispatch(self, fn: Callable[[Any], Any], arg: Any) -> None:
         self._events.append((fn, arg))
-        if not self._events_wake.is_set():
-            self._events_wake.set()
+        self._events_wake.fire()
 
     async def _dispatch_loop(self) -> None:
         while True:
             await self._drain_events()
-            self._events_wake = trio.Event()
             await self._events_wake.wait()
 
     async def _drain_events(self) -> None:
@@ -619,7 +642,7 @@ class Client:
         if conn is not None and not conn.closed:
             return conn
         self._check_fork()
-        with trio.move_on_after(self._timeout_s):
+        with anyio.move_on_after(self._timeout_s):
             while True:
                 if self._fatal is not None:
                     raise self._fatal
@@ -629,7 +652,7 @@ class Client:
                 await self._conn_changed.wait()
         raise ConnectionLoss(f"not connected to any server within {self._timeout_s}s")
 
-    async def _call(self, op: int, args: list[Any], decode: p.Decoder, path: str | None = None, watch: Any = None, kind: str | None = None) -> Any:
+    async def _call(self, op: int, args: list[Any], decode: p.Decoder[_T], path: str | None = None, watch: Any = None, kind: str | None = None) -> _T:
         conn = self._conn
         if conn is None or conn.closed or self._forked:
             conn = await self._connection()
@@ -637,13 +660,14 @@ class Client:
             conn = await self._wait_for_room()
         request = self._proto.new_request(op, args, decode, path, watch, kind)
         conn.submit(request)
-        return await wait_for(request)
+        result: _T = await wait_for(request, self._asyncio_loop)
+        return result
 
     async def _wait_for_room(self) -> Connection:
         for _ in range(1_000_000):  # bounded: each round waits for replies or a reconnect
             if len(self._proto.pending) < self._max_in_flight:
                 return await self._connection()
-            await self._room.park()
+            await self._room.wait()
         raise ConnectionLoss("no room for the request")
 
     def _spath(self, path: str) -> str:
@@ -655,7 +679,19 @@ class Client:
         return _OPEN_ACL_WIRE if acl is None else acl_to_wire(acl)
 
     # -- the kazoo API -------------------------------------------------------------------
-    async def create(
+    @overload
+    async def create(self, path: str, value: bytes = ..., acl: Sequence[Any] | None = ..., ephemeral: bool = ..., sequence: bool = ..., makepath: bool = ...,
+                     include_data: Literal[False] = ..., *, container: bool = ..., ttl: int | None = ...) -> str: ...
+    @overload
+    async def create(self, path: str, value: bytes, acl: Sequence[Any] | None, ephemeral: bool, sequence: bool, makepath: bool,
+                     include_data: Literal[True], *, container: bool = ..., ttl: int | None = ...) -> tuple[str, ZnodeStat]: ...
+    @overload
+    async def create(self, path: str, value: bytes = ..., acl: Sequence[Any] | None = ..., ephemeral: bool = ..., sequence: bool = ..., makepath: bool = ...,
+                     *, include_data: Literal[True], container: bool = ..., ttl: int | None = ...) -> tuple[str, ZnodeStat]: ...
+    @overload
+    async def create(self, path: str, value: bytes = ..., acl: Sequence[Any] | None = ..., ephemeral: bool = ..., sequence: bool = ..., makepath: bool = ...,
+                     include_data: bool = ..., *, container: bool = ..., ttl: int | None = ...) -> str | tuple[str, ZnodeStat]: ...
+    async def create(  # fmt: skip
         self,
         path: str,
         value: bytes = b"",
@@ -667,7 +703,7 @@ class Client:
         *,
         container: bool = False,
         ttl: int | None = None,
-    ) -> Any:
+    ) -> str | tuple[str, ZnodeStat]:
         """Create a node; returns its path, or ``(path, ZnodeStat)`` with ``include_data``.
 
         zabby extras: ``container=True`` makes a container node, ``ttl`` (milliseconds) a TTL node.
@@ -676,19 +712,20 @@ class Client:
         op, flags, ttl_ms = _create_mode(ephemeral, sequence, container, ttl)
         if op == OpCode.CREATE2 and not include_data:
             op = OpCode.CREATE
-        decode = p.decode_path if op == OpCode.CREATE else p.decode_path_stat
         args = [self._spath(path), value, self._wire_acl(acl), flags, ttl_ms]
+        if op == OpCode.CREATE:
+            return await self._create(op, args, p.decode_path, path, acl, makepath)
+        created = await self._create(op, args, p.decode_path_stat, path, acl, makepath)
+        return created if include_data else created[0]
+
+    async def _create(self, op: int, args: list[Any], decode: p.Decoder[_T], path: str, acl: Sequence[Any] | None, makepath: bool) -> _T:
         try:
-            result = await self._call(op, args, decode)
+            return await self._call(op, args, decode)
         except NoNodeError:
             if not makepath:
                 raise
-            parent = path.rsplit("/", 1)[0] or "/"
-            await self.ensure_path(parent, acl)
-            result = await self._call(op, args, decode)
-        if op == OpCode.CREATE:
-            return result
-        return result if include_data else result[0]
+            await self.ensure_path(path.rsplit("/", 1)[0] or "/", acl)
+            return await self._call(op, args, decode)
 
     async def ensure_path(self, path: str, acl: Sequence[Any] | None = None) -> bool:
         """Create ``path`` and any missing ancestors (persistent, empty)."""
@@ -712,7 +749,15 @@ class Client:
         sp = self._spath(path)
         return await self._call(OpCode.GET_DATA, [sp, watch is not None], p.decode_get, sp, watch)
 
-    async def get_children(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None, include_data: bool = False) -> Any:
+    @overload
+    async def get_children(self, path: str, watch: Callable[[WatchedEvent], Any] | None = ..., include_data: Literal[False] = ...) -> list[str]: ...
+    @overload
+    async def get_children(self, path: str, watch: Callable[[WatchedEvent], Any] | None, include_data: Literal[True]) -> tuple[list[str], ZnodeStat]: ...
+    @overload
+    async def get_children(self, path: str, watch: Callable[[WatchedEvent], Any] | None = ..., *, include_data: Literal[True]) -> tuple[list[str], ZnodeStat]: ...
+    @overload
+    async def get_children(self, path: str, watch: Callable[[WatchedEvent], Any] | None = ..., include_data: bool = ...) -> list[str] | tuple[list[str], ZnodeStat]: ...
+    async def get_children(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None, include_data: bool = False) -> list[str] | tuple[list[str], ZnodeStat]:
         sp = self._spath(path)
         if include_data:
             return await self._call(OpCode.GET_CHILDREN2, [sp, watch is not None], p.decode_children2, sp, watch)
@@ -766,18 +811,20 @@ class Client:
             raise BadArgumentsError(f"zxid must be 0 or more, not {zxid}")
         if not timeout > 0:
             raise BadArgumentsError(f"timeout must be a positive number of seconds, not {timeout!r}")
-        deadline = trio.current_time() + timeout
+        deadline = anyio.current_time() + timeout
         if sync:
-            with trio.fail_after(timeout):
+            with anyio.move_on_after(timeout) as scope:
                 await self.sync("/")
+            if scope.cancelled_caught:
+                raise OperationTimeoutError(f"sync did not finish within {timeout}s")
         while True:  # the server caps one wait (a minute): ask again until the deadline
-            remaining_ms = int((deadline - trio.current_time()) * 1000)
+            remaining_ms = int((deadline - anyio.current_time()) * 1000)
             if remaining_ms <= 0:
                 raise OperationTimeoutError(f"the server did not apply 0x{zxid:x} within {timeout}s")
             try:
                 return await self._call(OpCode.WAIT_FOR_ZXID, [zxid, remaining_ms], p.decode_value)
             except OperationTimeoutError:
-                if trio.current_time() >= deadline - 0.001:
+                if anyio.current_time() >= deadline - 0.001:
                     raise
 
     async def add_auth(self, scheme: str, credential: Any) -> bool:
@@ -790,7 +837,7 @@ class Client:
         conn = await self._connection()
         request = self._proto.auth_request(scheme, cred)
         conn.submit(request)
-        await wait_for(request)
+        await wait_for(request, self._asyncio_loop)
         if (scheme, cred) not in self._auth_data:
             self._auth_data.append((scheme, cred))
         return True
@@ -838,6 +885,32 @@ class Client:
             raise BadArgumentsError(f"since_zxid must be a zxid (0 or more), not {since}")
         await self._call(OpCode.ADD_WATCH, [sp, int(mode), since], p.decode_add_watch_since(since), sp, watch, kind)
 
+    def watch(self, path: str, mode: int = AddWatchMode.PERSISTENT, since_zxid: int | None = None) -> WatchStream:
+        """A persistent watch's events as an async iterator (``add_watch`` underneath: it resumes
+        by itself after a reconnect, ``since_zxid`` replays the events after that zxid first)::
+
+            async with client.watch("/config", mode=AddWatchMode.PERSISTENT_RECURSIVE) as events:
+                async for event in events:
+                    ...
+
+        The ``async with`` block removes the watch when it exits; ``async for`` alone adds it
+        at the first event asked for, and ``aclose()`` removes it.  See ``WatchStream``."""
+        return WatchStream(self, path, AddWatchMode(int(mode)), since_zxid)
+
+    async def _remove_watcher(self, path: str, watcher: Callable[[WatchedEvent], Any], mode: AddWatchMode) -> None:
+        """Drop one persistent watcher; the server's watch goes too when it was the last of its
+        kind on ``path``.  Bounded by the session timeout and shielded: it runs as a block exits,
+        cancelled or not."""
+        kind, wtype = (p.RECURSIVE, WatcherType.PERSISTENT_RECURSIVE) if mode == AddWatchMode.PERSISTENT_RECURSIVE else (p.PERSISTENT, WatcherType.PERSISTENT)
+        sp = self._spath(path)
+        if self._proto.watches.discard(kind, sp, watcher) or self._fatal is not None:
+            return
+        with anyio.move_on_after(self._timeout_s, shield=True):
+            try:
+                await self._call(OpCode.REMOVE_WATCHES, [sp, int(wtype)], p.decode_true, sp, None, int(wtype))  # type: ignore[arg-type]
+            except KazooException as exc:  # gone with the session or already removed: nothing to undo
+                log.debug("removing the watch on %s: %r", path, exc)
+
     async def remove_watches(self, path: str, watcher_type: int = WatcherType.ANY) -> bool:
         """Remove this session's watches of ``watcher_type`` on ``path`` (server and local);
         each removed watcher gets a *_WATCH_REMOVED event, as ZooKeeper's client does."""
@@ -874,19 +947,18 @@ class Client:
     async def command(self, cmd: bytes = b"ruok") -> str:
         """Send a four-letter word to the current server over a separate socket."""
         host = self._current_host or self.hosts[0]
-        with trio.fail_after(self._timeout_s):
-            stream = await trio.open_tcp_stream(*host)
-            async with stream:
-                await stream.send_all(cmd)
-                chunks: list[bytes] = []
-                for _ in range(100_000):
-                    data = await stream.receive_some(65536)
-                    if not data:
+        chunks: list[bytes] = []
+        with anyio.fail_after(self._timeout_s):
+            async with await anyio.connect_tcp(*host) as stream:
+                await stream.send(cmd)
+                for _ in range(100_000):  # bounded: a four-letter word's answer is small
+                    try:
+                        chunks.append(await stream.receive(65536))
+                    except anyio.EndOfStream:
                         break
-                    chunks.append(data)
         return b"".join(chunks).decode("utf-8", "replace")
 
-    async def retry(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def retry(self, func: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """Run ``await func(*args, **kwargs)`` under a copy of ``command_retry``."""
         from .retry import AsyncKazooRetry, KazooRetry
 
@@ -932,4 +1004,4 @@ def _log_failure(request: p.Request) -> None:
         log.error("setWatches after reconnect failed: %r", request.result)
 
 
-__all__ = ["Client", "TransactionRequest"]
+__all__ = ["Client", "TransactionRequest", "WatchStream"]

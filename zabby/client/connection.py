@@ -1,29 +1,35 @@
-"""Host lists, the handshake and one live connection's send/receive loops (trio).
+"""Host lists, the handshake and one live connection's send/receive loops (anyio: asyncio or trio).
 
 Theory of operation
 -------------------
 A ``Connection`` wraps one TCP stream after a successful handshake.  Requests are
 *submitted* synchronously: the request goes onto the protocol's ``pending`` deque and its
 pre-packed frame onto ``out``; if the sender is idle it is woken.  The sender joins every
-queued frame into one buffer and writes it with one ``send_all`` (so a burst of requests
+queued frame into one buffer and writes it with one ``send`` (so a burst of requests
 costs one syscall); when nothing was sent for ``ping_interval_s`` it sends a ping.  The
 receiver reads with a deadline of ``read_timeout_s`` (pings guarantee traffic), splits
-frames, hands each to the protocol and completes the waiting request by rescheduling its
-task directly (``trio.lowlevel``), which is cheaper than an Event per request.  Either loop
-ending ends the connection; the session loop in ``aio.py`` then fails the requests in
-flight with ConnectionLoss and fails over.
+frames, hands each to the protocol and completes the waiting request (``complete`` wakes
+the task waiting in ``wait_for``).  Either loop ending ends the connection; the session
+loop in ``aio.py`` then fails the requests in flight with ConnectionLoss and fails over.
+
+Everything here runs under asyncio (uvloop included) and trio alike through anyio; the one
+thing anyio lacks, a task that outlives its caller (kazoo's ``start()`` needs no nursery), is
+``spawn_detached``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
-import outcome
-import trio
+import anyio
+import anyio.abc
+import sniffio
+from anyio.streams.tls import TLSStream
 
 from zabby.errors import AuthFailedError, ConnectionDropped, Err, RemoteProtocolError
 from zabby.opcodes import OpCode
@@ -65,30 +71,80 @@ def parse_hosts(hosts: str | Sequence[str]) -> tuple[list[tuple[str, int]], str]
     return out, chroot
 
 
-async def open_stream(host: tuple[str, int], context: ssl.SSLContext | None) -> trio.abc.Stream:
+async def open_stream(host: tuple[str, int], context: ssl.SSLContext | None) -> anyio.abc.ByteStream:
     """A TCP connection to ``host``, over TLS when ``context`` is given (its handshake done).
 
     Raises:
         OSError: the host cannot be reached.
         ConnectionDropped: the TLS handshake failed; the message says why (OpenSSL's reason).
     """
-    stream = await trio.open_tcp_stream(*host)
+    try:
+        stream = await anyio.connect_tcp(*host)
+    except OSError as exc:  # the message names the host (anyio's does not)
+        raise OSError(f"all attempts to connect to {host[0]}:{host[1]} failed") from exc
     if context is None:
         return stream
-    secure = trio.SSLStream(stream, context, server_hostname=host[0])
-    try:
-        await secure.do_handshake()
-    except trio.BrokenResourceError as exc:
-        await trio.aclose_forcefully(stream)
+    try:  # not standard_compatible: closing never waits for the server's close_notify
+        return await TLSStream.wrap(stream, hostname=host[0], ssl_context=context, standard_compatible=False)
+    except (ssl.SSLError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+        await anyio.aclose_forcefully(stream)
         raise ConnectionDropped(f"TLS handshake with {host[0]}:{host[1]} failed: {describe_failure(exc)} (is it a secure client port?)") from None
-    return secure
 
 
 def describe_failure(exc: BaseException) -> str:
     """A failed connection attempt in words; a broken TLS stream tells what OpenSSL said (the
     server refusing our certificate, say)."""
-    cause = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) else None
+    cause = exc.__cause__ if isinstance(exc, anyio.BrokenResourceError) else None
+    if isinstance(exc, anyio.EndOfStream):
+        return "the server closed the connection"
     return str(cause or exc) or type(exc).__name__
+
+
+def running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop, or None under trio."""
+    return None if sniffio.current_async_library() == "trio" else asyncio.get_running_loop()
+
+
+def spawn_detached(fn: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+    """Run ``await fn()`` as a task of its own that outlives the caller (the event loop ends
+    it): a trio system task, or an asyncio task.  ``fn`` must not raise."""
+    loop = running_asyncio_loop()
+    if loop is None:
+        import trio
+
+        trio.lowlevel.spawn_system_task(fn, name=name)
+        return
+    task = loop.create_task(fn(), name=name)
+    _detached.add(task)  # asyncio keeps only a weak reference to a task
+    task.add_done_callback(_detached.discard)
+
+
+_detached: set[asyncio.Task[None]] = set()
+
+
+class Signal:
+    """Wakes every task waiting in ``wait()`` at the next ``fire()`` (an Event made anew each
+    time, and only when someone waits, so firing with no waiter costs nothing).  Made outside
+    any event loop, as a client is; usable under whichever loop the client runs in."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event: anyio.Event | None = None
+
+    @property
+    def waiting(self) -> bool:
+        return self._event is not None
+
+    def fire(self) -> None:
+        event, self._event = self._event, None
+        if event is not None:
+            event.set()
+
+    async def wait(self) -> None:
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
 
 
 def host_order(hosts: list[tuple[str, int]], randomize: bool) -> list[tuple[str, int]]:
@@ -130,18 +186,19 @@ class Handshake:
 
 
 async def handshake(
-    stream: trio.abc.Stream, decoder: FrameDecoder, last_zxid: int, timeout_ms: int, session_id: int, password: bytes, read_only: bool
+    stream: anyio.abc.ByteStream, decoder: FrameDecoder, last_zxid: int, timeout_ms: int, session_id: int, password: bytes, read_only: bool
 ) -> Handshake:
-    await stream.send_all(pack_frame(connect_request(last_zxid, timeout_ms, session_id, password, read_only)))
+    await stream.send(pack_frame(connect_request(last_zxid, timeout_ms, session_id, password, read_only)))
     return Handshake(await _one_reply(stream, decoder, "the handshake"))
 
 
-async def _one_reply(stream: trio.abc.Stream, decoder: FrameDecoder, during: str) -> Any:
+async def _one_reply(stream: anyio.abc.ByteStream, decoder: FrameDecoder, during: str) -> Any:
     """The one frame the server answers with before the connection runs (nothing else may come)."""
     for _ in range(10_000):  # bounded: the reply is one small frame
-        data = await stream.receive_some(RECV_BYTES)
-        if not data:
-            raise ConnectionDropped(f"server closed the connection during {during}")
+        try:
+            data = await stream.receive(RECV_BYTES)
+        except anyio.EndOfStream:
+            raise ConnectionDropped(f"server closed the connection during {during}") from None
         frames = decoder.receive_data(data)
         if frames:
             if len(frames) > 1:
@@ -150,7 +207,7 @@ async def _one_reply(stream: trio.abc.Stream, decoder: FrameDecoder, during: str
     raise RemoteProtocolError(f"no reply during {during}")
 
 
-async def sasl_exchange(stream: trio.abc.Stream, decoder: FrameDecoder, proto: ClientProtocol, client: DigestMd5Client) -> None:
+async def sasl_exchange(stream: anyio.abc.ByteStream, decoder: FrameDecoder, proto: ClientProtocol, client: DigestMd5Client) -> None:
     """Authenticate by SASL (op 102) before the connection runs, one step after the other, as
     ZooKeeper's clients do.  Raises: AuthFailedError (the server refused, or could not prove
     it knows the password); ConnectionDropped."""
@@ -158,7 +215,7 @@ async def sasl_exchange(stream: trio.abc.Stream, decoder: FrameDecoder, proto: C
     for _ in range(8):  # DIGEST-MD5 is two round trips
         if token is None:
             return
-        await stream.send_all(pack_frame([proto.next_xid(), OpCode.SASL, token]))
+        await stream.send(pack_frame([proto.next_xid(), OpCode.SASL, token]))
         reply = await _one_reply(stream, decoder, "SASL authentication")
         if not isinstance(reply, list) or len(reply) < 4 or reply[2] != 0:
             raise AuthFailedError(f"SASL authentication failed: {reply[3] if isinstance(reply, list) and len(reply) > 3 else reply!r}")
@@ -171,24 +228,32 @@ async def sasl_exchange(stream: trio.abc.Stream, decoder: FrameDecoder, proto: C
 
 def complete(request: Request) -> None:
     """Hand a finished request's outcome to whoever waits for it (task or callback)."""
-    task = request.task
-    if task is not None:
+    waiter = request.task
+    if waiter is not None:
         request.task = None
-        result = outcome.Value(request.result) if request.ok else outcome.Error(request.result)
-        trio.lowlevel.reschedule(task, result)
+        if isinstance(waiter, asyncio.Future):
+            if not waiter.done():  # done: its task was cancelled meanwhile
+                waiter.set_result(None)
+        else:
+            waiter.set()
     elif request.callback is not None:
         request.callback(request)
 
 
-async def wait_for(request: Request) -> Any:
-    """Suspend the current task until ``complete(request)``; cancellation abandons the reply."""
-    request.task = trio.lowlevel.current_task()
-
-    def abort(_: Any) -> trio.lowlevel.Abort:
+async def wait_for(request: Request, loop: asyncio.AbstractEventLoop | None) -> Any:
+    """Suspend the current task until ``complete(request)``, then return its result or raise
+    its error.  ``loop``: the asyncio loop the client runs in, whose bare future is the
+    cheapest wake-up there (None under trio: an anyio Event).  Cancellation (a cancel scope,
+    or asyncio's ``task.cancel()``) abandons the reply: it is read and dropped when it comes."""
+    waiter: asyncio.Future[None] | anyio.Event = loop.create_future() if loop is not None else anyio.Event()
+    request.task = waiter
+    try:
+        await waiter.wait() if isinstance(waiter, anyio.Event) else await waiter
+    finally:
         request.task = None
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    return await trio.lowlevel.wait_task_rescheduled(abort)
+    if request.ok:
+        return request.result
+    raise request.result
 
 
 class Connection:
@@ -196,7 +261,7 @@ class Connection:
 
     def __init__(
         self,
-        stream: trio.abc.Stream,
+        stream: anyio.abc.ByteStream,
         decoder: FrameDecoder,
         proto: ClientProtocol,
         timeout_ms: int,
@@ -211,28 +276,27 @@ class Connection:
         self.read_timeout_s = max(timeout_ms * 2 / 3000.0, 0.02)
         self.dispatch = dispatch
         self.out: list[bytes] = []
-        self.wake = trio.Event()
+        self.wake = Signal()
         self.error: BaseException | None = None
         self.closed = False
         self.on_drain: Callable[[], None] | None = None
-        self._scope: trio.CancelScope | None = None
+        self._scope: anyio.CancelScope | None = None
 
     def submit(self, request: Request) -> None:
         self.proto.pending.append(request)
         self.out.append(request.frame)
-        wake = self.wake
-        if not wake.is_set():
-            wake.set()
+        self.wake.fire()
 
     async def run(self) -> None:
         """Run both loops until either ends; ``self.error`` says why."""
-        async with trio.open_nursery() as nursery:
-            self._scope = nursery.cancel_scope
-            nursery.start_soon(self._guard, self._send_loop, nursery.cancel_scope)
-            await self._guard(self._recv_loop, nursery.cancel_scope)
-        self.closed = True
-        with trio.CancelScope(shield=True):
-            await self.stream.aclose()
+        try:
+            async with anyio.create_task_group() as tasks:
+                self._scope = tasks.cancel_scope
+                tasks.start_soon(self._guard, self._send_loop, tasks.cancel_scope)
+                await self._guard(self._recv_loop, tasks.cancel_scope)
+        finally:
+            self.closed = True
+            await anyio.aclose_forcefully(self.stream)  # shielded: never waits on the network
 
     def leave(self, reason: str) -> None:
         """End this connection on purpose (the session goes on, on another server)."""
@@ -241,10 +305,10 @@ class Connection:
         if self._scope is not None:
             self._scope.cancel()
 
-    async def _guard(self, loop: Callable[[], Any], scope: trio.CancelScope) -> None:
+    async def _guard(self, loop: Callable[[], Awaitable[None]], scope: anyio.CancelScope) -> None:
         try:
             await loop()
-        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionDropped, RemoteProtocolError) as exc:
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionDropped, RemoteProtocolError) as exc:
             if self.error is None:
                 self.error = exc
         except Exception as exc:  # a protocol surprise: keep the cause, drop the link
@@ -258,8 +322,7 @@ class Connection:
         out, proto, stream = self.out, self.proto, self.stream
         while True:
             if not out:
-                self.wake = trio.Event()
-                with trio.move_on_after(self.ping_interval_s):
+                with anyio.move_on_after(self.ping_interval_s):
                     await self.wake.wait()
                 if not out:
                     ping = proto.ping_request()
@@ -267,17 +330,18 @@ class Connection:
                     out.append(ping.frame)
             data = out[0] if len(out) == 1 else b"".join(out)
             out.clear()
-            await stream.send_all(data)
+            await stream.send(data)
 
     async def _recv_loop(self) -> None:
         stream, decoder, proto, dispatch = self.stream, self.decoder, self.proto, self.dispatch
         while True:
-            with trio.move_on_after(self.read_timeout_s) as scope:
-                data = await stream.receive_some(RECV_BYTES)
+            with anyio.move_on_after(self.read_timeout_s) as scope:
+                try:
+                    data = await stream.receive(RECV_BYTES)
+                except anyio.EndOfStream:
+                    raise ConnectionDropped(f"server {self.host[0]}:{self.host[1]} closed the connection") from None
             if scope.cancelled_caught:
                 raise ConnectionDropped(f"no data from {self.host[0]}:{self.host[1]} for {self.read_timeout_s:.1f}s")
-            if not data:
-                raise ConnectionDropped(f"server {self.host[0]}:{self.host[1]} closed the connection")
             for frame in decoder.receive_data(data):
                 request, events = proto.handle_message(unpack(frame))
                 if request is not None:

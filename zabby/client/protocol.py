@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from zabby.errors import (
     ConnectionLoss,
@@ -55,7 +55,8 @@ from .security import acl_from_wire
 from .states import EVENT_TYPE_MAP, EventType, KeeperState, WatchedEvent, ZnodeStat
 
 Watcher = Callable[[WatchedEvent], Any]
-Decoder = Callable[["ClientProtocol", "Request", list[Any]], Any]
+_T = TypeVar("_T")
+Decoder = Callable[["ClientProtocol", "Request", list[Any]], _T]  # a reply's values -> its result
 
 # watch kinds, as the registry's dict names
 DATA, EXIST, CHILD, PERSISTENT, RECURSIVE = "data", "exist", "child", "persistent", "recursive"
@@ -67,7 +68,7 @@ class Request:
 
     __slots__ = ("xid", "op", "frame", "decode", "path", "watch", "watch_kind", "ok", "result", "task", "callback")
 
-    def __init__(self, xid: int, op: int, frame: bytes, decode: Decoder, path: str | None, watch: Watcher | None, watch_kind: str | None) -> None:
+    def __init__(self, xid: int, op: int, frame: bytes, decode: Decoder[Any], path: str | None, watch: Watcher | None, watch_kind: str | None) -> None:
         self.xid = xid
         self.op = op
         self.frame = frame
@@ -77,7 +78,7 @@ class Request:
         self.watch_kind = watch_kind
         self.ok = False
         self.result: Any = None
-        self.task: Any = None  # set by the shell: the trio task waiting for the outcome
+        self.task: Any = None  # set by the shell: what the task waiting for the outcome waits on
         self.callback: Callable[[Request], None] | None = None
 
 
@@ -213,6 +214,16 @@ class WatchRegistry:
     def every_feed(self) -> list[tuple[str, str, Feed]]:
         return [(kind, path, feed) for kind, feeds in self.feeds.items() for path, path_feeds in feeds.items() for feed in path_feeds]
 
+    def discard(self, kind: str, path: str, watcher: Watcher) -> bool:
+        """Drop one persistent watcher's feed (its owner is done with it); whether any feed of
+        ``kind`` is left on ``path`` (if none, the server's watch can go too)."""
+        feeds = self.feeds[kind].get(path, [])
+        feeds[:] = [feed for feed in feeds if feed.watcher != watcher]
+        if feeds:
+            return True
+        self.feeds[kind].pop(path, None)
+        return False
+
     def __len__(self) -> int:
         return sum(len(t) for t in self.kinds.values()) + sum(len(t) for t in self.feeds.values())
 
@@ -276,7 +287,7 @@ class ClientProtocol:
         self._xid = xid
         return xid
 
-    def new_request(self, op: int, args: list[Any], decode: Decoder, path: str | None = None, watch: Watcher | None = None, watch_kind: str | None = None, xid: int | None = None) -> Request:
+    def new_request(self, op: int, args: list[Any], decode: Decoder[Any], path: str | None = None, watch: Watcher | None = None, watch_kind: str | None = None, xid: int | None = None) -> Request:
         if xid is None:
             xid = self.next_xid()
         frame = pack_frame([xid, op, *args])
@@ -457,7 +468,8 @@ def decode_acls(proto: ClientProtocol, request: Request, values: list[Any]) -> t
 def decode_children(proto: ClientProtocol, request: Request, values: list[Any]) -> list[str]:
     if request.watch is not None:
         proto.watches.add(CHILD, request.path, request.watch)  # type: ignore[arg-type]
-    return values[0]
+    children: list[str] = values[0]
+    return children
 
 
 def decode_children2(proto: ClientProtocol, request: Request, values: list[Any]) -> tuple[list[str], ZnodeStat]:
@@ -470,8 +482,9 @@ def decode_paths(proto: ClientProtocol, request: Request, values: list[Any]) -> 
     return [proto.client_path(p) for p in values[0]]
 
 
-def decode_value(proto: ClientProtocol, request: Request, values: list[Any]) -> Any:
-    return values[0]
+def decode_value(proto: ClientProtocol, request: Request, values: list[Any]) -> int:
+    value: int = values[0]
+    return value
 
 
 def decode_whoami(proto: ClientProtocol, request: Request, values: list[Any]) -> list[tuple[str, str]]:
@@ -485,7 +498,7 @@ def decode_add_watch(proto: ClientProtocol, request: Request, values: list[Any])
     return None
 
 
-def decode_add_watch_since(since_zxid: int) -> Decoder:
+def decode_add_watch_since(since_zxid: int) -> Decoder[None]:
     """The reply of an addWatch with ``since_zxid``: the feed starts there, and the watch's
     history follows the reply."""
 

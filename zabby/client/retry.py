@@ -4,17 +4,18 @@ Same constructor and semantics as kazoo's: ConnectionLoss, OperationTimeoutError
 includes ``KazooTimeoutError``) and ForceRetryError are retried, SessionExpiredError too when
 ``ignore_expire`` (but never ConnectionClosedError: a closed client cannot recover);
 ``max_tries=-1`` retries forever within ``deadline`` seconds; giving up raises
-RetryFailedError.  ``AsyncKazooRetry`` is the trio version (``await retry(fn, ...)``).
+RetryFailedError.  ``AsyncKazooRetry`` is the async version (``await retry(fn, ...)``, asyncio or
+trio).
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar
 
-import trio
+import anyio
 
 from zabby.errors import (
     ConnectionClosedError,
@@ -24,6 +25,10 @@ from zabby.errors import (
     RetryFailedError,
     SessionExpiredError,
 )
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 class InterruptedError(RetryFailedError):  # noqa: A001 - kazoo's name
@@ -90,7 +95,7 @@ class KazooRetry:
         self._cur_delay = min(sleep_s * self.backoff, self.max_delay)
         return sleep_s
 
-    def __call__(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, func: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         self.reset()
         if self.deadline is not None:
             self._cur_stoptime = time.monotonic() + self.deadline
@@ -115,7 +120,7 @@ class KazooRetry:
 
 
 class AsyncKazooRetry(KazooRetry):
-    """The trio version: ``await retry(async_fn, *args)``; sleeps with ``trio.sleep``."""
+    """The async version: ``await retry(async_fn, *args)``; sleeps with ``anyio.sleep``."""
 
     @classmethod
     def from_retry(cls, base: KazooRetry) -> AsyncKazooRetry:
@@ -123,7 +128,7 @@ class AsyncKazooRetry(KazooRetry):
         obj.retry_exceptions = base.retry_exceptions
         return obj
 
-    async def __call__(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def __call__(self, func: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs) -> _T:  # type: ignore[override]  # awaits func
         self.reset()
         if self.deadline is not None:
             self._cur_stoptime = time.monotonic() + self.deadline
@@ -136,4 +141,4 @@ class AsyncKazooRetry(KazooRetry):
                 sleep_s = self._next_sleep_s(exc)
                 if self.interrupt is not None and self.interrupt():
                     raise InterruptedError("retry interrupted") from exc
-                await trio.sleep(sleep_s)
+                await anyio.sleep(sleep_s)

@@ -141,7 +141,8 @@ class Lock:
             try:
                 path, stat = self.client.create(self.create_path, self.data, ephemeral=ephemeral, sequence=True, include_data=True)
                 self.fencing_token = stat.czxid
-                return path.rsplit("/", 1)[1]
+                name: str = path.rsplit("/", 1)[1]
+                return name
             except ConnectionLoss:
                 mine = [c for c in self._children() if c.startswith(self.prefix)]
                 if mine:
@@ -178,7 +179,8 @@ class Lock:
 
     def _children(self) -> list[str]:
         try:
-            return self.client.get_children(self.path)
+            children: list[str] = self.client.get_children(self.path)
+            return children
         except NoNodeError:
             self.assured_path = False
             return []

@@ -108,7 +108,8 @@ class DataWatch(_Watch):
     def _read(self) -> tuple[bytes | None, Any]:
         for _ in range(100):  # bounded: only loops while the node flickers
             try:
-                return self._client.retry(self._client.get, self._path, self._watcher)
+                read: tuple[bytes, Any] = self._client.retry(self._client.get, self._path, self._watcher)
+                return read
             except NoNodeError:
                 stat = self._client.retry(self._client.exists, self._path, self._watcher)
                 if stat is None:
