@@ -13,6 +13,7 @@ starts is stopped on the way out, on success, failure or Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import logging
 import os
@@ -32,6 +33,25 @@ def _p(q: float, values: list[float]) -> float:
         return float("nan")
     values = sorted(values)
     return values[min(len(values) - 1, max(0, int(round(q * (len(values) - 1)))))]
+
+
+def cube_seen_at(changes: list[dict[str, Any]]) -> list[tuple[int, float]]:
+    """``(zxid, wall clock)`` of each newer cube state a query node showed, from its change
+    log, in order (the zxids increase): a node that shows zxid Z has applied every commit up
+    to Z, including those whose state it never showed (read once, after the next)."""
+    seen: list[tuple[int, float]] = []
+    for c in changes:
+        zxid = c.get("zxid")
+        if c.get("kind") == "cube" and zxid and zxid > (seen[-1][0] if seen else 0):
+            seen.append((zxid, c["t"]))
+    return seen
+
+
+def step_lag_ms(seen: list[tuple[int, float]], step: dict[str, Any]) -> float | None:
+    """Milliseconds from the writer's commit ack of ``step`` to the node having applied its
+    zxid (negative: the node had it before the writer's ack came back); None if never."""
+    index = bisect.bisect_left(seen, (step["zxid"], float("-inf")))
+    return None if index == len(seen) else (seen[index][1] - step["t_commit_acked"]) * 1000
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -277,11 +297,8 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901 -- the demo's steps in o
         for n in nodes:
             view = n.read_view()
             cube_view = view.get("cubes", {}).get(desc.name, {})
-            per = []
-            for s in steps:
-                seen = [c["t"] for c in node_changes[n.name] if c.get("kind") == "cube" and c.get("zxid") == s["zxid"]]
-                if seen:
-                    per.append((min(seen) - s["t_commit_acked"]) * 1000)
+            seen = cube_seen_at(node_changes[n.name])
+            per = [lag for s in steps if (lag := step_lag_ms(seen, s)) is not None]
             lags += per
             rows.append([n.name, view.get("server", "-"), f"0x{cube_view.get('zxid', 0):x}",
                          ", ".join(f"{x['name']}" for x in cube_view.get("segments", [])),

@@ -2,9 +2,14 @@
 
 Kylin's query servers kept metadata caches that the job server wiped with fire-and-forget
 HTTP calls (the Broadcaster); a server that was down, restarting or slow missed the call and
-stayed stale for good.  Here the mirror is a ``TreeCache``: one persistent-recursive watch
-fed by the replicated log, and after any reconnect or restart a full re-read, so a node that
-missed a build catches up as soon as it can talk to any server of the ensemble.
+stayed stale for good.  Here the mirror is a ``TreeCache`` on zabby's resumable watch feed:
+one persistent-recursive watch whose events carry their zxids.  After a reconnect, to the
+same or another server, the feed resumes from the last event it delivered, so the mirror
+catches up from the changes it missed without re-reading anything.  With ``--view`` the
+node also saves its mirror and the zxid it reflects (at most every ``VIEW_INTERVAL_S`` and on
+the way out); a node restarted with the same file resumes the feed from that zxid and applies
+only the commits it missed.  Only when no server's history reaches back that far does it
+re-read the project's metadata (docs/operations.md, ``watchHistoryTxns``).
 
 Each change is logged (and appended to a JSON-lines file) with the zxid it carries and the
 wall-clock time this node saw it; the demo's timeline and lag figures come from those files.
@@ -34,6 +39,7 @@ from zabby.client.recipes import TreeEvent
 from .model import DEFAULT_ROOT, CubeInstance, Layout, SegmentRef
 
 log = logging.getLogger("zabby.spark.query_node")
+VIEW_INTERVAL_S = 0.05  # the view file is rewritten at most this often (and on stop)
 _EVENT_NAMES = {0: "NODE_ADDED", 1: "NODE_UPDATED", 2: "NODE_REMOVED", 3: "SUSPENDED", 4: "RECONNECTED", 5: "LOST", 6: "INITIALIZED"}
 
 
@@ -56,10 +62,22 @@ class QueryNode:
         self.view_path = Path(view_path) if view_path else None
         self._log_file: Any = None
         self._guard = threading.Lock()
-        self._view_lock = threading.Lock()  # the main thread and the cache's callbacks both write the view
+        self._view_lock = threading.Lock()  # the view writer and stop() both write the view
+        self._view_dirty = threading.Event()
+        self._stopping = threading.Event()
+        self._view_writer: threading.Thread | None = None
         self.changes: list[dict[str, Any]] = []
         self.initialized = threading.Event()
-        self.max_zxid = 0
+        self.resumed_from: int | None = None  # the saved zxid this node resumed from, if it did
+
+    @property
+    def zxid(self) -> int:
+        """The mirror reflects every commit to the project up to this zxid."""
+        return int(self.cache.zxid) if self.cache is not None else 0
+
+    @property
+    def max_zxid(self) -> int:
+        return self.zxid
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self, timeout: float = 30.0) -> QueryNode:
@@ -68,15 +86,48 @@ class QueryNode:
             self._log_file = open(self.log_path, "a", buffering=1)
         self.client.start(timeout=timeout)
         self.client.ensure_path(self.layout.base)
-        self.cache = self.client.TreeCache(self.layout.base)
+        saved = self._saved_mirror()
+        self.resumed_from = None if saved is None else int(saved["zxid"])
+        self.cache = self.client.TreeCache(self.layout.base, saved_state=saved)
         self.cache.listen(self._on_event)
         self.cache.start()
         if not self.initialized.wait(timeout):
             raise TimeoutError(f"{self.name}: mirror of {self.layout.base} not loaded after {timeout}s")
+        if self.resumed_from is not None:
+            how = "from its view file, with no re-read" if self.cache.full_reads == 0 else "by a full read: the history is gone"
+            log.info("%s: caught up from 0x%x to 0x%x %s", self.name, self.resumed_from, self.zxid, how)
+        if self.view_path is not None:
+            self._view_writer = threading.Thread(target=self._write_views, name=f"{self.name}-view", daemon=True)
+            self._view_writer.start()
         return self
 
+    def wait_for_zxid(self, zxid: int, timeout: float | None = None) -> bool:
+        """Until the mirror reflects ``zxid`` (a commit to the project); False on timeout."""
+        return bool(self.cache.wait_for_zxid(zxid, timeout))
+
+    def _saved_mirror(self) -> dict[str, Any] | None:
+        """The mirror a previous run saved in the view file, if it is one of this project."""
+        if self.view_path is None or not self.view_path.exists():
+            return None
+        try:
+            mirror = json.loads(self.view_path.read_text()).get("mirror")
+        except (OSError, ValueError, AttributeError) as exc:
+            log.warning("%s: view file %s unreadable (%s): loading the metadata afresh", self.name, self.view_path, exc)
+            return None
+        if not isinstance(mirror, dict) or mirror.get("root") != self.layout.base:
+            log.warning("%s: view file %s holds no mirror of %s: loading the metadata afresh", self.name, self.view_path, self.layout.base)
+            return None
+        return mirror
+
     def stop(self) -> None:
+        self._stopping.set()
+        self._view_dirty.set()
+        if self._view_writer is not None:
+            self._view_writer.join(10)
+            self._view_writer = None
         if self.cache is not None:
+            if self.initialized.is_set():
+                self._write_view()  # the last state, so that a restart resumes from it
             self.cache.close()
         self.client.stop()
         self.client.close()
@@ -123,7 +174,7 @@ class QueryNode:
                 "segments": [{"id": s.id, "name": s.name, "start": s.date_range_start, "end": s.date_range_end,
                               "rows": s.row_count, "status": s.status} for s in inst.ready_segments()],
             }  # fmt: skip
-        return {"node": self.name, "server": self.server(), "max_zxid": self.max_zxid, "changes": len(self.changes),
+        return {"node": self.name, "server": self.server(), "max_zxid": self.zxid, "changes": len(self.changes),
                 "initialized": self.initialized.is_set(), "time": time.time(), "cubes": cubes}  # fmt: skip
 
     # -- events ---------------------------------------------------------------------------
@@ -143,7 +194,6 @@ class QueryNode:
                     entry["segments"] = [s.id for s in inst.ready_segments()]
                 except ValueError:
                     pass
-            self.max_zxid = max(self.max_zxid, zxid)
         entry["server"] = self.server()
         with self._guard:
             self.changes.append(entry)
@@ -153,15 +203,29 @@ class QueryNode:
             self.initialized.set()
         if event.event_data is not None and not entry["initial"]:
             log.info("%s saw %s %s zxid=0x%x", self.name, kind, entry["path"], entry["zxid"])
-        if self.initialized.is_set():
+        self._view_dirty.set()
+
+    def _write_views(self) -> None:
+        """Rewrite the view file after changes, at most every VIEW_INTERVAL_S, off the
+        callback thread (which applies the events)."""
+        while not self._stopping.is_set():
+            self._view_dirty.wait()
+            if self._stopping.is_set():
+                return
+            self._view_dirty.clear()
             self._write_view()
+            self._stopping.wait(VIEW_INTERVAL_S)
 
     def _write_view(self) -> None:
+        """The view, and the mirror with its zxid for a restart to resume from (the mirror is
+        taken after the view: it may be newer, never older)."""
         if self.view_path is None:
             return
         tmp = self.view_path.with_name(self.view_path.name + ".tmp")
         with self._view_lock:
-            tmp.write_text(json.dumps(self.view(), indent=1))
+            view = self.view()
+            view["mirror"] = self.cache.save_state()
+            tmp.write_text(json.dumps(view))
             os.replace(tmp, self.view_path)
 
 
