@@ -182,3 +182,17 @@ def test_tree_cache_matches_tree_through_storm_and_restart(zabby_server: ServerP
         cache.close()
     finally:
         client.close()
+
+
+def test_kazoo_shortcuts_bind_counter_and_barriers(client: SyncClient) -> None:
+    """``zk.Counter(path)`` and the barriers, as kazoo's client offers them."""
+    counter = client.Counter("/shortcut-counter")
+    counter += 5
+    counter -= 2
+    assert counter.value == 3
+    barrier = client.Barrier("/shortcut-barrier")
+    barrier.create()
+    assert not barrier.wait(0.1)
+    barrier.remove()
+    assert barrier.wait(1)
+    assert client.DoubleBarrier("/shortcut-double", 1).client is client

@@ -639,7 +639,7 @@ class Client:
     async def _connection(self) -> Connection:
         """The live connection, waiting up to the session timeout for one."""
         conn = self._conn
-        if conn is not None and not conn.closed:
+        if conn is not None and not conn.closed and not self._forked:  # a forked child's copy must not be used
             return conn
         self._check_fork()
         with anyio.move_on_after(self._timeout_s):

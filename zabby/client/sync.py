@@ -277,7 +277,9 @@ class SyncClient:
         _sync_clients.add(self)
 
     def _bind_recipes(self) -> None:
+        from .recipes.barrier import Barrier, DoubleBarrier
         from .recipes.cache import TreeCache
+        from .recipes.counter import Counter
         from .recipes.election import Election
         from .recipes.lock import Lock
         from .recipes.watchers import ChildrenWatch, DataWatch
@@ -287,6 +289,9 @@ class SyncClient:
         self.DataWatch = functools.partial(DataWatch, self)
         self.ChildrenWatch = functools.partial(ChildrenWatch, self)
         self.TreeCache = functools.partial(TreeCache, self)
+        self.Counter = functools.partial(Counter, self)
+        self.Barrier = functools.partial(Barrier, self)
+        self.DoubleBarrier = functools.partial(DoubleBarrier, self)
 
     # -- threads -------------------------------------------------------------------------
     def _ensure_threads(self) -> None:
