@@ -110,6 +110,7 @@ class ServerConfig:
     client_memory_budget_bytes: int = 256 * 2**20  # clientMemoryBudget: what all client connections may hold (zabby.server.budget)
     connection_memory_bytes_max: int = 32 * 2**20  # clientConnectionMemoryMax: what one may hold before it is closed
     commit_log_count: int = 500
+    watch_history_txns: int = 100_000  # watchHistoryTxns: txns whose events a watch may resume over (zabby)
     zxid_counter_last: int = ZXID_COUNTER_LAST  # zxidCounterLast: lower only in tests, to make epochs roll over soon
     force_sync: bool = True
     leader_serves: bool = True
@@ -318,6 +319,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         client_memory_budget_bytes=_int(raw, "clientMemoryBudget", 256 * 2**20, 1),
         connection_memory_bytes_max=_int(raw, "clientConnectionMemoryMax", 32 * 2**20, 1),
         commit_log_count=_int(raw, "commitLogCount", 500, 0),
+        watch_history_txns=_int(raw, "watchHistoryTxns", 100_000, 0),
         zxid_counter_last=_zxid_counter_last(raw),
         force_sync=_bool(raw, "forceSync", True),
         leader_serves=_bool(raw, "leaderServes", True),

@@ -54,6 +54,8 @@ class Err(enum.IntEnum):
     SESSIONCLOSEDREQUIRESASLAUTH = -124
     QUOTAEXCEEDED = -125
     THROTTLEDOP = -127
+    # zabby's own codes, from -1000 down: outside every range ZooKeeper uses (docs/protocol.md)
+    HISTORYCOMPACTED = -1000
 
 
 class KazooException(Exception):
@@ -200,6 +202,19 @@ class ThrottledOpError(ZookeeperError):
     code = Err.THROTTLEDOP
 
 
+class HistoryCompactedError(ZookeeperError):
+    """A watch cannot resume from the zxid it asked for (zabby's extension, as etcd's
+    ErrCompacted): the server's watch history does not reach back that far.  ``oldest_zxid``
+    is the oldest zxid the watch can resume from there; read the current state and resume
+    from the zxid of that read."""
+
+    code = Err.HISTORYCOMPACTED
+
+    def __init__(self, message: str = "", oldest_zxid: int = -1) -> None:
+        super().__init__(message or "the watch history does not reach back to that zxid")
+        self.oldest_zxid = oldest_zxid
+
+
 class RolledBackError(ZookeeperError):
     """A multi op that was valid but was rolled back because another op of the multi failed."""
 
@@ -324,6 +339,17 @@ def _name(code: int) -> str:
 class ZabbyError(ZookeeperError):
     """Raised by server-side core code; carries a code and a human-readable message."""
 
+    reply_values: tuple[object, ...] = ()  # what the error reply carries after the message
+
     def __init__(self, code: Err, message: str = "") -> None:
         super().__init__(message or code.name)
         self.code = code
+
+
+class HistoryCompacted(ZabbyError):
+    """The server's side of ``HistoryCompactedError``: its reply carries ``oldest_zxid``."""
+
+    def __init__(self, message: str, oldest_zxid: int) -> None:
+        super().__init__(Err.HISTORYCOMPACTED, message)
+        self.oldest_zxid = oldest_zxid
+        self.reply_values = (oldest_zxid,)

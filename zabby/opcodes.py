@@ -40,6 +40,7 @@ class OpCode(enum.IntEnum):
     SET_WATCHES2 = 105
     ADD_WATCH = 106
     WHO_AM_I = 107
+    WAIT_FOR_ZXID = 1000  # zabby's own, msgpack only (docs/protocol.md): a jute client is answered UNIMPLEMENTED
     CREATE_SESSION = -10
     CLOSE_SESSION = -11
     ERROR = -1
@@ -59,6 +60,9 @@ WRITE_OPS = frozenset(
         OpCode.CLOSE_SESSION,
     }
 )
+
+
+ZABBY_OPS = frozenset({OpCode.WAIT_FOR_ZXID})  # not ZooKeeper's: never taken from a jute client
 
 
 class CreateMode(enum.IntEnum):

@@ -74,7 +74,7 @@ def test_exception_classes_match_kazoo() -> None:
 
 def test_states_and_znodestat_match_kazoo() -> None:
     assert zabby.ZnodeStat._fields == kz_states.ZnodeStat._fields
-    assert zabby.WatchedEvent._fields == kz_states.WatchedEvent._fields
+    assert zabby.WatchedEvent._fields == (*kz_states.WatchedEvent._fields, "zxid")  # kazoo's, then the change's zxid (zabby)
     for cls, theirs in ((zabby.KazooState, kz_states.KazooState), (zabby.KeeperState, kz_states.KeeperState), (zabby.EventType, kz_states.EventType)):
         for name, value in vars(theirs).items():
             if name.isupper():

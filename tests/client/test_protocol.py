@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgpack
 import pytest
 
@@ -9,7 +11,7 @@ from zabby.client.connection import parse_hosts
 from zabby.client.protocol import CHILD, DATA, EXIST, PERSISTENT, RECURSIVE, ClientProtocol, WatchRegistry
 from zabby.client import protocol as p
 from zabby.client.states import EventType, KeeperState, WatchedEvent, ZnodeStat
-from zabby.errors import BadVersionError, ConnectionLoss, NoNodeError, RolledBackError, RuntimeInconsistency
+from zabby.errors import BadVersionError, ConnectionLoss, Err, HistoryCompactedError, NoNodeError, RolledBackError, RuntimeInconsistency
 from zabby.opcodes import OpCode
 
 STAT = [1, 2, 3000, 4000, 5, 6, 7, 0, 9, 10, 11]
@@ -86,7 +88,8 @@ def test_exists_registers_exist_or_data_watch() -> None:
     assert proto.handle_message([present.xid, 1, 0, STAT])[0].result == ZnodeStat(*STAT)
     assert proto.watches.paths(EXIST) == ["/m"] and proto.watches.paths(DATA) == ["/p"]
     _, events = proto.handle_message([-1, 5, 0, 1, 3, "/m"])
-    assert events == [([seen.append], WatchedEvent(EventType.CREATED, KeeperState.CONNECTED, "/m"))]
+    assert events == [([seen.append], WatchedEvent(EventType.CREATED, KeeperState.CONNECTED, "/m", 5))]
+    assert events[0][1][:3] == (EventType.CREATED, KeeperState.CONNECTED, "/m")  # kazoo's three fields come first
     assert proto.watches.paths(EXIST) == []  # one-shot
     assert proto.last_zxid == 5
 
@@ -131,14 +134,17 @@ def test_event_paths_unchrooted() -> None:
     assert events[0][1].path == "/a" and events[0][1].type is EventType.DELETED
 
 
-def test_set_watches_request_carries_all_kinds_and_last_zxid() -> None:
+def test_set_watches_request_carries_the_one_shot_kinds_and_last_zxid() -> None:
+    """Persistent watches are not in it: they resume from their own zxids (resume_requests)."""
     proto = ClientProtocol()
     assert proto.set_watches_request() is None
-    for kind, path in ((DATA, "/d"), (EXIST, "/e"), (CHILD, "/c"), (PERSISTENT, "/p"), (RECURSIVE, "/r")):
+    proto.watches.add(PERSISTENT, "/p", print)
+    assert proto.set_watches_request() is None
+    for kind, path in ((DATA, "/d"), (EXIST, "/e"), (CHILD, "/c"), (RECURSIVE, "/r")):
         proto.watches.add(kind, path, print)
     proto.last_zxid = 42
     req = proto.set_watches_request()
-    assert decode_frame(req.frame) == [-8, 101, 42, ["/d"], ["/e"], ["/c"], ["/p"], ["/r"]]
+    assert decode_frame(req.frame) == [-8, 101, 42, ["/d"], ["/e"], ["/c"], [], []]
 
 
 def test_drop_connection_keeps_watches_and_expire_clears_them() -> None:
@@ -172,3 +178,74 @@ def test_znodestat_properties() -> None:
     assert stat.created == 3.0 and stat.last_modified == 4.0
     assert (stat.acl_version, stat.children_version, stat.data_length, stat.children_count) == (7, 6, 9, 10)
     assert stat.owner_session_id is None
+
+
+# ----------------------------------------------------------------------------- resuming persistent watches
+def _added(proto: ClientProtocol, path: str, watcher: Any, reply_zxid: int, kind: str = RECURSIVE) -> None:
+    mode = 1 if kind == RECURSIVE else 0
+    request = proto.new_request(OpCode.ADD_WATCH, [path, mode], p.decode_add_watch, path, watcher, kind)
+    proto.sent(request)
+    assert proto.handle_message([request.xid, reply_zxid, 0])[0].ok
+
+
+def test_a_resume_starts_one_before_the_last_zxid_and_skips_the_events_of_it_already_heard() -> None:
+    """A multi's two events share zxid 12; the connection dropped after the first: the resume
+    asks from 11 and passes over the first event of 12 its history brings again."""
+    proto = ClientProtocol()
+    seen: list[WatchedEvent] = []
+    _added(proto, "/a", seen.append, 10)
+    proto.handle_message([-1, 11, 0, 1, 3, "/a/x"])
+    proto.handle_message([-1, 12, 0, 1, 3, "/a/y"])
+    proto.drop_connection()
+    [resume] = proto.resume_requests()
+    assert decode_frame(resume.frame)[1:] == [OpCode.ADD_WATCH, "/a", 1, 11]
+    _, live_before = proto.handle_message([-1, 13, 0, 1, 3, "/a/w"])  # a live event before the resume's answer
+    assert live_before == []  # the history brings it
+    proto.sent(resume)
+    proto.handle_message([resume.xid, 13, 0])
+    replayed = [proto.handle_message([-1, zxid, 0, 1, 3, path, resume.xid])[1] for zxid, path in ((12, "/a/y"), (12, "/a/z"), (13, "/a/w"))]
+    assert [[event.path for _, event in events] for events in replayed] == [[], ["/a/z"], ["/a/w"]]
+    _, live = proto.handle_message([-1, 14, 0, 1, 3, "/a/v"])
+    assert [(watchers, event.zxid) for watchers, event in live] == [([seen.append], 14)]
+    assert proto.watches.feed(RECURSIVE, "/a", seen.append).zxid == 14  # type: ignore[union-attr]
+
+
+def test_a_watch_with_no_event_resumes_from_where_it_was_added() -> None:
+    proto = ClientProtocol()
+    _added(proto, "/p", print, 20, PERSISTENT)
+    [resume] = proto.resume_requests()
+    assert decode_frame(resume.frame)[1:] == [OpCode.ADD_WATCH, "/p", 0, 20]
+
+
+def test_history_events_go_to_their_request_alone() -> None:
+    """Another watcher of the same path, live all along, does not hear the new one's history."""
+    proto = ClientProtocol()
+    old: list[WatchedEvent] = []
+    new: list[WatchedEvent] = []
+    _added(proto, "/a", old.append, 30)
+    request = proto.new_request(OpCode.ADD_WATCH, ["/a", 1, 5], p.decode_add_watch_since(5), "/a", new.append, RECURSIVE)
+    proto.sent(request)
+    proto.handle_message([request.xid, 30, 0])
+    _, events = proto.handle_message([-1, 6, 0, 3, 3, "/a", request.xid])
+    assert events == [([new.append], WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/a", 6))]
+    _, events = proto.handle_message([-1, 31, 0, 3, 3, "/a"])
+    assert events == [([old.append, new.append], WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/a", 31))]
+    _, events = proto.handle_message([-1, 7, 0, 3, 3, "/a", request.xid])  # its history is over: a stray one is dropped
+    assert events == []
+
+
+def test_a_resume_refused_by_every_server_is_added_again_live_with_history_lost() -> None:
+    proto = ClientProtocol("/app")
+    _added(proto, "/app/a", print, 40)
+    for server in range(3):
+        [resume] = proto.resume_requests()
+        proto.sent(resume)
+        done, _ = proto.handle_message([resume.xid, 50, Err.HISTORYCOMPACTED, "compacted", 45])
+        assert isinstance(done.result, HistoryCompactedError) and done.result.oldest_zxid == 45
+        live = proto.resume_refused(done, 3)
+        assert (live is None) == (server < 2)
+    assert decode_frame(live.frame)[1:] == [OpCode.ADD_WATCH, "/app/a", 1, None]  # type: ignore[union-attr]
+    proto.sent(live)  # type: ignore[arg-type]
+    done, events = proto.handle_message([live.xid, 52, 0])  # type: ignore[union-attr]
+    assert events == [([print], WatchedEvent(EventType.HISTORY_LOST, KeeperState.CONNECTED, "/a", 52))]
+    assert proto.watches.feed(RECURSIVE, "/app/a", print).live  # type: ignore[union-attr]

@@ -116,7 +116,7 @@ def test_codec_translates_the_connections_frames() -> None:
     codec.expect(7, OpCode.SET_DATA)
     assert jute.decode_reply(codec.encode([7, 10, -103, "bad version"])[4:], 5) == (jute.ReplyHeader(7, 10, -103), None)
     header, event = jute.decode_reply(codec.encode([-1, 11, 0, 2, 3, "/gone"])[4:], None)
-    assert header == jute.ReplyHeader(-1, -1, 0) and event == jute.WatcherEvent(2, 3, "/gone")
+    assert header == jute.ReplyHeader(-1, 11, 0) and event == jute.WatcherEvent(2, 3, "/gone")  # the change's zxid, as 3.9
     codec.expect(8, OpCode.MULTI, (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.DELETE))
     reply = [8, 12, 0, [[1, 0, ["/a", list(STAT)]], [1, 0, ["/b", list(STAT)]], [19, 0, ["/c", list(STAT)]], [2, 0, None]]]
     _, multi = jute.decode_reply(codec.encode(reply)[4:], OpCode.MULTI)
@@ -125,6 +125,17 @@ def test_codec_translates_the_connections_frames() -> None:
                                         (15, 0, jute.Create2Response("/c", jute.Stat(*STAT))), (2, 0, None)])  # fmt: skip
     codec.expect(9, OpCode.GET_DATA)
     assert codec.encode([9, 1, 0, "not bytes", "not a stat"]) == b"" and failures == [True]  # logged, never raised
+
+
+def test_events_at_once_carry_the_zxid_in_their_headers() -> None:
+    """setWatches' missed events: each header has the zxid of the state they were read from,
+    and the frames are the ones ``encode`` gives one by one."""
+    frames = JuteCodec.encode_events(0x500000007, 3, [(2, "/gone"), (3, "/changed")])
+    codec = JuteCodec(lambda: None)
+    assert frames == codec.encode([-1, 0x500000007, 0, 2, 3, "/gone"]) + codec.encode([-1, 0x500000007, 0, 3, 3, "/changed"])
+    first_size = int.from_bytes(frames[:4], "big")
+    header, event = jute.decode_reply(frames[4 : 4 + first_size], None)
+    assert header == jute.ReplyHeader(-1, 0x500000007, 0) and event == jute.WatcherEvent(2, 3, "/gone")
 
 
 # ----------------------------------------------------------------------------- round trips

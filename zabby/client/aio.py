@@ -28,6 +28,7 @@ must never block on a slow callback, or a callback calling the client would dead
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import os
@@ -48,9 +49,11 @@ from zabby.errors import (
     ConnectionLoss,
     Err,
     ForkedClientError,
+    HistoryCompactedError,
     KazooException,
     NodeExistsError,
     NoNodeError,
+    OperationTimeoutError,
     RemoteProtocolError,
     SessionExpiredError,
 )
@@ -478,6 +481,28 @@ class Client:
         if set_watches is not None:
             set_watches.callback = _log_failure
             conn.submit(set_watches)
+        for resume in self._proto.resume_requests():
+            resume.callback = functools.partial(self._resumed, conn)
+            conn.submit(resume)
+
+    def _resumed(self, conn: Connection, request: p.Request) -> None:
+        """A persistent watch's resume was answered.  Refused (the history here does not reach
+        back): another server is tried, as after any lost connection, until as many as the
+        client has refused it; then it is added again live and its watcher hears HISTORY_LOST."""
+        if request.ok or conn.closed:
+            return
+        if not isinstance(request.result, HistoryCompactedError):
+            if not isinstance(request.result, ConnectionLoss):
+                log.warning("resuming the watch on %s failed (%r): it resumes at the next connection", request.path, request.result)
+            return
+        live = self._proto.resume_refused(request, len(self.hosts))
+        if live is None:
+            log.info("server %s:%s cannot resume the watch on %s (%s): trying another", *conn.host, request.path, request.result)
+            conn.leave("a persistent watch's history is compacted on this server")
+            return
+        log.warning("no server could resume the watch on %s: added again live (its watcher hears HISTORY_LOST)", request.path)
+        live.callback = _log_failure
+        conn.submit(live)
 
     # -- following the ensemble's configuration -----------------------------------------
     def _deliver(self, watcher: Callable[[WatchedEvent], Any], event: WatchedEvent) -> None:
@@ -726,6 +751,35 @@ class Client:
     async def sync(self, path: str) -> str:
         return await self._call(OpCode.SYNC, [self._spath(path)], p.decode_path)
 
+    async def wait_for_zxid(self, zxid: int, timeout: float = 10.0, sync: bool = False) -> int:
+        """Return once the server this client is connected to has applied ``zxid`` (zabby's
+        extension): the zxid it has applied then.  A writer hands the zxid of its write to a
+        reader elsewhere, whose reads after this call see it.  ``sync``: a ``sync("/")``
+        first (the server catches up with the leader before the wait).
+
+        Raises:
+            OperationTimeoutError: not applied within ``timeout`` seconds.
+            ConnectionLoss: the connection dropped meanwhile (ask again).
+        """
+        zxid = _check_int(zxid)
+        if zxid < 0:
+            raise BadArgumentsError(f"zxid must be 0 or more, not {zxid}")
+        if not timeout > 0:
+            raise BadArgumentsError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        deadline = trio.current_time() + timeout
+        if sync:
+            with trio.fail_after(timeout):
+                await self.sync("/")
+        while True:  # the server caps one wait (a minute): ask again until the deadline
+            remaining_ms = int((deadline - trio.current_time()) * 1000)
+            if remaining_ms <= 0:
+                raise OperationTimeoutError(f"the server did not apply 0x{zxid:x} within {timeout}s")
+            try:
+                return await self._call(OpCode.WAIT_FOR_ZXID, [zxid, remaining_ms], p.decode_value)
+            except OperationTimeoutError:
+                if trio.current_time() >= deadline - 0.001:
+                    raise
+
     async def add_auth(self, scheme: str, credential: Any) -> bool:
         """Authenticate this session; the credential is re-sent after every reconnect.
 
@@ -761,14 +815,28 @@ class Client:
     async def get_all_children_number(self, path: str = "/") -> int:
         return await self._call(OpCode.GET_ALL_CHILDREN_NUMBER, [self._spath(path)], p.decode_value)
 
-    async def add_watch(self, path: str, watch: Callable[[WatchedEvent], Any], mode: int = AddWatchMode.PERSISTENT) -> None:
-        """A persistent (mode 0) or persistent-recursive (mode 1) watch; stays until removed."""
+    async def add_watch(self, path: str, watch: Callable[[WatchedEvent], Any], mode: int = AddWatchMode.PERSISTENT,
+                        since_zxid: int | None = None) -> None:  # fmt: skip
+        """A persistent (mode 0) or persistent-recursive (mode 1) watch; stays until removed,
+        and resumes by itself after a reconnect from the last event it delivered.
+
+        ``since_zxid`` (zabby's extension): ``watch`` first hears, in zxid order, every event
+        it would have fired for the changes committed after that zxid, then the live ones.
+        Raises HistoryCompactedError (``oldest_zxid``: the oldest zxid it could resume from)
+        when the server's watch history does not reach back that far: read the current
+        state, then add the watch from the zxid of that read."""
         if not callable(watch):
             raise TypeError("watch must be callable")
         mode = AddWatchMode(int(mode))
         kind = p.RECURSIVE if mode == AddWatchMode.PERSISTENT_RECURSIVE else p.PERSISTENT
         sp = self._spath(path)
-        await self._call(OpCode.ADD_WATCH, [sp, int(mode)], p.decode_add_watch, sp, watch, kind)
+        if since_zxid is None:
+            await self._call(OpCode.ADD_WATCH, [sp, int(mode)], p.decode_add_watch, sp, watch, kind)
+            return
+        since = _check_int(since_zxid)
+        if since < 0:
+            raise BadArgumentsError(f"since_zxid must be a zxid (0 or more), not {since}")
+        await self._call(OpCode.ADD_WATCH, [sp, int(mode), since], p.decode_add_watch_since(since), sp, watch, kind)
 
     async def remove_watches(self, path: str, watcher_type: int = WatcherType.ANY) -> bool:
         """Remove this session's watches of ``watcher_type`` on ``path`` (server and local);

@@ -39,7 +39,11 @@ class KeeperState(str, enum.Enum):
 
 
 class EventType(str, enum.Enum):
-    """What happened to a watched node; NONE is a session event (watch dropped at LOST)."""
+    """What happened to a watched node; NONE is a session event (watch dropped at LOST).
+
+    HISTORY_LOST is zabby's own and never comes off the wire: a persistent watch that could
+    not resume from its last event after a reconnect (no server's history reaches back) was
+    registered again live, and what changed meanwhile is unknown: re-read."""
 
     CREATED = "CREATED"
     DELETED = "DELETED"
@@ -49,6 +53,7 @@ class EventType(str, enum.Enum):
     DATA_WATCH_REMOVED = "DATA_WATCH_REMOVED"
     CHILD_WATCH_REMOVED = "CHILD_WATCH_REMOVED"
     PERSISTENT_WATCH_REMOVED = "PERSISTENT_WATCH_REMOVED"
+    HISTORY_LOST = "HISTORY_LOST"
 
     def __str__(self) -> str:
         return self.value
@@ -67,11 +72,14 @@ EVENT_TYPE_MAP: dict[int, EventType] = {
 
 
 class WatchedEvent(NamedTuple):
-    """A change a watch function is told about: ``(type, state, path)`` as in kazoo."""
+    """A change a watch function is told about: ``(type, state, path)`` as in kazoo, then
+    ``zxid``: the txn that made the change (-1 for events no txn made, such as a session's).
+    ``event[0]``, ``event[1]``, ``event[2]`` and the field names are kazoo's."""
 
     type: EventType
     state: KeeperState
     path: str | None
+    zxid: int = -1
 
 
 class ZnodeStat(NamedTuple):

@@ -486,6 +486,13 @@ class SyncClient:
     def sync(self, path: str, *, timeout: float | None = None) -> str:
         return self._sync(self._client.sync, (path,), timeout)
 
+    def wait_for_zxid(self, zxid: int, timeout: float | None = None, sync: bool = False) -> int:
+        """See ``Client.wait_for_zxid``: once the connected server has applied ``zxid``, its
+        applied zxid; ``timeout`` defaults to the client's ``request_timeout``.
+        Raises: KazooTimeoutError (an OperationTimeoutError) on timeout."""
+        timeout_s = self.request_timeout if timeout is None else timeout
+        return self._sync(self._client.wait_for_zxid, (zxid, timeout_s, sync), timeout_s)
+
     def sync_async(self, path: str) -> AsyncResult:
         return self._submit(self._client.sync, (path,), None)
 
@@ -507,8 +514,12 @@ class SyncClient:
     def get_all_children_number(self, path: str = "/", *, timeout: float | None = None) -> int:
         return self._sync(self._client.get_all_children_number, (path,), timeout)
 
-    def add_watch(self, path: str, watch: Callable[[WatchedEvent], Any], mode: int = AddWatchMode.PERSISTENT, *, timeout: float | None = None) -> None:
-        return self._sync(self._client.add_watch, (path, watch, mode), timeout)
+    def add_watch(self, path: str, watch: Callable[[WatchedEvent], Any], mode: int = AddWatchMode.PERSISTENT,
+                  since_zxid: int | None = None, *, timeout: float | None = None) -> None:  # fmt: skip
+        """See ``Client.add_watch``: a persistent watch, resumed by itself after a reconnect;
+        with ``since_zxid``, the events after that zxid first (HistoryCompactedError if the
+        server's history does not reach back)."""
+        return self._sync(self._client.add_watch, (path, watch, mode, since_zxid), timeout)
 
     def remove_watches(self, path: str, watcher_type: int = WatcherType.ANY, *, timeout: float | None = None) -> bool:
         return self._sync(self._client.remove_watches, (path, watcher_type), timeout)

@@ -16,10 +16,11 @@ closes those connections and the clients move to a read-write server.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import random
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic, TypeVar
 
 from zabby.config import ServerConfig
@@ -35,7 +36,7 @@ from zabby.tree.datatree import ZOOKEEPER_CONFIG, DataTree
 from zabby.tree.prep import Caller, Preparer
 from zabby.tree.sessions import SessionTracker
 from zabby.tree.txns import Txn, zxid_counter
-from zabby.tree.watches import WatchManager
+from zabby.tree.watches import WatchHistory, WatchManager
 
 LOGGER = logging.getLogger("zabby.server")
 
@@ -88,6 +89,80 @@ class Waiters(Generic[T]):
         return bool(self._first)
 
 
+ZXID_WAIT_MS_MAX = 60_000  # a wait for a zxid is answered OPERATIONTIMEOUT after this at most
+ZXID_WAITS_PER_SESSION_MAX = 100
+
+
+class _ZxidWait:
+    __slots__ = ("zxid", "deadline_ms", "owner", "done")
+
+    def __init__(self, zxid: int, deadline_ms: int, owner: Hashable, done: Callable[[bool], None]) -> None:
+        self.zxid, self.deadline_ms, self.owner, self.done = zxid, deadline_ms, owner, done
+
+
+class ZxidWaiters:
+    """Client waits for this server to apply a zxid (``wait_for_zxid``): each is answered once
+    the tree has applied it (``done(True)``), or at its deadline (``done(False)``), or never
+    if its session's connection ends first.  A zxid this server cannot know yet (a later
+    epoch's) is waited for like any other."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, _ZxidWait]] = []  # (zxid, arrival, wait): the lowest zxid first
+        self._by_owner: dict[Hashable, list[_ZxidWait]] = {}
+        self._arrivals = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._by_owner)
+
+    def count(self, owner: Hashable) -> int:
+        return len(self._by_owner.get(owner, ()))
+
+    def put(self, zxid: int, deadline_ms: int, owner: Hashable, done: Callable[[bool], None]) -> None:
+        wait = _ZxidWait(zxid, deadline_ms, owner, done)
+        self._arrivals += 1
+        heapq.heappush(self._heap, (zxid, self._arrivals, wait))
+        self._by_owner.setdefault(owner, []).append(wait)
+
+    def applied(self, last_zxid: int) -> None:
+        """The tree has applied up to ``last_zxid``: answer the waits for it, lowest zxid first."""
+        heap = self._heap
+        while heap and heap[0][0] <= last_zxid:
+            self._answer(heapq.heappop(heap)[2], True)
+
+    def expire(self, now_ms: int) -> None:
+        """Answer the waits whose deadline passed (each leaves the heap lazily)."""
+        late = [wait for waits in self._by_owner.values() for wait in waits if wait.deadline_ms <= now_ms]
+        for wait in late:
+            self._answer(wait, False)
+
+    def drop(self, owner: Hashable) -> None:
+        """The owner's connection ended: its waits are never answered."""
+        for wait in self._by_owner.pop(owner, ()):
+            wait.done = None  # type: ignore[assignment]
+        self._trim()
+
+    def clear(self) -> None:
+        self._heap.clear()
+        self._by_owner.clear()
+
+    def _answer(self, wait: _ZxidWait, applied: bool) -> None:
+        done = wait.done
+        if done is None:  # answered already (expired, dropped): the heap let go of it only now
+            return
+        wait.done = None  # type: ignore[assignment]
+        waits = self._by_owner.get(wait.owner)
+        if waits is not None:
+            waits.remove(wait)
+            if not waits:
+                del self._by_owner[wait.owner]
+        done(applied)
+        self._trim()
+
+    def _trim(self) -> None:
+        if not self._by_owner:
+            self._heap.clear()
+
+
 class ClientCalls:
     # the Engine's state these methods use (see zabby.engine.engine)
     config: ServerConfig
@@ -100,12 +175,14 @@ class ClientCalls:
     tree: DataTree
     preparer: Preparer
     watches: WatchManager
+    history: WatchHistory
     sessions: SessionTracker
     session_sinks: dict[int, ClientSink]
     closing_sessions: set[int]
     local_sessions: dict[int, tuple[int, bytes]]
     waiting: Waiters[Done]
     sync_waiting: Waiters[SyncDone]
+    zxid_waiting: ZxidWaiters
     outstanding: int
     space_low: bool
     looking_since_ms: int | None
@@ -232,6 +309,21 @@ class ClientCalls:
         self.peer.client_sync(Sync(session_id=session_id, cxid=cxid))
         self.wake()
 
+    def wait_for_zxid(self, owner: Hashable, zxid: int, timeout_ms: int, done: Callable[[bool], None]) -> None:
+        """Call ``done(True)`` once the tree has applied ``zxid`` (at once if it has), or
+        ``done(False)`` after ``timeout_ms`` (at most ``ZXID_WAIT_MS_MAX``).
+
+        Raises:
+            ZabbyError: THROTTLEDOP when ``owner`` already waits ``ZXID_WAITS_PER_SESSION_MAX`` times.
+        """
+        if self.tree.last_zxid >= zxid:
+            done(True)
+            return
+        if self.zxid_waiting.count(owner) >= ZXID_WAITS_PER_SESSION_MAX:
+            raise ZabbyError(Err.THROTTLEDOP, f"a session may wait for at most {ZXID_WAITS_PER_SESSION_MAX} zxids at once")
+        deadline_ms = self.clock.monotonic_ms() + max(0, min(timeout_ms, ZXID_WAIT_MS_MAX))
+        self.zxid_waiting.put(zxid, deadline_ms, owner, done)
+
     def negotiate_timeout(self, requested_ms: int) -> int:
         return max(self.config.session_timeout_ms_min, min(requested_ms, self.config.session_timeout_ms_max))
 
@@ -267,6 +359,7 @@ class ClientCalls:
 
     def detach(self, sink: ClientSink) -> None:
         self.watches.remove_watcher(sink)
+        self.zxid_waiting.drop(sink)
         if sink.session_id and self.session_sinks.get(sink.session_id) is sink:
             del self.session_sinks[sink.session_id]
             self.local_sessions.pop(sink.session_id, None)  # a read-only session ends with its connection

@@ -22,6 +22,7 @@ from zabby.core.peer import DurableState
 from zabby.membership import Membership
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn
+from zabby.tree.watches import WatchHistory
 
 Frozen = Any  # a tree image taken at one zxid: a forked child (server) or a tuple of records (sim)
 
@@ -65,10 +66,12 @@ class Append:
 @dataclass(frozen=True, slots=True)
 class Recovered:
     """What a restart would find on disk: the tree (newest snapshot plus the whole log) and
-    the core's durable state."""
+    the core's durable state; and the watch history of the log's txns replayed onto the
+    snapshot (None: a history that starts at the tree's zxid)."""
 
     tree: DataTree
     durable: DurableState
+    history: WatchHistory | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ from zabby.core.messages import Ack, Diff, Logged, Message, Proposal, Request, S
 from zabby.core.peer import Peer, PeerConfig
 from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
-from zabby.engine.clients import ClientCalls, Waiters, first_session_id
+from zabby.engine.clients import ClientCalls, Waiters, ZxidWaiters, first_session_id
 from zabby.engine.digests import DigestCheck
 from zabby.engine.effects import (
     Append, CheckSpace, ClientSink, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
@@ -63,7 +63,7 @@ from zabby.tree.datatree import DataTree, TreeBuilder
 from zabby.tree.prep import Caller, Preparer, PrepLimits
 from zabby.tree.sessions import SessionTracker
 from zabby.tree.txns import Txn, zxid_counter
-from zabby.tree.watches import WatchManager
+from zabby.tree.watches import WatchHistory, WatchManager
 
 LOGGER = logging.getLogger("zabby.server")
 
@@ -127,6 +127,7 @@ class Engine(ClientCalls):
         self.peer = Peer(peer_config, recovered.durable)
         self.soft: SoftState = self.peer.soft_state()
         self.watches = WatchManager()
+        self.history = recovered.history if recovered.history is not None else WatchHistory(config.watch_history_txns, self.tree.last_zxid)
         self.sessions = SessionTracker(config.tick_ms)
         self.session_sinks: dict[int, ClientSink] = {}
         self.closing_sessions: set[int] = set()
@@ -135,6 +136,7 @@ class Engine(ClientCalls):
         self.leading_since_ms: int | None = None  # since when this server leads and serves (mntr's leader_uptime)
         self.waiting: Waiters[Done] = Waiters()  # a client write's answer
         self.sync_waiting: Waiters[SyncDone] = Waiters()
+        self.zxid_waiting = ZxidWaiters()  # clients' waits for a zxid
         self.outstanding = 0
         self.space_low = False
         self.last_proposal_bytes = (0, 0, 0)  # last, min, max
@@ -302,6 +304,8 @@ class Engine(ClientCalls):
     def _tick(self) -> Work:
         self._ticks += 1
         self.peer.tick()
+        if self.zxid_waiting:
+            self.zxid_waiting.expire(self.clock.monotonic_ms())
         if self.space_low and self._ticks % max(1, 1000 // self.core_tick_ms) == 0:
             self.space_low = yield CheckSpace()
         if not self.peer.established_leader:  # the core's state now: this feed may have changed it
@@ -475,7 +479,7 @@ class Engine(ClientCalls):
         recovered: Recovered = yield Reload(why)
         if recovered.durable.repairing:  # the reload found damage and started over empty: so must the core
             raise Inconsistency(f"the storage found its history damaged while reloading ({why})")
-        self._replace_tree(recovered.tree)
+        self._replace_tree(recovered.tree, recovered.history)
         self._tree_committed = False
 
     def _forwarded_caller(self, sid: int, request: Request) -> Caller | None:
@@ -492,9 +496,12 @@ class Engine(ClientCalls):
         superuser = self.config.skip_acl or (super_digest is not None and ("digest", super_digest) in ids)
         return Caller(request.session_id, ids, superuser)
 
-    def _replace_tree(self, tree: DataTree) -> None:
+    def _replace_tree(self, tree: DataTree, history: WatchHistory | None = None) -> None:
+        """The one place the tree is replaced: the watch history starts again with it (from
+        the log replayed onto it, if it came from disk), as its events are about the old tree."""
         self.tree = tree
         self.preparer = Preparer(tree, self.preparer.limits)
+        self.history = history if history is not None else WatchHistory(self.config.watch_history_txns, tree.last_zxid)
 
     def _act_on(self, ready: Ready) -> None:
         """Step 6 of the Ready: forwarded writes, touched sessions.  Writes that reached a
@@ -518,22 +525,26 @@ class Engine(ClientCalls):
 
     # ----------------------------------------------------------------- apply
     def _apply(self, txns: list[Txn]) -> None:
-        tree, watches, on_applied = self.tree, self.watches, self.on_applied
+        tree, watches, history, on_applied = self.tree, self.watches, self.history, self.on_applied
         waiting = self.waiting
         for txn in txns:
             done = waiting.pop((txn.session_id, txn.cxid)) if waiting else None
             result, events = tree.apply(txn, done is not None)  # no waiter: no Stat to make
             if on_applied is not None:
                 on_applied(txn, result)
-            if events and (watches.data or watches.child or watches.persistent or watches.recursive):
-                for sink, event_type, path in watches.trigger(events):
-                    sink.send_event(event_type, path, txn.zxid)  # type: ignore[attr-defined]
+            if events:
+                history.record(txn.zxid, events)
+                if watches.data or watches.child or watches.persistent or watches.recursive:
+                    for sink, event_type, path in watches.trigger(events):
+                        sink.send_event(event_type, path, txn.zxid)  # type: ignore[attr-defined]
             if done is not None:
                 self.outstanding -= 1
                 done(txn, result)
             if txn.type in _SESSION_AND_REAP_TXNS:
                 self._after_apply(txn)
         if txns:
+            if self.zxid_waiting:
+                self.zxid_waiting.applied(tree.last_zxid)
             if self.is_leader:  # once for the batch: what it prepared stays ahead of the tree meanwhile
                 self.preparer.applied(txns[-1].zxid)
             self._tree_committed = True
@@ -756,6 +767,7 @@ class Engine(ClientCalls):
         self.preparer.reset()
         self.waiting.clear()
         self.sync_waiting.clear()
+        self.zxid_waiting.clear()
         self.closing_sessions.clear()  # closes prepared here commit only under this leadership
         self.outstanding = 0
         self.sessions = SessionTracker(self.config.tick_ms)
@@ -796,7 +808,7 @@ class Engine(ClientCalls):
             yield DropLinks(peers)
         self._tails.clear()  # what they would send and apply: the new core decides again
         recovered: Recovered = yield Reload(why, snapshot_wanted=snapshot_wanted)
-        self._replace_tree(recovered.tree)
+        self._replace_tree(recovered.tree, recovered.history)
         self._tree_committed = False
         self._logged_zxid = self._durable_zxid = recovered.durable.last_logged
         self._sync_asked_zxid = 0

@@ -38,6 +38,7 @@ from zabby.storage.snapshot import SnapshotWriter, write_snapshot
 from zabby.storage.txnlog import CorruptLogError, TxnLog
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn, decode_txn, encode_txn, zxid_epoch
+from zabby.tree.watches import WatchHistory
 
 LOGGER = logging.getLogger("zabby.storage")
 
@@ -97,8 +98,13 @@ class Storage:
 
     def _recover(self, membership: Membership | None, snapshot_wanted: bool,
                  digest_beside: Callable[[Path], DigestBeside] | None) -> Recovered:  # fmt: skip
-        tree, self._log = self.datadir.recover(segment_bytes_max=self.segment_bytes_max, digest_beside=digest_beside)
-        return Recovered(tree, self.durable_state(tree, membership, snapshot_wanted=snapshot_wanted))
+        # the txns replayed onto the snapshot make the watch history, so that a restarted
+        # server serves watches resuming from as far back as its snapshot
+        history = WatchHistory(self.config.watch_history_txns, 0)
+        tree, self._log = self.datadir.recover(segment_bytes_max=self.segment_bytes_max, digest_beside=digest_beside,
+                                               on_replayed=history.record)  # fmt: skip
+        history.since = max(history.since, self.datadir.recovered.snapshot_zxid)  # it starts after the snapshot
+        return Recovered(tree, self.durable_state(tree, membership, snapshot_wanted=snapshot_wanted), history)
 
     def durable_state(self, tree: DataTree, committed: Membership | None, *, snapshot_wanted: bool = False) -> DurableState:
         """What the core recovers from disk: epochs missing from an older data dir default to

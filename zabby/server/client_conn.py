@@ -46,7 +46,8 @@ from zabby.server.statistics import Monitored, reset, snapshot
 from zabby.wire.codec import ClientCodec, ClientProtocol, MsgpackCodec, detect
 from zabby.wire.framing import FRAME_HEADROOM_BYTES, FrameDecoder
 from zabby.wire.jute_codec import JuteCodec
-from zabby.wire.messages import PROTOCOL_NAME, connect_refusal
+from zabby.tree.watches import Replayed
+from zabby.wire.messages import PROTOCOL_NAME, XID_NOTIFICATION, connect_refusal
 
 TLS_HANDSHAKE_RECORD = 0x16  # the first byte a TLS client sends (a handshake record)
 
@@ -169,6 +170,13 @@ class Connection:
                 record(size)
                 offset += FRAME_PREFIX_BYTES + size
             self._queue(frames, len(events))
+
+    def send_replay(self, xid: int, events: list[Replayed]) -> None:
+        state, encode, record = int(KeeperState.SYNC_CONNECTED), self._encode, self.server.stats.record_response
+        frames = [encode([XID_NOTIFICATION, zxid, 0, event_type, state, path, xid]) for zxid, event_type, path in events]
+        for frame in frames:
+            record(len(frame) - FRAME_PREFIX_BYTES)
+        self._queue(b"".join(frames), len(frames))
 
     def session_started(self) -> None:
         self._started.set()

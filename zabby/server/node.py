@@ -67,6 +67,7 @@ from zabby.storage.snapshot import SnapshotWriter
 from zabby.storage.txnlog import CorruptLogError, TxnLog
 from zabby.membership import Membership
 from zabby.tree.datatree import DataTree
+from zabby.tree.watches import WatchHistory
 from zabby.wire.framing import FRAME_HEADROOM_BYTES
 
 LOGGER = logging.getLogger("zabby.server")
@@ -159,6 +160,10 @@ class ZabbyServer:
         return self.engine.watches
 
     @property
+    def history(self) -> WatchHistory:
+        return self.engine.history
+
+    @property
     def sessions(self) -> Any:
         return self.engine.sessions
 
@@ -247,6 +252,9 @@ class ZabbyServer:
 
     def client_sync(self, session_id: int, cxid: int, done: Any) -> None:
         self.engine.client_sync(session_id, cxid, done)
+
+    def wait_for_zxid(self, owner: Any, zxid: int, timeout_ms: int, done: Any) -> None:
+        self.engine.wait_for_zxid(owner, zxid, timeout_ms, done)
 
     def negotiate_timeout(self, requested_ms: int) -> int:
         return self.engine.negotiate_timeout(requested_ms)

@@ -15,7 +15,7 @@ from zabby.errors import Err, ZabbyError, shown
 from zabby.opcodes import AddWatchMode, EventType, OpCode, WatcherType
 from zabby.tree import acl as acls
 from zabby.tree.datatree import DataTree, Listing, Znode, shown_data
-from zabby.tree.watches import WatchManager
+from zabby.tree.watches import Replayed, WatchHistory, WatchManager
 
 
 class Asker(Hashable, Protocol):
@@ -140,13 +140,40 @@ def get_all_children_number(tree: DataTree, watches: WatchManager, who: Asker, a
 
 def add_watch(tree: DataTree, watches: WatchManager, who: Asker, args: list[Any]) -> list[Any]:
     path, mode = args
+    _check_add_watch(tree, who, path, mode)
+    watches.add_persistent(path, who, recursive=mode == AddWatchMode.PERSISTENT_RECURSIVE)
+    return []
+
+
+def _check_add_watch(tree: DataTree, who: Asker, path: Any, mode: Any) -> None:
     if mode not in (AddWatchMode.PERSISTENT, AddWatchMode.PERSISTENT_RECURSIVE):
         raise ZabbyError(Err.BADARGUMENTS, f"unknown addWatch mode {shown(mode)}")
     node = tree.nodes.get(_string(path))
     if node is not None:
         _require(node, acls.READ, who)
-    watches.add_persistent(path, who, recursive=mode == AddWatchMode.PERSISTENT_RECURSIVE)
-    return []
+
+
+def resume_watch(tree: DataTree, watches: WatchManager, history: WatchHistory, who: Asker, args: list[Any]) -> list[Replayed]:
+    """addWatch with ``since_zxid`` (zabby's extension): register the persistent watch and
+    return the events it would have fired for the txns after ``since_zxid``, to be sent, in
+    zxid order, right after the reply.  Both in one step of the server's loop, with no txn
+    applied in between: the history ends where the live events begin.
+
+    Raises:
+        ZabbyError: BADARGUMENTS for a bad mode or a zxid that is no int or is ahead of this
+            server; NOAUTH; HistoryCompacted when the history does not reach back that far.
+    """
+    path, mode, since_zxid = args
+    _check_add_watch(tree, who, path, mode)
+    if not isinstance(since_zxid, int) or isinstance(since_zxid, bool) or since_zxid < 0:
+        raise ZabbyError(Err.BADARGUMENTS, f"since_zxid must be a zxid (an int of 0 or more), not {shown(since_zxid)}")
+    if since_zxid > tree.last_zxid:
+        raise ZabbyError(Err.BADARGUMENTS, f"since_zxid 0x{since_zxid:x} is ahead of this server, which has applied up to "
+                         f"0x{tree.last_zxid:x}")  # fmt: skip
+    recursive = mode == AddWatchMode.PERSISTENT_RECURSIVE
+    replay = history.replay(who, path, recursive, since_zxid, who.reply_bytes_max)
+    watches.add_persistent(path, who, recursive=recursive)
+    return replay
 
 
 def _watcher_type(value: Any) -> int:

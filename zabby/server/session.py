@@ -21,22 +21,23 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 from zabby.config import ServerConfig
+from zabby.engine.clients import ZXID_WAIT_MS_MAX
 from zabby.engine.effects import ClientSink, Done, SyncDone
-from zabby.errors import Err, ZabbyError
+from zabby.errors import Err, ZabbyError, shown
 from zabby.opcodes import WRITE_OPS, KeeperState, OpCode
 from zabby.sasl import DigestMd5Server, SaslFailure
-from zabby.server.reads import READ_HANDLERS, missed_events
+from zabby.server.reads import READ_HANDLERS, missed_events, resume_watch
 from zabby.server.statistics import ConnectionStatistics
 from zabby.server.stats import LatencyStat, ServerStats
 from zabby.tree import acl as acls
 from zabby.tree.datatree import DataTree
 from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn
-from zabby.tree.watches import WatchManager
+from zabby.tree.watches import Replayed, WatchHistory, WatchManager
 from zabby.wire.codec import ConnectRequest, too_many_ops
 from zabby.wire.messages import PROTOCOL_NAME, PROTOCOL_VERSION, XID_AUTH, XID_NOTIFICATION, XID_PING, XID_SET_WATCHES, connect_refusal
 
@@ -71,6 +72,11 @@ class SessionHost(Protocol):
     @property
     def watches(self) -> WatchManager: ...
     @property
+    def history(self) -> WatchHistory:
+        """The events of the last txns applied, for watches that resume from a zxid."""
+        ...
+
+    @property
     def serving(self) -> bool: ...
     @property
     def is_leader(self) -> bool: ...
@@ -97,6 +103,11 @@ class SessionHost(Protocol):
 
     def close_session(self, session_id: int, cxid: int, done: Done) -> None: ...
     def client_sync(self, session_id: int, cxid: int, done: SyncDone) -> None: ...
+    def wait_for_zxid(self, owner: Hashable, zxid: int, timeout_ms: int, done: Callable[[bool], None]) -> None:
+        """``done(True)`` once the tree has applied ``zxid``, ``done(False)`` at the (capped)
+        timeout; never if ``owner`` detaches first.  Raises: ZabbyError THROTTLEDOP."""
+        ...
+
     def negotiate_timeout(self, requested_ms: int) -> int: ...
     def check_session(self, session_id: int, password: bytes) -> int | None:
         """The session's timeout if (id, password) names a live session, else None."""
@@ -125,6 +136,11 @@ class SessionOutput(Protocol):
 
     def send_events(self, zxid: int, events: list[tuple[int, str]]) -> None:
         """Queue watch events ``(type, path)``, in order, at once."""
+        ...
+
+    def send_replay(self, xid: int, events: list[Replayed]) -> None:
+        """Queue a watch's history ``(zxid, type, path)``, in order, at once: events addressed to
+        the addWatch request ``xid`` (its watch alone hears them)."""
         ...
 
     def session_started(self) -> None:
@@ -181,7 +197,9 @@ class ClientSession:
             OpCode.AUTH: self._auth,
             OpCode.SASL: self._sasl,
             OpCode.SET_WATCHES: self._set_watches,
+            OpCode.ADD_WATCH: self._add_watch,
         }
+        self._replay: list[Replayed] = []  # a resumed watch's history, sent right after its reply
         self._sasl_exchange: DigestMd5Server | None = None
 
     # ----------------------------------------------------------------- handshake
@@ -288,6 +306,8 @@ class ClientSession:
             self._write(xid, op, args, started, size)
         elif op == OpCode.SYNC:
             self._sync(xid, args, started)
+        elif op == OpCode.WAIT_FOR_ZXID:
+            self._wait_for_zxid(xid, args, started)
         elif op in READ_HANDLERS or op in self._handlers:
             if self._slots:
                 self._slots.append(_Slot(xid, op, args, started, False))
@@ -359,11 +379,14 @@ class ClientSession:
                 values = READ_HANDLERS[op](host.tree, host.watches, self, args)
             reply = [xid, host.last_zxid, 0, *values]
         except ZabbyError as exc:
-            reply = [xid, host.last_zxid, int(exc.code), str(exc)]
+            reply = [xid, host.last_zxid, int(exc.code), str(exc), *exc.reply_values]
         except (TypeError, ValueError) as exc:
             reply = [xid, host.last_zxid, int(Err.BADARGUMENTS), f"bad arguments: {exc}"]
         self._finish(started, False)
         self._send(reply)
+        if self._replay:
+            replay, self._replay = self._replay, []
+            self.output.send_replay(xid, replay)
         if self._close_after_reply:  # a failed auth or SASL step: answered late, then closed
             self.output.close_after_flush(AUTH_FAILURE_DELAY_S)
 
@@ -421,6 +444,35 @@ class ClientSession:
         if slot.reply is not None:
             self._flush_slots()
 
+    def _wait_for_zxid(self, xid: int, args: list[Any], started: float) -> None:
+        """waitForZxid (zabby's extension): answered, with the zxid this server has applied,
+        once that is at least the one asked for; OPERATIONTIMEOUT after the timeout asked
+        (capped by the server).  Requests after it wait their turn, as behind a sync: a read
+        that follows it sees the state of that zxid."""
+        if len(args) != 2 or not all(isinstance(arg, int) and not isinstance(arg, bool) for arg in args) or min(args) < 0:
+            self._answer_error(xid, Err.BADARGUMENTS, f"waitForZxid takes a zxid and a timeout in ms (ints of 0 or more), not {shown(args)}", started)
+            return
+        zxid, timeout_ms = args
+        slot = _Slot(xid, OpCode.WAIT_FOR_ZXID, args, started, True)
+        self.last_op = OpCode.WAIT_FOR_ZXID
+
+        def done(applied: bool) -> None:
+            last_zxid = self.host.last_zxid
+            if applied:
+                slot.reply = [xid, last_zxid, 0, last_zxid]
+            else:
+                slot.reply = [xid, last_zxid, int(Err.OPERATIONTIMEOUT), f"this server has applied up to 0x{last_zxid:x}, not yet 0x{zxid:x}, "
+                              f"after {min(timeout_ms, ZXID_WAIT_MS_MAX)} ms"]  # fmt: skip
+            self._finish(started, False)
+            self._flush_slots()
+
+        self._slots.append(slot)
+        try:
+            self.host.wait_for_zxid(self, zxid, timeout_ms, done)
+        except ZabbyError as exc:
+            slot.reply = [xid, self.host.last_zxid, int(exc.code), str(exc)]
+            self._flush_slots()
+
     def _flush_slots(self) -> None:
         slots = self._slots
         answered = False
@@ -468,6 +520,15 @@ class ClientSession:
             self.superuser = True
         self._caller = Caller(self.session_id, self.auth_ids, self.superuser)
         return []
+
+    def _add_watch(self, args: list[Any]) -> list[Any]:
+        """addWatch; with a third argument, ``since_zxid`` (zabby's msgpack extension), the
+        watch's history follows the reply (see ``reads.resume_watch``)."""
+        host = self.host
+        if len(args) == 3 and args[2] is not None:
+            self._replay = resume_watch(host.tree, host.watches, host.history, self, args)
+            return []
+        return READ_HANDLERS[OpCode.ADD_WATCH](host.tree, host.watches, self, args[:2] if len(args) == 3 else args)
 
     def _authenticated(self) -> bool:
         """Holds an id of a scheme enforce.auth.schemes names (superDigest's counts as digest)."""

@@ -36,7 +36,7 @@ from zabby.storage.snapshot import (
     write_snapshot,
 )  # fmt: skip
 from zabby.storage.txnlog import CorruptLogError, TxnLog
-from zabby.tree.datatree import DataTree, TreeBuilder
+from zabby.tree.datatree import DataTree, Event, TreeBuilder
 from zabby.tree.txns import decode_txn, zxid_counter, zxid_epoch, zxid_hex
 
 logger = logging.getLogger("zabby.storage")
@@ -129,12 +129,14 @@ class DataDir:
         fs.makedirs(self.log_dir)
 
     # ----------------------------------------------------------------- recovery
-    def recover(self, *, segment_bytes_max: int | None = None,
-                digest_beside: Callable[[Path], DigestBeside] | None = None) -> tuple[DataTree, TxnLog]:  # fmt: skip
+    def recover(self, *, segment_bytes_max: int | None = None, digest_beside: Callable[[Path], DigestBeside] | None = None,
+                on_replayed: Callable[[int, list[Event]], None] | None = None) -> tuple[DataTree, TxnLog]:  # fmt: skip
         """Rebuild the tree from the newest valid snapshot plus the log; open the log.
 
         ``digest_beside(path)`` starts computing the tree digest of the snapshot ``path``
         elsewhere (``zabby.server.forks.DigestChild``), while this builds the tree without.
+        ``on_replayed(zxid, events)``: told of each txn of the log replayed onto the snapshot
+        that made watch events, with them (the watch history's start).
 
         Returns:
             the tree, and the opened log positioned for appends (also kept as ``self.log``).
@@ -152,7 +154,7 @@ class DataDir:
         log.open(check_from=snapshot_zxid)
         try:
             self._check_coverage(log, snapshot_zxid, snapshot_count)
-            replayed = self._replay(tree, log, snapshot_zxid)
+            replayed = self._replay(tree, log, snapshot_zxid, on_replayed)
         except BaseException:
             log.close()
             raise
@@ -200,7 +202,7 @@ class DataDir:
         )
 
     @staticmethod
-    def _replay(tree: DataTree, log: TxnLog, snapshot_zxid: int) -> int:
+    def _replay(tree: DataTree, log: TxnLog, snapshot_zxid: int, on_replayed: Callable[[int, list[Event]], None] | None) -> int:
         replayed = 0
         for zxid, payload in log.read_from(snapshot_zxid):
             try:
@@ -210,10 +212,12 @@ class DataDir:
             if txn.zxid != zxid:
                 raise CorruptLogError(f"log record {zxid_hex(zxid)} holds a txn with zxid {zxid_hex(txn.zxid)}")
             try:
-                tree.apply(txn)
+                _, events = tree.apply(txn)
             except InvariantError as error:  # the log does not continue this tree: a snapshot between them is gone
                 raise RecoveryError(f"replaying {zxid_hex(zxid)} on the tree at {zxid_hex(snapshot_zxid)}: {error}: "
                                     f"the log does not continue the snapshot recovery started from") from None  # fmt: skip
+            if events and on_replayed is not None:
+                on_replayed(zxid, events)
             replayed += 1
         return replayed
 

@@ -11,18 +11,30 @@ An event goes only to watchers that may READ the node it is about (ZooKeeper's f
 CVE-2024-23944, in 3.8.4 and Debian's 3.8.0): else a persistent recursive watch would
 reveal the paths of nodes its session cannot read.  A one-shot watch whose event is held
 back is used up all the same, as in ZooKeeper, which removes it before the check.
+
+``WatchHistory`` keeps, beside the live watches, the events of the last txns applied (zabby's
+extension, docs/protocol.md): a persistent watch added with ``since_zxid`` is first sent what
+it would have fired for every txn after that zxid.  It is kept from the applies, not read
+back from the txn log: the events of a txn depend on the tree it was applied to (a
+closeSession's ephemerals, a multi's parents), and the READ filter on each node's ACL as it
+was then.  History replay and live triggers match by the one rule (``recursive_paths``,
+``_may_read``).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Hashable, Iterable
 from typing import Any
 
+from zabby.errors import HistoryCompacted
 from zabby.opcodes import EventType, WatcherType
 from zabby.tree import acl as acls
 from zabby.tree.paths import ancestors
 
 Delivery = tuple[Hashable, int, str]
+Event = tuple[int, str, tuple[acls.ACL, ...]]  # as DataTree.apply returns them
+Replayed = tuple[int, int, str]  # (zxid, event type, path)
 
 _DATA_EVENTS = (EventType.NODE_CREATED, EventType.NODE_DELETED, EventType.NODE_DATA_CHANGED)
 _DATA, _CHILD, _PERSISTENT, _RECURSIVE = range(4)  # the tables, numbered for each watcher's own set
@@ -70,10 +82,9 @@ class WatchManager:
                 if event_type == EventType.NODE_DELETED:
                     self._fire(_CHILD, self.child, path, watchers)
             watchers.update(self.persistent.get(path, ()))
-            if self.recursive and event_type in _DATA_EVENTS:
-                watchers.update(self.recursive.get(path, ()))
-                for ancestor in ancestors(path):
-                    watchers.update(self.recursive.get(ancestor, ()))
+            if self.recursive:
+                for watch_path in recursive_paths(event_type, path):
+                    watchers.update(self.recursive.get(watch_path, ()))
             out.extend((watcher, event_type, path) for watcher in watchers if _may_read(watcher, acl))
         return out
 
@@ -155,5 +166,80 @@ class WatchManager:
         return out
 
 
+def recursive_paths(event_type: int, path: str) -> tuple[str, ...]:
+    """The paths whose persistent recursive watches an event on ``path`` reaches: its own and
+    its ancestors', for data events only (never NodeChildrenChanged).  A plain persistent
+    watch sees every event on its own path, and nothing else."""
+    if event_type not in _DATA_EVENTS:
+        return ()
+    return (path, *ancestors(path))
+
+
+def sees(watch_path: str, recursive: bool, event_type: int, path: str) -> bool:
+    """Whether a persistent watch on ``watch_path`` fires for this event (the rule above)."""
+    return watch_path in recursive_paths(event_type, path) if recursive else watch_path == path
+
+
 def _may_read(watcher: Any, acl: tuple[acls.ACL, ...]) -> bool:
     return acls.check(acl, acls.READ, watcher.auth_ids, watcher.superuser)
+
+
+REPLAY_BYTES_PER_EVENT = 24  # an event's frame without its path: the length prefix, six msgpack values, the xid
+
+
+class WatchHistory:
+    """The events of the last ``txns_max`` txns that made any (``watchHistoryTxns``), oldest
+    first.  ``since`` is the zxid the history starts after: every txn with a greater zxid is
+    in it (a txn that made no event trivially), so a watch may resume from any zxid from
+    ``since`` on.  A history starts at the zxid of the tree it follows and is started again
+    whenever the tree is replaced (a SNAP, a reload from disk)."""
+
+    def __init__(self, txns_max: int, since: int) -> None:
+        if txns_max < 0:
+            raise ValueError(f"watchHistoryTxns must be 0 or more, not {txns_max}")
+        self.txns_max = txns_max
+        self.since = since
+        self._entries: deque[tuple[int, list[Event]]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def record(self, zxid: int, events: list[Event]) -> None:
+        """The events txn ``zxid`` made, as it was applied (after every zxid recorded before)."""
+        entries = self._entries
+        if len(entries) >= self.txns_max:
+            if not self.txns_max:
+                self.since = zxid
+                return
+            self.since = entries.popleft()[0]
+        entries.append((zxid, events))
+
+    def replay(self, watcher: Any, watch_path: str, recursive: bool, since_zxid: int, bytes_max: int) -> list[Replayed]:
+        """What a persistent watch of ``watcher`` on ``watch_path`` would have fired for the
+        txns after ``since_zxid``, in zxid order (READ-filtered with its ids now).
+
+        Raises:
+            HistoryCompacted: HISTORYCOMPACTED when ``since_zxid`` is before ``since``, or when the
+                events would pass ``bytes_max`` (the session's reply limit): its ``oldest_zxid``
+                is then the oldest zxid this watch can resume from here.
+        """
+        if since_zxid < self.since:
+            raise _compacted(since_zxid, self.since, "this server's watch history (watchHistoryTxns) starts after it")
+        out: list[Replayed] = []
+        total = 0
+        for zxid, events in reversed(self._entries):  # newest first: stop at since_zxid, or at the limit
+            if zxid <= since_zxid:
+                break
+            for event_type, path, acl in reversed(events):
+                if sees(watch_path, recursive, event_type, path) and _may_read(watcher, acl):
+                    total += REPLAY_BYTES_PER_EVENT + len(path)
+                    out.append((zxid, event_type, path))
+            if total > bytes_max:
+                raise _compacted(since_zxid, zxid, f"its events pass the {bytes_max}-byte reply limit (half of clientConnectionMemoryMax)")
+        out.reverse()
+        return out
+
+
+def _compacted(since_zxid: int, oldest_zxid: int, why: str) -> HistoryCompacted:
+    return HistoryCompacted(f"cannot resume from zxid 0x{since_zxid:x}: {why}; the oldest zxid this watch can resume from here is "
+                            f"0x{oldest_zxid:x} (read the current state, then resume from the zxid of that read)", oldest_zxid)  # fmt: skip

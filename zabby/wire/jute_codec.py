@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zabby.errors import Err, RefusedRequest, RemoteProtocolError, TooManyOps
-from zabby.opcodes import OpCode
+from zabby.opcodes import ZABBY_OPS, OpCode
 from zabby.wire import jute
 from zabby.wire.codec import ClientProtocol, ConnectRequest, too_many_ops
 from zabby.wire.messages import PROTOCOL_NAME
@@ -273,7 +273,7 @@ def _fixed(record: type[jute.Record]) -> struct.Struct:
 _STAT = _fixed(jute.Stat)
 _HEADER = struct.Struct(">i" + _fixed(jute.ReplyHeader).format.lstrip(">"))  # the frame length, then the header
 _HEADER_AND_STAT = struct.Struct(_HEADER.format + _STAT.format.lstrip(">"))
-_EVENT = struct.Struct(">iiqiiii")  # frame length, ReplyHeader(-1, -1, 0), WatcherEvent's type, state, path length
+_EVENT = struct.Struct(">iiqiiii")  # frame length, ReplyHeader(-1, zxid, 0), WatcherEvent's type, state, path length
 _LEAVE_HOT_REPLY = (struct.error, TypeError, AttributeError)
 
 
@@ -410,6 +410,8 @@ class JuteCodec:
         if request.op in _MULTI_OPS:
             sub_ops = tuple(sub_op for sub_op, _ in request.record.ops)  # type: ignore[union-attr]
         self.pending.append((request.xid, op, sub_ops))  # as expect() does, without a call per request
+        if op in ZABBY_OPS:  # zabby's msgpack extensions: a jute client sees ZooKeeper's protocol only
+            raise RefusedRequest(request.xid, Err.UNIMPLEMENTED, f"unknown or unsupported op {op}")
         return [request.xid, op, *args]
 
     def _large_request(self, payload: bytes, xid: int, op: int) -> list[Any] | None:
@@ -457,7 +459,7 @@ class JuteCodec:
         parts = []
         for event_type, path in events:
             raw = path.encode()
-            parts.append(pack(header_bytes + len(raw), jute.XID_NOTIFICATION, -1, 0, event_type, state, len(raw)))
+            parts.append(pack(header_bytes + len(raw), jute.XID_NOTIFICATION, zxid, 0, event_type, state, len(raw)))
             parts.append(raw)
         return b"".join(parts)
 
@@ -466,11 +468,13 @@ class JuteCodec:
             return self._connect_response(value)
         xid, zxid, err = value[0], value[1], value[2]
         if xid == jute.XID_NOTIFICATION and len(value) == 6:  # (a client that sent xid -1 is answered as it asked)
+            # the header carries the zxid of the change, as ZooKeeper 3.9 sends it (ZOOKEEPER-4655);
+            # kazoo and 3.8's Java client read a notification's header for its xid alone
             try:
                 path = value[5].encode()
-                return _EVENT.pack(_EVENT.size - 4 + len(path), xid, -1, 0, value[3], value[4], len(path)) + path
+                return _EVENT.pack(_EVENT.size - 4 + len(path), xid, zxid, 0, value[3], value[4], len(path)) + path
             except _LEAVE_HOT_REPLY:
-                return jute.encode_reply(jute.ReplyHeader(xid, -1, 0), jute.WatcherEvent(value[3], value[4], value[5]))
+                return jute.encode_reply(jute.ReplyHeader(xid, zxid, 0), jute.WatcherEvent(value[3], value[4], value[5]))
         pending = self.pending
         if pending and pending[0][0] == xid:  # the reply due next, as nearly every one is
             _, op, sub_ops = pending.popleft()

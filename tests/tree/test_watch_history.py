@@ -1,0 +1,149 @@
+"""The watch history (issue 46): the events of the last txns applied, bounded, started again
+with every new tree, replayed for a persistent watch by the same rule and READ filter as the
+live triggers, and the engine keeping it from its applies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.engine.helpers import Driver, create, make_engine
+from tests.tree.harness import OPEN, Harness
+from zabby.errors import Err, HistoryCompacted
+from zabby.opcodes import EventType
+from zabby.tree import acl as acls
+from zabby.tree.txns import make_zxid
+from zabby.tree.watches import REPLAY_BYTES_PER_EVENT, WatchHistory, WatchManager, sees
+
+BOB_ONLY = ((31, "digest", "bob:hash"),)
+CREATED, DELETED, CHANGED, CHILD = (EventType.NODE_CREATED, EventType.NODE_DELETED,
+                                    EventType.NODE_DATA_CHANGED, EventType.NODE_CHILDREN_CHANGED)  # fmt: skip
+BYTES_MAX = 1 << 20
+
+
+@dataclass(eq=False)
+class Session:
+    name: str
+    auth_ids: list[acls.AuthId] = field(default_factory=lambda: [("ip", "127.0.0.1")])
+    superuser: bool = False
+
+
+def recorded(h: Harness, history: WatchHistory) -> None:
+    """Every txn the harness applies from now on goes into ``history``, as the engine records them."""
+    apply = h.tree.apply
+
+    def apply_and_record(txn, answered=True):  # type: ignore[no-untyped-def]
+        result, events = apply(txn, answered)
+        if events:
+            history.record(txn.zxid, events)
+        return result, events
+
+    h.tree.apply = apply_and_record  # type: ignore[method-assign]
+
+
+def test_replay_is_what_the_watch_would_have_fired_after_the_zxid_in_zxid_order() -> None:
+    h = Harness()
+    history = WatchHistory(100, h.tree.last_zxid)
+    recorded(h, history)
+    anyone = Session("anyone")
+    h.create("/a")
+    start = h.zxid
+    h.create("/a/b")
+    h.set_data("/a/b", b"1")
+    h.create("/other")
+    h.multi([(1, "/a/c", b"", OPEN, 0, None), (5, "/a", b"x", -1)])
+    h.delete("/a/c")
+    assert history.replay(anyone, "/a", True, start, BYTES_MAX) == [
+        (start + 1, CREATED, "/a/b"), (start + 2, CHANGED, "/a/b"), (start + 4, CREATED, "/a/c"), (start + 4, CHANGED, "/a"),
+        (start + 5, DELETED, "/a/c"),
+    ]  # fmt: skip
+    # a plain persistent watch: every event on its own path, NodeChildrenChanged too
+    assert history.replay(anyone, "/a", False, start, BYTES_MAX) == [
+        (start + 1, CHILD, "/a"), (start + 4, CHILD, "/a"), (start + 4, CHANGED, "/a"), (start + 5, CHILD, "/a"),
+    ]  # fmt: skip
+    assert history.replay(anyone, "/a", True, h.zxid, BYTES_MAX) == []  # nothing after the last txn
+
+
+def test_the_history_is_bounded_and_names_the_oldest_zxid_it_can_serve() -> None:
+    h = Harness()
+    history = WatchHistory(3, h.tree.last_zxid)
+    recorded(h, history)
+    for index in range(6):
+        h.create(f"/n{index}")
+    assert len(history) == 3 and history.since == 3  # the txns 4, 5 and 6 are kept
+    assert [zxid for zxid, _, _ in history.replay(Session("s"), "/", True, 3, BYTES_MAX)] == [4, 5, 6]
+    with pytest.raises(HistoryCompacted) as caught:
+        history.replay(Session("s"), "/", True, 2, BYTES_MAX)
+    assert caught.value.code == Err.HISTORYCOMPACTED and caught.value.oldest_zxid == 3 and caught.value.reply_values == (3,)
+    assert "0x2" in str(caught.value) and "0x3" in str(caught.value)
+
+
+def test_no_history_serves_only_the_present() -> None:
+    history = WatchHistory(0, 5)
+    history.record(6, [(CREATED, "/x", OPEN)])
+    assert history.since == 6 and len(history) == 0
+    assert history.replay(Session("s"), "/", True, 6, BYTES_MAX) == []
+    with pytest.raises(HistoryCompacted):
+        history.replay(Session("s"), "/", True, 5, BYTES_MAX)
+    with pytest.raises(ValueError):
+        WatchHistory(-1, 0)
+
+
+def test_a_replay_over_the_reply_limit_is_refused_with_the_oldest_zxid_that_fits() -> None:
+    history = WatchHistory(100, 0)
+    for zxid in range(1, 11):
+        history.record(zxid, [(CHANGED, "/p", OPEN)])
+    per_event = REPLAY_BYTES_PER_EVENT + len("/p")
+    assert len(history.replay(Session("s"), "/p", False, 6, 4 * per_event)) == 4
+    with pytest.raises(HistoryCompacted) as caught:
+        history.replay(Session("s"), "/p", False, 5, 4 * per_event)  # five events do not fit
+    assert caught.value.oldest_zxid == 6 and "reply limit" in str(caught.value)
+
+
+def test_a_replay_holds_back_what_the_session_may_not_read() -> None:
+    h = Harness()
+    history = WatchHistory(100, h.tree.last_zxid)
+    recorded(h, history)
+    h.create("/p")
+    start = h.zxid
+    h.create("/p/secret", acl=BOB_ONLY)
+    h.create("/p/open")
+    stranger, bob = Session("stranger"), Session("bob", auth_ids=[("digest", "bob:hash")])
+    assert [path for _, _, path in history.replay(stranger, "/p", True, start, BYTES_MAX)] == ["/p/open"]
+    assert [path for _, _, path in history.replay(bob, "/p", True, start, BYTES_MAX)] == ["/p/secret", "/p/open"]
+    assert [path for _, _, path in history.replay(Session("root", superuser=True), "/p", True, start, BYTES_MAX)] == ["/p/secret", "/p/open"]
+
+
+paths = st.sampled_from(["/", "/a", "/a/b", "/a/b/c", "/ab", "/b"])
+event_types = st.sampled_from([CREATED, DELETED, CHANGED, CHILD])
+
+
+@given(watches=st.lists(st.tuples(paths, st.booleans()), min_size=1, max_size=4), events=st.lists(st.tuples(event_types, paths), max_size=8))
+def test_history_and_live_triggers_match_by_one_rule(watches: list[tuple[str, bool]], events: list[tuple[int, str]]) -> None:
+    """For persistent watches, ``WatchManager.trigger`` delivers an event to a session exactly
+    when one of its watches ``sees`` it (the rule the history replays by)."""
+    manager = WatchManager()
+    session = Session("s")
+    for path, recursive in watches:
+        manager.add_persistent(path, session, recursive)
+    for event_type, path in events:
+        delivered = manager.trigger([(event_type, path, OPEN)])
+        expected = any(sees(watch_path, recursive, event_type, path) for watch_path, recursive in watches)
+        assert delivered == ([(session, event_type, path)] if expected else [])
+
+
+def test_the_engine_records_its_applies_and_starts_again_with_a_new_tree() -> None:
+    engine = make_engine([create(1), create(2)], servers=1, watch_history_txns=10)
+    assert engine.history.since == make_zxid(1, 2) and len(engine.history) == 0
+    engine._apply([create(3), create(4)])
+    assert [zxid for zxid, _, _ in engine.history.replay(Session("s"), "/", True, make_zxid(1, 2), BYTES_MAX)] == [
+        make_zxid(1, 3), make_zxid(1, 4),
+    ]  # fmt: skip
+    driver = Driver(engine, [create(1), create(2), create(3), create(4), create(5)])
+    driver.run_work(engine._restart_core(snapshot_wanted=False))  # the tree reloaded from disk
+    assert engine.history.since == make_zxid(1, 5) and len(engine.history) == 0
+    engine._replace_tree(engine.tree.__class__())  # a SNAP's empty tree
+    assert engine.history.since == 0
