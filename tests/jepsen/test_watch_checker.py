@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from zabby.jepsen.txn_logs import zookeeper_log_txns
+from zabby.jepsen.txn_logs import snapshot_zxids, zookeeper_log_txns
 from zabby.jepsen.watch_checker import (
     CHANGED,
     CREATED,
@@ -166,3 +166,27 @@ def test_a_torn_zookeeper_log_yields_what_came_before(tmp_path: Path) -> None:
     (log_dir / "log.1").write_bytes(struct.pack(">4sIq", b"ZKLG", 2, 0) + whole + whole[:-5])
     assert [t.zxid for t in zookeeper_log_txns(tmp_path)] == [z(1)]
     assert list(zookeeper_log_txns(tmp_path / "absent")) == []
+
+
+def test_a_proposal_past_its_epoch_s_committed_end_is_not_expected() -> None:
+    """Server A led epoch 1 to z(3) and started epoch 2; server B logged a proposal z(4) of
+    epoch 1 that was never committed, then took a snapshot at z(1, epoch=2) from the leader."""
+    leader = [Txn(z(3), 7, 1, 0, OpCode.CREATE, (f"{W}/a", b"", (), 0, 1)), Txn(z(1, epoch=2), 7, 2, 0, OpCode.SET_DATA, (f"{W}/a", b"x", 1)),
+              Txn(z(2, epoch=2), 7, 3, 0, OpCode.DELETE, (f"{W}/a",))]  # fmt: skip
+    follower = [leader[0], Txn(z(4), 7, 9, 0, OpCode.CREATE, (f"{W}/phantom", b"", (), 0, 2)), leader[2]]
+    h = CommittedHistory()
+    h.add_log(follower, snapshot_zxids=[z(1, epoch=2)])
+    assert h.uncommitted == [] and z(4) in h.changes  # alone, the follower's jump is explained by its snapshot
+    h.add_log(leader)
+    assert h.uncommitted == [z(4)]
+    assert [c.path for c in h.expected(W, 0, z(9, epoch=2))] == [f"{W}/a"] * 3
+    verdict = check_zxid_events([*h.expected(W, 0, z(9, epoch=2)), Change(z(4), CREATED, f"{W}/phantom")], h.expected(W, 0, z(9, epoch=2)), 0, z(9, epoch=2))
+    assert verdict.mismatched == 1
+
+
+def test_zookeeper_and_zabby_snapshot_names_give_their_zxids(tmp_path: Path) -> None:
+    snap_dir = tmp_path / "version-2"
+    snap_dir.mkdir()
+    for name in ("snapshot.100000003", f"snapshot.{z(5):016x}", "snapshot.12.tmp", "log.1"):
+        (snap_dir / name).write_bytes(b"")
+    assert snapshot_zxids(tmp_path) == [z(3), z(5)]

@@ -82,6 +82,15 @@ def zookeeper_log_txns(data_dir: Path) -> Iterator[Txn]:
         yield from _zookeeper_file(path.read_bytes())
 
 
+def snapshot_zxids(data_dir: Path) -> list[int]:
+    """The zxids of the snapshot files in ``data_dir/version-2`` (``snapshot.<hex zxid>``, for
+    zabby and ZooKeeper alike)."""
+    snap_dir = data_dir / VERSION_DIR
+    if not snap_dir.is_dir():
+        return []
+    return sorted(int(p.name.split(".", 1)[1], 16) for p in snap_dir.glob("snapshot.*") if _hex_suffix(p.name))
+
+
 def _hex_suffix(name: str) -> bool:
     try:
         int(name.split(".", 1)[1], 16)

@@ -2,9 +2,17 @@
 
 Theory of operation
 -------------------
-The committed history is every server's txn log after the run (the logs of a converged
-cluster agree; a server that took a snapshot from the leader lacks the txns before it, so the
-logs are merged by zxid).  Each txn makes *changes*: ``(zxid, type, path)`` with type
+The committed history is every server's txn log after the run, merged by zxid (a server that
+took a snapshot from the leader lacks the txns before it in its log).  A log may also hold a
+tail of proposals its epoch never committed: a server that falls behind is brought up to date
+with a snapshot, and its log keeps what it had logged (ZooKeeper does not truncate it).  Zab
+commits a prefix of each epoch's proposals, and the next established leader's history holds
+exactly that prefix, so wherever a log goes straight from an epoch's last txn to a later
+epoch's first (no snapshot in between: a leader's log, or a log the leader synced by DIFF or
+TRUNC), that last txn ends what the epoch committed; the lowest such end of each epoch is its
+committed end, and the txns past it are ``uncommitted`` (not expected: an event for one is a
+mismatch).  An epoch with no such boundary (the last) is taken whole.  Each txn makes
+*changes*: ``(zxid, type, path)`` with type
 ``CREATED``, ``DELETED`` or ``CHANGED`` (kazoo's names); a multi makes its ops' changes, a
 closeSession deletes the session's ephemerals, anything else (errors, checks, setACL, session
 creation, failed multis) makes none.  This model is built from the txn bodies alone, not with
@@ -89,31 +97,48 @@ def under(watch_path: str, path: str) -> bool:
 
 @dataclass(slots=True)
 class CommittedHistory:
-    """The txns of several servers' logs merged by zxid: ``changes`` of each zxid held,
-    ``conflicts`` (zxids whose txn differs between logs; the first log's is kept)."""
+    """The txns of several servers' logs merged by zxid: ``changes`` of each committed zxid
+    held, ``uncommitted`` (proposals past their epoch's committed end, see the module's
+    docstring) and ``conflicts`` (zxids whose txn differs between logs; the first log's is kept)."""
 
     changes: dict[int, list[Change]] = field(default_factory=dict)
     conflicts: list[int] = field(default_factory=list)
     _txns: dict[int, Txn] = field(default_factory=dict)
+    _epoch_ends: dict[int, int] = field(default_factory=dict)  # epoch -> the lowest last zxid a log moved to a later epoch from
 
-    def add_log(self, txns: Iterable[Txn]) -> None:
+    def add_log(self, txns: Iterable[Txn], snapshot_zxids: Iterable[int] = ()) -> None:
+        """One server's log in its order, and the zxids of the snapshots in its folder."""
+        snapshots = sorted(snapshot_zxids)
+        previous: int | None = None
         for txn in txns:
             held = self._txns.get(txn.zxid)
             if held is None:
                 self._txns[txn.zxid] = txn
-                self.changes[txn.zxid] = txn_changes(txn)
             elif held != txn and txn.zxid not in self.conflicts:
                 self.conflicts.append(txn.zxid)
+            if previous is not None and zxid_epoch(txn.zxid) > zxid_epoch(previous) and not _between(snapshots, previous, txn.zxid):
+                epoch = zxid_epoch(previous)
+                self._epoch_ends[epoch] = min(previous, self._epoch_ends.get(epoch, previous))
+            previous = txn.zxid
+        self.changes = {zxid: txn_changes(txn) for zxid, txn in sorted(self._txns.items()) if self._committed(zxid)}
+
+    def _committed(self, zxid: int) -> bool:
+        end = self._epoch_ends.get(zxid_epoch(zxid))
+        return end is None or zxid <= end
+
+    @property
+    def uncommitted(self) -> list[int]:
+        return sorted(zxid for zxid in self._txns if not self._committed(zxid))
 
     def gaps(self, start: int, end: int) -> list[tuple[int, int]]:
-        """``(after, before)`` pairs of held zxids in ``[start, end]`` of one epoch with
+        """``(after, before)`` pairs of committed zxids in ``[start, end]`` of one epoch with
         counters that do not follow (the zxids between them are in no log)."""
-        held = sorted(z for z in self.changes if start <= z <= end)
+        held = [z for z in self.changes if start <= z <= end]
         return [(a, b) for a, b in zip(held, held[1:]) if zxid_epoch(a) == zxid_epoch(b) and zxid_counter(b) != zxid_counter(a) + 1]
 
     def expected(self, watch_path: str, start: int, end: int) -> list[Change]:
         """The events a recursive watch on ``watch_path`` fires for txns in ``(start, end]``."""
-        return [c for zxid in sorted(self.changes) if start < zxid <= end for c in self.changes[zxid] if under(watch_path, c.path)]
+        return [c for zxid, changes in self.changes.items() if start < zxid <= end for c in changes if under(watch_path, c.path)]
 
     def zxid_of(self, change_type: str, path: str) -> int | None:
         """The zxid of the last change of ``change_type`` to ``path`` (a marker's, say)."""
@@ -149,6 +174,12 @@ class WatchVerdict:
     def figures(self) -> dict[str, Any]:
         keys = ("events", "expected", "missed", "duplicated", "reordered", "mismatched", "unverifiable", "history_lost")
         return {key: getattr(self, key) for key in keys} | ({"examples": self.examples} if self.examples else {})
+
+
+def _between(sorted_zxids: list[int], low: int, high: int) -> bool:
+    """Whether some zxid of ``sorted_zxids`` lies strictly between ``low`` and ``high``."""
+    index = bisect.bisect_right(sorted_zxids, low)
+    return index < len(sorted_zxids) and sorted_zxids[index] < high
 
 
 def _in_gap(gaps: list[tuple[int, int]], zxid: int) -> bool:

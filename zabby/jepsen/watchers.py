@@ -55,6 +55,8 @@ class Watcher(Protocol):
     ready: threading.Event
     error: str
 
+    def start(self) -> None: ...
+
     def saw(self, change_type: str, path: str) -> bool: ...
 
     def stop(self) -> None: ...
@@ -83,6 +85,7 @@ class ZabbyWatcher(threading.Thread):
         self.ready = threading.Event()
         self.error = ""
         self.resubscribed = 0  # watches added again after a session expired
+        self.connects = 0  # the first connection and every reconnect (each resumes the watch)
         self.client: Any = None
         self._stop_event = threading.Event()
         self._lost = threading.Event()
@@ -104,6 +107,7 @@ class ZabbyWatcher(threading.Thread):
             self.error = f"{type(exc).__name__}: {exc}"
 
     def _on_state(self, state: Any) -> None:
+        self.connects += str(state) == "CONNECTED"
         if str(state) == "LOST":  # the session expired: its watches went with it
             self._lost.set()
 
@@ -151,7 +155,7 @@ class ZabbyWatcher(threading.Thread):
             clients.close_quietly(self.client)
 
     def figures(self) -> dict[str, Any]:
-        return {"resubscribed": self.resubscribed}
+        return {"resubscribed": self.resubscribed, "reconnects": max(0, self.connects - 1)}
 
 
 class JavaWatcher:
