@@ -95,6 +95,7 @@ class ZabbyWatcher(threading.Thread):
     def run(self) -> None:
         try:
             self.client = clients.open_client("zabby", self.hosts, self.spec.session_timeout_s, self.spec.op_timeout_s, randomize_hosts=False)
+            self.connects = 1  # (connected before the listener was there)
             self.client.add_listener(self._on_state)
             self._subscribe_until_done()
             self.ready.set()
