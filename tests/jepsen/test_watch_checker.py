@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from zabby.jepsen.txn_logs import snapshot_zxids, zookeeper_log_txns
+from zabby.jepsen.txn_logs import LogKeeper
 from zabby.jepsen.watch_checker import (
     CHANGED,
     CREATED,
@@ -98,16 +98,25 @@ def test_events_outside_start_and_end_are_not_judged_and_history_lost_is_counted
     assert verdict.history_lost == 1 and verdict.events == 6 and verdict.missed == 0 and verdict.mismatched == 0
 
 
-def test_an_event_in_a_hole_of_the_logs_is_unverifiable() -> None:
+def test_an_event_where_no_log_reaches_is_unverifiable() -> None:
     h = CommittedHistory()
     h.add_log([Txn(z(1), 7, 1, 0, OpCode.CREATE, (f"{W}/a", b"", (), 0, 1)), Txn(z(4), 7, 2, 0, OpCode.DELETE, (f"{W}/a",))])
-    gaps = h.gaps(0, z(4))
-    assert gaps == [(z(1), z(4))]
+    assert h.holes(z(1), z(4)) == [(z(1), z(4))] and not h.covers(z(2))
     events = [*h.expected(W, 0, z(4))]
     events.insert(1, Change(z(2), CHANGED, f"{W}/a"))
-    verdict = check_zxid_events(events, h.expected(W, 0, z(4)), 0, z(4), gaps)
+    verdict = check_zxid_events(events, h.expected(W, 0, z(4)), 0, z(4), h.covers)
     assert verdict.ok and verdict.unverifiable == 1
-    assert CommittedHistory().gaps(0, 10) == [] and not h.gaps(z(4), z(1, epoch=2))
+    h.add_log([Txn(z(2), 7, 3, 0, OpCode.SET_DATA, (f"{W}/a", b"", 1)), Txn(z(3), 7, 4, 0, OpCode.SET_DATA, (f"{W}/a", b"", 2))])
+    assert h.holes(z(1), z(4)) == [] and h.holes(0, z(9)) == [(0, z(1)), (z(4), z(9))]
+
+
+def test_a_log_covers_a_move_to_the_next_epoch_unless_a_snapshot_lies_between() -> None:
+    log = [Txn(z(5), 7, 1, 0, OpCode.DELETE, (f"{W}/a",)), Txn(z(1, epoch=2), 7, 2, 0, OpCode.DELETE, (f"{W}/b",))]
+    plain, synced = CommittedHistory(), CommittedHistory()
+    plain.add_log(log)
+    synced.add_log(log, snapshot_zxids=[z(6)])
+    assert plain.holes(z(5), z(1, epoch=2)) == [] and plain.covers(z(6))
+    assert synced.holes(z(5), z(1, epoch=2)) == [(z(5), z(1, epoch=2))] and not synced.covers(z(6))
 
 
 def test_logs_merge_and_conflicts_are_named() -> None:
@@ -115,7 +124,7 @@ def test_logs_merge_and_conflicts_are_named() -> None:
     h.add_log([Txn(z(2), 7, 2, 0, OpCode.SET_DATA, (f"{W}/a", b"x", 1)), Txn(z(7), 7, 6, 0, OpCode.DELETE, (f"{W}/a",))])
     h.add_log([Txn(z(6), 7, 5, 0, OpCode.SET_DATA, (f"{W}/other", b"", 1))])
     assert h.conflicts == [z(6)] and h.zxid_of(DELETED, f"{W}/a") == z(7)
-    assert h.gaps(0, z(7)) == []
+    assert h.holes(z(1), z(7)) == []
 
 
 def test_without_zxids_missed_and_duplicated_are_counted_by_type_and_path() -> None:
@@ -148,11 +157,8 @@ def test_zookeeper_log_records_become_txns(tmp_path: Path) -> None:
     close = struct.pack(">i", 1) + _string(f"{W}/eph")
     records = [_record(z(1), OpCode.CREATE, create), _record(z(2), OpCode.MULTI, multi), _record(z(3), OpCode.CLOSE_SESSION, close),
                _record(z(4), OpCode.CREATE_SESSION, struct.pack(">i", 4000))]  # fmt: skip
-    log_dir = tmp_path / "version-2"
-    log_dir.mkdir()
-    (log_dir / f"log.{z(1):x}").write_bytes(struct.pack(">4sIq", b"ZKLG", 2, 0) + b"".join(records) + bytes(64))
     h = CommittedHistory()
-    h.add_log(zookeeper_log_txns(tmp_path))
+    h.add_log(_kept(tmp_path, {f"log.{z(1):x}": struct.pack(">4sIq", b"ZKLG", 2, 0) + b"".join(records) + bytes(64)}))
     assert [(c.zxid, c.type, c.path) for c in h.expected(W, 0, z(4))] == [
         (z(1), CREATED, f"{W}/a"), (z(2), CHANGED, f"{W}/a"), (z(2), DELETED, f"{W}/a"), (z(3), DELETED, f"{W}/eph"),
     ]  # fmt: skip
@@ -160,12 +166,26 @@ def test_zookeeper_log_records_become_txns(tmp_path: Path) -> None:
 
 
 def test_a_torn_zookeeper_log_yields_what_came_before(tmp_path: Path) -> None:
-    log_dir = tmp_path / "version-2"
-    log_dir.mkdir()
     whole = _record(z(1), OpCode.DELETE, _string(f"{W}/a"))
-    (log_dir / "log.1").write_bytes(struct.pack(">4sIq", b"ZKLG", 2, 0) + whole + whole[:-5])
-    assert [t.zxid for t in zookeeper_log_txns(tmp_path)] == [z(1)]
-    assert list(zookeeper_log_txns(tmp_path / "absent")) == []
+    assert [t.zxid for t in _kept(tmp_path, {"log.1": struct.pack(">4sIq", b"ZKLG", 2, 0) + whole + whole[:-5]})] == [z(1)]
+    keeper = LogKeeper({1: tmp_path / "absent"}, tmp_path / "kept-absent")
+    keeper.look()
+    assert keeper.server_txns(1, "zookeeper") == []
+
+
+def _kept(data_dir: Path, files: dict[str, bytes]) -> list[Txn]:
+    """``files`` written into ``data_dir/version-2``, kept by a LogKeeper, then deleted (as a
+    server deletes its log): what the keeper still reads."""
+    log_dir = data_dir / "version-2"
+    log_dir.mkdir()
+    for name, data in files.items():
+        (log_dir / name).write_bytes(data)
+    keeper = LogKeeper({1: data_dir}, data_dir / "kept")
+    keeper.look()
+    for name in files:
+        (log_dir / name).unlink()
+    keeper.look()
+    return keeper.server_txns(1, "zookeeper")
 
 
 def test_a_proposal_past_its_epoch_s_committed_end_is_not_expected() -> None:
@@ -184,9 +204,11 @@ def test_a_proposal_past_its_epoch_s_committed_end_is_not_expected() -> None:
     assert verdict.mismatched == 1
 
 
-def test_zookeeper_and_zabby_snapshot_names_give_their_zxids(tmp_path: Path) -> None:
+def test_the_keeper_notes_zookeeper_and_zabby_snapshot_names(tmp_path: Path) -> None:
     snap_dir = tmp_path / "version-2"
     snap_dir.mkdir()
     for name in ("snapshot.100000003", f"snapshot.{z(5):016x}", "snapshot.12.tmp", "log.1"):
         (snap_dir / name).write_bytes(b"")
-    assert snapshot_zxids(tmp_path) == [z(3), z(5)]
+    keeper = LogKeeper({1: tmp_path}, tmp_path / "kept")
+    keeper.look()
+    assert sorted(keeper.snapshots[1]) == [z(3), z(5)]

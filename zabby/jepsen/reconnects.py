@@ -23,9 +23,9 @@ from typing import Any
 
 from zabby.jepsen import clients
 from zabby.jepsen.cluster import Cluster, ClusterSpec
-from zabby.jepsen.txn_logs import snapshot_zxids, zabby_log_txns
-from zabby.jepsen.watch_checker import CREATED, CommittedHistory, check_zxid_events
-from zabby.jepsen.watch_side import CATCH_UP_S, setup_watch
+from zabby.jepsen.txn_logs import LogKeeper
+from zabby.jepsen.watch_checker import CREATED, check_zxid_events
+from zabby.jepsen.watch_side import CATCH_UP_S, committed_history, setup_watch
 from zabby.jepsen.watchers import END_MARKER, WATCH_PATH, WatchWriter, ZabbyWatcher, wait_caught_up
 from zabby.jepsen.workloads import ROOT, WorkloadSpec
 
@@ -54,12 +54,14 @@ def soak(spec: SoakSpec) -> dict[str, Any]:
     result: dict[str, Any] = {"reconnects_asked": spec.reconnects, "servers": spec.servers, "seed": spec.seed, "failures": []}
     stop_writer = threading.Event()
     writer = watcher = None
+    keeper = LogKeeper({sid: server.data_dir for sid, server in cluster.servers.items()}, spec.workdir / "kept-logs")
     started = time.monotonic()
     try:
         if not cluster.start(START_TIMEOUT_S):
             raise RuntimeError(f"the ensemble did not start: {cluster.modes()}")
         direct = ",".join(cluster.direct_hosts(sid) for sid in cluster.servers)
         start_zxid = _setup(direct)
+        keeper.start()
         watcher = ZabbyWatcher("soak-watcher", cluster.hosts, WATCH_PATH, start_zxid, workload)
         watcher.start()
         if not watcher.ready.wait(START_TIMEOUT_S):
@@ -73,13 +75,16 @@ def soak(spec: SoakSpec) -> dict[str, Any]:
         end_zxid = _write_marker(direct)
         caught_up = wait_caught_up([watcher], CREATED, END_MARKER, CATCH_UP_S)[watcher.name]
         watcher.stop()
-        _check(cluster, watcher, start_zxid, end_zxid, caught_up, result)
+        keeper.stop()
+        _check(keeper, watcher, start_zxid, end_zxid, caught_up, result)
     except Exception as exc:  # noqa: BLE001 - the soak fails with its reason
         result["failures"].append(f"{type(exc).__name__}: {exc}")
     finally:
         stop_writer.set()
         if watcher is not None:
             watcher.stop()
+        if keeper.is_alive():
+            keeper.stop()
         cluster.stop()
     result["wall_s"] = round(time.monotonic() - started, 1)
     result["ok"] = not result["failures"]
@@ -125,13 +130,11 @@ def _write_marker(hosts: str) -> int:
         clients.close_quietly(client)
 
 
-def _check(cluster: Cluster, watcher: ZabbyWatcher, start_zxid: int, end_zxid: int, caught_up: bool, result: dict[str, Any]) -> None:
-    history = CommittedHistory()
-    for server in cluster.servers.values():
-        history.add_log(zabby_log_txns(server.data_dir), snapshot_zxids(server.data_dir))
-    gaps = history.gaps(start_zxid, end_zxid)
-    verdict = check_zxid_events(watcher.events, history.expected(WATCH_PATH, start_zxid, end_zxid), start_zxid, end_zxid, gaps)
-    result.update({"watcher_reconnects": watcher.figures()["reconnects"], "caught_up": caught_up, "gaps": len(gaps),
+def _check(keeper: LogKeeper, watcher: ZabbyWatcher, start_zxid: int, end_zxid: int, caught_up: bool, result: dict[str, Any]) -> None:
+    history = committed_history(keeper, "zabby")
+    holes = history.holes(start_zxid, end_zxid)
+    verdict = check_zxid_events(watcher.events, history.expected(WATCH_PATH, start_zxid, end_zxid), start_zxid, end_zxid, history.covers)
+    result.update({"watcher_reconnects": watcher.figures()["reconnects"], "caught_up": caught_up, "holes": len(holes),
                    "uncommitted": len(history.uncommitted), "conflicts": len(history.conflicts), **verdict.figures()})  # fmt: skip
     failures = result["failures"]
     if not caught_up:
@@ -141,3 +144,5 @@ def _check(cluster: Cluster, watcher: ZabbyWatcher, start_zxid: int, end_zxid: i
                         f"{verdict.history_lost} HISTORY_LOST of {verdict.expected} events, e.g. {verdict.examples}")  # fmt: skip
     if watcher.error:
         failures.append(f"watcher: {watcher.error}")
+    if holes:
+        failures.append(f"no txn log covers the zxids between {[f'0x{a:x}..0x{b:x}' for a, b in holes[:10]]}: the check is not whole")

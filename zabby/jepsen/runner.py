@@ -131,7 +131,9 @@ def run_once(spec: RunSpec) -> dict[str, Any]:
 
 
 def _shrink(cluster: Cluster) -> None:
-    """A passing run keeps its logs (gzipped), not its data dirs: 50 runs stay small."""
+    """A passing run keeps its logs (gzipped), not its data dirs (nor the watch's kept txn
+    logs): 50 runs stay small."""
+    shutil.rmtree(cluster.spec.workdir / "kept-logs", ignore_errors=True)
     for server in cluster.servers.values():
         shutil.rmtree(server.data_dir, ignore_errors=True)
         for path in server.log_paths:

@@ -1,29 +1,42 @@
-"""The servers' txn logs after a run, as ``zabby.tree.txns.Txn`` records, for the watch check.
+"""The servers' txn logs during and after a run, as ``zabby.tree.txns.Txn`` records, for the
+watch check.
 
-zabby's logs are read with ``zabby.ops.logtool.dump`` (read-only).  ZooKeeper's are read
-here: a ``log.<zxid>`` file is a header (``ZKLG``, version 2, dbid), then records of a CRC
-(long), a length-prefixed buffer (TxnHeader, then the txn's jute record) and an end byte
-``B``; the preallocated zeros after the last record read as a zero length.  Of each record
-only what the changes model needs is decoded (``watch_checker._body_changes``): the path of
-creates, deletes and setData, a multi's sub-txns, a closeSession's ephemerals; other bodies
-are kept as their raw bytes (they make no change, and raw bytes still compare across logs).
+A server's log does not keep its history: a zabby server that installs a leader's snapshot
+deletes its whole log (``DataDir.install_snapshot``), a TRUNC deletes later segments, a purge
+older ones.  ``LogKeeper`` therefore hard-links every log segment file of every server into a
+folder of its own as soon as it sees it (every ``KEEP_POLL_S``), and notes every snapshot's
+zxid: the links keep the files' contents (and see the truncations a server makes in place)
+after the server unlinks them.  A server's kept history is every record of its kept files,
+each file read on its own, merged by zxid (``server_txns``).
 
-A log read stops at its first damaged record: what came before is returned (a server killed
+zabby's segments are read with ``zabby.storage.txnlog.read_segment`` (read-only).  ZooKeeper's
+are read here: a ``log.<zxid>`` file is a header (``ZKLG``, version 2, dbid), then records of
+a CRC (long), a length-prefixed buffer (TxnHeader, then the txn's jute record) and an end
+byte ``B``; the preallocated zeros after the last record read as a zero length.  Of each
+record only what the changes model needs is decoded (``watch_checker._body_changes``): the
+path of creates, deletes and setData, a multi's sub-txns, a closeSession's ephemerals; other
+bodies are kept as their raw bytes (they make no change, and raw bytes still compare).
+
+A file's read stops at its first damaged record: what came before is used (a server killed
 mid-append leaves a torn tail that its next start cuts).
 """
 
 from __future__ import annotations
 
+import os
 import struct
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from zabby.ops.errors import DataError, UsageError
-from zabby.ops.logtool import dump
+from zabby.ops.errors import DataError
+from zabby.ops.logtool import decode_record
 from zabby.opcodes import OpCode
+from zabby.storage.txnlog import CorruptLogError, read_segment
 from zabby.tree.txns import Txn
 
+KEEP_POLL_S = 0.1
 ZK_LOG_MAGIC = b"ZKLG"
 ZK_LOG_HEADER = struct.Struct(">4sIq")
 ZK_TXN_HEADER = struct.Struct(">qiqqi")  # clientId, cxid, zxid, time, type
@@ -64,34 +77,76 @@ class JuteReader:
         return self.data[self.offset :]
 
 
-def zabby_log_txns(data_dir: Path) -> Iterator[Txn]:
-    """Every txn of a zabby server's log, up to its first damage (none if it has no log)."""
+class LogKeeper(threading.Thread):
+    """Hard-links each server's log segments into ``keep_dir/server<sid>/`` (named
+    ``<file>.<inode>``: a name a server reuses is another file) and notes its snapshots' zxids,
+    until ``stop()``, which takes a last look."""
+
+    def __init__(self, data_dirs: dict[int, Path], keep_dir: Path) -> None:
+        super().__init__(name="log-keeper", daemon=True)
+        self.data_dirs, self.keep_dir = data_dirs, keep_dir
+        self.snapshots: dict[int, set[int]] = {sid: set() for sid in data_dirs}
+        self.error = ""
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(KEEP_POLL_S):
+            self.look()
+
+    def look(self) -> None:
+        for sid, data_dir in self.data_dirs.items():
+            version_dir = data_dir / VERSION_DIR
+            kept = self.keep_dir / f"server{sid}"
+            kept.mkdir(parents=True, exist_ok=True)
+            try:
+                names = os.listdir(version_dir)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                if name.startswith("snapshot.") and _hex_suffix(name):
+                    self.snapshots[sid].add(int(name.split(".", 1)[1], 16))
+                elif name.startswith("log.") and _hex_suffix(name):
+                    self._link(version_dir / name, kept, name)
+
+    def _link(self, source: Path, kept: Path, name: str) -> None:
+        try:
+            target = kept / f"{name}.{os.stat(source).st_ino}"
+            if not target.exists():
+                os.link(source, target)
+        except FileNotFoundError:
+            pass  # deleted between the listing and the link
+        except OSError as exc:
+            self.error = f"cannot keep {source}: {exc}"
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(KEEP_POLL_S * 20)
+        self.look()
+
+    def server_txns(self, sid: int, system: str) -> list[Txn]:
+        """Every record of server ``sid``'s kept files, by zxid (each file read on its own)."""
+        read = _zabby_file if system == "zabby" else _zookeeper_path
+        merged: dict[int, Txn] = {}
+        for path in sorted((self.keep_dir / f"server{sid}").glob("log.*")):
+            for txn in read(path):
+                merged.setdefault(txn.zxid, txn)
+        return [merged[zxid] for zxid in sorted(merged)]
+
+
+def _zabby_file(path: Path) -> Iterator[Txn]:
     try:
-        yield from dump(data_dir)
-    except (DataError, UsageError):
+        for zxid, payload, _end in read_segment(path):
+            yield decode_record(path, zxid, payload)
+    except (CorruptLogError, DataError):
         return
 
 
-def zookeeper_log_txns(data_dir: Path) -> Iterator[Txn]:
-    """Every txn of a ZooKeeper server's ``version-2/log.*`` files, in zxid order."""
-    log_dir = data_dir / VERSION_DIR
-    if not log_dir.is_dir():
-        return
-    files = sorted((int(p.name.split(".", 1)[1], 16), p) for p in log_dir.glob("log.*") if _hex_suffix(p.name))
-    for _first, path in files:
-        yield from _zookeeper_file(path.read_bytes())
-
-
-def snapshot_zxids(data_dir: Path) -> list[int]:
-    """The zxids of the snapshot files in ``data_dir/version-2`` (``snapshot.<hex zxid>``, for
-    zabby and ZooKeeper alike)."""
-    snap_dir = data_dir / VERSION_DIR
-    if not snap_dir.is_dir():
-        return []
-    return sorted(int(p.name.split(".", 1)[1], 16) for p in snap_dir.glob("snapshot.*") if _hex_suffix(p.name))
+def _zookeeper_path(path: Path) -> Iterator[Txn]:
+    yield from _zookeeper_file(path.read_bytes())
 
 
 def _hex_suffix(name: str) -> bool:
+    """``name`` is ``<kind>.<hex>`` (not a ``.tmp``, say)."""
     try:
         int(name.split(".", 1)[1], 16)
     except (IndexError, ValueError):

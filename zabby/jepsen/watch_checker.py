@@ -32,9 +32,12 @@ With zxids on the events (zabby's clients) the comparison is exact, per zxid:
 * **reordered**: an event whose zxid is lower than one delivered before it.
 
 The events of one zxid are compared as a multiset: the contract is zxid order, and a multi's
-or a closeSession's events in any order within it are still that txn's events.  Where the
-merged logs have a hole (``gaps``: zxids of an epoch that no log holds), an event in it cannot
-be judged and counts as ``unverifiable``, and no change there is expected.
+or a closeSession's events in any order within it are still that txn's events.  What the logs
+cover is known too: a log covers the zxids from its first record to its last, except where it
+jumps (an epoch's counters that do not follow, or a move to a later epoch that does not start
+at counter 1 or has a snapshot in between).  An event at a zxid no log covers cannot be
+judged and counts as ``unverifiable``, and no change there is expected (``holes`` names such
+ranges within the checked window).
 
 ZooKeeper's 3.8 events carry no zxid: they are matched to the expected sequence by ``(type,
 path)`` only, greedily in order (each event to the earliest unmatched expected change with
@@ -47,7 +50,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,9 +108,10 @@ class CommittedHistory:
     conflicts: list[int] = field(default_factory=list)
     _txns: dict[int, Txn] = field(default_factory=dict)
     _epoch_ends: dict[int, int] = field(default_factory=dict)  # epoch -> the lowest last zxid a log moved to a later epoch from
+    _spans: list[list[int]] = field(default_factory=list)  # [first, last] zxids each log covers without a jump
 
     def add_log(self, txns: Iterable[Txn], snapshot_zxids: Iterable[int] = ()) -> None:
-        """One server's log in its order, and the zxids of the snapshots in its folder."""
+        """One server's log, by zxid, and the zxids of the snapshots it held."""
         snapshots = sorted(snapshot_zxids)
         previous: int | None = None
         for txn in txns:
@@ -116,6 +120,10 @@ class CommittedHistory:
                 self._txns[txn.zxid] = txn
             elif held != txn and txn.zxid not in self.conflicts:
                 self.conflicts.append(txn.zxid)
+            if previous is None or not _follows(previous, txn.zxid, snapshots):
+                self._spans.append([txn.zxid, txn.zxid])
+            else:
+                self._spans[-1][1] = txn.zxid
             if previous is not None and zxid_epoch(txn.zxid) > zxid_epoch(previous) and not _between(snapshots, previous, txn.zxid):
                 epoch = zxid_epoch(previous)
                 self._epoch_ends[epoch] = min(previous, self._epoch_ends.get(epoch, previous))
@@ -130,11 +138,24 @@ class CommittedHistory:
     def uncommitted(self) -> list[int]:
         return sorted(zxid for zxid in self._txns if not self._committed(zxid))
 
-    def gaps(self, start: int, end: int) -> list[tuple[int, int]]:
-        """``(after, before)`` pairs of committed zxids in ``[start, end]`` of one epoch with
-        counters that do not follow (the zxids between them are in no log)."""
-        held = [z for z in self.changes if start <= z <= end]
-        return [(a, b) for a, b in zip(held, held[1:]) if zxid_epoch(a) == zxid_epoch(b) and zxid_counter(b) != zxid_counter(a) + 1]
+    def covers(self, zxid: int) -> bool:
+        """Whether some log covers ``zxid`` (holds it, or shows that no txn had it)."""
+        return any(low <= zxid <= high for low, high in self._spans)
+
+    def holes(self, start: int, end: int) -> list[tuple[int, int]]:
+        """``(after, before)``: consecutive covered zxids in ``[start, end]`` with zxids no log
+        covers between them (``start`` and ``end`` themselves must be covered to be judged)."""
+        spans = sorted((max(low, start), min(high, end)) for low, high in self._spans if low <= end and high >= start)
+        found, reach = [], None
+        for low, high in spans:
+            if reach is not None and low > reach + 1:  # (a move to a later epoch is covered only within one log)
+                found.append((reach, low))
+            reach = high if reach is None else max(reach, high)
+        if not spans or spans[0][0] > start:
+            found.insert(0, (start, spans[0][0] if spans else end))
+        if reach is not None and reach < end:
+            found.append((reach, end))
+        return found
 
     def expected(self, watch_path: str, start: int, end: int) -> list[Change]:
         """The events a recursive watch on ``watch_path`` fires for txns in ``(start, end]``."""
@@ -176,23 +197,32 @@ class WatchVerdict:
         return {key: getattr(self, key) for key in keys} | ({"examples": self.examples} if self.examples else {})
 
 
+def _adjacent(low: int, high: int) -> bool:
+    """Whether no zxid can lie between ``low`` and ``high``: the next counter of an epoch, or
+    the first of a later one."""
+    if zxid_epoch(high) == zxid_epoch(low):
+        return zxid_counter(high) == zxid_counter(low) + 1
+    return zxid_counter(high) == 1
+
+
+def _follows(low: int, high: int, snapshots: list[int]) -> bool:
+    """Whether a log that goes from ``low`` to ``high`` covers what lies between: nothing lies
+    between, or it moves from an epoch's last txn it has to the next epoch's first (its epoch
+    ended there, unless a snapshot between says it skipped ahead)."""
+    return _adjacent(low, high) and not _between(snapshots, low, high)
+
+
 def _between(sorted_zxids: list[int], low: int, high: int) -> bool:
     """Whether some zxid of ``sorted_zxids`` lies strictly between ``low`` and ``high``."""
     index = bisect.bisect_right(sorted_zxids, low)
     return index < len(sorted_zxids) and sorted_zxids[index] < high
 
 
-def _in_gap(gaps: list[tuple[int, int]], zxid: int) -> bool:
-    index = bisect.bisect_left(gaps, (zxid, zxid))
-    return any(a < zxid < b for a, b in gaps[max(0, index - 1) : index + 1])
-
-
 def check_zxid_events(observed: Sequence[Change], expected: Sequence[Change], start: int, end: int,
-                      gaps: Sequence[tuple[int, int]] = ()) -> WatchVerdict:  # fmt: skip
+                      covers: Callable[[int], bool] | None = None) -> WatchVerdict:  # fmt: skip
     """A watcher whose events carry zxids against the expected changes (see the module's
     docstring); ``observed`` in delivery order, HISTORY_LOST events among them counted apart."""
     verdict = WatchVerdict(expected=len(expected))
-    gap_list = sorted(gaps)
     seen: dict[int, Counter[tuple[str, str]]] = defaultdict(Counter)
     highest = start
     for event in observed:
@@ -217,7 +247,7 @@ def check_zxid_events(observed: Sequence[Change], expected: Sequence[Change], st
             extra, short = got[key] - want[key], want[key] - got[key]
             label = f"0x{zxid:x} {key[0]} {key[1]}"
             if extra > 0 and not want[key]:
-                if _in_gap(gap_list, zxid):
+                if covers is not None and not covers(zxid):
                     verdict.unverifiable += extra
                 else:
                     verdict.mismatched += extra

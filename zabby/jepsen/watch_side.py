@@ -12,14 +12,13 @@ without the changes made meanwhile).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from zabby.jepsen import clients
 from zabby.jepsen.cluster import Cluster
 from zabby.jepsen.converge import reader_kind
-from zabby.jepsen.txn_logs import snapshot_zxids, zabby_log_txns, zookeeper_log_txns
+from zabby.jepsen.txn_logs import LogKeeper
 from zabby.jepsen.watch_checker import CREATED, Change, CommittedHistory, WatchVerdict, check_unzxid_events, check_zxid_events
 from zabby.jepsen.watchers import (
     END_MARKER,
@@ -35,7 +34,6 @@ from zabby.jepsen.watchers import (
     wait_caught_up,
 )
 from zabby.jepsen.workloads import WorkloadSpec
-from zabby.tree.txns import Txn
 
 CATCH_UP_S = 30.0
 MARKER_TIMEOUT_S = 20.0
@@ -48,6 +46,14 @@ def setup_watch(client: Any, timeout_s: float) -> int:
     return int(clients.call(client.exists_async, FIXED, timeout_s=timeout_s).czxid)
 
 
+def committed_history(keeper: LogKeeper, system: str) -> CommittedHistory:
+    """Every server's kept log merged (``watch_checker.CommittedHistory``)."""
+    history = CommittedHistory()
+    for sid in sorted(keeper.data_dirs):
+        history.add_log(keeper.server_txns(sid, system), keeper.snapshots[sid])
+    return history
+
+
 class WatchSide:
     """One watcher per server (each preferring its server) and the watch writer."""
 
@@ -56,6 +62,7 @@ class WatchSide:
         self.system = cluster.spec.system
         self.writer = WatchWriter(reader_kind(self.system), cluster.hosts, spec, seed, stop_writer)
         self.watchers: list[Watcher] = []
+        self.keeper = LogKeeper({sid: server.data_dir for sid, server in cluster.every.items()}, run_dir / "kept-logs")
         self.start_zxid = 0
         self._closed = False
 
@@ -66,6 +73,7 @@ class WatchSide:
             RuntimeError: a watcher was not ready within READY_TIMEOUT_S.
         """
         self.start_zxid = start_zxid
+        self.keeper.start()
         hosts = self.cluster.hosts.split(",")
         for index, sid in enumerate(sorted(self.cluster.every)):
             if sid not in self.cluster.servers:
@@ -93,30 +101,31 @@ class WatchSide:
         end_zxid = self._write_marker()
         caught_up = wait_caught_up(self.watchers, CREATED, END_MARKER, CATCH_UP_S)
         self.close()
-        history = CommittedHistory()
-        for path in self._data_dirs():
-            history.add_log(self._log_reader()(path), snapshot_zxids(path))
+        self.keeper.stop()
+        history = committed_history(self.keeper, self.system)
         record.update({"end_zxid": end_zxid, "txns": len(history.changes), "uncommitted": len(history.uncommitted), "conflicts": len(history.conflicts)})
+        if self.keeper.error:
+            notes.append(f"log keeper: {self.keeper.error}")
         if history.zxid_of(CREATED, END_MARKER) != end_zxid:
             failures.append(f"the watch's end marker (zxid 0x{end_zxid:x}) is not in the servers' txn logs")
             return
-        gaps = history.gaps(self.start_zxid, end_zxid)
+        holes = history.holes(self.start_zxid, end_zxid)
         expected = history.expected(WATCH_PATH, self.start_zxid, end_zxid)
-        record.update({"gaps": len(gaps), "expected": len(expected), "watchers": {}})
-        if gaps:
-            notes.append(f"the merged txn logs lack zxids between {[f'0x{a:x}..0x{b:x}' for a, b in gaps[:REPORTED_MAX]]}: events there unverifiable")
+        record.update({"holes": len(holes), "expected": len(expected), "watchers": {}})
+        if holes:
+            notes.append(f"no txn log covers the zxids between {[f'0x{a:x}..0x{b:x}' for a, b in holes[:REPORTED_MAX]]}: events there unverifiable")
         if history.uncommitted:
             notes.append(f"txns logged but never committed (past their epoch's committed end), not expected: {[f'0x{z:x}' for z in history.uncommitted[:REPORTED_MAX]]}")
         if history.conflicts:
             notes.append(f"txn logs disagree at zxids {[f'0x{z:x}' for z in history.conflicts[:REPORTED_MAX]]} (the first log's txn kept)")
         for watcher in self.watchers:
-            verdict = self._verdict(watcher, expected, end_zxid, gaps)
+            verdict = self._verdict(watcher, expected, end_zxid, history)
             record["watchers"][watcher.name] = {**verdict.figures(), "caught_up": caught_up[watcher.name], **watcher.figures()}
             self._judge(watcher, verdict, caught_up[watcher.name], failures, notes)
 
-    def _verdict(self, watcher: Watcher, expected: list[Change], end_zxid: int, gaps: list[tuple[int, int]]) -> WatchVerdict:
+    def _verdict(self, watcher: Watcher, expected: list[Change], end_zxid: int, history: CommittedHistory) -> WatchVerdict:
         if self.system == "zabby":
-            return check_zxid_events(watcher.events, expected, self.start_zxid, end_zxid, gaps)
+            return check_zxid_events(watcher.events, expected, self.start_zxid, end_zxid, history.covers)
         events = list(watcher.events)
         marker = next((i for i, e in enumerate(events) if e.type == CREATED and e.path == END_MARKER), None)
         return check_unzxid_events(events if marker is None else events[: marker + 1], expected)
@@ -146,12 +155,6 @@ class WatchSide:
         finally:
             clients.close_quietly(client)
 
-    def _data_dirs(self) -> list[Path]:
-        return [server.data_dir for _, server in sorted(self.cluster.every.items())]
-
-    def _log_reader(self) -> Callable[[Path], Iterator[Txn]]:
-        return zabby_log_txns if self.system == "zabby" else zookeeper_log_txns
-
     def close(self) -> None:
         """Stop the watchers (the writer stops with the workers).  Safe to call twice."""
         if self._closed:
@@ -159,3 +162,5 @@ class WatchSide:
         self._closed = True
         for watcher in self.watchers:
             watcher.stop()
+        if self.keeper.is_alive():
+            self.keeper.stop()
