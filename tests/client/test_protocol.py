@@ -249,3 +249,11 @@ def test_a_resume_refused_by_every_server_is_added_again_live_with_history_lost(
     done, events = proto.handle_message([live.xid, 52, 0])  # type: ignore[union-attr]
     assert events == [([print], WatchedEvent(EventType.HISTORY_LOST, KeeperState.CONNECTED, "/a", 52))]
     assert proto.watches.feed(RECURSIVE, "/app/a", print).live  # type: ignore[union-attr]
+
+
+def test_a_feed_skips_only_events_of_the_zxid_it_had() -> None:
+    feed = p.Feed(print, 12)
+    feed.delivered(12)
+    assert feed.resume_from() == 11 and feed.skip == 1 and not feed.live
+    assert feed.takes(13) and feed.takes(13)  # a history with nothing of 12: nothing of 13 is skipped
+    assert (feed.zxid, feed.count, feed.skip) == (13, 2, 0)

@@ -113,6 +113,7 @@ class Feed:
         if self.skip and zxid == self.zxid:
             self.skip -= 1
             return False
+        self.skip = 0  # past the zxid it had events of
         self.delivered(zxid)
         return True
 
