@@ -16,8 +16,8 @@ def test_the_watch_table_sums_watchers_and_runs_and_leaves_zookeeper_s_order_unj
     table = report.watch_table([_run("zabby", 0), _run("zabby", 0, caught_up=False), _run("zookeeper", 3)])
     rows = table.strip().splitlines()
     assert len(rows) == 4
-    assert rows[2] == "| zabby | 3 | mixed | 2 | 4 (1) | 40 / 40 | 0 | 0 | 0 | 0 | 0 | 0 | 4 | abc |"
-    assert rows[3] == "| zookeeper | 3 | mixed | 1 | 2 (0) | 17 / 20 | 3 | 0 | - | - | 0 | - | 4 | abc |"
+    assert rows[2] == "| zabby | 3 | mixed | 2 | 4 (1) | 40 / 40 | 0 | 0 | 0 | 0 | 0 (0) | 0 | 4 | abc |"
+    assert rows[3] == "| zookeeper | 3 | mixed | 1 | 2 (0) | 17 / 20 | 3 | 0 | - | - | 0 (0) | - | 4 | abc |"
 
 
 def test_a_run_line_tells_the_watch_figures_and_a_run_without_them_tells_none() -> None:

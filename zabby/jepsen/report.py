@@ -167,7 +167,7 @@ def reconfig_table(records: list[dict[str, Any]]) -> str:
 
 WATCH_HEADER = (
     "| system | servers | nemesis | runs | watchers (not caught up) | events checked / expected | missed | duplicated "
-    "| reordered | mismatched | unverifiable | HISTORY_LOST | re-subscribed after expiry | commit |"
+    "| reordered | mismatched | unverifiable (zxid ranges no log covers) | HISTORY_LOST | re-subscribed after expiry | commit |"
 )
 
 
@@ -182,12 +182,13 @@ def watch_table(records: list[dict[str, Any]]) -> str:
     rows = []
     for (system, servers, _, nemesis), runs in sorted(groups.items()):
         t: Counter[str] = Counter()
+        holes = sum(run["watch"].get("holes", 0) for run in runs)
         for run in runs:
             t.update(_watch_totals(run["watch"]))
         zxids = system == "zabby"
         cells = [system, str(servers), nemesis, str(len(runs)), f"{t['watchers']} ({t['not_caught_up']})", f"{t['events']} / {t['expected']}",
                  str(t["missed"]), str(t["duplicated"]), str(t["reordered"]) if zxids else "-", str(t["mismatched"]) if zxids else "-",
-                 str(t["unverifiable"]), str(t["history_lost"]) if zxids else "-", str(t["resubscribed"] if zxids else t["expiries"]),
+                 f"{t['unverifiable']} ({holes})", str(t["history_lost"]) if zxids else "-", str(t["resubscribed"] if zxids else t["expiries"]),
                  ", ".join(sorted({run.get("commit", "?") for run in runs}))]  # fmt: skip
         rows.append("| " + " | ".join(cells) + " |")
     rule = "|" + "---|" * WATCH_HEADER.count(" | ") + "---|"

@@ -101,7 +101,6 @@ class WatchSide:
         end_zxid = self._write_marker()
         caught_up = wait_caught_up(self.watchers, CREATED, END_MARKER, CATCH_UP_S)
         self.close()
-        self.keeper.stop()
         history = committed_history(self.keeper, self.system)
         record.update({"end_zxid": end_zxid, "txns": len(history.changes), "uncommitted": len(history.uncommitted), "conflicts": len(history.conflicts)})
         if self.keeper.error:
@@ -136,7 +135,8 @@ class WatchSide:
             (failures if self.system == "zabby" else notes).append(f"{watcher.name}: {watcher.error}")
         if self.system != "zabby":
             if not verdict.ok or not caught_up:
-                notes.append(f"{watcher.name} (ZooKeeper's Java client, reported, not failed): {figures} of {verdict.expected}; heard the end marker: {caught_up}")
+                notes.append(f"{watcher.name} (ZooKeeper's Java client, reported, not failed): {verdict.missed} missed, {verdict.duplicated} duplicated "
+                             f"of {verdict.expected}; heard the end marker: {caught_up}")  # fmt: skip
             return
         if not caught_up:
             failures.append(f"{watcher.name} did not hear the end marker within {CATCH_UP_S:g}s")
