@@ -52,6 +52,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=CHECKOUT / "results" / "jepsen")
     parser.add_argument("--keep-data", action="store_true", help="keep the data dirs of passing runs too")
     parser.add_argument("--quorum-auth", action="store_true", help="zabby: every peer link authenticates (quorum.auth, a secret file per run)")
+    parser.add_argument("--no-watch", dest="watch", action="store_false",
+                        help="without the watch workload (a persistent recursive watcher per server, its events checked against the txn logs)")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -62,7 +64,7 @@ def spec_for(args: argparse.Namespace, seed: int) -> RunSpec:
         seed=seed, out_dir=args.out, system=args.system, servers=args.servers, duration_s=args.duration, nemesis=args.nemesis,
         clients=tuple(c.strip() for c in args.clients.split(",") if c.strip()), workers=args.workers, tick_ms=args.tick_ms,
         init_limit=args.init_limit, sync_limit=args.sync_limit, fault_s=args.fault_s, quiet_s=args.quiet_s,
-        workload=workload, keep_data=args.keep_data, quorum_auth=args.quorum_auth,
+        workload=workload, keep_data=args.keep_data, quorum_auth=args.quorum_auth, watch=args.watch,
     )  # fmt: skip
 
 
@@ -99,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     if any("reconfigs" in record for record in records):
         (args.out / "reconfig-table.md").write_text(report.reconfig_table(report.read_jsonl(args.out / "results.jsonl")))
         print(report.reconfig_table(records))
+    if any(record.get("watch") for record in records):
+        (args.out / "watch-table.md").write_text(report.watch_table(report.read_jsonl(args.out / "results.jsonl")))
+        print(report.watch_table(records))
     for record in failed:
         print(f"failed seed {record['seed']}: {record['reproduce']}")
     return 1 if failed else 0

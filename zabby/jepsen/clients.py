@@ -23,10 +23,11 @@ CONNECT_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
 
 
-def open_client(kind: str, hosts: str, session_timeout_s: float, request_timeout_s: float) -> Any:
+def open_client(kind: str, hosts: str, session_timeout_s: float, request_timeout_s: float, randomize_hosts: bool = True) -> Any:
     """A started client of ``kind`` ("zabby" or "kazoo"); raises if it cannot connect in time.
-    Both reopen a session after theirs expired (kazoo always does; zabby is told to)."""
-    client = _make_client(kind, hosts, session_timeout_s, request_timeout_s)
+    Both reopen a session after theirs expired (kazoo always does; zabby is told to).
+    ``randomize_hosts=False``: the first host is tried first (a client that prefers a server)."""
+    client = _make_client(kind, hosts, session_timeout_s, request_timeout_s, randomize_hosts)
     try:
         client.start(timeout=CONNECT_TIMEOUT_S)
     except BaseException:
@@ -35,18 +36,18 @@ def open_client(kind: str, hosts: str, session_timeout_s: float, request_timeout
     return client
 
 
-def _make_client(kind: str, hosts: str, session_timeout_s: float, request_timeout_s: float) -> Any:
+def _make_client(kind: str, hosts: str, session_timeout_s: float, request_timeout_s: float, randomize_hosts: bool) -> Any:
     if kind == "zabby":
         from zabby import SyncClient
 
-        return SyncClient(hosts, timeout=session_timeout_s, request_timeout=request_timeout_s, reconnect_after_expiry=True)
+        return SyncClient(hosts, timeout=session_timeout_s, request_timeout=request_timeout_s, reconnect_after_expiry=True, randomize_hosts=randomize_hosts)
     if kind == "kazoo":
         from kazoo.client import KazooClient
 
         # a short reconnect backoff: kazoo's default grows to a minute, which would make the
         # harness measure kazoo's patience rather than the servers' availability
         retry = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}
-        return KazooClient(hosts=hosts, timeout=session_timeout_s, connection_retry=retry)
+        return KazooClient(hosts=hosts, timeout=session_timeout_s, connection_retry=retry, randomize_hosts=randomize_hosts)
     raise ValueError(f"unknown client kind {kind!r} (expected one of {CLIENT_KINDS})")
 
 

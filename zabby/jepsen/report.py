@@ -102,7 +102,25 @@ def run_line(record: dict[str, Any]) -> str:
         f"converged in {record.get('converge_s')} s, longest write gap {record.get('longest_write_gap_s')} s"
         + (f", reconfigs {_outcomes(record['reconfigs'])}" if record.get("reconfigs") else "")
         + _bystander_text(record.get("bystander"))
+        + _watch_text(record.get("watch"))
     )
+
+
+def _watch_totals(watch: dict[str, Any]) -> Counter[str]:
+    totals: Counter[str] = Counter()
+    for figures in watch.get("watchers", {}).values():
+        totals.update({key: value for key, value in figures.items() if isinstance(value, int) and not isinstance(value, bool)})
+        totals["not_caught_up"] += not figures.get("caught_up", False)
+        totals["watchers"] += 1
+    return totals
+
+
+def _watch_text(watch: dict[str, Any] | None) -> str:
+    if not watch or "watchers" not in watch:
+        return ""
+    t = _watch_totals(watch)
+    return (f", watch: {t['watchers']} watchers, {t['events']} events of {t['expected']} expected: {t['missed']} missed, "
+            f"{t['duplicated']} duplicated, {t['reordered']} reordered, {t['mismatched']} mismatched, {t['history_lost']} HISTORY_LOST")  # fmt: skip
 
 
 def _bystander_text(figures: dict[str, Any] | None) -> str:
@@ -145,3 +163,33 @@ def reconfig_table(records: list[dict[str, Any]]) -> str:
         rows.append("| " + " | ".join(row) + " |")
     rule = "|" + "---|" * RECONFIG_HEADER.count(" | ") + "---|"
     return "\n".join([RECONFIG_HEADER, rule, *rows]) + "\n"
+
+
+WATCH_HEADER = (
+    "| system | servers | nemesis | runs | watchers (not caught up) | events checked / expected | missed | duplicated "
+    "| reordered | mismatched | unverifiable (zxid ranges no log covers) | HISTORY_LOST | re-subscribed after expiry | commit |"
+)
+
+
+def watch_table(records: list[dict[str, Any]]) -> str:
+    """The watch workload's figures, one row per configuration (docs/reliability.md, Watches):
+    summed over the runs and their watchers.  ZooKeeper's events carry no zxid, so its
+    reordered and mismatched cells are "-" (not judged)."""
+    groups: dict[tuple[str, int, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        if record.get("watch", {}).get("watchers"):
+            groups[configuration(record)].append(record)
+    rows = []
+    for (system, servers, _, nemesis), runs in sorted(groups.items()):
+        t: Counter[str] = Counter()
+        holes = sum(run["watch"].get("holes", 0) for run in runs)
+        for run in runs:
+            t.update(_watch_totals(run["watch"]))
+        zxids = system == "zabby"
+        cells = [system, str(servers), nemesis, str(len(runs)), f"{t['watchers']} ({t['not_caught_up']})", f"{t['events']} / {t['expected']}",
+                 str(t["missed"]), str(t["duplicated"]), str(t["reordered"]) if zxids else "-", str(t["mismatched"]) if zxids else "-",
+                 f"{t['unverifiable']} ({holes})", str(t["history_lost"]) if zxids else "-", str(t["resubscribed"] if zxids else t["expiries"]),
+                 ", ".join(sorted({run.get("commit", "?") for run in runs}))]  # fmt: skip
+        rows.append("| " + " | ".join(cells) + " |")
+    rule = "|" + "---|" * WATCH_HEADER.count(" | ") + "---|"
+    return "\n".join([WATCH_HEADER, rule, *rows]) + "\n"

@@ -41,6 +41,7 @@ from zabby.jepsen.history import OK, History, longest_write_gap_s
 from zabby.jepsen.hostile_load import BYSTANDER_SID, HostileSide
 from zabby.jepsen.nemesis import SLOW_FSYNC_MS, Nemesis, hostile_kinds, kinds_for, reconfigures, schedule, spares_for
 from zabby.jepsen.reconfig import CONFIG_PATH, Reconfigurer
+from zabby.jepsen.watch_side import WatchSide, setup_watch
 from zabby.membership import Membership
 from zabby.jepsen.workloads import EPHEMERALS, INITIAL_VALUE, SEQUENCE, SessionChurner, Worker, WorkloadSpec, register_path, setup
 
@@ -72,6 +73,7 @@ class RunSpec:
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     keep_data: bool = False  # keep the servers' data dirs of a passing run too
     quorum_auth: bool = False  # zabby's peer links authenticate (quorum.auth)
+    watch: bool = True  # the watch workload (watch_side): a recursive watcher per server, checked after the run
 
 
 def reproduce_command(spec: RunSpec) -> str:
@@ -83,7 +85,7 @@ def reproduce_command(spec: RunSpec) -> str:
         "--fault-s", f"{spec.fault_s:g}", "--quiet-s", f"{spec.quiet_s:g}", "--keys", str(spec.workload.keys),
         "--session-timeout", f"{spec.workload.session_timeout_s:g}", "--op-timeout", f"{spec.workload.op_timeout_s:g}",
         "--churn-session-timeout", f"{spec.workload.churn_session_timeout_s:g}",
-        *(["--quorum-auth"] if spec.quorum_auth else []),
+        *(["--quorum-auth"] if spec.quorum_auth else []), *([] if spec.watch else ["--no-watch"]),
     ]  # fmt: skip
     return shlex.join(args)
 
@@ -129,7 +131,9 @@ def run_once(spec: RunSpec) -> dict[str, Any]:
 
 
 def _shrink(cluster: Cluster) -> None:
-    """A passing run keeps its logs (gzipped), not its data dirs: 50 runs stay small."""
+    """A passing run keeps its logs (gzipped), not its data dirs (nor the watch's kept txn
+    logs): 50 runs stay small."""
+    shutil.rmtree(cluster.spec.workdir / "kept-logs", ignore_errors=True)
     for server in cluster.servers.values():
         shutil.rmtree(server.data_dir, ignore_errors=True)
         for path in server.log_paths:
@@ -199,6 +203,7 @@ class _Run:
         self.failures: list[str] = result["failures"]
         self.notes: list[str] = result["notes"]
         self.rng = random.Random(spec.seed)
+        self.watch_start_zxid = 0
 
     def execute(self) -> None:
         spec = self.spec
@@ -215,11 +220,14 @@ class _Run:
         reconfigurer = Reconfigurer(self.cluster, self.history, reader_kind(spec.system)) if self.cluster.spec.reconfig else None
         nemesis = Nemesis(self.cluster, self.history, faults, stop_nemesis, reconfigurer)
         hostile = HostileSide(self.cluster, self.history, nemesis_kinds, self.rng.getrandbits(32), stop_nemesis) if hostile_kinds(nemesis_kinds) else None
+        watch = WatchSide(self.cluster, spec.workload, self.rng.getrandbits(32), Path(self.result["dir"]), stop_workers) if spec.watch else None
         monitor = threading.Thread(target=self._monitor, args=(stop_workers,), name="monitor", daemon=True)
         heal_s = spec.duration_s
-        for thread in (*workers, churner, monitor, nemesis):
-            thread.start()
         try:
+            if watch is not None:
+                watch.start(self.watch_start_zxid)  # every watch registered before anyone writes
+            for thread in (*workers, churner, monitor, nemesis):
+                thread.start()
             if hostile is not None:
                 hostile.start()
             self.abort.wait(max(0.0, spec.duration_s - self.history.now_s()))
@@ -235,11 +243,13 @@ class _Run:
             clock.start()
             self.history.complete(self.history.invoke("nemesis", "heal-all"), OK, None)
             stop_workers.set()
-            self._join([*workers, churner, monitor], spec.workload.op_timeout_s * 3 + JOIN_MARGIN_S)
-            self._after_heal(workers, churner, keys, heal_s, clock)
+            self._join([*workers, churner, monitor, *([watch.writer] if watch is not None else [])], spec.workload.op_timeout_s * 3 + JOIN_MARGIN_S)
+            self._after_heal(workers, churner, keys, heal_s, clock, watch)
         finally:
             stop_workers.set()
             stop_nemesis.set()
+            if watch is not None:
+                watch.close()
             if hostile is not None:
                 hostile.stop(self.notes)
             if reconfigurer is not None:
@@ -294,7 +304,10 @@ class _Run:
         hosts = ",".join(self.cluster.direct_hosts(sid) for sid in self.cluster.servers)
         client = clients.open_client(reader_kind(self.spec.system), hosts, 30.0, SETUP_TIMEOUT_S)
         try:
-            return setup(client, self.spec.workload, SETUP_TIMEOUT_S)
+            keys = setup(client, self.spec.workload, SETUP_TIMEOUT_S)
+            if self.spec.watch:
+                self.watch_start_zxid = setup_watch(client, SETUP_TIMEOUT_S)
+            return keys
         finally:
             clients.close_quietly(client)
 
@@ -311,7 +324,7 @@ class _Run:
         if stuck:
             self.notes.append(f"threads still busy after the stop (left behind): {stuck}")
 
-    def _after_heal(self, workers: list[Worker], churner: SessionChurner, keys: list[str], heal_s: float, clock: ServingClock) -> None:
+    def _after_heal(self, workers: list[Worker], churner: SessionChurner, keys: list[str], heal_s: float, clock: ServingClock, watch: WatchSide | None) -> None:
         with ThreadPoolExecutor(max(1, len(workers))) as pool:
             fates = [f for f in pool.map(lambda w: w.final_session(), workers) if f is not None]
         sessions = fates + churner.sessions
@@ -330,6 +343,11 @@ class _Run:
                 else:
                     self.failures.append(f"servers disagree again after the expiries: {final.reason}")
             self._check_data(tree, keys, sessions)
+            if watch is not None:
+                if tree is not None:
+                    watch.check(self.result, self.failures, self.notes)
+                else:
+                    self.notes.append("watch events not checked: the servers never agreed on a final tree")
             if self.cluster.spec.reconfig:
                 self._check_membership(inspector)
         finally:
