@@ -129,7 +129,7 @@ def test_short_run_of_hostile_clients_on_three_servers(tmp_path: Path) -> None:
     well-behaved client's figures reported."""
     pytest.importorskip("kazoo")
     spec = RunSpec(seed=201, out_dir=tmp_path, system="zabby", servers=3, duration_s=20.0, nemesis="clients", clients=("zabby", "kazoo"),
-                   workers=4, tick_ms=500, fault_s=4.0, quiet_s=3.0, workload=SHORT)  # fmt: skip
+                   workers=4, tick_ms=500, fault_s=4.0, quiet_s=3.0, workload=SHORT, watch=False)  # fmt: skip
     record = run_once(spec)
     assert record["ok"], "\n".join([*record["failures"], f"evidence: {record['dir']}", f"reproduce: {record['reproduce']}"])
     assert record["ops"]["ok"] > 0 and record["linearizable"] is True and not record["deaths"]
