@@ -3,11 +3,12 @@ from __future__ import annotations
 from zabby.local.processes import wait_until  # noqa: F401  (re-exported for this folder's tests)
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from zabby import SyncClient
-from zabby.local.processes import ServerProcess
+from zabby.local.processes import Ensemble, ServerProcess
 
 
 @pytest.fixture
@@ -23,3 +24,13 @@ def client(zabby_server: ServerProcess) -> Iterator[SyncClient]:
             pass
 
 
+@pytest.fixture(scope="module")
+def ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ensemble]:
+    """A 3-server ensemble shared by a module's tests, every server following its leader."""
+    servers = Ensemble(Path(tmp_path_factory.mktemp("ensemble")), 3)
+    servers.start()
+    try:
+        servers.wait_leader(everyone=True)
+        yield servers
+    finally:
+        servers.kill_all()

@@ -218,17 +218,6 @@ def test_a_watcher_hears_every_change_once_in_order_through_many_reconnects(serv
     assert_heard_once_in_order(written, seen)
 
 
-@pytest.fixture(scope="module")
-def ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ensemble]:
-    servers = Ensemble(Path(tmp_path_factory.mktemp("ensemble")), 3)
-    servers.start()
-    try:
-        servers.wait_leader(everyone=True)
-        yield servers
-    finally:
-        servers.kill_all()
-
-
 def test_a_watcher_hears_every_change_once_in_order_failing_over_between_servers(ensemble: Ensemble) -> None:
     import trio
 

@@ -3,8 +3,6 @@ client's server dies, the session moves to another, and its node, watch and call
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 
 import anyio
 import anyio.to_thread
@@ -18,17 +16,6 @@ from .adapter import eventually
 from .conftest import MakeClient
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(scope="module")
-def ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ensemble]:
-    servers = Ensemble(Path(tmp_path_factory.mktemp("ensemble")), 3)
-    servers.start()
-    try:
-        servers.wait_leader(everyone=True)
-        yield servers
-    finally:
-        servers.kill_all()
 
 
 async def test_the_session_fails_over_to_another_server(make_client: MakeClient, ensemble: Ensemble, path: str) -> None:
