@@ -68,9 +68,14 @@ class Waiters(Generic[T]):
         else:
             self._first[key] = value
 
-    def pop(self, key: tuple[int, int]) -> T | None:
-        value = self._first.pop(key, None)
-        if value is not None and self._more:
+    def pop(self, key: tuple[int, int], fits: Callable[[T], bool] | None = None) -> T | None:
+        """The oldest value of ``key``; None, the values left as they are, if there is none
+        or it does not ``fit`` (the txn is not the answer it waits for)."""
+        value = self._first.get(key)
+        if value is None or (fits is not None and not fits(value)):
+            return None
+        del self._first[key]
+        if self._more:
             more = self._more.get(key)
             if more:
                 self._first[key] = more.popleft()
@@ -87,6 +92,33 @@ class Waiters(Generic[T]):
 
     def __bool__(self) -> bool:
         return bool(self._first)
+
+
+# The txn type each write op's txn has (or ERROR): a waiter is answered only by a txn of its
+# op.  A key can be repeated by the same session through another connection (kazoo restarts
+# its xids at 1 on each), here or on another server, so the txn with the key is not always
+# the one the oldest waiter here asked for.  An op missing here (reconfig) takes any txn.
+TXN_TYPES_OF_OP: dict[int, frozenset[int]] = {
+    OpCode.CREATE: frozenset({OpCode.CREATE}),
+    OpCode.CREATE2: frozenset({OpCode.CREATE}),
+    OpCode.CREATE_CONTAINER: frozenset({OpCode.CREATE}),
+    OpCode.CREATE_TTL: frozenset({OpCode.CREATE}),
+    OpCode.DELETE: frozenset({OpCode.DELETE}),
+    OpCode.SET_DATA: frozenset({OpCode.SET_DATA}),
+    OpCode.SET_ACL: frozenset({OpCode.SET_ACL}),
+    OpCode.CHECK: frozenset({OpCode.CHECK}),
+    OpCode.MULTI: frozenset({OpCode.MULTI}),
+    OpCode.CREATE_SESSION: frozenset({OpCode.CREATE_SESSION}),
+    OpCode.CLOSE_SESSION: frozenset({OpCode.CLOSE_SESSION}),
+}
+
+
+def txn_answers(op: int, txn_type: int) -> bool:
+    """Whether a txn of ``txn_type`` can be the answer to a write of ``op``."""
+    if txn_type == OpCode.ERROR:
+        return True
+    types = TXN_TYPES_OF_OP.get(op)
+    return types is None or txn_type in types
 
 
 ZXID_WAIT_MS_MAX = 60_000  # a wait for a zxid is answered OPERATIONTIMEOUT after this at most
@@ -180,7 +212,7 @@ class ClientCalls:
     session_sinks: dict[int, ClientSink]
     closing_sessions: set[int]
     local_sessions: dict[int, tuple[int, bytes]]
-    waiting: Waiters[Done]
+    waiting: Waiters[tuple[int, Done]]
     sync_waiting: Waiters[SyncDone]
     zxid_waiting: ZxidWaiters
     outstanding: int
@@ -224,7 +256,7 @@ class ClientCalls:
                              "adds it has not committed): the leader takes no writes through it")  # fmt: skip
         if self.space_low and op not in SESSION_OPS and not self.is_leader:
             raise self._disk_full_error()
-        self.waiting.put((caller.session_id, cxid), done)
+        self.waiting.put((caller.session_id, cxid), (op, done))  # the op: only its txn answers it
         self.outstanding += 1
         if self.is_leader:
             self._prepare(op, args, caller, cxid)

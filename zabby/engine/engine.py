@@ -49,7 +49,7 @@ from zabby.core.messages import Ack, Diff, Logged, Message, Proposal, Request, S
 from zabby.core.peer import Peer, PeerConfig
 from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
-from zabby.engine.clients import ClientCalls, Waiters, ZxidWaiters, first_session_id
+from zabby.engine.clients import ClientCalls, Waiters, ZxidWaiters, first_session_id, txn_answers
 from zabby.engine.digests import DigestCheck
 from zabby.engine.effects import (
     Append, CheckSpace, ClientSink, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
@@ -134,7 +134,7 @@ class Engine(ClientCalls):
         self.local_sessions: dict[int, tuple[int, bytes]] = {}  # read-only mode's sessions
         self.looking_since_ms: int | None = clock.monotonic_ms()  # None while not LOOKING
         self.leading_since_ms: int | None = None  # since when this server leads and serves (mntr's leader_uptime)
-        self.waiting: Waiters[Done] = Waiters()  # a client write's answer
+        self.waiting: Waiters[tuple[int, Done]] = Waiters()  # a client write's answer
         self.sync_waiting: Waiters[SyncDone] = Waiters()
         self.zxid_waiting = ZxidWaiters()  # clients' waits for a zxid
         self.outstanding = 0
@@ -528,7 +528,8 @@ class Engine(ClientCalls):
         tree, watches, history, on_applied = self.tree, self.watches, self.history, self.on_applied
         waiting = self.waiting
         for txn in txns:
-            done = waiting.pop((txn.session_id, txn.cxid)) if waiting else None
+            waiter = waiting.pop((txn.session_id, txn.cxid), lambda w: txn_answers(w[0], txn.type)) if waiting else None
+            done = waiter[1] if waiter is not None else None
             result, events = tree.apply(txn, done is not None)  # no waiter: no Stat to make
             if on_applied is not None:
                 on_applied(txn, result)
@@ -539,7 +540,11 @@ class Engine(ClientCalls):
                         sink.send_event(event_type, path, txn.zxid)  # type: ignore[attr-defined]
             if done is not None:
                 self.outstanding -= 1
-                done(txn, result)
+                try:
+                    done(txn, result)
+                except Exception:  # a client's answer must never stop the engine
+                    LOGGER.exception("answering the write of session 0x%x cxid %d (zxid 0x%x) failed",
+                                     txn.session_id, txn.cxid, txn.zxid)  # fmt: skip
             if txn.type in _SESSION_AND_REAP_TXNS:
                 self._after_apply(txn)
         if txns:

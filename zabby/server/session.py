@@ -404,7 +404,10 @@ class ClientSession:
             if txn.type == OpCode.ERROR:
                 slot.reply = [xid, txn.zxid, txn.body[0], txn.body[1] if len(txn.body) > 1 else ""]
             else:
-                slot.reply = [xid, txn.zxid, 0, *_write_values(op, result)]
+                try:
+                    slot.reply = [xid, txn.zxid, 0, *_write_values(op, result)]
+                except (TypeError, ValueError, IndexError):  # a txn that is not this write's answer
+                    slot.reply = [xid, txn.zxid, int(Err.SYSTEMERROR), f"the answer to op {op} does not fit it"]
             self.last_zxid = txn.zxid
             self._finish(started, True)
             self._flush_slots()
