@@ -22,6 +22,7 @@ import pytest
 from tests.server.wire import raw_session
 from zabby import SyncClient
 from zabby.local.processes import Ensemble, ServerProcess, admin_json, admin_settings, wait_until
+from zabby.errors import Err
 from zabby.membership import Membership
 from zabby.opcodes import OpCode
 from zabby.ops.logtool import dump
@@ -288,6 +289,31 @@ def test_remove_the_leader_under_writes_the_designated_leader_takes_over(tmp_pat
         ensemble.servers[leader].stop()
         writers.wait_progress()
     check_after(ensemble, writers, remaining, membership.version)
+
+
+def test_a_removed_server_serves_no_session(tmp_path: Path, tmp_ensembles: list[Ensemble]) -> None:
+    """A server a reconfig removed still syncs, but the leader takes nothing it forwards: it
+    closes its clients' connections and refuses sessions, new or re-attaching, so clients
+    move to the members instead of waiting on writes that never go (CI: writers re-attached
+    to the removed old leader and stalled)."""
+    ensemble = started(tmp_ensembles, tmp_path, 3)
+    leader = ensemble.wait_leader()
+    removed = next(sid for sid in ensemble.servers if sid != leader)
+    port = ensemble.servers[removed].port
+    attached = raw_session(port)
+    assert attached.create("/before")[2] == 0
+    reconfigure(ensemble, leader, leaving=str(removed))
+    attached.sock.settimeout(10)
+    with pytest.raises(ConnectionError):  # closed by the server, not merely idle
+        while True:
+            attached.receive()
+    wait_until(lambda: ensemble.servers[removed].mode() in SERVING, 30, "the removed server syncing again")
+    for session_id, password in ((attached.session_id, attached.password), (0, b"")):
+        refused = raw_session(port, session_id=session_id, password=password)
+        assert refused.err == Err.NOTREADONLY and "no member" in refused.handshake[-1]
+    member = next(sid for sid in ensemble.servers if sid not in (leader, removed))
+    moved = raw_session(ensemble.servers[member].port, session_id=attached.session_id, password=attached.password)
+    assert moved.err == 0 and moved.create("/after")[2] == 0
 
 
 def test_a_reconfig_in_a_partition_commits_only_where_both_quorums_are(tmp_path: Path, tmp_ensembles: list[Ensemble]) -> None:

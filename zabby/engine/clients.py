@@ -232,6 +232,19 @@ class ClientCalls:
         return self.soft.state == ServerState.LEADING
 
     @property
+    def outside_membership(self) -> bool:
+        """A learner the ensemble does not count as a member: one started before the reconfig
+        that adds it, or one a reconfig removed.  It syncs, but the leader takes nothing it
+        forwards, so it serves no session: its clients would wait on writes that never go."""
+        return not self.is_leader and not self.peer.counted_as_member()
+
+    def check_member(self) -> None:
+        """Raises: ZabbyError NOTREADONLY when ``outside_membership``."""
+        if self.outside_membership:
+            raise ZabbyError(Err.NOTREADONLY, f"server {self.config.server_id} is no member of the ensemble (a reconfig that "
+                             "adds it has not committed, or one removed it): the leader takes no writes through it")  # fmt: skip
+
+    @property
     def read_only(self) -> bool:
         """Serving reads only, to clients that asked for it (see the module's docstring)."""
         if not self.config.read_only_enabled or self.looking_since_ms is None or not self.config.peers:
@@ -251,9 +264,7 @@ class ClientCalls:
                 is full (a leader answers that with an ERROR txn, in the session's order).
         """
         self._check_serving()
-        if not self.is_leader and not self.peer.counted_as_member():
-            raise ZabbyError(Err.NOTREADONLY, f"server {self.config.server_id} is no member of the ensemble yet (the reconfig that "
-                             "adds it has not committed): the leader takes no writes through it")  # fmt: skip
+        self.check_member()
         if self.space_low and op not in SESSION_OPS and not self.is_leader:
             raise self._disk_full_error()
         self.waiting.put((caller.session_id, cxid), (op, done))  # the op: only its txn answers it

@@ -705,6 +705,9 @@ class Engine(ClientCalls):
             LOGGER.info("membership version %x active: voters %s, observers %s", seen[0].version,
                         sorted(seen[0].voters), sorted(seen[0].observers))  # fmt: skip
         yield Reconfigure(seen[0], seen[1] or seen[2], committed)  # a vote's hint: reach its servers too
+        if committed and self.serving and self.session_sinks and self.outside_membership:
+            LOGGER.info("membership version %x leaves this server out: its clients move to the members", seen[0].version)
+            yield CloseClients()
 
     # ----------------------------------------------------------------- snapshots to disk
     def _maybe_snapshot(self) -> Work:

@@ -240,6 +240,9 @@ class ZabbyServer:
     def create_session(self, timeout_ms: int, done: Any) -> None:
         self.engine.create_session(timeout_ms, done)
 
+    def check_member(self) -> None:
+        self.engine.check_member()
+
     @property
     def read_only(self) -> bool:
         return self.engine.read_only

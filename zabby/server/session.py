@@ -92,6 +92,11 @@ class SessionHost(Protocol):
         ...
 
     def create_session(self, timeout_ms: int, done: Done) -> None: ...
+    def check_member(self) -> None:
+        """Raises: ZabbyError NOTREADONLY on a learner the ensemble does not count as a
+        member (it serves no session: the leader would take none of its writes)."""
+        ...
+
     @property
     def read_only(self) -> bool:
         """Read-only mode: cut off from a quorum, serving reads to clients that accept it."""
@@ -228,6 +233,10 @@ class ClientSession:
             except ZabbyError as exc:  # stopped serving since the check above (a reconfig, a leader stepping down)
                 return self._refuse(exc.code, str(exc))
             return True
+        try:
+            host.check_member()
+        except ZabbyError as exc:
+            return self._refuse(exc.code, str(exc))
         known_timeout = host.check_session(request.session_id, request.password)
         if known_timeout is None:
             return self._refuse(Err.SESSIONEXPIRED, f"session 0x{request.session_id:x} has expired or is unknown")
