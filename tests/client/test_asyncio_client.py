@@ -1,4 +1,4 @@
-"""The one async Client under asyncio (the same code the trio tests run): operations, watches
+"""The one async Client under asyncio, on its own event loop and on uvloop (the same code the trio tests run): operations, watches
 (plain and coroutine callbacks, the async iterator), cancellation, timeouts, reconnects."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 import trio
+import uvloop
 
 from zabby import Client, EventType, KazooState, KazooTimeoutError, WatchedEvent, ZnodeStat
 from zabby.errors import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
@@ -28,11 +29,23 @@ async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
             await asyncio.sleep(0.01)
 
 
-def run(main: Callable[[], Awaitable[Any]]) -> Any:
-    return asyncio.run(asyncio.wait_for(main(), 60))  # type: ignore[arg-type]
+Run = Callable[[Callable[[], Awaitable[Any]]], Any]
 
 
-def test_operations_under_asyncio(zabby_server: ServerProcess) -> None:
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run(request: pytest.FixtureRequest) -> Run:
+    """Run a test's ``main`` (bounded) on asyncio's own event loop, and on uvloop's."""
+    loop_factory = uvloop.new_event_loop if request.param == "uvloop" else asyncio.new_event_loop
+
+    def run_main(main: Callable[[], Awaitable[Any]]) -> Any:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            assert isinstance(runner.get_loop(), uvloop.Loop) == (request.param == "uvloop")
+            return runner.run(asyncio.wait_for(main(), 60))  # type: ignore[arg-type]
+
+    return run_main
+
+
+def test_operations_under_asyncio(zabby_server: ServerProcess, run: Run) -> None:
     async def main() -> None:
         async with Client(zabby_server.hosts, timeout=4.0) as c:
             assert c.connected and c.state == KazooState.CONNECTED and c.client_id is not None
@@ -57,7 +70,7 @@ def test_operations_under_asyncio(zabby_server: ServerProcess) -> None:
     run(main)
 
 
-def test_a_cancelled_call_is_abandoned_and_the_session_goes_on(zabby_server: ServerProcess) -> None:
+def test_a_cancelled_call_is_abandoned_and_the_session_goes_on(zabby_server: ServerProcess, run: Run) -> None:
     async def main() -> None:
         async with Client(zabby_server.hosts, timeout=4.0) as c:
             states: list[KazooState] = []
@@ -79,7 +92,7 @@ def test_a_cancelled_call_is_abandoned_and_the_session_goes_on(zabby_server: Ser
     run(main)
 
 
-def test_watch_callbacks_plain_and_coroutine_in_order(zabby_server: ServerProcess) -> None:
+def test_watch_callbacks_plain_and_coroutine_in_order(zabby_server: ServerProcess, run: Run) -> None:
     async def main() -> None:
         async with Client(zabby_server.hosts, timeout=4.0) as c:
             heard: list[tuple[str, EventType, str | None]] = []
@@ -105,7 +118,7 @@ def test_watch_callbacks_plain_and_coroutine_in_order(zabby_server: ServerProces
     run(main)
 
 
-def test_watch_as_an_async_iterator(zabby_server: ServerProcess) -> None:
+def test_watch_as_an_async_iterator(zabby_server: ServerProcess, run: Run) -> None:
     async def main() -> None:
         async with Client(zabby_server.hosts, timeout=4.0) as c:
             await c.create("/it", b"")
@@ -133,7 +146,7 @@ def test_watch_as_an_async_iterator(zabby_server: ServerProcess) -> None:
     run(main)
 
 
-def test_the_iterator_ends_with_the_session(zabby_server: ServerProcess) -> None:
+def test_the_iterator_ends_with_the_session(zabby_server: ServerProcess, run: Run) -> None:
     async def main() -> None:
         c = Client(zabby_server.hosts, timeout=4.0)
         await c.start()
@@ -146,7 +159,7 @@ def test_the_iterator_ends_with_the_session(zabby_server: ServerProcess) -> None
     run(main)
 
 
-def test_start_times_out_on_a_closed_port_and_a_silent_server() -> None:
+def test_start_times_out_on_a_closed_port_and_a_silent_server(run: Run) -> None:
     silent = socket.create_server(("127.0.0.1", 0))  # accepts (the kernel's backlog), never answers
     try:
         for hosts in (f"127.0.0.1:{free_port()}", f"127.0.0.1:{silent.getsockname()[1]}"):
@@ -163,7 +176,7 @@ def test_start_times_out_on_a_closed_port_and_a_silent_server() -> None:
         silent.close()
 
 
-def test_reconnects_to_the_same_session_after_the_server_drops_the_connection(zabby_server: ServerProcess) -> None:
+def test_reconnects_to_the_same_session_after_the_server_drops_the_connection(zabby_server: ServerProcess, run: Run) -> None:
     hub = ProxyHub()
     proxy = hub.add(zabby_server.port, "client")
 
