@@ -104,6 +104,7 @@ class _QuietEngine:
 
     receiving_snapshot = False
     throttled = False
+    inputs_queued = 0
 
     def next_effect(self, result: Any = None, error: BaseException | None = None) -> None:
         return None

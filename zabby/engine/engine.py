@@ -228,6 +228,11 @@ class Engine(ClientCalls):
         that sync raised ``error``, which fails the engine's work as a failed effect would."""
         self._inputs.append((_LOG_SYNCED, zxid, error))
 
+    @property
+    def inputs_queued(self) -> int:
+        """Driver inputs not fed yet: they queue while a unit of work waits for its effect."""
+        return len(self._inputs)
+
     def has_work(self) -> bool:
         return bool(self._work is not None or self._inputs or self.peer.has_ready()
                     or (self._proposals and self.peer.established_leader))  # fmt: skip

@@ -54,6 +54,7 @@ from zabby.server.budget import ClientMemory
 from zabby.server.disk import DiskWorker, fail_stop
 from zabby.server.ratelog import RateLimitedLogs
 from zabby.server.forks import DigestChild, DiskImage, ForkFreezer
+from zabby.server.gate import InputGate
 from zabby.server.guard import contained
 from zabby.server.kernel_sync import KernelSync, SubmitRefused
 from zabby.server.session import ClientSession
@@ -125,10 +126,12 @@ class ZabbyServer:
                                           config.jute_buffer_bytes_max + FRAME_HEADROOM_BYTES)  # fmt: skip
         self.client_logs = RateLimitedLogs(CONN_LOGGER, CLIENT_LOG_INTERVAL_S)  # refusals and closes a flood repeats
         self.transport: Transport | None = None
+        self.input_gate = InputGate()  # what peers queue in the engine while it awaits an effect
         if config.peers:  # peer links' unread input counts in the same budget as the clients'
             self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
                                        config.quorum_tls, frame_bytes_max=member_frame_bytes_max(config.jute_buffer_bytes_max),
-                                       memory=self.client_memory, warn=self.warn_rate_limited, auth=config.quorum_auth)  # fmt: skip
+                                       memory=self.client_memory, warn=self.warn_rate_limited, auth=config.quorum_auth,
+                                       gate=self.input_gate)  # fmt: skip
         self._fsync_recent_s = 0.0  # a moving average of fsync times
         self._sync_wanted = trio.Event()  # an Append asked the background sync for more
         self._sync_idle = trio.Event()  # no background sync running or wanted
@@ -335,6 +338,8 @@ class ZabbyServer:
             self._running_effects = False
         if self._awaited is not None:
             self._wake.set()
+        if not self.engine.inputs_queued:
+            self.input_gate.drained()
         # The cyclic collector is off while a SNAP's chunks arrive: they decode and build
         # millions of objects and no cycles, and the collections of the young ones cost ~0.4 s
         # per million znodes.  ``_install`` freezes the finished tree (see main.open_server).

@@ -43,6 +43,7 @@ from zabby.errors import RemoteProtocolError
 from zabby.server.guard import contained
 from zabby.server import peer_auth
 from zabby.server.budget import ClientMemory
+from zabby.server.gate import InputGate
 from zabby.server.ratelog import RateLimitedLog
 from zabby.server.sockets import receiver
 from zabby.wire.framing import FrameDecoder, encode_frame
@@ -55,6 +56,7 @@ HELLO_BYTES_MAX = 4096  # before a peer has said who it is
 STRANGER_FRAME_BYTES_MAX = 64 * 1024  # a learner no membership names sends FOLLOWERINFO, ACKs and pings
 UNIDENTIFIED_LINKS_MAX = 32  # connections at once that have not said who they are
 STRANGER_LINKS_MAX = 16  # links at once from servers no membership names
+PEER_READ_BYTES = 1 << 20  # at most one read of a peer link
 LINK_LIVE_S = 5.0
 AUTH_WAIT_S = 1.0  # a dialer waits this long for a challenge before it takes the peer for one without quorum.auth  # a link that delivered within this is live: a second hello for its id is refused
 CONNECT_TIMEOUT_S = 2.0
@@ -188,8 +190,10 @@ class _Outgoing:
 class Transport:
     def __init__(self, sid: int, peers: dict[int, PeerAddress], deliver: Deliver, link_down: LinkDown, quorum_tls: TlsConfig | None = None,
                  *, frame_bytes_max: int = member_frame_bytes_max(0xFFFFF), memory: ClientMemory | None = None,
-                 warn: Callable[[str, str], None] | None = None, auth: QuorumAuth | None = None) -> None:  # fmt: skip
+                 warn: Callable[[str, str], None] | None = None, auth: QuorumAuth | None = None,
+                 gate: InputGate | None = None) -> None:  # fmt: skip
         self.sid = sid
+        self.gate = gate  # bounds what each link queues in the engine while it is busy
         self.peers = peers
         self.members = set(peers)  # ids a membership names (the configured, and every membership's since)
         self.frame_bytes_max = frame_bytes_max
@@ -506,6 +510,8 @@ class Transport:
             finally:
                 if peer_input is not None:
                     peer_input.release()
+                if self.gate is not None and sid is not None:
+                    self.gate.forget((sid, kind))
                 self._strangers -= stranger
                 if sid is not None and self._incoming.get((sid, kind)) is stream:
                     del self._incoming[(sid, kind)]
@@ -614,7 +620,7 @@ class Transport:
                             frames: list[bytes]) -> None:  # fmt: skip
         if frames:  # those that came with the hello
             self._heard(sid, kind, frames)
-        receive = receiver(stream, 1 << 20)
+        receive = receiver(stream, PEER_READ_BYTES)
         while True:
             data = await receive()
             if not data:
@@ -623,6 +629,8 @@ class Transport:
             peer_input.hold(decoder.buffered_bytes)
             if frames:
                 self._heard(sid, kind, frames)
+                if self.gate is not None:  # the engine busy and this link over its share: read no more meanwhile
+                    await self.gate.admit((sid, kind), len(data))
 
     def _heard(self, sid: int, kind: str, frames: list[bytes]) -> None:
         self._last_heard[(sid, kind)] = time.monotonic()
