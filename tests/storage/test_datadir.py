@@ -167,7 +167,33 @@ def test_a_snapshot_past_the_log_end_clears_the_log(tmp_path: Path) -> None:
     expected = tree_of(leader_txns + follow_up).content_hash()
     assert recover_digest(tmp_path) == expected
     damage(list_snapshots(data_dir.snap_dir)[0][1])
-    with pytest.raises(RecoveryError, match="txns in between are missing"):
+    with pytest.raises(RecoveryError, match="txns in between may be missing"):
+        DataDir(tmp_path / "data").recover()
+
+
+def test_a_log_of_a_later_epoch_continues_only_the_newest_snapshot(tmp_path: Path) -> None:
+    """Simulator seed 5819: a SNAP replaced the log; the next epoch's txns were logged after
+    it; then a bit flipped in the SNAP's snapshot.  The log, starting at counter 1 of a later
+    epoch, continues that snapshot, not the older one recovery falls back to: replayed onto
+    it, the server would have served (and led with) a history without the txns in between."""
+    data_dir = DataDir(tmp_path / "data")
+    tree, log = data_dir.recover()
+    commit(data_dir, tree, TxnMaker().some(5))
+    data_dir.take_snapshot(tree.records(), tree.last_zxid)  # older: epoch 1, counter 5
+    leader_txns = TxnMaker().some(42)  # the leader's epoch 1 went on to counter 42
+    leader_tree = tree_of(leader_txns)
+    staged = data_dir.stage_snapshot(leader_tree.last_zxid, sid=2)
+    staged.add(list(leader_tree.records()))
+    data_dir.install_snapshot(staged)
+    next_epoch = TxnMaker(epoch=2)
+    next_epoch.serial = 42  # new nodes, beside the leader's
+    later = next_epoch.some(10)
+    log.append(as_records(later))
+    log.sync()
+    data_dir.close()
+    assert recover_digest(tmp_path) == tree_of(leader_txns + later).content_hash()  # the newest: continued
+    damage(list_snapshots(data_dir.snap_dir)[0][1])
+    with pytest.raises(RecoveryError, match=r"starts at zxid 0x200000001.*1 newer snapshots unusable"):
         DataDir(tmp_path / "data").recover()
 
 

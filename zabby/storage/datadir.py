@@ -52,11 +52,20 @@ class RecoveryError(Exception):
     """The data on disk cannot be turned back into the tree without losing txns."""
 
 
-def log_covers(log_first_zxid: int, snapshot_zxid: int) -> bool:
-    """Does a log whose oldest record is ``log_first_zxid`` hold every txn after the snapshot?"""
+def log_covers(log_first_zxid: int, snapshot_zxid: int, *, newest: bool = True) -> bool:
+    """Does a log whose oldest record is ``log_first_zxid`` hold every txn after the snapshot?
+
+    A log that starts a later epoch at its first counter continues the snapshot when the
+    snapshot is the newest one here: it was taken at the end of the history the log goes on
+    from (the log rolls at each snapshot, and a SNAP's snapshot starts a new log).  An older
+    snapshot, used because the newer ones are damaged, proves nothing of the kind: the log
+    may have been cut at a newer one (a SNAP replaces the log, and purge keeps only what the
+    snapshots it keeps need), so the log must reach back to it."""
     if log_first_zxid == 0 or log_first_zxid <= snapshot_zxid + 1:
         return True
-    return zxid_epoch(log_first_zxid) > zxid_epoch(snapshot_zxid) and zxid_counter(log_first_zxid) == 1
+    if zxid_epoch(log_first_zxid) == 1 and zxid_counter(log_first_zxid) == 1:
+        return True  # the first txn of the first epoch: the whole history is here
+    return newest and zxid_epoch(log_first_zxid) > zxid_epoch(snapshot_zxid) and zxid_counter(log_first_zxid) == 1
 
 
 class DigestBeside(Protocol):
@@ -147,13 +156,13 @@ class DataDir:
             CorruptLogError: see ``TxnLog.open``.
         """
         started = time.monotonic()
-        tree, snapshot_zxid, snapshot_count = self._load_newest_snapshot(digest_beside)
+        tree, snapshot_zxid, snapshot_count, skipped = self._load_newest_snapshot(digest_beside)
         loaded = time.monotonic()
         sizes = {} if segment_bytes_max is None else {"segment_bytes_max": segment_bytes_max}
         log = TxnLog(self.log_dir, reserve_bytes=self.log_reserve_bytes, fs=self.fs, **sizes)
         log.open(check_from=snapshot_zxid)
         try:
-            self._check_coverage(log, snapshot_zxid, snapshot_count)
+            self._check_coverage(log, snapshot_zxid, snapshot_count, skipped)
             replayed = self._replay(tree, log, snapshot_zxid, on_replayed)
         except BaseException:
             log.close()
@@ -168,10 +177,11 @@ class DataDir:
                                    txns_load_ms=(time.monotonic() - loaded) * 1000)  # fmt: skip
         return tree, log
 
-    def _load_newest_snapshot(self, digest_beside: Callable[[Path], DigestBeside] | None) -> tuple[DataTree, int, int]:
-        """``(tree, snapshot zxid, snapshot files seen)``; an empty tree at 0 if none is valid."""
+    def _load_newest_snapshot(self, digest_beside: Callable[[Path], DigestBeside] | None) -> tuple[DataTree, int, int, int]:
+        """``(tree, snapshot zxid, snapshot files seen, newer ones skipped as unusable)``; an
+        empty tree at 0 if none is valid."""
         snapshots = list_snapshots(self.snap_dir, fs=self.fs)
-        for zxid, path in snapshots:
+        for skipped, (zxid, path) in enumerate(snapshots):
             try:
                 snapshot_zxid, records = read_snapshot(path, fs=self.fs)
                 tree = _load_tree(path, records, digest_beside)
@@ -183,11 +193,11 @@ class DataDir:
                 logger.warning("skipping snapshot %s: its name, header and tree disagree on the zxid "
                                "(0x%x, 0x%x, 0x%x)", path, zxid, snapshot_zxid, tree.last_zxid)  # fmt: skip
                 continue
-            return tree, zxid, len(snapshots)
-        return DataTree(), 0, len(snapshots)
+            return tree, zxid, len(snapshots), skipped
+        return DataTree(), 0, len(snapshots), len(snapshots)
 
-    def _check_coverage(self, log: TxnLog, snapshot_zxid: int, snapshot_count: int) -> None:
-        if log_covers(log.first_zxid, snapshot_zxid):
+    def _check_coverage(self, log: TxnLog, snapshot_zxid: int, snapshot_count: int, skipped: int) -> None:
+        if log_covers(log.first_zxid, snapshot_zxid, newest=skipped == 0):
             return
         if snapshot_zxid == 0 and snapshot_count > 0:
             raise RecoveryError(
@@ -196,9 +206,10 @@ class DataDir:
                 f"starting would lose data (restore a snapshot or resync this server from the ensemble)"
             )
         start = f"the snapshot at {zxid_hex(snapshot_zxid)}" if snapshot_zxid else "an empty tree (no snapshot)"
+        newer = f" ({skipped} newer snapshots unusable)" if skipped else ""
         raise RecoveryError(
             f"the txn log in {self.log_dir} starts at zxid {zxid_hex(log.first_zxid)}, but recovery "
-            f"starts from {start}: the txns in between are missing"
+            f"starts from {start}{newer}: the txns in between may be missing"
         )
 
     @staticmethod
