@@ -93,9 +93,11 @@ class TreeEvent(_TreeEventFields):
 class Reached(NamedTuple):
     """Queued behind every event of the txns up to ``zxid``: once the events before it are
     applied, the mirror reflects ``zxid``; ``initializes``: the end of a resumed watch's
-    history (INITIALIZED then)."""
+    history (INITIALIZED then).  ``epoch``: the watch's incarnation when the fence was read;
+    a mark of an earlier one is void (see ``_rewatch``)."""
 
     zxid: int
+    epoch: int
     initializes: bool = False
 
 
@@ -194,6 +196,8 @@ class TreeMirror:
         self.is_initialized = False
         self._received = 0  # the highest zxid of an event handed to the mirror
         self._pending: list[Item] = []
+        self._watching = False  # the watch was added (a new session needs it again)
+        self._epoch = 0  # the watch's incarnation: a new session's watch, a lost history
         self._suspended = False
         self._lost = False
         self.full_reads = 0  # whole-subtree reads: the load and each resync
@@ -241,7 +245,6 @@ class TreeMirror:
         if self.saved is not None and (yield from self._resume_saved(*self.saved)):
             return
         yield from self._watch_live_and_resync()
-        yield from self._set_initialized()
 
     def _resume_saved(self, zxid: int, nodes: dict[str, NodeData]) -> Flow[bool]:
         """Start from a saved mirror and replay the changes after its zxid; False when no
@@ -262,18 +265,30 @@ class TreeMirror:
             with self._guard:
                 self.zxid = 0
             return False
-        # The server sends a resumed watch's history right after the addWatch reply; one more
-        # round trip puts all of it in the client's callback queue, and a mark behind it.
-        live = yield RoundTrip()
-        yield QueueBehind(Reached(live, initializes=True))
+        self._watching = True
+        yield from self._fence_history()
         return True
+
+    def _fence_history(self) -> Flow[None]:
+        """The server sends a resumed watch's history right after the addWatch reply; one more
+        round trip puts all of it in the client's callback queue, and a mark behind it (which
+        initializes a resumed mirror)."""
+        live = yield RoundTrip()
+        yield QueueBehind(Reached(live, self._epoch, initializes=True))
 
     def _watch_live_and_resync(self) -> Flow[None]:
         """Watch from now on, then read the subtree: the read reflects every change up to the
         zxid the watch went live at, and the events bring every later one."""
         live = yield AddWatch(None)
+        self._watching = True
         yield from self._resync()
-        yield from self._set_zxid(live)
+        yield from self._caught_up(live)
+
+    def _caught_up(self, zxid: int) -> Flow[None]:
+        """A full read made after the watch went live at ``zxid``: the mirror reflects it."""
+        yield from self._set_zxid(zxid)
+        if not self.is_initialized:
+            yield from self._set_initialized()
 
     def _set_initialized(self) -> Flow[None]:
         self.is_initialized = True
@@ -305,6 +320,8 @@ class TreeMirror:
 
     def _apply_item(self, item: Item) -> Flow[None]:
         if isinstance(item, Reached):
+            if item.epoch != self._epoch:
+                return  # read before the watch came back: its history may still be on its way
             yield from self._set_zxid(item.zxid)
             if item.initializes and not self.is_initialized:
                 yield from self._set_initialized()
@@ -312,8 +329,9 @@ class TreeMirror:
             yield from self._session_changed(item)
         else:  # no server keeps the history the watch needed: it is live again from item.zxid
             log.warning("TreeCache %s: watch history lost, resyncing from a full read at 0x%x", self.root, item.zxid)
+            self._epoch += 1
             yield from self._resync()
-            yield from self._set_zxid(item.zxid)
+            yield from self._caught_up(item.zxid)
 
     def _apply_events(self, events: list[WatchedEvent]) -> Flow[None]:
         """Apply a run of events, then mark their last zxid reached behind the events of that
@@ -329,18 +347,21 @@ class TreeMirror:
         if last > self.zxid:
             if not paths:
                 yield RoundTrip()  # no read went out: one round trip as the fence
-            yield QueueBehind(Reached(last))
+            yield QueueBehind(Reached(last, self._epoch))
 
     def _apply_event(self, event: WatchedEvent, fresh: dict[str, NodeData]) -> Flow[None]:
         path = event.path
         assert path is not None
         old = self._nodes.get(path)
         if event.type == EventType.DELETED:
-            if old is not None and (event.zxid < 0 or old.stat.czxid <= event.zxid):
+            # a node created by the delete's own txn (a multi's delete, then create) survived it
+            if old is not None and (event.zxid < 0 or old.stat.czxid < event.zxid):
                 yield from self._remove(path)
         elif not _reflects(old, event):
             node = fresh.get(path)
-            if node is not None and _newer(old, node):  # None: deleted since; its event follows
+            if node is None:  # gone by the read: gone now (its delete event follows), not stale
+                yield from self._remove(path)
+            elif _newer(old, node):
                 yield from self._put(node)
         if event.type != EventType.CHANGED and path != self.root:
             parent = fresh.get(_parent(path))
@@ -378,18 +399,25 @@ class TreeMirror:
         elif state == KazooState.CONNECTED and (self._suspended or self._lost):
             lost, self._suspended, self._lost = self._lost, False, False
             yield Notify(TreeEvent(TreeEvent.CONNECTION_RECONNECTED, None))
-            if lost and self.is_initialized:
+            if lost and self._watching:
                 yield from self._rewatch()
 
     def _rewatch(self) -> Flow[None]:
         """A new session has no watches: resume one from the last txn the feed brought (from
-        before it: a multi's events may have been cut), or reload if no history reaches."""
+        before it: a multi's events may have been cut), or reload if no history reaches.
+
+        A read answered before the watch is back (the new session serves reads at once) is no
+        fence: the events of its txns come later, in the watch's history.  So the marks queued
+        until now are void (a new epoch), and a fence after the history sets a new one."""
         since = max(self._received, self.zxid)
+        self._epoch += 1
         try:
             yield AddWatch(max(0, since - 1))
         except HistoryCompactedError:
             log.warning("TreeCache %s: new session, history after 0x%x gone: resyncing from a full read", self.root, since)
             yield from self._watch_live_and_resync()
+            return
+        yield from self._fence_history()
 
     # -- reads -----------------------------------------------------------------------------
     def _read_nodes(self, paths: list[str]) -> Flow[dict[str, NodeData]]:
