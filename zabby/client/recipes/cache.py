@@ -23,7 +23,8 @@ After a reconnect, to the same or another server, the client's persistent watch 
 itself from the last event it delivered (``add_watch(..., since_zxid=...)``), so the cache
 does not re-read anything: the changes made while it was away arrive as events.  After a new
 session (which has no watches) the cache adds the watch again from the last zxid its feed
-brought.  Only when no server's history reaches back that far (an ``EventType.HISTORY_LOST``
+brought, and claims no zxid until that watch's history is in (a read the new session answered
+before the watch was back is no fence: the events of its txns come later).  Only when no server's history reaches back that far (an ``EventType.HISTORY_LOST``
 event, or a ``HistoryCompactedError`` when resuming) does it *resync*: re-read the whole
 subtree and report the difference, as a cache without history would after every reconnect.
 
