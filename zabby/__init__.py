@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # what a type checker sees (py.typed); at run time the names 
         AsyncDoubleBarrier as AsyncDoubleBarrier,
         AsyncElection as AsyncElection,
         AsyncLock as AsyncLock,
+        AsyncTreeCache as AsyncTreeCache,
         Barrier as Barrier,
         ChildrenWatch as ChildrenWatch,
         Counter as Counter,
@@ -98,6 +99,7 @@ _CLIENT_NAMES = {
     "AsyncCounter": "zabby.client.recipes",
     "AsyncBarrier": "zabby.client.recipes",
     "AsyncDoubleBarrier": "zabby.client.recipes",
+    "AsyncTreeCache": "zabby.client.recipes",
     "AddWatchMode": "zabby.opcodes",
     "WatcherType": "zabby.opcodes",
 }

@@ -209,7 +209,7 @@ def test_a_saved_state_that_does_not_fit_is_refused() -> None:
         TreeCache(None, "/a", saved_state={**good, "nodes": {"/a": ["!!", [0] * 11]}})
     with pytest.raises(ValueError, match="unusable saved state"):
         TreeCache(None, "/a", saved_state={"root": "/a"})
-    assert TreeCache(None, "/a", saved_state=good)._saved == (5, {"/a": NodeData("/a", b"", ZnodeStat(*[0] * 11))})
+    assert TreeCache(None, "/a", saved_state=good)._mirror.saved == (5, {"/a": NodeData("/a", b"", ZnodeStat(*[0] * 11))})
 
 
 def test_a_new_session_after_expiry_resumes_the_watch_from_the_feed(zabby_server: ServerProcess, hub: ProxyHub) -> None:

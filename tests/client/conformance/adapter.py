@@ -5,7 +5,7 @@ under that framework, anyio's pytest plugin picks it) or ``SyncClient`` (flavor 
 call runs in a worker thread, as a threaded program would call it).  ``await zk.get(path)``
 works for all three; ``zk.raw`` is the client itself, for properties and plain methods.
 Recipes are reached the same way: ``zk.recipe("Lock", path)`` is an ``AsyncLock`` or a
-``Lock``, behind the same surface.
+``Lock``, behind the same surface; ``zk.tree_cache(path, listener)`` a loaded tree cache.
 """
 
 from __future__ import annotations
@@ -72,6 +72,22 @@ class Zk(Surface):
         if self.threaded:
             return await anyio.to_thread.run_sync(recipes.ChildrenWatch, self.raw, path, func)
         return await recipes.AsyncChildrenWatch(self.raw, path, func).start()
+
+    async def tree_cache(self, path: str, listener: Callable[[Any], Any], **kwargs: Any) -> Surface:
+        """A tree cache of ``path``, ``listener`` listening from the start, once it is loaded
+        (``AsyncTreeCache.start()`` returns then; kazoo's ``start()`` does not: wait for
+        ``initialized``)."""
+        if self.threaded:
+            cache = recipes.TreeCache(self.raw, path, **kwargs)
+            cache.listen(listener)
+            cache.start()
+            if not await anyio.to_thread.run_sync(cache.initialized.wait, WAIT_S):
+                raise AssertionError(f"the tree cache of {path} did not load within {WAIT_S}s")
+            return Surface(cache, True)
+        async_cache = recipes.AsyncTreeCache(self.raw, path, **kwargs)
+        async_cache.listen(listener)
+        with anyio.fail_after(WAIT_S):
+            return Surface(await async_cache.start(), False)
 
 
 async def eventually(predicate: Callable[[], object], what: str, timeout_s: float = WAIT_S) -> None:

@@ -4,11 +4,13 @@
 ``AsyncBarrier`` and ``AsyncDoubleBarrier`` run on ``zabby.Client`` under asyncio or trio;
 ``Lock``, ``Election``, ``DataWatch``, ``ChildrenWatch``, ``Counter``, ``Barrier`` and
 ``DoubleBarrier`` are kazoo's blocking shapes of the same code for ``SyncClient``.
-``TreeCache`` runs on ``SyncClient``.
+The tree cache keeps its logic once too, as a sans-I/O mirror (``_mirror``) that
+``AsyncTreeCache`` (``zabby.Client``) and kazoo's ``TreeCache`` (``SyncClient``) drive;
+``cache`` says why the blocking one drives it from the callback thread.
 """
 
 from .barrier import AsyncBarrier, AsyncDoubleBarrier, Barrier, DoubleBarrier
-from .cache import NodeData, TreeCache, TreeEvent
+from .cache import AsyncTreeCache, NodeData, TreeCache, TreeEvent
 from .counter import AsyncCounter, Counter
 from .election import AsyncElection, Election
 from .lock import AsyncLock, Lock
@@ -22,6 +24,7 @@ __all__ = [
     "AsyncDoubleBarrier",
     "AsyncElection",
     "AsyncLock",
+    "AsyncTreeCache",
     "Barrier",
     "ChildrenWatch",
     "Counter",
