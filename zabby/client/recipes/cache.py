@@ -96,14 +96,62 @@ STATE_STARTED = 1
 STATE_CLOSED = 2
 
 
-class AsyncTreeCache:
-    """The tree cache for ``zabby.Client`` (asyncio or trio): ``await cache.start()`` or
-    ``async with AsyncTreeCache(client, "/root") as cache:``; listeners may be plain or
-    coroutine functions.  See the module docstring."""
+class _MirrorFront:
+    """What both caches show of their ``TreeMirror``: the readers, the listeners' lists and
+    the saved state (the front-ends differ only in how they drive it and wait on it)."""
 
     STATE_LATENT = STATE_LATENT
     STATE_STARTED = STATE_STARTED
     STATE_CLOSED = STATE_CLOSED
+
+    _mirror: TreeMirror
+    _listeners: list[Callable[[TreeEvent], Any]]
+    _error_listeners: list[Callable[[BaseException], Any]]
+
+    def listen(self, listener: Callable[[TreeEvent], Any]) -> None:
+        """Call ``listener(event)`` for every TreeEvent, in order (the async cache awaits a
+        coroutine function's result before the next event)."""
+        self._listeners.append(listener)
+
+    def listen_fault(self, listener: Callable[[BaseException], Any]) -> None:
+        self._error_listeners.append(listener)
+
+    def get_data(self, path: str, default: Any = None) -> NodeData | Any:
+        return self._mirror.get_data(path, default)
+
+    def get_children(self, path: str, default: Any = None) -> frozenset[str] | Any:
+        return self._mirror.get_children(path, default)
+
+    def snapshot(self) -> dict[str, NodeData]:
+        """A copy of the whole mirror: ``{path: NodeData}`` (zabby extra)."""
+        return self._mirror.snapshot()
+
+    @property
+    def zxid(self) -> int:
+        """The mirror reflects every change to the subtree committed at or before this zxid
+        (zabby extra; 0 before the load)."""
+        return self._mirror.zxid
+
+    @property
+    def full_reads(self) -> int:
+        """Whole-subtree reads: the load and each resync (zabby extra)."""
+        return self._mirror.full_reads
+
+    @property
+    def node_reads(self) -> int:
+        """Single-node reads made for events (zabby extra)."""
+        return self._mirror.node_reads
+
+    def save_state(self) -> dict[str, Any]:
+        """The mirror and the zxid it reflects, as JSON-able data for ``saved_state=``: a cache
+        started from it resumes the feed from that zxid instead of re-reading (zabby extra)."""
+        return self._mirror.save_state()
+
+
+class AsyncTreeCache(_MirrorFront):
+    """The tree cache for ``zabby.Client`` (asyncio or trio): ``await cache.start()`` or
+    ``async with AsyncTreeCache(client, "/root") as cache:``; listeners may be plain or
+    coroutine functions.  See the module docstring."""
 
     def __init__(self, client: Client, path: str, *, saved_state: dict[str, Any] | None = None) -> None:
         self.client = client
@@ -163,40 +211,6 @@ class AsyncTreeCache:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def listen(self, listener: Callable[[TreeEvent], Any]) -> None:
-        """Call ``listener(event)`` for every TreeEvent, in order; a coroutine function is
-        awaited before the next event."""
-        self._listeners.append(listener)
-
-    def listen_fault(self, listener: Callable[[BaseException], Any]) -> None:
-        self._error_listeners.append(listener)
-
-    def get_data(self, path: str, default: Any = None) -> NodeData | Any:
-        return self._mirror.get_data(path, default)
-
-    def get_children(self, path: str, default: Any = None) -> frozenset[str] | Any:
-        return self._mirror.get_children(path, default)
-
-    def snapshot(self) -> dict[str, NodeData]:
-        """A copy of the whole mirror: ``{path: NodeData}``."""
-        return self._mirror.snapshot()
-
-    @property
-    def zxid(self) -> int:
-        """The mirror reflects every change to the subtree committed at or before this zxid
-        (0 before the load)."""
-        return self._mirror.zxid
-
-    @property
-    def full_reads(self) -> int:
-        """Whole-subtree reads: the load and each resync."""
-        return self._mirror.full_reads
-
-    @property
-    def node_reads(self) -> int:
-        """Single-node reads made for events."""
-        return self._mirror.node_reads
-
     async def wait_for_zxid(self, zxid: int, timeout: float | None = None) -> bool:
         """Until the mirror reflects ``zxid`` (``self.zxid >= zxid``); False on timeout or when
         the cache is closed first.  Wait for the zxid of a change to the subtree (a write
@@ -205,11 +219,6 @@ class AsyncTreeCache:
             while self._mirror.zxid < zxid and self._state != STATE_CLOSED:
                 await self._moved.wait()
         return self._mirror.zxid >= zxid
-
-    def save_state(self) -> dict[str, Any]:
-        """The mirror and the zxid it reflects, as JSON-able data for ``saved_state=``: a cache
-        started from it resumes the feed from that zxid instead of re-reading."""
-        return self._mirror.save_state()
 
     # -- callbacks, run by the client's event task: they only queue -------------------------
     def _on_event(self, event: WatchedEvent) -> None:
@@ -307,12 +316,8 @@ class AsyncTreeCache:
                 log.exception("error in TreeCache fault listener")
 
 
-class TreeCache:
+class TreeCache(_MirrorFront):
     """kazoo's TreeCache for ``SyncClient``: the mirror driven from the client's callback thread."""
-
-    STATE_LATENT = STATE_LATENT
-    STATE_STARTED = STATE_STARTED
-    STATE_CLOSED = STATE_CLOSED
 
     def __init__(self, client: SyncClient, path: str, *, saved_state: dict[str, Any] | None = None) -> None:
         self._client = client
@@ -347,38 +352,6 @@ class TreeCache:
             except KazooException:
                 pass
 
-    def listen(self, listener: Callable[[TreeEvent], Any]) -> None:
-        self._listeners.append(listener)
-
-    def listen_fault(self, listener: Callable[[BaseException], Any]) -> None:
-        self._error_listeners.append(listener)
-
-    def get_data(self, path: str, default: Any = None) -> NodeData | Any:
-        return self._mirror.get_data(path, default)
-
-    def get_children(self, path: str, default: Any = None) -> frozenset[str] | Any:
-        return self._mirror.get_children(path, default)
-
-    def snapshot(self) -> dict[str, NodeData]:
-        """A copy of the whole mirror: ``{path: NodeData}`` (zabby extra)."""
-        return self._mirror.snapshot()
-
-    @property
-    def zxid(self) -> int:
-        """The mirror reflects every change to the subtree committed at or before this zxid
-        (zabby extra; 0 before the load)."""
-        return self._mirror.zxid
-
-    @property
-    def full_reads(self) -> int:
-        """Whole-subtree reads: the load and each resync (zabby extra)."""
-        return self._mirror.full_reads
-
-    @property
-    def node_reads(self) -> int:
-        """Single-node reads made for events (zabby extra)."""
-        return self._mirror.node_reads
-
     def wait_for_zxid(self, zxid: int, timeout: float | None = None) -> bool:
         """Block until the mirror reflects ``zxid`` (``self.zxid >= zxid``); False on timeout
         or when the cache is closed first (zabby extra).  ``zxid`` moves with the changes to
@@ -392,11 +365,6 @@ class TreeCache:
                     return False
                 self._applied.wait(left)
             return self._mirror.zxid >= zxid
-
-    def save_state(self) -> dict[str, Any]:
-        """The mirror and the zxid it reflects, as JSON-able data for ``saved_state=``: a cache
-        started from it resumes the feed from that zxid instead of re-reading (zabby extra)."""
-        return self._mirror.save_state()
 
     # -- on the callback thread ------------------------------------------------------------
     def _on_event(self, event: WatchedEvent) -> None:
