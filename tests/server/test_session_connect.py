@@ -35,6 +35,9 @@ class _HostThatJustStoppedServing:
     def negotiate_timeout(self, requested_ms: int) -> int:
         return requested_ms
 
+    def check_member(self) -> None:  # a member: what fails is the session's creation
+        pass
+
     def create_session(self, timeout_ms: int, done: Any) -> None:
         raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
 

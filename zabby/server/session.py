@@ -227,15 +227,12 @@ class ClientSession:
             return self._refuse(Err.CONNECTIONLOSS, "the leader does not serve clients (leaderServes=no)")
         if request.last_zxid_seen > host.last_zxid:
             return self._refuse(Err.CONNECTIONLOSS, f"server is behind the client (0x{host.last_zxid:x} < 0x{request.last_zxid_seen:x})")
-        if request.session_id == 0:
-            try:
-                host.create_session(host.negotiate_timeout(request.timeout_ms), self._session_created)
-            except ZabbyError as exc:  # stopped serving since the check above (a reconfig, a leader stepping down)
-                return self._refuse(exc.code, str(exc))
-            return True
         try:
-            host.check_member()
-        except ZabbyError as exc:
+            host.check_member()  # a session new or re-attaching: the leader takes no write through a non-member
+            if request.session_id == 0:
+                host.create_session(host.negotiate_timeout(request.timeout_ms), self._session_created)
+                return True
+        except ZabbyError as exc:  # or stopped serving since the check above (a reconfig, a leader stepping down)
             return self._refuse(exc.code, str(exc))
         known_timeout = host.check_session(request.session_id, request.password)
         if known_timeout is None:

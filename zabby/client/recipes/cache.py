@@ -105,8 +105,21 @@ class _MirrorFront:
     STATE_CLOSED = STATE_CLOSED
 
     _mirror: TreeMirror
+    _state: int
     _listeners: list[Callable[[TreeEvent], Any]]
     _error_listeners: list[Callable[[BaseException], Any]]
+
+    def _enqueue(self, item: Item) -> None:
+        raise NotImplementedError
+
+    # the watch and state callbacks: while started, they only queue, in the client's order
+    def _on_event(self, event: WatchedEvent) -> None:
+        if self._state == STATE_STARTED and self._mirror.wants(event):
+            self._enqueue(event)
+
+    def _on_state(self, state: KazooState) -> None:
+        if self._state == STATE_STARTED:
+            self._enqueue(state)
 
     def listen(self, listener: Callable[[TreeEvent], Any]) -> None:
         """Call ``listener(event)`` for every TreeEvent, in order (the async cache awaits a
@@ -221,14 +234,6 @@ class AsyncTreeCache(_MirrorFront):
         return self._mirror.zxid >= zxid
 
     # -- callbacks, run by the client's event task: they only queue -------------------------
-    def _on_event(self, event: WatchedEvent) -> None:
-        if self._state == STATE_STARTED and self._mirror.wants(event):
-            self._enqueue(event)
-
-    def _on_state(self, state: KazooState) -> None:
-        if self._state == STATE_STARTED:
-            self._enqueue(state)
-
     def _enqueue(self, item: Item) -> None:
         self._mirror.enqueue(item)
         self._wake.fire()
@@ -336,14 +341,14 @@ class TreeCache(_MirrorFront):
         if self._state != STATE_LATENT:
             raise KazooException("already started")
         self._state = STATE_STARTED
-        self._client.add_listener(self._session_watcher)
+        self._client.add_listener(self._on_state)
         self._client._dispatch_callback(self._drive, self._mirror.load)
 
     def close(self) -> None:
         if self._state == STATE_CLOSED:
             return
         self._state = STATE_CLOSED
-        self._client.remove_listener(self._session_watcher)
+        self._client.remove_listener(self._on_state)
         with self._applied:
             self._applied.notify_all()
         if self._client.connected:
@@ -367,14 +372,6 @@ class TreeCache(_MirrorFront):
             return self._mirror.zxid >= zxid
 
     # -- on the callback thread ------------------------------------------------------------
-    def _on_event(self, event: WatchedEvent) -> None:
-        if self._state == STATE_STARTED and self._mirror.wants(event):
-            self._enqueue(event)
-
-    def _session_watcher(self, state: KazooState) -> None:
-        if self._state == STATE_STARTED:
-            self._enqueue(state)
-
     def _enqueue(self, item: Item) -> None:
         """Queue for the next drain; one drain is queued behind everything that came before."""
         if self._mirror.enqueue(item):
