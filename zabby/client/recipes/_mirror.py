@@ -502,9 +502,13 @@ class TreeMirror:
         yield Notify(TreeEvent(TreeEvent.NODE_ADDED if old is None else TreeEvent.NODE_UPDATED, node))
 
     def _remove(self, path: str) -> Flow[None]:
-        prefix = path.rstrip("/") + "/"
-        doomed = [p for p in self._nodes if p == path or p.startswith(prefix)]
-        for p in sorted(doomed, key=len, reverse=True):
+        """Remove ``path`` and its subtree, deepest first (walked by the children sets: a
+        scan of every node per delete made a commit's cost grow with the mirror)."""
+        doomed, level = [], [path]
+        while level:
+            doomed += level
+            level = [_join(p, c) for p in level for c in self._children.get(p, ())]
+        for p in reversed(doomed):
             yield from self._remove_one(p)
 
     def _remove_one(self, path: str) -> Flow[None]:
