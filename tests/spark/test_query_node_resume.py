@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,20 @@ def test_a_view_older_than_the_history_or_unreadable_loads_afresh(tmp_path: Path
                 node.stop()
     finally:
         server.kill()
+
+
+def test_query_nodes_of_one_process_share_one_loop_thread(ensemble, make_client) -> None:
+    """Many query nodes in one process (the scale run puts 25 in each worker) cost no thread
+    each: their mirrors run on the process's one shared loop (docs/reliability.md)."""
+    store = make_store(make_client())
+    QueryNode(ensemble.hosts, "p", name="first").start().stop()  # the shared loop is up
+    before = threading.active_count()
+    nodes = [QueryNode(ensemble.hosts, "p", name=f"qn{i}").start() for i in range(6)]
+    try:
+        assert threading.active_count() == before
+        last = commit_days(store, 1, 2)
+        assert all(node.wait_for_zxid(last, 15) for node in nodes)
+        assert all(ready(node) == ready(nodes[0]) != [] for node in nodes)
+    finally:
+        for node in nodes:
+            node.stop()

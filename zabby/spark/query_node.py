@@ -254,7 +254,8 @@ class QueryNode:
             self.initialized.set()
         if event.event_data is not None and not entry["initial"]:
             log.info("%s saw %s %s zxid=0x%x", self.name, kind, entry["path"], entry["zxid"])
-        self._view_dirty.set()
+        if self.view_path is not None:
+            self._view_dirty.set()
 
     def _write_views(self) -> None:
         """Rewrite the view file after changes, at most every VIEW_INTERVAL_S, off the

@@ -1,7 +1,7 @@
 """``python -m zabby.spark.scale``: the cube job's metadata read by many query nodes at once.
 
-A local ensemble, ``--nodes`` query nodes (threads of this process, each a ``QueryNode`` with
-its own ``SyncClient`` session, spread over the servers), then the cube job's steps: the
+A local ensemble, ``--nodes`` query nodes (in this process, each a ``QueryNode`` with its own
+session, all on the process's shared event loop, spread over the servers), then the cube job's steps: the
 project (project, model, cube descriptor and cube in one commit), two segment builds and
 their merge -- built by Spark with ``--spark``, else committed with the same metadata and no
 Spark behind them.  For each step, the query-node lag: from the writer's commit ack to each
@@ -91,7 +91,7 @@ def in_parallel(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
 
 
 class NodeGroup:
-    """Query nodes run as threads of this process, one session each."""
+    """Query nodes of this process (on its shared loop), one session each."""
 
     def __init__(self, nodes: list[QueryNode]) -> None:
         self.nodes = nodes
@@ -128,7 +128,7 @@ def _group_worker(conn: Connection, hosts: str, project: str, indexes: list[int]
 
 
 class ProcessGroup:
-    """Query nodes run as threads of a worker process (``_group_worker``)."""
+    """Query nodes run in a worker process (``_group_worker``)."""
 
     def __init__(self, hosts: str, project: str, indexes: list[int], session_timeout: float) -> None:
         context = multiprocessing.get_context("spawn")
@@ -221,8 +221,8 @@ class ScaleRun:
             shutil.rmtree(self.work, ignore_errors=True)
 
     def _start_nodes(self) -> None:
-        """Every node but the last (the one restarted later: always a thread here) in
-        ``--processes`` worker processes, or all as threads of this process."""
+        """Every node but the last (the one restarted later: always in this process) in
+        ``--processes`` worker processes, or all in this process."""
         args = self.args
         others = list(range(args.nodes - 1))
         if args.processes:
@@ -231,10 +231,10 @@ class ScaleRun:
             self.groups += workers
             for worker in workers:
                 worker.ready()
-            where = f"threads of {args.processes} worker processes"
+            where = f"in {args.processes} worker processes"
         else:
             self.groups.append(NodeGroup.start(self.node, others))
-            where = "threads of this process"
+            where = "in this process"
         self.groups.append(NodeGroup.start(lambda i: self.node(i, view=True), [args.nodes - 1]))
         self.say(f"{args.nodes} query nodes up ({where}, one session each)")
 
@@ -353,9 +353,9 @@ class ScaleRun:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m zabby.spark.scale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=100, help="query nodes (threads, one session each; default 100)")
+    parser.add_argument("--nodes", type=int, default=100, help="query nodes (one session each; default 100)")
     parser.add_argument("--processes", type=int, default=0,
-                        help="run the query nodes (but the one restarted) as threads of this many worker processes (default 0: of this one)")
+                        help="run the query nodes (but the one restarted) in this many worker processes (default 0: in this one)")
     parser.add_argument("--servers", type=int, default=3)
     parser.add_argument("--commits", type=int, default=1000, help="metadata commits while one node is down (default 1000)")
     parser.add_argument("--spark", action="store_true", help="build the segments with Spark (else: the same commits, no Spark)")
