@@ -86,6 +86,19 @@ def test_load_changes_and_the_zxid_it_reflects(zabby_server: ServerProcess) -> N
         cache.close()
 
 
+def test_closing_one_cache_leaves_another_on_the_same_root_watching(zabby_server: ServerProcess) -> None:
+    """close() removes its own watcher only (it removed every recursive watch on the root)."""
+    with SyncClient(zabby_server.hosts, timeout=4.0) as client:
+        client.ensure_path("/tc2")
+        first, _ = start_cache(client, "/tc2")
+        second, _ = start_cache(client, "/tc2")
+        first.close()
+        client.create("/tc2/after", b"x")
+        settle(second, client, "/tc2")
+        assert second.get_data("/tc2/after") is not None
+        second.close()
+
+
 def test_a_reconnect_catches_up_from_events_without_a_reread(zabby_server: ServerProcess, hub: ProxyHub) -> None:
     link = hub.add(zabby_server.port)
     with SyncClient(f"127.0.0.1:{link.port}", timeout=6.0) as client, SyncClient(zabby_server.hosts) as writer:

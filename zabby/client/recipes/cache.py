@@ -351,9 +351,9 @@ class TreeCache(_MirrorFront):
         self._client.remove_listener(self._on_state)
         with self._applied:
             self._applied.notify_all()
-        if self._client.connected:
+        if self._client.connected:  # only this cache's watcher: another on the root keeps its watch
             try:
-                self._client.remove_watches(self._root, 5)
+                self._client._sync(self._client._client._remove_watcher, (self._root, self._on_event, AddWatchMode.PERSISTENT_RECURSIVE), None)
             except KazooException:
                 pass
 
