@@ -25,7 +25,7 @@ from zabby.client.recipes._mirror import (
     AddWatch, Fault, Flow, Moved, NodeData, Notify, QueueBehind, Read, Reached, RoundTrip, TreeEvent, TreeMirror, _newer, decode_state,
 )  # fmt: skip
 from zabby.client.states import EventType, KazooState, KeeperState, WatchedEvent, ZnodeStat
-from zabby.errors import BadArgumentsError, HistoryCompactedError, NoNodeError
+from zabby.errors import BadArgumentsError, ConnectionLoss, HistoryCompactedError, NoNodeError
 
 ROOT = "/r"
 FIRST_ZXID = 10
@@ -414,3 +414,38 @@ def test_a_mark_reached_moves_the_zxid_once_and_initializes_a_resume() -> None:
     mirror.enqueue(Reached(30, -1))  # of an earlier watch: void
     effects = list(mirror.drain())
     assert effects == [Moved(), Notify(TreeEvent(TreeEvent.INITIALIZED, None))] and mirror.zxid == 20 and mirror.is_initialized
+
+
+def test_a_new_sessions_watch_that_failed_is_added_at_the_next_reconnect() -> None:
+    """A re-watch after a new session that fails (a retry deadline passed) is reported, and
+    tried again when the connection comes back: the cache never stays deaf in a live session."""
+    mirror = TreeMirror(ROOT)
+    load = mirror.load()
+    assert next(load) == AddWatch(None)
+    assert isinstance(load.send(FIRST_ZXID), Read)
+    effects = [load.send([(b"", _stat(FIRST_ZXID, b"")), []])]
+    effects += list(load)
+    assert mirror.is_initialized and mirror._watching
+
+    def drain_with(states: list[KazooState], fail: bool) -> list[Any]:
+        for state in states:
+            mirror.enqueue(state)
+        flow, seen, reply = mirror.drain(), [], None
+        try:
+            effect = next(flow)
+            while True:
+                seen.append(effect)
+                if isinstance(effect, AddWatch) and fail:
+                    effect = flow.throw(ConnectionLoss())
+                else:
+                    effect = flow.send(FIRST_ZXID if isinstance(effect, (AddWatch, RoundTrip)) else reply)
+        except StopIteration:
+            return seen
+
+    failed = drain_with([KazooState.LOST, KazooState.CONNECTED], fail=True)
+    assert [type(e) for e in failed if isinstance(e, (AddWatch, Fault))] == [AddWatch, Fault]
+    again = drain_with([KazooState.SUSPENDED, KazooState.CONNECTED], fail=False)
+    assert [e for e in again if isinstance(e, AddWatch)] == [AddWatch(FIRST_ZXID - 1)]
+    assert any(isinstance(e, QueueBehind) for e in again)  # the fence after its history
+    quiet = drain_with([KazooState.SUSPENDED, KazooState.CONNECTED], fail=False)
+    assert not [e for e in quiet if isinstance(e, AddWatch)]  # owed no more: the session's watch stands

@@ -197,6 +197,7 @@ class TreeMirror:
         self._received = 0  # the highest zxid of an event handed to the mirror
         self._pending: list[Item] = []
         self._watching = False  # the watch was added (a new session needs it again)
+        self._watch_owed = False  # a new session's watch not back yet: tried again at each reconnect
         self._epoch = 0  # the watch's incarnation: a new session's watch, a lost history
         self._suspended = False
         self._lost = False
@@ -399,7 +400,7 @@ class TreeMirror:
         elif state == KazooState.CONNECTED and (self._suspended or self._lost):
             lost, self._suspended, self._lost = self._lost, False, False
             yield Notify(TreeEvent(TreeEvent.CONNECTION_RECONNECTED, None))
-            if lost and self._watching:
+            if (lost or self._watch_owed) and self._watching:
                 yield from self._rewatch()
 
     def _rewatch(self) -> Flow[None]:
@@ -408,16 +409,22 @@ class TreeMirror:
 
         A read answered before the watch is back (the new session serves reads at once) is no
         fence: the events of its txns come later, in the watch's history.  So the marks queued
-        until now are void (a new epoch), and a fence after the history sets a new one."""
+        until now are void (a new epoch), and a fence after the history sets a new one.
+
+        Until that is done the watch is owed: a step that fails (the ensemble away for longer
+        than the retries) is reported, and the next reconnect tries again, so the cache never
+        stays deaf while its session lives on."""
         since = max(self._received, self.zxid)
         self._epoch += 1
+        self._watch_owed = True
         try:
             yield AddWatch(max(0, since - 1))
         except HistoryCompactedError:
             log.warning("TreeCache %s: new session, history after 0x%x gone: resyncing from a full read", self.root, since)
             yield from self._watch_live_and_resync()
-            return
-        yield from self._fence_history()
+        else:
+            yield from self._fence_history()
+        self._watch_owed = False
 
     # -- reads -----------------------------------------------------------------------------
     def _read_nodes(self, paths: list[str]) -> Flow[dict[str, NodeData]]:
