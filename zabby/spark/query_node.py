@@ -15,9 +15,9 @@ The mirror is an ``AsyncTreeCache`` on ``zabby.Client``, run on one event-loop t
 every query node of the process shares (``shared_loop``): a watch event is applied where it
 arrives, with no hop to another thread, and many nodes in one process (the scale run puts 25
 in each worker) cost one thread and one epoll set, not two threads each.  Measured: 25 nodes
-in one process, paced metadata commits, 2.9 ms of CPU per node per commit as SyncClient +
-TreeCache (a loop thread and a callback thread per node, four thread hops per commit), 1.1 ms
-on one shared loop.  The node's listener runs on that loop; blocking callers (``start``,
+in one process, commits 100 ms apart (``scripts/query_node_cpu.py``): 2.5-2.8 ms of CPU per
+node per commit as SyncClient + TreeCache (a loop thread and a callback thread per node, four
+thread hops per commit), 1.2-1.3 ms on one shared loop.  The node's listener runs on that loop; blocking callers (``start``,
 ``wait_for_zxid``, the view writer) hand their work to it.
 
 Each change is logged (and appended to a JSON-lines file) with the zxid it carries and the
@@ -53,15 +53,16 @@ from .model import DEFAULT_ROOT, CubeInstance, Layout, SegmentRef
 
 log = logging.getLogger("zabby.spark.query_node")
 VIEW_INTERVAL_S = 0.05  # the view file is rewritten at most this often (and on stop)
-_shared: BlockingPortal | None = None
+_shared: tuple[int, BlockingPortal] | None = None  # (the pid that started it, its portal)
 _shared_lock = threading.Lock()
 
 
 def shared_loop() -> BlockingPortal:
-    """The event loop (a daemon thread, asyncio) that this process's query nodes share."""
+    """The event loop (a daemon thread, asyncio) that this process's query nodes share; a
+    forked child, which has no copy of the thread, starts its own."""
     global _shared
     with _shared_lock:
-        if _shared is None:
+        if _shared is None or _shared[0] != os.getpid():
             handed: list[BlockingPortal] = []
             ready = threading.Event()
 
@@ -74,8 +75,8 @@ def shared_loop() -> BlockingPortal:
             threading.Thread(target=anyio.run, args=(serve,), name="zabby-query-nodes", daemon=True).start()
             if not ready.wait(30):
                 raise RuntimeError("the query nodes' event loop thread did not start")
-            _shared = handed[0]
-        return _shared
+            _shared = os.getpid(), handed[0]
+        return _shared[1]
 
 
 _EVENT_NAMES = {0: "NODE_ADDED", 1: "NODE_UPDATED", 2: "NODE_REMOVED", 3: "SUSPENDED", 4: "RECONNECTED", 5: "LOST", 6: "INITIALIZED"}
