@@ -17,8 +17,8 @@ arrives, with no hop to another thread, and many nodes in one process (the scale
 in each worker) cost one thread and one epoll set, not two threads each.  Measured: 25 nodes
 in one process, commits 100 ms apart (``scripts/query_node_cpu.py``): 2.5-2.8 ms of CPU per
 node per commit as SyncClient + TreeCache (a loop thread and a callback thread per node, four
-thread hops per commit), 1.2-1.3 ms on one shared loop.  The node's listener runs on that loop; blocking callers (``start``,
-``wait_for_zxid``, the view writer) hand their work to it.
+thread hops per commit), 1.2-1.3 ms on one shared loop.  The node's listener runs on that
+loop; blocking callers (``start``, ``wait_for_zxid``, the view writer) hand their work to it.
 
 Each change is logged (and appended to a JSON-lines file) with the zxid it carries and the
 wall-clock time this node saw it; the demo's timeline and lag figures come from those files.

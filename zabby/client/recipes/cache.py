@@ -24,9 +24,11 @@ itself from the last event it delivered (``add_watch(..., since_zxid=...)``), so
 does not re-read anything: the changes made while it was away arrive as events.  After a new
 session (which has no watches) the cache adds the watch again from the last zxid its feed
 brought, and claims no zxid until that watch's history is in (a read the new session answered
-before the watch was back is no fence: the events of its txns come later).  Only when no server's history reaches back that far (an ``EventType.HISTORY_LOST``
-event, or a ``HistoryCompactedError`` when resuming) does it *resync*: re-read the whole
-subtree and report the difference, as a cache without history would after every reconnect.
+before the watch was back is no fence: the events of its txns come later).  If that watch
+cannot be added (the ensemble away past the retries), each reconnect tries again.  Only when
+no server's history reaches back that far (an ``EventType.HISTORY_LOST`` event, or a
+``HistoryCompactedError`` when resuming) does it *resync*: re-read the whole subtree and
+report the difference, as a cache without history would after every reconnect.
 
 ``save_state()`` gives the mirror and its zxid as JSON-able data; ``TreeCache(client, path,
 saved_state=...)`` starts from it and resumes the feed from that zxid instead of loading,
