@@ -613,7 +613,7 @@ class Engine(ClientCalls):
         return out, tuple(missing)
 
     def _note_proposal_size(self, proposal: Proposal) -> None:
-        size = sum(len(txn.body[1]) if txn.type in (OpCode.CREATE, OpCode.SET_DATA) else 0 for txn in proposal.txns)
+        size = sum(len(txn.body[1] or b"") if txn.type in (OpCode.CREATE, OpCode.SET_DATA) else 0 for txn in proposal.txns)  # None: null data
         last, smallest, largest = self.last_proposal_bytes
         self.last_proposal_bytes = (size, min(smallest, size) if smallest else size, max(largest, size))
 
