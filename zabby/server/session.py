@@ -44,7 +44,6 @@ from zabby.wire.messages import PROTOCOL_NAME, PROTOCOL_VERSION, XID_AUTH, XID_N
 LOGGER = logging.getLogger("zabby.server.conn")
 
 XID_MAX = 2**31 - 1  # a jute int: every client's xid counter stays below it
-XID_WRAP_FROM = XID_MAX - 2**16  # from up here a counter may wrap (to 1 in Java and kazoo, 0 in Go)
 # A failed authentication (auth, a SASL step) is answered this late, then the connection
 # closes: a password guesser gets a few tries a second per connection, and a kazoo client
 # learns of the failure after it said CONNECTED (its start() then raises AuthFailedError, not
@@ -194,7 +193,6 @@ class ClientSession:
         self._caller = Caller(0, self.auth_ids)
         self._slots: deque[_Slot] = deque()
         self.request_bytes = 0  # the frames of the requests in ``_slots``, held until answered
-        self._last_xid = 0  # the last ordinary (non-special) xid: the next must be greater
         self._broken = False  # it broke the protocol: it is closed once what it asked before is answered
         self._close_after_reply = False  # the next read's reply is the last (a failed auth)
         self._handlers: dict[int, Callable[[list[Any]], list[Any]]] = {
@@ -295,11 +293,7 @@ class ClientSession:
             return
         xid, op, args = request[0], request[1], request[2:]
         self.last_cxid = xid
-        if op == OpCode.SASL and 0 < xid <= XID_MAX:
-            pass  # kazoo numbers its SASL exchange apart (1, 2, ...), then starts its requests at 1
-        elif self._last_xid < xid <= XID_MAX:
-            self._last_xid = xid
-        elif not self._xid_allowed(xid, op):
+        if not (0 <= xid <= XID_MAX or self._xid_allowed(xid, op)):
             return
         if self.host.config.enforce_auth_schemes and op not in (OpCode.AUTH, OpCode.SASL) and not self._authenticated():
             self._break_protocol(xid, f"authentication by {', '.join(sorted(self.host.config.enforce_auth_schemes))} is required "
@@ -329,28 +323,27 @@ class ClientSession:
         started = time.perf_counter()
         self.received += 1
         self.host.stats.packets_received += 1
-        if self._last_xid < xid <= XID_MAX:
-            self._last_xid = xid
-        elif not self._xid_allowed(xid, 0):
+        if not (0 <= xid <= XID_MAX or self._xid_allowed(xid, 0)):
             return
         self._answer_error(xid, code, message, started)
 
     def _xid_allowed(self, xid: int, op: int) -> bool:
-        """An xid that is not above the last: a special one (ping, auth, setWatches) on an op
-        that is no write, or a counter that wrapped.  Anything else breaks the protocol: the
-        connection is refused (see ``_break_protocol``)."""
+        """An xid outside 0..2^31-1: allowed only as a special one (ping, auth, setWatches) on
+        an op that is no write.  Anything else breaks the protocol: the connection is refused
+        (see ``_break_protocol``).
+
+        An ordinary xid need not be greater than the last, nor new: node-zookeeper-client and
+        aiozk start at 0, go-zookeeper and the C client's threaded adaptor take an xid before
+        they queue the request (two threads may send theirs in the other order), and every
+        counter wraps.  The server answers in arrival order whatever the xids, and a write's
+        answer waits under (session, xid) in a queue per key (``engine.clients.Waiters``), so
+        a repeated xid cannot take another request's answer."""
         if xid in SPECIAL_XIDS and op not in WRITE_OPS and op != OpCode.SYNC:
-            return True
-        last = self._last_xid
-        if last >= XID_WRAP_FROM and 0 <= xid < last:
-            self._last_xid = xid
             return True
         if not -(2**31) <= xid <= XID_MAX:
             reason = f"xid {xid} is not a 32-bit int"
-        elif xid < 0:
-            reason = f"xid {xid} is negative and not a special one ({sorted(SPECIAL_XIDS)}) for a request that is no write"
         else:
-            reason = f"xid {xid} is not greater than the last request's ({last}): xids must increase"
+            reason = f"xid {xid} is negative and not a special one ({sorted(SPECIAL_XIDS)}) for a request that is no write"
         self._break_protocol(xid if -(2**31) <= xid <= XID_MAX else 0, reason)
         return False
 
