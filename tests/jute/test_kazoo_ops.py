@@ -128,6 +128,22 @@ def test_acls_with_digest_auth(shared_server: ServerProcess, kz: KazooClient) ->
     kz.delete("/private")
 
 
+def test_a_digest_credential_without_a_colon_proves_an_id(shared_server: ServerProcess) -> None:
+    """go-zookeeper's TestIntegration_GetSetACL: ``addauth digest blah`` is accepted by
+    ZooKeeper 3.8, and an ``auth`` ACL then names ``digest:blah:<sha1 of blah>``.  zabby
+    answered AUTHFAILED and closed the connection."""
+    kz = start_kazoo(shared_server.hosts)
+    try:
+        kz.add_auth("digest", "blah")
+        kz.create("/blah-only", b"x", acl=[KazooACL(31, KazooId("auth", ""))])
+        acl = kz.get_acls("/blah-only")[0][0]
+        assert (acl.id.scheme, acl.id.id, acl.perms) == ("digest", "blah:W/H9kn37hnlJai5s8Ay+UMHIcUU=", 31)
+        assert kz.get("/blah-only")[0] == b"x"
+        kz.delete("/blah-only")
+    finally:
+        stop_kazoo(kz)
+
+
 def test_one_shot_watches(shared_server: ServerProcess, kz: KazooClient) -> None:
     events: list[object] = []
     fired = threading.Event()

@@ -32,9 +32,15 @@ _PERM_LETTERS = (("r", READ), ("w", WRITE), ("c", CREATE), ("d", DELETE), ("a", 
 
 
 def digest(user: str, password: str) -> str:
-    """ZooKeeper's ``DigestAuthenticationProvider.generateDigest``: ``user:base64(sha1(user:password))``."""
-    raw = hashlib.sha1(f"{user}:{password}".encode()).digest()
-    return f"{user}:{base64.b64encode(raw).decode()}"
+    """The digest id ``user:base64(sha1(user:password))``."""
+    return generate_digest(f"{user}:{password}")
+
+
+def generate_digest(credential: str) -> str:
+    """ZooKeeper's ``DigestAuthenticationProvider.generateDigest``: what precedes the first
+    colon (the whole text if there is none), a colon, and base64 of the whole text's SHA-1."""
+    raw = hashlib.sha1(credential.encode()).digest()
+    return f"{credential.split(':', 1)[0]}:{base64.b64encode(raw).decode()}"
 
 
 def perms_to_letters(perms: int) -> str:
@@ -52,13 +58,12 @@ def letters_to_perms(text: str) -> int:
 
 
 def authenticate(scheme: str, credential: bytes) -> AuthId:
-    """Turn an ``addauth`` credential into the id it proves, or raise AUTHFAILED."""
+    """Turn an ``addauth`` credential into the id it proves, or raise AUTHFAILED.
+
+    Any digest credential proves an id, as in ZooKeeper 3.8: ``blah`` (no colon) proves
+    ``digest:blah:base64(sha1(blah))`` and ``:p`` (no user) ``digest::base64(sha1(:p))``."""
     if scheme == "digest":
-        text = credential.decode("utf-8", "replace")
-        user, sep, password = text.partition(":")
-        if not sep or not user:
-            raise ZabbyError(Err.AUTHFAILED, "digest credential must be user:password")
-        return ("digest", digest(user, password))
+        return ("digest", generate_digest(credential.decode("utf-8", "replace")))
     raise ZabbyError(Err.AUTHFAILED, f"unsupported auth scheme {shown(scheme)}")
 
 
