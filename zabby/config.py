@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zabby.membership import Member, Membership, MembershipError, parse_member
-from zabby.tree.txns import ZXID_COUNTER_LAST
+from zabby.tree.txns import RECORD_BYTES_MAX, ZXID_COUNTER_LAST
 
 LOGGER = logging.getLogger("zabby.config")
 
@@ -92,6 +92,10 @@ class ServerConfig:
     purge_interval_hours: float = 1.0
     four_letter_words: frozenset[str] = DEFAULT_4LW_WHITELIST
     jute_buffer_bytes_max: int = 0xFFFFF
+    txn_bytes_max: int = 2 * 2**20  # maxTxnBytes: a txn's bytes after every expansion (see txn_limits)
+    auth_ids_max: int = 32  # maxAuthIds: the ids one session may prove (addauth, SASL), beside its ip
+    acl_entries_max: int = 256  # maxAclEntries: a znode's ACL entries, after ``auth`` is expanded
+    watch_history_bytes: int = 64 * 2**20  # watchHistoryBytes: what the watch history may hold
     jute_enabled: bool = True  # juteEnabled: ZooKeeper's binary client protocol on clientPort
     admin_enabled: bool = True
     admin_address: str = "0.0.0.0"
@@ -135,6 +139,25 @@ class ServerConfig:
     @property
     def standalone(self) -> bool:
         return len([p for p in self.peers if not p.observer]) <= 1
+
+
+# The largest txn any setting allows: a quarter of the largest record, so that a znode (its
+# data and its ACL, each at most a txn's) fits a snapshot record, and a SNAP chunk of 4 MiB
+# plus its last znode a member's frame.
+TXN_BYTES_CEILING = RECORD_BYTES_MAX // 4
+
+
+def _txn_limits(raw: dict[str, str]) -> tuple[int, int]:
+    """``jute.maxbuffer`` (a request's bytes) and ``maxTxnBytes`` (its txn's, after the
+    ``auth`` ACL is expanded into the session's ids and a multi's ops are joined): twice the
+    first by default, at least it and at most ``TXN_BYTES_CEILING``."""
+    jute = _int(raw, "jute.maxbuffer", 0xFFFFF, 1024)
+    if jute > TXN_BYTES_CEILING - 1024:
+        raise ConfigError(f"jute.maxbuffer={jute} must be at most {TXN_BYTES_CEILING - 1024}")
+    txn = _int(raw, "maxTxnBytes", min(2 * (jute + 1), TXN_BYTES_CEILING), jute + 1024)
+    if txn > TXN_BYTES_CEILING:
+        raise ConfigError(f"maxTxnBytes={txn} must be at most {TXN_BYTES_CEILING}: the log, peers and snapshots refuse larger records")
+    return jute, txn
 
 
 def _int(raw: dict[str, str], key: str, default: int, minimum: int = 0) -> int:
@@ -285,6 +308,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
     tick_ms = _int(raw, "tickTime", 2000, 1)
     dynamic_file, membership_version = _dynamic_config(raw, base)
     peers = tuple(sorted((_peer(k, raw.pop(k)) for k in list(raw) if k.startswith("server.")), key=lambda p: p.sid))
+    jute_bytes_max, txn_bytes_max = _txn_limits(raw)
     config = ServerConfig(
         data_dir=data_dir,
         data_log_dir=data_log_dir,
@@ -300,7 +324,11 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         snap_retain_count=max(3, _int(raw, "autopurge.snapRetainCount", 3)),
         purge_interval_hours=float(raw.pop("autopurge.purgeInterval", "1")),
         four_letter_words=_whitelist(raw.pop("4lw.commands.whitelist", None)),
-        jute_buffer_bytes_max=_int(raw, "jute.maxbuffer", 0xFFFFF, 1024),
+        jute_buffer_bytes_max=jute_bytes_max,
+        txn_bytes_max=txn_bytes_max,
+        auth_ids_max=_int(raw, "maxAuthIds", 32, 1),
+        acl_entries_max=_int(raw, "maxAclEntries", 256, 1),
+        watch_history_bytes=_int(raw, "watchHistoryBytes", 64 * 2**20, 0),
         jute_enabled=_bool(raw, "juteEnabled", True),
         admin_enabled=_bool(raw, "admin.enableServer", True),
         admin_address=raw.pop("admin.serverAddress", "0.0.0.0"),

@@ -123,11 +123,12 @@ class Engine(ClientCalls):
         self.stats = stats if stats is not None else ServerStats()
         self.standalone = not config.peers
         self.tree = recovered.tree
-        self.preparer = Preparer(self.tree, PrepLimits(config.jute_buffer_bytes_max, config.ttl_enabled, sasl_acls=config.sasl_acls))
+        self.preparer = Preparer(self.tree, PrepLimits(config.jute_buffer_bytes_max, config.txn_bytes_max, config.acl_entries_max, config.ttl_enabled,
+                                                       sasl_acls=config.sasl_acls))  # fmt: skip
         self.peer = Peer(peer_config, recovered.durable)
         self.soft: SoftState = self.peer.soft_state()
         self.watches = WatchManager()
-        self.history = recovered.history if recovered.history is not None else WatchHistory(config.watch_history_txns, self.tree.last_zxid)
+        self.history = recovered.history if recovered.history is not None else WatchHistory(config.watch_history_txns, self.tree.last_zxid, config.watch_history_bytes)
         self.sessions = SessionTracker(config.tick_ms)
         self.session_sinks: dict[int, ClientSink] = {}
         self.closing_sessions: set[int] = set()
@@ -506,7 +507,7 @@ class Engine(ClientCalls):
         the log replayed onto it, if it came from disk), as its events are about the old tree."""
         self.tree = tree
         self.preparer = Preparer(tree, self.preparer.limits)
-        self.history = history if history is not None else WatchHistory(self.config.watch_history_txns, tree.last_zxid)
+        self.history = history if history is not None else WatchHistory(self.config.watch_history_txns, tree.last_zxid, self.config.watch_history_bytes)
 
     def _act_on(self, ready: Ready) -> None:
         """Step 6 of the Ready: forwarded writes, touched sessions.  Writes that reached a

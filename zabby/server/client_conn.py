@@ -111,6 +111,7 @@ class Connection:
         self.held_bytes = 0
         self._input_bytes = 0  # the decoder's partial frame and the frames in ``_pending``
         self._request_bytes = 0  # the session's ``request_bytes``, as last charged
+        self._state_bytes = 0  # the session's state here (``hold_state``): in the budget, not in the pause or the limit
         self._pending: deque[bytes] = deque()  # frames read, not yet handed to the session
         self._pending_bytes = 0
         self._paused = False  # the reader waits for ``_resume`` (see ``_may_read``)
@@ -187,6 +188,10 @@ class Connection:
         self._wake.set()
         self._resume.set()
 
+    def hold_state(self, delta: int) -> None:
+        self._state_bytes += delta
+        self._charge(delta)
+
     def requests_answered(self) -> None:
         self._charge_requests()
         if self._paused:
@@ -201,9 +206,9 @@ class Connection:
         memory = self._memory
         memory.charge(self, delta)
         if delta > 0:
-            if self.held_bytes > memory.connection_bytes_max and not self._closing:
+            if self.held_bytes - self._state_bytes > memory.connection_bytes_max and not self._closing:
                 memory.over_connection_limit(self)
-        elif self._paused and self.held_bytes - self._input_bytes < memory.resume_bytes:
+        elif self._paused and self.held_bytes - self._input_bytes - self._state_bytes < memory.resume_bytes:
             self._resume.set()
 
     def _charge_input(self) -> None:
@@ -359,7 +364,7 @@ class Connection:
         count: it is what waits to be taken), fewer requests in flight than its share, and,
         while the server has globalOutstandingLimit writes in flight, none of its own."""
         in_flight = self.session.in_flight
-        if self.held_bytes - self._input_bytes >= self._memory.pause_bytes or in_flight >= self._outstanding_max:
+        if self.held_bytes - self._input_bytes - self._state_bytes >= self._memory.pause_bytes or in_flight >= self._outstanding_max:
             return False
         return not (in_flight and self.server.throttled)
 

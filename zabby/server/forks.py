@@ -27,6 +27,7 @@ from typing import Any, BinaryIO
 import msgpack
 
 from zabby.core.messages import SnapChunk, encode
+from zabby.tree.acl import acl_bytes
 from zabby.server.transport import ForkedStream
 from zabby.storage.snapshot import read_snapshot, write_snapshot, write_snapshot_stream
 from zabby.tree.datatree import DataTree, records_digest
@@ -90,8 +91,10 @@ def write_snapshot_frames(pipe: BinaryIO, records: Iterable[tuple[Any, ...]]) ->
 
 
 def _record_bytes(record: tuple[Any, ...]) -> int:
-    """About what a snapshot record packs to: its path (or kind) and its data, and room for the rest."""
-    return 128 + sum(len(field) for field in record[:2] if isinstance(field, (bytes, str)))
+    """About what a snapshot record packs to: its path (or kind), its data and its ACL, and
+    room for the rest.  ACLs are shared, so each one's size is computed once."""
+    size = 128 + sum(len(field) for field in record[:2] if isinstance(field, (bytes, str)))
+    return size + acl_bytes(record[2]) if len(record) > 2 and record[2].__class__ is tuple else size
 
 
 def download_image(tree: DataTree) -> tuple[ForkedStream, int, int]:

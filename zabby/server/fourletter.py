@@ -102,6 +102,7 @@ def mntr_data(s: ServerStatistics) -> dict[str, Any]:
         "max_client_response_size": stats.max_client_response_size,
         "min_client_response_size": stats.min_client_response_size,
         "auth_failed_count": stats.auth_failed_count,
+        "auth_throttled_count": stats.auth_throttled_count,
         **({"quorum_size": s.quorum_size} if s.membership is not None else {}),  # QuorumZooKeeperServer's
         **dict(s.learner_counts),  # the leader's
         **_proposal_sizes(s),

@@ -58,8 +58,9 @@ from zabby.server.gate import InputGate
 from zabby.server.guard import contained
 from zabby.server.kernel_sync import KernelSync, SubmitRefused
 from zabby.server.session import ClientSession
+from zabby.server.throttle import GuessThrottle
 from zabby.server.stats import ServerStats
-from zabby.server.transport import Transport, member_frame_bytes_max
+from zabby.server.transport import Transport
 from zabby.storage import faults
 from zabby.storage.datadir import DataDir, RecoveryError
 from zabby.storage.epochs import CorruptEpochError
@@ -125,11 +126,12 @@ class ZabbyServer:
         self.client_memory = ClientMemory(config.client_memory_budget_bytes, config.connection_memory_bytes_max,
                                           config.jute_buffer_bytes_max + FRAME_HEADROOM_BYTES)  # fmt: skip
         self.client_logs = RateLimitedLogs(CONN_LOGGER, CLIENT_LOG_INTERVAL_S)  # refusals and closes a flood repeats
+        self.guesses = GuessThrottle()  # SASL responses, by client host
         self.transport: Transport | None = None
         self.input_gate = InputGate()  # what peers queue in the engine while it awaits an effect
         if config.peers:  # peer links' unread input counts in the same budget as the clients'
             self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
-                                       config.quorum_tls, frame_bytes_max=member_frame_bytes_max(config.jute_buffer_bytes_max),
+                                       config.quorum_tls,
                                        memory=self.client_memory, warn=self.warn_rate_limited, auth=config.quorum_auth,
                                        gate=self.input_gate)  # fmt: skip
         self._fsync_recent_s = 0.0  # a moving average of fsync times
@@ -236,6 +238,9 @@ class ZabbyServer:
 
     def wake_when_unthrottled(self, connection: Any) -> None:
         self._throttled_connections.add(connection)
+
+    def secret_attempt(self, source: str) -> bool:
+        return self.guesses.attempt(source, time.monotonic())
 
     def warn_rate_limited(self, kind: str, message: str) -> None:
         self.client_logs.warning(kind, message)

@@ -49,6 +49,8 @@ XID_MAX = 2**31 - 1  # a jute int: every client's xid counter stays below it
 # learns of the failure after it said CONNECTED (its start() then raises AuthFailedError, not
 # a time-out: a race a fast server loses otherwise).
 AUTH_FAILURE_DELAY_S = 0.2
+ZXID_WAIT_BYTES = 400  # a waitForZxid the server holds: its slot, its wait, its place in two heaps
+AUTH_ID_BYTES = 160  # what a proved id costs beside its text: its tuple, strings and list slot
 SPECIAL_XIDS = frozenset({XID_PING, XID_AUTH, XID_SET_WATCHES})  # repeat by design; never a write's
 _MULTI_OPS = (OpCode.MULTI, OpCode.MULTI_READ)
 
@@ -126,6 +128,11 @@ class SessionHost(Protocol):
         """The connection ended: forget the sink and its watches."""
         ...
 
+    def secret_attempt(self, source: str) -> bool:
+        """Whether ``source`` may try a secret now (``zabby.server.throttle``): False, refuse
+        it without looking at it."""
+        ...
+
     def warn_rate_limited(self, kind: str, message: str) -> None:
         """Log a warning that a flood of clients could repeat (at most one line a second per kind)."""
         ...
@@ -153,6 +160,12 @@ class SessionOutput(Protocol):
 
     def close_after_flush(self, delay_s: float = 0.0) -> None:
         """Close once what is queued is sent, ``delay_s`` after the last of it was queued."""
+        ...
+
+    def hold_state(self, delta: int) -> None:
+        """The session's state on this server (its ids, watches, zxid waits) holds ``delta``
+        bytes more (or fewer): charged to the client memory budget, never a reason to stop
+        reading (it does not drain as replies do)."""
         ...
 
     def requests_answered(self) -> None:
@@ -457,8 +470,11 @@ class ClientSession:
         zxid, timeout_ms = args
         slot = _Slot(xid, OpCode.WAIT_FOR_ZXID, args, started, True)
         self.last_op = OpCode.WAIT_FOR_ZXID
+        waiting = False  # it is in the server's waits, charged to this connection
 
         def done(applied: bool) -> None:
+            if waiting:
+                self.output.hold_state(-ZXID_WAIT_BYTES)
             last_zxid = self.host.last_zxid
             if applied:
                 slot.reply = [xid, last_zxid, 0, last_zxid]
@@ -471,6 +487,9 @@ class ClientSession:
         self._slots.append(slot)
         try:
             self.host.wait_for_zxid(self, zxid, timeout_ms, done)
+            if slot.reply is None:  # not answered at once: it waits
+                waiting = True
+                self.output.hold_state(ZXID_WAIT_BYTES)
         except ZabbyError as exc:
             slot.reply = [xid, self.host.last_zxid, int(exc.code), str(exc)]
             self._flush_slots()
@@ -501,6 +520,10 @@ class ClientSession:
     def close_after_flush(self) -> None:
         self.output.close_after_flush()
 
+    def hold_state(self, delta: int) -> None:
+        """A watch of this session's was added (or went): charged to its connection."""
+        self.output.hold_state(delta)
+
     # ----------------------------------------------------------------- session-level ops
     def _auth(self, args: list[Any]) -> list[Any]:
         if len(args) != 2:
@@ -516,12 +539,31 @@ class ClientSession:
             self.host.stats.auth_failed_count += 1
             self._close_after_reply = True  # ZooKeeper answers AUTHFAILED, then closes
             raise
-        if auth_id not in self.auth_ids:
-            self.auth_ids.append(auth_id)
-        if self.host.config.super_digest and auth_id[1] == self.host.config.super_digest:
+        if self._prove(auth_id) and self.host.config.super_digest and auth_id[1] == self.host.config.super_digest:
             self.superuser = True
-        self._caller = Caller(self.session_id, self.auth_ids, self.superuser)
+            self._caller = Caller(self.session_id, self.auth_ids, self.superuser)
         return []
+
+    def _prove(self, auth_id: acls.AuthId) -> bool:
+        """Add an id the session proved; False if it held it already.  At most ``maxAuthIds``
+        (beside its ip): past them the request is refused as a failed auth (AUTHFAILED, then
+        the connection closes), so no session makes every ``auth`` ACL it sets, nor every
+        check of its requests, as long as it likes.  Each id's bytes are charged to the budget.
+
+        Raises:
+            ZabbyError: AUTHFAILED at the bound.
+        """
+        if auth_id in self.auth_ids:
+            return False
+        limit = self.host.config.auth_ids_max
+        if len(self.auth_ids) > limit:  # the ip id is not counted
+            self.host.stats.auth_failed_count += 1
+            self._close_after_reply = True
+            raise ZabbyError(Err.AUTHFAILED, f"a session proves at most {limit} ids (maxAuthIds)")
+        self.auth_ids.append(auth_id)
+        self.output.hold_state(AUTH_ID_BYTES + len(auth_id[1]))
+        self._caller = Caller(self.session_id, self.auth_ids, self.superuser)
+        return True
 
     def _add_watch(self, args: list[Any]) -> list[Any]:
         """addWatch; with a third argument, ``since_zxid`` (zabby's msgpack extension), the
@@ -548,6 +590,9 @@ class ClientSession:
                 raise SaslFailure(f"a SASL request carries one token (bytes), not {_type_names(*args)}")
             if self._sasl_exchange is None:
                 self._sasl_exchange = DigestMd5Server(users)
+            elif self._sasl_exchange.challenged and not self.host.secret_attempt(self.address[0]):
+                self.host.stats.auth_throttled_count += 1
+                raise SaslFailure(f"too many attempts from {self.address[0]}: at most a few a second from one address (unread)")
             token = self._sasl_exchange.step(args[0])
         except SaslFailure as exc:
             self.host.stats.auth_failed_count += 1
@@ -557,10 +602,8 @@ class ClientSession:
             code = Err.SESSIONCLOSEDREQUIRESASLAUTH if "sasl" in self.host.config.enforce_auth_schemes else Err.AUTHFAILED
             raise ZabbyError(code, f"SASL authentication failed: {exc}") from None
         user = self._sasl_exchange.user
-        if user is not None and ("sasl", user) not in self.auth_ids:
-            self.auth_ids.append(("sasl", user))
-            if user == self.host.config.sasl_super_user:
-                self.superuser = True
+        if user is not None and self._prove(("sasl", user)) and user == self.host.config.sasl_super_user:
+            self.superuser = True
             self._caller = Caller(self.session_id, self.auth_ids, self.superuser)
         return [token]
 

@@ -46,12 +46,16 @@ from zabby.server.budget import ClientMemory
 from zabby.server.gate import InputGate
 from zabby.server.ratelog import RateLimitedLog
 from zabby.server.sockets import receiver
+from zabby.tree.txns import RECORD_BYTES_MAX
 from zabby.wire.framing import FrameDecoder, encode_frame
 
 LOGGER = logging.getLogger("zabby.server.transport")
 
 QUEUE_BYTES_MAX = 256 * 2**20
-FRAMES_OF_MAX_TXNS = 64  # a member's frame: a batch of up to this many jute.maxbuffer txns (and a SNAP chunk: forks)
+# The largest frame a member may send, the same on every server whatever its settings: a txn
+# is at most maxTxnBytes (a quarter of it), a larger Proposal is split before it is sent, and
+# a SNAP chunk is cut by bytes (forks).
+MEMBER_FRAME_BYTES_MAX = RECORD_BYTES_MAX
 HELLO_BYTES_MAX = 4096  # before a peer has said who it is
 STRANGER_FRAME_BYTES_MAX = 64 * 1024  # a learner no membership names sends FOLLOWERINFO, ACKs and pings
 UNIDENTIFIED_LINKS_MAX = 32  # connections at once that have not said who they are
@@ -69,12 +73,6 @@ LinkDown = Callable[[int], None]
 
 def kind_of(message: Message) -> str:
     return ELECTION if isinstance(message, Notification) else QUORUM
-
-
-def member_frame_bytes_max(jute_buffer_bytes_max: int) -> int:
-    """The largest frame a member may send: ``FRAMES_OF_MAX_TXNS`` txns of jute.maxbuffer (a
-    larger Proposal is split before it is sent, a SNAP chunk is cut by bytes)."""
-    return FRAMES_OF_MAX_TXNS * (jute_buffer_bytes_max + 1024)
 
 
 class PeerAuthError(Exception):
@@ -189,7 +187,7 @@ class _Outgoing:
 
 class Transport:
     def __init__(self, sid: int, peers: dict[int, PeerAddress], deliver: Deliver, link_down: LinkDown, quorum_tls: TlsConfig | None = None,
-                 *, frame_bytes_max: int = member_frame_bytes_max(0xFFFFF), memory: ClientMemory | None = None,
+                 *, frame_bytes_max: int = MEMBER_FRAME_BYTES_MAX, memory: ClientMemory | None = None,
                  warn: Callable[[str, str], None] | None = None, auth: QuorumAuth | None = None,
                  gate: InputGate | None = None) -> None:  # fmt: skip
         self.sid = sid

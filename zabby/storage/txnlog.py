@@ -56,12 +56,12 @@ from zabby.errors import InvariantError
 from zabby.storage.faults import inject
 from zabby.storage.files import NO_SPACE_ERRNOS, DiskFailure, DiskFull, disk_error, fsync, fsync_dir, write_all
 from zabby.storage.fs import CREATE_NEW, CREATE_OR_TRUNCATE, OS_FS, READ_ONLY, WRITE_ONLY, FileSystem
+from zabby.tree.txns import RECORD_BYTES_MAX
 
 logger = logging.getLogger("zabby.storage")
 
 MAGIC = b"ZBLG"
 VERSION = 1
-PAYLOAD_BYTES_MAX = 256 * 2**20
 SEGMENT_BYTES_MAX_DEFAULT = 64 * 2**20
 
 _FILE_HEADER = struct.Struct(">4sI")
@@ -173,7 +173,7 @@ def _records(f: BinaryIO, offset: int, end_bytes: int, prev_zxid: int) -> Iterat
         if header == _ZERO_RECORD_HEADER:
             return
         length, crc, zxid = unpack(header)
-        if length > PAYLOAD_BYTES_MAX or length > end_bytes - offset - header_size:
+        if length > RECORD_BYTES_MAX or length > end_bytes - offset - header_size:
             rest = f.read(min(end_bytes - offset - header_size, FLIP_SEARCH_BYTES_MAX))
             raise _BadRecord(offset, f"record length {length} runs past the end of the file", damaged=_flipped(header, rest))
         payload = f.read(length)
@@ -422,6 +422,8 @@ class TxnLog:
         for zxid, payload in records:
             if zxid <= last_zxid:
                 raise InvariantError(f"txn log append: zxid 0x{zxid:x} after 0x{last_zxid:x}")
+            if len(payload) > RECORD_BYTES_MAX:  # prep keeps txns below it: the reader would refuse it
+                raise InvariantError(f"txn log append: a record of {len(payload)} bytes at zxid 0x{zxid:x}, over {RECORD_BYTES_MAX}")
             zxid_bytes = pack_zxid(zxid)
             parts += (pack_length_crc(len(payload), crc32(payload, crc32(zxid_bytes))), zxid_bytes, payload)
             last_zxid = zxid

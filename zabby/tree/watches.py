@@ -1,7 +1,8 @@
 """The watch registry of one server: which watcher waits for what (ZooKeeper's WatchManager).
 
 Watchers are the server's sessions: hashable, with the ids they proved (``auth_ids``,
-``superuser``).  ``trigger`` turns the ``(EventType, path, acl)`` list that
+``superuser``), and ``hold_state(delta)``, which charges each watch's bytes (``watch_bytes``)
+to the client memory budget as it is added and as it goes.  ``trigger`` turns the ``(EventType, path, acl)`` list that
 ``DataTree.apply`` returned into ``(watcher, type, path)`` deliveries, removing one-shot
 watches as they fire; a watcher that holds several watches on a path gets one event, as in
 ZooKeeper.  Persistent watches stay; recursive ones fire for the whole subtree and never
@@ -37,6 +38,12 @@ Event = tuple[int, str, tuple[acls.ACL, ...]]  # as DataTree.apply returns them
 Replayed = tuple[int, int, str]  # (zxid, event type, path)
 
 _DATA_EVENTS = (EventType.NODE_CREATED, EventType.NODE_DELETED, EventType.NODE_DATA_CHANGED)
+WATCH_BYTES = 200  # what a watch costs beside its path: its place in a table's set and in its watcher's
+
+
+def watch_bytes(path: str) -> int:
+    """What one watch on ``path`` is charged (its watcher's ``hold_state``)."""
+    return WATCH_BYTES + len(path)
 _DATA, _CHILD, _PERSISTENT, _RECURSIVE = range(4)  # the tables, numbered for each watcher's own set
 
 
@@ -55,20 +62,24 @@ class WatchManager:
     def _tables(self) -> tuple[dict[str, set[Hashable]], ...]:
         return self._numbered
 
-    def _add(self, number: int, path: str, watcher: Hashable) -> None:
-        self._numbered[number].setdefault(path, set()).add(watcher)
+    def _add(self, number: int, path: str, watcher: Any) -> None:
+        key = (number, path)
         held = self._held.get(watcher)
         if held is None:
             held = self._held[watcher] = set()
-        held.add((number, path))
+        elif key in held:
+            return
+        held.add(key)
+        self._numbered[number].setdefault(path, set()).add(watcher)
+        watcher.hold_state(watch_bytes(path))
 
-    def add_data(self, path: str, watcher: Hashable) -> None:
+    def add_data(self, path: str, watcher: Any) -> None:
         self._add(_DATA, path, watcher)
 
-    def add_child(self, path: str, watcher: Hashable) -> None:
+    def add_child(self, path: str, watcher: Any) -> None:
         self._add(_CHILD, path, watcher)
 
-    def add_persistent(self, path: str, watcher: Hashable, recursive: bool) -> None:
+    def add_persistent(self, path: str, watcher: Any, recursive: bool) -> None:
         self._add(_RECURSIVE if recursive else _PERSISTENT, path, watcher)
 
     def trigger(self, events: Iterable[tuple[int, str, tuple[acls.ACL, ...]]]) -> list[Delivery]:
@@ -92,13 +103,14 @@ class WatchManager:
         """One-shot watches on ``path`` fire: they leave the table and their watchers' sets."""
         fired = table.pop(path, None)
         if fired:
-            key = (number, path)
+            key, cost = (number, path), -watch_bytes(path)
             for watcher in fired:
                 held = self._held.get(watcher)
                 if held is not None:
                     held.discard(key)
                     if not held:
                         del self._held[watcher]
+                watcher.hold_state(cost)  # type: ignore[attr-defined]
             into.update(fired)
 
     def _tables_for(self, watcher_type: int) -> tuple[int, ...]:
@@ -119,7 +131,7 @@ class WatchManager:
             removed = self._remove_one(number, path, watcher) or removed
         return removed
 
-    def _remove_one(self, number: int, path: str, watcher: Hashable) -> bool:
+    def _remove_one(self, number: int, path: str, watcher: Any) -> bool:
         table = self._tables()[number]
         watchers = table.get(path)
         if watchers is None or watcher not in watchers:
@@ -132,13 +144,14 @@ class WatchManager:
             held.discard((number, path))
             if not held:
                 del self._held[watcher]
+        watcher.hold_state(-watch_bytes(path))
         return True
 
     def has(self, path: str, watcher: Hashable, watcher_type: int) -> bool:
         tables = self._tables()
         return any(watcher in tables[number].get(path, ()) for number in self._tables_for(watcher_type))
 
-    def remove_watcher(self, watcher: Hashable) -> None:
+    def remove_watcher(self, watcher: Any) -> None:
         """Forget every watch of a watcher (its connection closed): O(its watches)."""
         held = self._held.pop(watcher, None)
         if not held:
@@ -151,6 +164,7 @@ class WatchManager:
                 watchers.discard(watcher)
                 if not watchers:
                     del table[path]
+        watcher.hold_state(-sum(watch_bytes(path) for _, path in held))
 
     def count(self) -> int:
         return sum(len(held) for held in self._held.values())
@@ -185,34 +199,71 @@ def _may_read(watcher: Any, acl: tuple[acls.ACL, ...]) -> bool:
 
 
 REPLAY_BYTES_PER_EVENT = 24  # an event's frame without its path: the length prefix, six msgpack values, the xid
+HISTORY_EVENT_BYTES = 160  # what the history holds for an event beside its path: its record, its place in two indexes
+HISTORY_INDEX_BYTES = 16  # and in each ancestor's index
+Kept = tuple[int, int, str, tuple[acls.ACL, ...]]  # an event in the history: (zxid, type, path, acl)
 
 
 class WatchHistory:
-    """The events of the last ``txns_max`` txns that made any (``watchHistoryTxns``), oldest
-    first.  ``since`` is the zxid the history starts after: every txn with a greater zxid is
-    in it (a txn that made no event trivially), so a watch may resume from any zxid from
-    ``since`` on.  A history starts at the zxid of the tree it follows and is started again
-    whenever the tree is replaced (a SNAP, a reload from disk)."""
+    """The events of the last txns applied (zabby's extension): at most ``txns_max`` txns that
+    made any (``watchHistoryTxns``) and ``bytes_max`` bytes of them (``watchHistoryBytes``),
+    oldest first.  ``since`` is the zxid the history starts after: every txn with a greater
+    zxid is in it (a txn that made no event trivially), so a watch may resume from any zxid
+    from ``since`` on.  A history starts at the zxid of the tree it follows and is started
+    again whenever the tree is replaced (a SNAP, a reload from disk).
 
-    def __init__(self, txns_max: int, since: int) -> None:
-        if txns_max < 0:
-            raise ValueError(f"watchHistoryTxns must be 0 or more, not {txns_max}")
+    Each event is indexed under its path (the events a persistent watch there sees) and, for
+    the data events, under its path and every ancestor's (those a recursive watch there
+    sees), so a resume reads only the events of its watch: it costs what it returns, not the
+    history's size.  Recording an event costs its depth; so does forgetting it."""
+
+    def __init__(self, txns_max: int, since: int, bytes_max: int = 64 * 2**20) -> None:
+        if txns_max < 0 or bytes_max < 0:
+            raise ValueError(f"watchHistoryTxns and watchHistoryBytes must be 0 or more, not {txns_max}, {bytes_max}")
         self.txns_max = txns_max
+        self.bytes_max = bytes_max
         self.since = since
-        self._entries: deque[tuple[int, list[Event]]] = deque()
+        self.bytes = 0
+        self._txns: deque[tuple[int, list[Kept]]] = deque()  # (zxid, its events), oldest first
+        self._at: dict[str, deque[Kept]] = {}  # path → the events on it
+        self._under: dict[str, deque[Kept]] = {}  # path → the data events on it or below it
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._txns)
 
     def record(self, zxid: int, events: list[Event]) -> None:
         """The events txn ``zxid`` made, as it was applied (after every zxid recorded before)."""
-        entries = self._entries
-        if len(entries) >= self.txns_max:
-            if not self.txns_max:
-                self.since = zxid
-                return
-            self.since = entries.popleft()[0]
-        entries.append((zxid, events))
+        if not self.txns_max or not self.bytes_max:
+            self.since = zxid
+            return
+        kept: list[Kept] = []
+        at, under = self._at, self._under
+        for event_type, path, acl in events:
+            event = (zxid, event_type, path, acl)
+            kept.append(event)
+            _index(at, path, event)
+            size = HISTORY_EVENT_BYTES + len(path)
+            if event_type in _DATA_EVENTS:
+                for watch_path in recursive_paths(event_type, path):
+                    _index(under, watch_path, event)
+                    size += HISTORY_INDEX_BYTES
+            self.bytes += size
+        self._txns.append((zxid, kept))
+        while self._txns and (len(self._txns) > self.txns_max or self.bytes > self.bytes_max):
+            self._forget_oldest()
+
+    def _forget_oldest(self) -> None:
+        zxid, events = self._txns.popleft()
+        self.since = zxid
+        for event in events:  # the oldest of each index it is in
+            _, event_type, path, _ = event
+            _unindex(self._at, path)
+            size = HISTORY_EVENT_BYTES + len(path)
+            if event_type in _DATA_EVENTS:
+                for watch_path in recursive_paths(event_type, path):
+                    _unindex(self._under, watch_path)
+                    size += HISTORY_INDEX_BYTES
+            self.bytes -= size
 
     def replay(self, watcher: Any, watch_path: str, recursive: bool, since_zxid: int, bytes_max: int) -> list[Replayed]:
         """What a persistent watch of ``watcher`` on ``watch_path`` would have fired for the
@@ -224,20 +275,33 @@ class WatchHistory:
                 is then the oldest zxid this watch can resume from here.
         """
         if since_zxid < self.since:
-            raise _compacted(since_zxid, self.since, "this server's watch history (watchHistoryTxns) starts after it")
+            raise _compacted(since_zxid, self.since, "this server's watch history (watchHistoryTxns, watchHistoryBytes) starts after it")
         out: list[Replayed] = []
         total = 0
-        for zxid, events in reversed(self._entries):  # newest first: stop at since_zxid, or at the limit
-            if zxid <= since_zxid:
+        for zxid, event_type, path, acl in reversed((self._under if recursive else self._at).get(watch_path, ())):
+            if zxid <= since_zxid:  # newest first: stop at since_zxid, or at the limit
                 break
-            for event_type, path, acl in reversed(events):
-                if sees(watch_path, recursive, event_type, path) and _may_read(watcher, acl):
-                    total += REPLAY_BYTES_PER_EVENT + len(path)
-                    out.append((zxid, event_type, path))
-            if total > bytes_max:
-                raise _compacted(since_zxid, zxid, f"its events pass the {bytes_max}-byte reply limit (half of clientConnectionMemoryMax)")
+            if _may_read(watcher, acl):
+                total += REPLAY_BYTES_PER_EVENT + len(path)
+                if total > bytes_max:
+                    raise _compacted(since_zxid, zxid, f"its events pass the {bytes_max}-byte reply limit (half of clientConnectionMemoryMax)")
+                out.append((zxid, event_type, path))
         out.reverse()
         return out
+
+
+def _index(index: dict[str, deque[Kept]], path: str, event: Kept) -> None:
+    found = index.get(path)
+    if found is None:
+        found = index[path] = deque()
+    found.append(event)
+
+
+def _unindex(index: dict[str, deque[Kept]], path: str) -> None:
+    found = index[path]
+    found.popleft()
+    if not found:
+        del index[path]
 
 
 def _compacted(since_zxid: int, oldest_zxid: int, why: str) -> HistoryCompacted:
