@@ -79,3 +79,41 @@ def _fit(kz: KazooClient) -> int:
             kz.create("/big")
             low = middle
     return low
+
+
+def test_at_global_outstanding_limit_only_connections_with_writes_in_flight_wait(tmp_path: Path) -> None:
+    """globalOutstandingLimit: with the followers stopped no write commits; a client that
+    pipelines more writes than the limit is read only up to it, while another client, with
+    nothing in flight, still reads at once.  Once the followers are back every write is
+    answered."""
+    import signal
+    import time
+
+    from tests.server.wire import raw_session
+    from zabby.local.processes import wait_until
+
+    limit = 20
+    ensemble = Ensemble(tmp_path, 3, globalOutstandingLimit=limit)
+    ensemble.start()
+    try:
+        leader = ensemble.wait_leader(everyone=True)
+        writer, reader = raw_session(ensemble.servers[leader].port), raw_session(ensemble.servers[leader].port)
+        followers = [server for sid, server in ensemble.servers.items() if sid != leader]
+        for server in followers:
+            assert server.proc is not None
+            server.proc.send_signal(signal.SIGSTOP)
+        try:
+            for n in range(5 * limit):
+                writer.send(OpCode.CREATE, f"/pending{n}", b"", [[31, "world", "anyone"]], 0, 0)
+            wait_until(lambda: int(ensemble.servers[leader].mntr()["zk_outstanding_requests"]) >= limit, 10, "the limit reached")
+            time.sleep(0.3)
+            assert int(ensemble.servers[leader].mntr()["zk_outstanding_requests"]) == limit
+            assert reader.call(OpCode.EXISTS, "/", False)[2] == 0  # a bystander is read and answered meanwhile
+        finally:
+            for server in followers:
+                assert server.proc is not None
+                server.proc.send_signal(signal.SIGCONT)
+        answers = [writer.receive() for _ in range(5 * limit)]
+        assert all(reply[2] == 0 for reply in answers)
+    finally:
+        ensemble.kill_all()

@@ -12,6 +12,7 @@ import pytest
 from tests.jute.conftest import start_kazoo, stop_kazoo
 from zabby.local.jute_session import JuteSession, read_all
 from zabby.local.processes import ServerProcess, wait_until
+from zabby.errors import Err
 from zabby.opcodes import OpCode
 from zabby.wire import jute
 
@@ -108,3 +109,58 @@ def test_a_msgpack_request_whose_op_is_no_int_is_refused_without_a_traceback(ser
     reply = session.receive()
     assert reply[0] == 0 and reply[2] == -8  # BADARGUMENTS: "a request must be [xid, op, args...]"
     assert "Traceback" not in server.log_path.read_text()
+
+
+def test_a_connection_is_not_read_past_its_requests_in_flight(tmp_path: Path) -> None:
+    """clientOutstandingLimit: behind a waitForZxid that cannot be answered yet, reads queue in
+    their turn; past the limit the connection is not read, so the server holds no more of
+    them, and all are answered once the wait ends."""
+    import re
+
+    from tests.server.wire import raw_session
+
+    limit = 50
+    process = ServerProcess(tmp_path, clientOutstandingLimit=limit)
+    process.start()
+    try:
+        session = raw_session(process.port)
+        far = 1 << 40
+        session.send(OpCode.WAIT_FOR_ZXID, far, 1500)
+        for _ in range(3 * limit):
+            session.send(OpCode.EXISTS, "/", False)
+
+        def queued() -> int:
+            found = re.findall(r"queued=(\d+)", process.four_letter("cons"))
+            return max(map(int, found)) if found else 0
+
+        wait_until(lambda: queued() == limit, 10, "the pipeline held at the limit")
+        time.sleep(0.3)
+        assert queued() == limit  # not one more is taken while the wait holds the line
+        replies = [session.receive() for _ in range(1 + 3 * limit)]
+        assert replies[0][2] == -7 and all(reply[2] == 0 for reply in replies[1:])  # OPERATIONTIMEOUT, then each read
+    finally:
+        process.kill()
+
+
+def test_a_session_waits_for_at_most_100_zxids(server: ServerProcess) -> None:
+    from tests.server.wire import raw_session
+
+    session = raw_session(server.port)
+    used = _mntr(server, "zk_client_memory_bytes")
+    waits = [session.send(OpCode.WAIT_FOR_ZXID, 1 << 40, 2000) for _ in range(101)]
+    wait_until(lambda: _mntr(server, "zk_client_memory_bytes") >= used + 100 * 400 - 64, 5, "each wait charged while it waits")
+    answers = [session.receive() for _ in waits]  # in their order: the 101st, refused at once, answered after the others
+    assert [reply[2] for reply in answers] == [-7] * 100 + [Err.THROTTLEDOP]  # OPERATIONTIMEOUT at the deadline
+
+
+def test_a_read_whose_reply_passes_half_the_connection_limit_is_refused(server: ServerProcess) -> None:
+    from tests.server.wire import raw_session
+
+    session = raw_session(server.port)
+    for n in range(3):
+        assert session.create(f"/large{n}", b"x" * 1_000_000)[2] == 0
+    reply = session.call(OpCode.MULTI_READ, [[OpCode.GET_DATA, f"/large{n}"] for n in range(3)])
+    assert reply[2] == Err.BADARGUMENTS and "2097152-byte limit" in reply[3]
+    assert session.call(OpCode.MULTI_READ, [[OpCode.GET_DATA, "/large0"]])[2] == 0
+    for n in range(3):
+        session.call(OpCode.DELETE, f"/large{n}", -1)
