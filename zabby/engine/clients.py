@@ -237,7 +237,7 @@ class ClientCalls:
     session_sinks: dict[int, ClientSink]
     closing_sessions: set[int]
     local_sessions: dict[int, tuple[int, bytes]]
-    waiting: Waiters[tuple[int, Done]]
+    waiting: Waiters[tuple[int, Done, int]]
     sync_waiting: Waiters[SyncDone]
     zxid_waiting: ZxidWaiters
     outstanding: int
@@ -292,8 +292,9 @@ class ClientCalls:
         self.check_member()
         if self.space_low and op not in SESSION_OPS and not self.is_leader:
             raise self._disk_full_error()
-        self.waiting.put((caller.session_id, cxid), (op, done))  # the op: only its txn answers it
-        self.outstanding += 1
+        weight = len(args[0]) if op == OpCode.MULTI and args and isinstance(args[0], (list, tuple)) else 1  # a multi weighs its ops
+        self.waiting.put((caller.session_id, cxid), (op, done, weight))  # the op: only its txn answers it
+        self.outstanding += weight
         if self.is_leader:
             self._prepare(op, args, caller, cxid)
         else:

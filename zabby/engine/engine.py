@@ -68,6 +68,10 @@ from zabby.tree.watches import WatchHistory, WatchManager
 LOGGER = logging.getLogger("zabby.server")
 
 CORE_TICK_MS_MAX = 50
+# config.turn_ops_max: the ops a turn of the driver applies before the engine starts no more
+# work in it (2,000: about 15 ms of applies); the driver lets its other tasks run, and the next
+# turn goes on.  Without it, a burst of big multis from many connections was applied in one go
+# while every other client waited (0.6 s).  A txn is applied whole, however many ops it has.
 FINALIZE_WAIT_MS = 200
 REPAIR_PAUSE_MS = 1000  # a repair this soon after the last one waits first
 Work = Generator[Effect, Any, None]
@@ -135,7 +139,7 @@ class Engine(ClientCalls):
         self.local_sessions: dict[int, tuple[int, bytes]] = {}  # read-only mode's sessions
         self.looking_since_ms: int | None = clock.monotonic_ms()  # None while not LOOKING
         self.leading_since_ms: int | None = None  # since when this server leads and serves (mntr's leader_uptime)
-        self.waiting: Waiters[tuple[int, Done]] = Waiters()  # a client write's answer
+        self.waiting: Waiters[tuple[int, Done, int]] = Waiters()  # a client write's answer: (op, done, its ops)
         self.sync_waiting: Waiters[SyncDone] = Waiters()
         self.zxid_waiting = ZxidWaiters()  # clients' waits for a zxid
         self.outstanding = 0
@@ -144,6 +148,7 @@ class Engine(ClientCalls):
         self.digests = DigestCheck(self.stats)
         self._inputs: deque[tuple[int, Any, Any]] = deque()
         self._proposals: list[Txn] = []
+        self._turn_ops = 0  # ops applied in the driver's turn (``begin_turn``)
         self._snap_in: dict[int, tuple[Snap, TreeBuilder]] = {}
         self._work: Work | None = None
         self._logged_zxid = self._durable_zxid = recovered.durable.last_logged  # the log holds, and durably
@@ -234,8 +239,13 @@ class Engine(ClientCalls):
         """Driver inputs not fed yet: they queue while a unit of work waits for its effect."""
         return len(self._inputs)
 
+    def begin_turn(self) -> None:
+        """The driver starts a turn: up to ``config.turn_ops_max`` ops applied, then ``next_effect``
+        answers None with work left (``has_work``) for the next turn."""
+        self._turn_ops = 0
+
     def has_work(self) -> bool:
-        return bool(self._work is not None or self._inputs or self.peer.has_ready()
+        return bool(self._work is not None or self._inputs or self.peer.has_ready() or self._durable_tails()
                     or (self._proposals and self.peer.established_leader))  # fmt: skip
 
     # ----------------------------------------------------------------- the work loop
@@ -262,9 +272,13 @@ class Engine(ClientCalls):
     def _next_work(self) -> Work | None:
         if self._inputs:
             return self._feed()
+        if self._turn_ops >= self.config.turn_ops_max:
+            return None  # the rest in the driver's next turn: other clients are served between
+        if self._durable_tails():
+            return self._finish_durable()
         while True:
             if self._proposals and self.peer.established_leader:  # the core's state: it may have just stepped down
-                batch, self._proposals = self._proposals, []
+                batch = self._next_batch()
                 self.peer.propose(batch)
                 if zxid_counter(batch[-1].zxid) == self.peer_config.zxid_counter_last:
                     LOGGER.warning("the zxid counter of epoch %d is used up at 0x%x: this leader steps down, and the "
@@ -281,6 +295,19 @@ class Engine(ClientCalls):
             self._act_on(ready)
             self._answer_syncs(ready)
             self.peer.advance(ready)
+
+    def _next_batch(self) -> list[Txn]:
+        """The prepared txns to propose together: up to ``config.turn_ops_max`` ops (a bigger multi
+        alone), so that one Ready's applies fit a turn of the driver."""
+        proposals = self._proposals
+        ops, count = 0, 0
+        for txn in proposals:
+            ops += len(txn.body[0]) if txn.type == OpCode.MULTI else 1
+            if count and ops > self.config.turn_ops_max:
+                break
+            count += 1
+        batch, self._proposals = proposals[:count], proposals[count:]
+        return batch
 
     def _feed(self) -> Work:
         while self._inputs:
@@ -458,21 +485,31 @@ class Engine(ClientCalls):
         for tail in tails:
             self.peer.advance(tail.ready)
 
-    def _finish_durable(self) -> Work:
-        """Finish, in order, the Readys whose wait the durable log now covers."""
+    def _finish_durable(self, budgeted: bool = True) -> Work:
+        """Finish, in order, the Readys whose wait the durable log now covers: those that fit
+        the driver's turn (``config.turn_ops_max``, at least one), the rest in its next turns
+        (``_next_work``); all of them, not ``budgeted``."""
         tails = self._tails
         if tails and tails[0].needs <= self._durable_zxid:
-            done = []
+            done: list[_Tail] = []
+            ops = self._turn_ops
             while tails and tails[0].needs <= self._durable_zxid:
+                ops += sum(len(txn.body[0]) if txn.type == OpCode.MULTI else 1 for txn in tails[0].committed)
+                if budgeted and done and ops > self.config.turn_ops_max:
+                    break
                 done.append(tails.popleft())
             yield from self._finish(done)
+
+    def _durable_tails(self) -> bool:
+        """Readys the durable log covers are left to finish (a turn ended before them)."""
+        return bool(self._tails) and self._tails[0].needs <= self._durable_zxid
 
     def _sync_all(self) -> Work:
         """Make the whole log durable here and finish every Ready still waiting for it."""
         if self._durable_zxid < self._logged_zxid:
             self.space_low = yield Persist(None, None, None, [], True)
             self._durable_zxid = self._logged_zxid
-        yield from self._finish_durable()
+        yield from self._finish_durable(budgeted=False)
 
     def _sync_enabled(self) -> bool:
         if self.soft.state == ServerState.OBSERVING:
@@ -535,7 +572,7 @@ class Engine(ClientCalls):
         waiting = self.waiting
         for txn in txns:
             waiter = waiting.pop((txn.session_id, txn.cxid), lambda w: txn_answers(w[0], txn.type)) if waiting else None
-            done = waiter[1] if waiter is not None else None
+            done, weight = (waiter[1], waiter[2]) if waiter is not None else (None, 0)
             result, events = tree.apply(txn, done is not None)  # no waiter: no Stat to make
             if on_applied is not None:
                 on_applied(txn, result)
@@ -545,7 +582,7 @@ class Engine(ClientCalls):
                     for sink, event_type, path in watches.trigger(events):
                         sink.send_event(event_type, path, txn.zxid)  # type: ignore[attr-defined]
             if done is not None:
-                self.outstanding -= 1
+                self.outstanding -= weight
                 try:
                     done(txn, result)
                 except Exception:  # a client's answer must never stop the engine
@@ -553,6 +590,7 @@ class Engine(ClientCalls):
                                      txn.session_id, txn.cxid, txn.zxid)  # fmt: skip
             if txn.type in _SESSION_AND_REAP_TXNS:
                 self._after_apply(txn)
+            self._turn_ops += len(txn.body[0]) if txn.type == OpCode.MULTI else 1
         if txns:
             if self.zxid_waiting:
                 self.zxid_waiting.applied(tree.last_zxid)

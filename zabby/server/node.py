@@ -127,6 +127,7 @@ class ZabbyServer:
                                           config.jute_buffer_bytes_max + FRAME_HEADROOM_BYTES)  # fmt: skip
         self.client_logs = RateLimitedLogs(CONN_LOGGER, CLIENT_LOG_INTERVAL_S)  # refusals and closes a flood repeats
         self.guesses = GuessThrottle()  # SASL responses, by client host
+        self.heavy_lane = trio.Lock()  # large requests are taken one at a time (client_conn.HEAVY_FRAME_BYTES)
         self.transport: Transport | None = None
         self.input_gate = InputGate()  # what peers queue in the engine while it awaits an effect
         if config.peers:  # peer links' unread input counts in the same budget as the clients'
@@ -337,11 +338,12 @@ class ZabbyServer:
         if self._running_effects or self._awaited is not None:
             return  # the loop on the stack, or the peer task after its effect, takes this input too
         self._running_effects = True
+        self.engine.begin_turn()
         try:
             self._run_until_awaited()
         finally:
             self._running_effects = False
-        if self._awaited is not None:
+        if self._awaited is not None or self.engine.has_work():  # the peer task: after the others had their turn
             self._wake.set()
         if not self.engine.inputs_queued:
             self.input_gate.drained()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Sequence, Hashable
 from typing import Any, Protocol
 
 from zabby.config import ServerConfig
@@ -49,6 +49,7 @@ XID_MAX = 2**31 - 1  # a jute int: every client's xid counter stays below it
 # learns of the failure after it said CONNECTED (its start() then raises AuthFailedError, not
 # a time-out: a race a fast server loses otherwise).
 AUTH_FAILURE_DELAY_S = 0.2
+REQUEST_OP_BYTES = 600  # what each op of a multi held in flight costs beside its bytes: its lists, its txn, its pending records
 ZXID_WAIT_BYTES = 400  # a waitForZxid the server holds: its slot, its wait, its place in two heaps
 AUTH_ID_BYTES = 160  # what a proved id costs beside its text: its tuple, strings and list slot
 SPECIAL_XIDS = frozenset({XID_PING, XID_AUTH, XID_SET_WATCHES})  # repeat by design; never a write's
@@ -174,11 +175,22 @@ class SessionOutput(Protocol):
 
 
 class _Slot:
-    __slots__ = ("xid", "op", "args", "reply", "started", "write", "size")
+    __slots__ = ("xid", "op", "args", "reply", "started", "write", "size", "ops")
 
     def __init__(self, xid: int, op: int, args: list[Any], started: float, write: bool, size: int = 0) -> None:
+        self.ops = ops_of(op, args)  # what it weighs in flight
+        # what it holds: its frame, and what its ops became once decoded and prepared
+        size += (self.ops - 1) * REQUEST_OP_BYTES if self.ops > 1 else 0
         self.xid, self.op, self.args, self.started, self.write, self.size = xid, op, args, started, write, size
         self.reply: list[Any] | None = None  # the reply's values, encoded when sent
+
+
+def ops_of(op: int, args: Sequence[Any]) -> int:
+    """What a request weighs among the requests in flight: a multi or multiRead its ops (a
+    multi of 5,000 setData is 5,000 writes' work, applied in one go), any other one."""
+    if op in _MULTI_OPS and args and isinstance(args[0], (list, tuple)):
+        return max(1, len(args[0]))
+    return 1
 
 
 class ClientSession:
@@ -205,6 +217,7 @@ class ClientSession:
         self.latency = LatencyStat()
         self._caller = Caller(0, self.auth_ids)
         self._slots: deque[_Slot] = deque()
+        self._slot_ops = 0  # the ops of the requests in ``_slots`` (``ops_of``)
         self.request_bytes = 0  # the frames of the requests in ``_slots``, held until answered
         self._broken = False  # it broke the protocol: it is closed once what it asked before is answered
         self._close_after_reply = False  # the next read's reply is the last (a failed auth)
@@ -290,8 +303,13 @@ class ClientSession:
 
     @property
     def in_flight(self) -> int:
-        """Requests taken and not yet answered (writes, and the reads queued behind them)."""
-        return len(self._slots)
+        """Requests taken and not yet answered (writes, and the reads queued behind them),
+        each weighing its ops (``ops_of``)."""
+        return self._slot_ops
+
+    def _hold(self, slot: _Slot) -> None:
+        self._slots.append(slot)
+        self._slot_ops += slot.ops
 
     def handle(self, request: list[Any], size: int = 0) -> None:
         """One decoded request, ``[xid, op, *args]``, in arrival order; ``size``: its frame's bytes."""
@@ -323,7 +341,7 @@ class ClientSession:
             self._wait_for_zxid(xid, args, started)
         elif op in READ_HANDLERS or op in self._handlers:
             if self._slots:
-                self._slots.append(_Slot(xid, op, args, started, False))
+                self._hold(_Slot(xid, op, args, started, False))
             else:
                 self._answer_read(xid, op, args, started)
         else:
@@ -376,7 +394,7 @@ class ClientSession:
         if self._slots:
             slot = _Slot(xid, 0, [], started, True)
             slot.reply = values
-            self._slots.append(slot)
+            self._hold(slot)
         else:
             self._send(values)
 
@@ -433,8 +451,8 @@ class ClientSession:
             slot.reply = [xid, self.host.last_zxid, int(exc.code), str(exc)]
         except (TypeError, ValueError) as exc:
             slot.reply = [xid, self.host.last_zxid, int(Err.BADARGUMENTS), f"bad arguments: {exc}"]
-        self._slots.append(slot)
-        self.request_bytes += size
+        self._hold(slot)
+        self.request_bytes += slot.size
         if slot.reply is not None:
             self._flush_slots()
 
@@ -455,7 +473,7 @@ class ClientSession:
             self.host.client_sync(self.session_id, xid, done)
         except ZabbyError as exc:
             slot.reply = [xid, self.host.last_zxid, int(exc.code), str(exc)]
-        self._slots.append(slot)
+        self._hold(slot)
         if slot.reply is not None:
             self._flush_slots()
 
@@ -484,7 +502,7 @@ class ClientSession:
             self._finish(started, False)
             self._flush_slots()
 
-        self._slots.append(slot)
+        self._hold(slot)
         try:
             self.host.wait_for_zxid(self, zxid, timeout_ms, done)
             if slot.reply is None:  # not answered at once: it waits
@@ -506,6 +524,7 @@ class ClientSession:
             else:
                 self._answer_read(head.xid, head.op, head.args, head.started)
             slots.popleft()
+            self._slot_ops -= head.ops
             self.request_bytes -= head.size
             answered = True
         if answered:

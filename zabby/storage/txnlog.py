@@ -546,7 +546,12 @@ class TxnLog:
             self._reserve()
         elif self.reserve_bytes:
             probe = self.log_dir / ".space-probe"
-            fd = self.fs.open(probe, CREATE_OR_TRUNCATE)
+            try:
+                fd = self.fs.open(probe, CREATE_OR_TRUNCATE)
+            except OSError as exc:
+                if exc.errno in NO_SPACE_ERRNOS:
+                    return False  # no room even for the probe: still low on space (seed 384)
+                raise
             try:
                 self._allocate(fd, 0, self.reserve_bytes)
             finally:
