@@ -19,7 +19,7 @@ runs as many as asked, on 1 or 3 servers, and replays a run from its seed.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +27,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from zabby.jepsen import amplify, hostile
+from zabby.jepsen import hostile
+from zabby.jepsen.attacks import ATTACKS
 from zabby.local.jute_session import OPEN_ACL, JuteSession
 from zabby.local.processes import Ensemble, ServerProcess, wait_until
 from zabby.opcodes import OpCode
@@ -63,7 +64,6 @@ SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "multi-flood": {"connections": (1, 60), "ops": (1, 5_000)},
 }
 SHORT_HOLDS = {"never-read": {"hold_s": 1.0}, "slowloris": {"hold_s": 1.0}, "watch-hoard": {"hold_s": 0.2}, "connection-flood": {"hold_s": 0.5}}
-ATTACKS: dict[str, Callable[..., hostile.Outcome]] = {**hostile.ATTACKS, **amplify.ATTACKS}
 
 
 @dataclass(frozen=True, slots=True)
