@@ -16,7 +16,9 @@ nothing), the order swapped each round.  The rows:
 
 For each row: both systems' value in every round, the ratio new/old per round, its median and
 spread, and the servers' CPU per op (the leader's and the followers', from /proc).  A row whose
-median ratio is more than 5% below 1.0 is FLAGGED, and the command exits 1.  A quiet machine
+median ratio is more than 5% below 1.0 is FLAGGED, and the command exits 1.  ``--profile DIR``
+runs each row once more on each side with py-spy on every server (docs/bench shows how to read
+them).  A quiet machine
 matters: it waits (``--wait-quiet``) for the 1-minute load to fall below ``--quiet-load``.
 """
 
@@ -32,9 +34,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from zabby.bench import report
 from zabby.bench.cli import Session, wait_quiet
 from zabby.bench.runner import SPREAD, Context, Limits, Shape, build_java
 from zabby.bench.series import Run, measure
+from zabby.bench.systems import System
 from zabby.local import CHECKOUT
 
 FLAG_BELOW = 0.95
@@ -73,8 +77,28 @@ def cpu_per_op(record: dict[str, Any]) -> dict[str, float]:
     return {mode: round(1e6 * seconds / ops, 1) for mode, seconds in record.get("server_cpu_by_mode", {}).items()}
 
 
-def run_rows(rows: list[Row], old_root: Path, rounds: int, limits: Limits, workdir: Path, out: Run) -> dict[str, list[dict[str, Any]]]:
-    """Every row, ``rounds`` times on each side, alternating; the records by row name."""
+def profiled(ctx: Context, out: Run, system: System, row: Row, side: str, folder: Path) -> None:
+    """One more run of ``row`` with py-spy on every server (each non-idle thread, and the GIL
+    holder alone), written as ``<folder>/<side>-<row>-<role>[-gil].txt`` with their summaries."""
+    modes = system.modes()
+    roles: dict[str, int] = {}
+    for sid in sorted(system.ports):
+        role = "server" if system.deployment == "standalone" else modes.get(sid, "unknown")
+        roles[f"{role}{sum(1 for name in roles if name.startswith(role)) + 1 if role == 'follower' else ''}"] = sid
+    stem = row.name.replace(" ", "-")
+    paths = {role: folder / f"{side}-{stem}-{role}.txt" for role in roles}
+    measure(ctx, out, system, "java", row.workload, "profile", row.shape, profile={system.pid(sid) or 0: paths[role] for role, sid in roles.items()},
+            extra={"side": side})  # fmt: skip
+    for role, path in paths.items():
+        for raw in (path, path.with_name(path.stem + "-gil.txt")):
+            if raw.exists():
+                raw.with_suffix(".json").write_text(json.dumps(report.summarise_profile(raw, top=40), indent=1))
+
+
+def run_rows(rows: list[Row], old_root: Path, rounds: int, limits: Limits, workdir: Path, out: Run,
+             profile: Path | None = None) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
+    """Every row, ``rounds`` times on each side, alternating (and profiled once more, with
+    ``profile``); the records by row name."""
     java = build_java(workdir / "java")
     if isinstance(java, str):
         raise SystemExit(f"the Java load driver cannot be built: {java}")
@@ -90,6 +114,9 @@ def run_rows(rows: list[Row], old_root: Path, rounds: int, limits: Limits, workd
                         print(f"{row.name}: {side}, round {number + 1}/{rounds}", flush=True)
                         record = measure(ctx, out, sides[side], "java", row.workload, "compare", row.shape, extra={"side": side, "round": number})
                         found.setdefault(row.name, []).append(record)
+                if profile is not None:
+                    for side in ("old", "new"):
+                        profiled(ctx, out, sides[side], row, side, profile)
             for system in sides.values():
                 session.bring_down(system)
     finally:
@@ -130,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ops", type=int, default=3000, help="requests of each one-at-a-time row (default 3,000)")
     parser.add_argument("--rows", choices=sorted(ROWS), default="all")
     parser.add_argument("--json", type=Path, help="also write every run's record here (JSON lines)")
+    parser.add_argument("--profile", type=Path, metavar="DIR", help="then profile each row once more on each side (py-spy), into DIR")
     parser.add_argument("--wait-quiet", type=float, default=10.0, help="minutes to wait for a quiet machine (default 10)")
     parser.add_argument("--quiet-load", type=float, default=0.7)
     args = parser.parse_args(argv)
@@ -144,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         old_root, old_hash = old_worktree(args.old, workdir / "old")
         try:
             out = Run(workdir / "records")
-            found = run_rows(ROWS[args.rows], old_root, args.rounds, limits, workdir, out)
+            if args.profile:
+                args.profile.mkdir(parents=True, exist_ok=True)
+            found = run_rows(ROWS[args.rows], old_root, args.rounds, limits, workdir, out, args.profile)
             if args.json:
                 args.json.write_text("".join(json.dumps(record) + "\n" for record in out.records))
         finally:

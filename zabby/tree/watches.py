@@ -25,7 +25,7 @@ was then.  History replay and live triggers match by the one rule (``recursive_p
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator
 from typing import Any
 
 from zabby.errors import HistoryCompacted
@@ -199,9 +199,14 @@ def _may_read(watcher: Any, acl: tuple[acls.ACL, ...]) -> bool:
 
 
 REPLAY_BYTES_PER_EVENT = 24  # an event's frame without its path: the length prefix, six msgpack values, the xid
-HISTORY_EVENT_BYTES = 160  # what the history holds for an event beside its path: its record, its place in two indexes
-HISTORY_INDEX_BYTES = 16  # and in each ancestor's index
+HISTORY_EVENT_BYTES = 200  # what the history holds for an event beside its path: its record, its place in its index
 Kept = tuple[int, int, str, tuple[acls.ACL, ...]]  # an event in the history: (zxid, type, path, acl)
+
+
+def _top(path: str) -> str:
+    """The first name of ``path`` ("a" of /a/b; "" of /): the key of the history's index."""
+    cut = path.find("/", 1)
+    return path[1:cut] if cut > 0 else path[1:]
 
 
 class WatchHistory:
@@ -212,10 +217,11 @@ class WatchHistory:
     from ``since`` on.  A history starts at the zxid of the tree it follows and is started
     again whenever the tree is replaced (a SNAP, a reload from disk).
 
-    Each event is indexed under its path (the events a persistent watch there sees) and, for
-    the data events, under its path and every ancestor's (those a recursive watch there
-    sees), so a resume reads only the events of its watch: it costs what it returns, not the
-    history's size.  Recording an event costs its depth; so does forgetting it."""
+    The events are indexed by the first name of their path, so a resume reads only the events
+    of its top-level subtree (all of them for a watch on ``/``), newest first down to its zxid:
+    a resume costs about what it returns, not the history's size, and recording an event is one
+    look-up.  (An index by every ancestor made each write record depth-many entries: a few
+    percent of a pipelined write's CPU.)"""
 
     def __init__(self, txns_max: int, since: int, bytes_max: int = 64 * 2**20) -> None:
         if txns_max < 0 or bytes_max < 0:
@@ -224,9 +230,10 @@ class WatchHistory:
         self.bytes_max = bytes_max
         self.since = since
         self.bytes = 0
-        self._txns: deque[tuple[int, list[Kept]]] = deque()  # (zxid, its events), oldest first
-        self._at: dict[str, deque[Kept]] = {}  # path → the events on it
-        self._under: dict[str, deque[Kept]] = {}  # path → the data events on it or below it
+        self._txns: deque[tuple[int, list[Event]]] = deque()  # (zxid, its events), oldest first
+        # the first name of a path → the zxids and the events under it, oldest first (two deques:
+        # no tuple made per event, so the collector has nothing more to walk than the events)
+        self._by_top: dict[str, tuple[deque[int], deque[Event]]] = {}
 
     def __len__(self) -> int:
         return len(self._txns)
@@ -236,34 +243,46 @@ class WatchHistory:
         if not self.txns_max or not self.bytes_max:
             self.since = zxid
             return
-        kept: list[Kept] = []
-        at, under = self._at, self._under
-        for event_type, path, acl in events:
-            event = (zxid, event_type, path, acl)
-            kept.append(event)
-            _index(at, path, event)
-            size = HISTORY_EVENT_BYTES + len(path)
-            if event_type in _DATA_EVENTS:
-                for watch_path in recursive_paths(event_type, path):
-                    _index(under, watch_path, event)
-                    size += HISTORY_INDEX_BYTES
-            self.bytes += size
-        self._txns.append((zxid, kept))
-        while self._txns and (len(self._txns) > self.txns_max or self.bytes > self.bytes_max):
+        by_top, size = self._by_top, 0
+        for event in events:
+            path = event[1]
+            top = _top(path)
+            found = by_top.get(top)
+            if found is None:
+                found = by_top[top] = (deque(), deque())
+            found[0].append(zxid)
+            found[1].append(event)
+            size += HISTORY_EVENT_BYTES + len(path)
+        self.bytes += size
+        self._txns.append((zxid, events))
+        while len(self._txns) > self.txns_max or self.bytes > self.bytes_max:
             self._forget_oldest()
 
     def _forget_oldest(self) -> None:
         zxid, events = self._txns.popleft()
         self.since = zxid
-        for event in events:  # the oldest of each index it is in
-            _, event_type, path, _ = event
-            _unindex(self._at, path)
-            size = HISTORY_EVENT_BYTES + len(path)
-            if event_type in _DATA_EVENTS:
-                for watch_path in recursive_paths(event_type, path):
-                    _unindex(self._under, watch_path)
-                    size += HISTORY_INDEX_BYTES
-            self.bytes -= size
+        by_top = self._by_top
+        for _, path, _ in events:  # each the oldest of its index
+            top = _top(path)
+            zxids, kept = by_top[top]
+            zxids.popleft()
+            kept.popleft()
+            if not zxids:
+                del by_top[top]
+            self.bytes -= HISTORY_EVENT_BYTES + len(path)
+
+    def _newest_first(self, watch_path: str, recursive: bool) -> Iterator[Kept]:
+        """The events a watch on ``watch_path`` may see, newest first: a recursive one on ``/``
+        every txn's, any other the events of its top-level subtree."""
+        if watch_path == "/" and recursive:
+            for zxid, events in reversed(self._txns):
+                for event_type, path, acl in reversed(events):
+                    yield zxid, event_type, path, acl
+        else:
+            found = self._by_top.get(_top(watch_path))
+            if found is not None:
+                for zxid, (event_type, path, acl) in zip(reversed(found[0]), reversed(found[1])):
+                    yield zxid, event_type, path, acl
 
     def replay(self, watcher: Any, watch_path: str, recursive: bool, since_zxid: int, bytes_max: int) -> list[Replayed]:
         """What a persistent watch of ``watcher`` on ``watch_path`` would have fired for the
@@ -278,30 +297,16 @@ class WatchHistory:
             raise _compacted(since_zxid, self.since, "this server's watch history (watchHistoryTxns, watchHistoryBytes) starts after it")
         out: list[Replayed] = []
         total = 0
-        for zxid, event_type, path, acl in reversed((self._under if recursive else self._at).get(watch_path, ())):
+        for zxid, event_type, path, acl in self._newest_first(watch_path, recursive):
             if zxid <= since_zxid:  # newest first: stop at since_zxid, or at the limit
                 break
-            if _may_read(watcher, acl):
+            if sees(watch_path, recursive, event_type, path) and _may_read(watcher, acl):
                 total += REPLAY_BYTES_PER_EVENT + len(path)
                 if total > bytes_max:
                     raise _compacted(since_zxid, zxid, f"its events pass the {bytes_max}-byte reply limit (half of clientConnectionMemoryMax)")
                 out.append((zxid, event_type, path))
         out.reverse()
         return out
-
-
-def _index(index: dict[str, deque[Kept]], path: str, event: Kept) -> None:
-    found = index.get(path)
-    if found is None:
-        found = index[path] = deque()
-    found.append(event)
-
-
-def _unindex(index: dict[str, deque[Kept]], path: str) -> None:
-    found = index[path]
-    found.popleft()
-    if not found:
-        del index[path]
 
 
 def _compacted(since_zxid: int, oldest_zxid: int, why: str) -> HistoryCompacted:
