@@ -56,6 +56,15 @@ PeerAddress = Member  # one server's addresses and role (``server.N=`` lines)
 
 
 @dataclass(frozen=True, slots=True)
+class PeerLinkLimits:
+    """Peer links that have not said who they are yet (``zabby.server.peer_slots``)."""
+
+    unidentified_max: int = 32  # quorum.unidentifiedLinksMax: at once, from hosts no server.N line names
+    unidentified_per_host_max: int = 4  # quorum.unidentifiedLinksPerHost: of those, from one source
+    member_host_max: int = 8  # quorum.memberHostLinksMax: at once from each member's host, apart from the others
+
+
+@dataclass(frozen=True, slots=True)
 class QuorumAuth:
     """Peer authentication (``quorum.auth.*``): every quorum and election link proves, both
     ways, that each end holds ``secret`` (zabby.server.peer_auth).  ``required`` False takes
@@ -76,6 +85,7 @@ class ServerConfig:
     client_tls: TlsConfig | None = None
     quorum_tls: TlsConfig | None = None  # sslQuorum=true: the peer links use TLS
     quorum_auth: QuorumAuth | None = None  # quorum.auth.enabled=true: the peer links authenticate
+    peer_links: PeerLinkLimits = PeerLinkLimits()  # quorum.*Links*: peer links before they say who they are
     enforce_quota: bool = False  # zookeeper.enforceQuota: hard quotas refuse writes (QUOTAEXCEEDED)
     sasl_users: dict[str, str] | None = None  # sasl.jaasConfig's Server section: DIGEST-MD5 users (None: no SASL)
     sasl_acls: bool = False  # "sasl" is an ACL scheme (SASL configured, or authProvider names ZooKeeper's SASL provider)
@@ -492,6 +502,11 @@ def _with_security(config: ServerConfig, raw: dict[str, str], base: Path) -> Ser
         quorum_tls=quorum_tls,
         quorum_auth=quorum_auth,
         enforce_quota=_prefixed_bool(raw, "enforceQuota", False),
+        peer_links=PeerLinkLimits(
+            unidentified_max=_int(raw, "quorum.unidentifiedLinksMax", 32, 1),
+            unidentified_per_host_max=_int(raw, "quorum.unidentifiedLinksPerHost", 4, 1),
+            member_host_max=_int(raw, "quorum.memberHostLinksMax", 8, 2),
+        ),
     )
 
 

@@ -133,7 +133,7 @@ class ZabbyServer:
             self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
                                        config.quorum_tls,
                                        memory=self.client_memory, warn=self.warn_rate_limited, auth=config.quorum_auth,
-                                       gate=self.input_gate)  # fmt: skip
+                                       gate=self.input_gate, limits=config.peer_links)  # fmt: skip
         self._fsync_recent_s = 0.0  # a moving average of fsync times
         self._sync_wanted = trio.Event()  # an Append asked the background sync for more
         self._sync_idle = trio.Event()  # no background sync running or wanted
