@@ -53,6 +53,7 @@ from zabby.engine.storage import Storage
 from zabby.server.budget import ClientMemory
 from zabby.server.disk import DiskWorker, fail_stop
 from zabby.server.ratelog import RateLimitedLogs
+from zabby.server.descriptors import Descriptors
 from zabby.server.forks import DigestChild, DiskImage, ForkFreezer
 from zabby.server.gate import InputGate
 from zabby.server.guard import contained
@@ -107,9 +108,11 @@ class SystemClock:
 class ZabbyServer:
     """One server process: its engine, peer links, disk thread and client connections."""
 
-    def __init__(self, config: ServerConfig, storage: Storage, recovered: Recovered) -> None:
-        """``recovered``: what ``storage.recover`` gave, with ``config.membership``."""
+    def __init__(self, config: ServerConfig, storage: Storage, recovered: Recovered, descriptors: Descriptors | None = None) -> None:
+        """``recovered``: what ``storage.recover`` gave, with ``config.membership``;
+        ``descriptors``: what connections may hold (default: this process's, now)."""
         self.config = config
+        self.descriptors = descriptors or Descriptors.for_server(config)
         self.storage = storage
         self.stats = ServerStats()
         self.disk = DiskWorker()

@@ -27,6 +27,7 @@ from zabby.server.stats import Counters, LatencyFigures, ServerStats
 from zabby.tree.quota import QuotaFigures, figures
 
 if TYPE_CHECKING:
+    from zabby.server.descriptors import Descriptors
     from zabby.storage.datadir import DataDir
     from zabby.tree.datatree import DataTree
     from zabby.tree.sessions import SessionTracker
@@ -170,8 +171,11 @@ class Monitored(Protocol):
     def current_epoch(self) -> int: ...
     @property
     def space_low(self) -> bool: ...
+    @property
+    def descriptors(self) -> Descriptors: ...
     def learner_counts(self) -> dict[str, int]: ...
     def learner_acked(self) -> tuple[tuple[int, int], ...]: ...
+    def warn_rate_limited(self, kind: str, message: str) -> None: ...
 
 
 def snapshot(server: Monitored, parts: Part = Part.NONE) -> ServerStatistics:

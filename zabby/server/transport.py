@@ -44,6 +44,7 @@ from zabby.server.guard import contained
 from zabby.server import peer_auth
 from zabby.server.budget import ClientMemory
 from zabby.server.gate import InputGate
+from zabby.server.listeners import serve_listeners
 from zabby.server.peer_slots import Slot, UnidentifiedSlots
 from zabby.server.ratelog import RateLimitedLog
 from zabby.server.sockets import receiver
@@ -211,7 +212,7 @@ class Transport:
                 if self._accept_context is not None:
                     listeners = [trio.SSLListener(listener, self._accept_context) for listener in listeners]
                 handler = self._incoming_handler(kind)
-                nursery.start_soon(trio.serve_listeners, partial(contained, f"a link from a peer ({kind})", LOGGER, handler), listeners)
+                nursery.start_soon(serve_listeners, partial(contained, f"a link from a peer ({kind})", LOGGER, handler), listeners)
             task_status.started()
 
     def add_peers(self, members: Iterable[PeerAddress]) -> None:

@@ -1,0 +1,82 @@
+"""The admin HTTP port against callers that are not the administrator (issue 56): its
+connections are bounded, its deadlines short, guessing its password slow, its answers
+framed for browsers that visit hostile pages."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from zabby.jepsen.hostile_ports import http_request
+from zabby.local.processes import ServerProcess
+
+
+@pytest.fixture
+def admin_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    server = ServerProcess(tmp_path, **{"admin.maxConnections": 6, "admin.maxConnectionsPerHost": 3, "admin.idleTimeout": 1000})
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+def _idle(port: int, source: str) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
+    sock.sendall(b"GET /commands/srvr HTTP/1.1\r\n")  # and never the rest of the head
+    return sock
+
+
+def _answer(sock: socket.socket, wait_s: float = 3.0) -> bytes:
+    sock.settimeout(wait_s)
+    chunks = []
+    try:
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except TimeoutError:
+        return b"(still open)"
+    return b"".join(chunks)
+
+
+def test_admin_connections_are_bounded_per_source_and_in_all(admin_server: ServerProcess) -> None:
+    """The admin port took any number of connections and held each idle one for 10 s: a
+    flood used up the process's descriptors."""
+    port = admin_server.admin_port
+    held = [_idle(port, "127.0.0.2") for _ in range(3)]
+    fourth = _idle(port, "127.0.0.2")
+    assert _answer(fourth).startswith(b"HTTP/1.1 503 ")  # 3 from one source at most
+    held += [_idle(port, "127.0.0.3") for _ in range(3)]
+    assert http_request(port, "GET", "/commands/srvr", source="127.0.0.4").status == 503  # 6 in all
+    for sock in held:
+        sock.close()
+    time.sleep(0.2)
+    assert http_request(port, "GET", "/commands/srvr").status == 200
+
+
+def test_a_request_head_must_come_within_the_idle_timeout(admin_server: ServerProcess) -> None:
+    """A head sent one byte at a time held its connection for 10 s; now admin.idleTimeout
+    (here 1 s) bounds the whole head, however it trickles."""
+    sock = socket.create_connection(("127.0.0.1", admin_server.admin_port), timeout=5)
+    started = time.monotonic()
+    closed = False
+    with sock:
+        for byte in b"GET /commands/srvr HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"x" * 40:
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:
+                closed = True
+                break
+            time.sleep(0.1)
+            sock.setblocking(False)
+            try:
+                closed = sock.recv(65536) is not None
+            except BlockingIOError:
+                pass
+            sock.setblocking(True)
+            if closed:
+                break
+    assert closed and time.monotonic() - started < 3.0
