@@ -169,16 +169,22 @@ def members(server: Monitored) -> tuple[Member, ...]:
     return server.config.peers
 
 
-async def _peer_row(config: ServerConfig, peer: Member) -> ServerRow:
+async def _peer_row(server: Monitored, peer: Member) -> ServerRow:
+    """A member's row from its ``mntr``, asked on a connection that takes one of the
+    descriptors connections may hold (``zabby.server.descriptors``)."""
     host = peer.client_host if peer.client_host not in (None, "0.0.0.0", "::") else peer.host
-    port = peer.client_port or config.client_port
+    port = peer.client_port or server.config.client_port
     address = f"{host}:{port}"
     if port is None:  # neither the member nor this server's configuration names a client port
         return ServerRow(peer.sid, address, "error", note="no client port known")
+    if not server.descriptors.take():
+        return ServerRow(peer.sid, address, "error", note="not asked: no descriptor free for the connection")
     try:
         return row_from_mntr(peer.sid, address, await four_letter(host, port, "mntr"))
     except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
         return ServerRow(peer.sid, address, "down", note=str(exc) or type(exc).__name__)
+    finally:
+        server.descriptors.give_back()
 
 
 async def ensemble(server: Monitored) -> dict[str, Any]:
@@ -186,7 +192,7 @@ async def ensemble(server: Monitored) -> dict[str, Any]:
     rows: dict[int, ServerRow] = {config.server_id: _own_row(config, snapshot(server))}
 
     async def ask(peer: Member) -> None:
-        rows[peer.sid] = await _peer_row(config, peer)
+        rows[peer.sid] = await _peer_row(server, peer)
 
     async with trio.open_nursery() as nursery:
         for peer in members(server):
