@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from zabby.jepsen import hostile_ports
 from zabby.jepsen.hostile_ports import http_request
-from zabby.local.processes import ServerProcess
+from zabby.local.processes import LOCAL_ADMIN, ServerProcess, admin_settings
 
 
 @pytest.fixture
@@ -80,3 +81,33 @@ def test_a_request_head_must_come_within_the_idle_timeout(admin_server: ServerPr
             if closed:
                 break
     assert closed and time.monotonic() - started < 3.0
+
+
+@pytest.fixture
+def guarded_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    server = ServerProcess(tmp_path, **admin_settings())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+def test_guessing_the_admin_password_is_slowed_by_source(guarded_server: ServerProcess) -> None:
+    """HTTP Basic credentials could be tried 2,690 times a second, with no delay."""
+    outcome = hostile_ports.admin_guess(guarded_server.admin_port, seconds=3.0, threads=16)
+    checked = outcome.errors.get(401, 0)
+    assert checked <= 8 + 4 * outcome.elapsed_s + 2, outcome  # a burst of 8, then admin.authAttemptsPerSecond=4
+    assert set(outcome.errors) <= {401, 429, 503}, outcome  # the others waited, or found the port full (8 from one source)
+
+
+def test_a_right_password_waits_its_turn_as_a_wrong_one_does(guarded_server: ServerProcess) -> None:
+    """A right answer came at once: silence after a few ms meant "wrong"."""
+    port = guarded_server.admin_port
+    for index in range(8):  # the burst, used up by wrong guesses
+        assert http_request(port, "GET", "/commands/cons", {"Authorization": hostile_ports.basic("admin", f"wrong-{index}")}).status == 401
+    right = http_request(port, "GET", "/commands/cons", {"Authorization": hostile_ports.basic(*LOCAL_ADMIN)})
+    wrong = http_request(port, "GET", "/commands/cons", {"Authorization": hostile_ports.basic("admin", "wrong-again")})
+    assert right.status == 200 and wrong.status == 401
+    assert right.seconds >= 0.15 and wrong.seconds >= 0.15  # each waited its turn: 1/4 s after the one before
+    assert http_request(port, "GET", "/commands/cons", {"Authorization": hostile_ports.basic(*LOCAL_ADMIN)}, source="127.0.0.2").status == 200

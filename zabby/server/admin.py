@@ -29,7 +29,7 @@ from zabby.server import console, fourletter, http
 from zabby.server.forks import download_image
 from zabby.server.guard import contained
 from zabby.server.listeners import serve_listeners
-from zabby.server.sources import SourceCounts, source_of
+from zabby.server.sources import SourceCounts, SourceRate, source_of
 from zabby.server.metrics import ZabbyCollector
 from zabby.server.statistics import Monitored, reset, snapshot
 from zabby.server.transport import relay_forked
@@ -38,6 +38,7 @@ from zabby.storage.snapshot import snapshot_name
 LOGGER = logging.getLogger("zabby.server.admin")
 SEND_CHUNK_BYTES = 64 * 1024
 REFUSAL_S = 0.05  # what a refused connection may take of the server's time
+AUTH_BURST = 8  # credentials a source may have checked at once before admin.authAttemptsPerSecond paces them
 SNAPSHOT_COMMAND = "snapshot"
 SNAPSHOT_STATES = frozenset({"leader", "follower", "observer", "standalone"})  # serving: the tree is current
 
@@ -180,13 +181,19 @@ class AdminPort:
     """The admin port's connections: at most ``admin.maxConnections`` at once, and
     ``admin.maxConnectionsPerHost`` from one source (``zabby.server.sources``); each must send
     its request's head within ``admin.idleTimeout`` and take each part of its answer within it
-    too.  A connection over a bound is answered 503 at once and closed."""
+    too.  A connection over a bound is answered 503 at once and closed.
+
+    A request that carries HTTP Basic credentials waits for its turn before they are looked
+    at: ``admin.authAttemptsPerSecond`` per source, ``admin.authAttemptsPerSecondTotal`` in all,
+    bursts of ``AUTH_BURST``; right or wrong, the wait is the same, so how soon the answer comes
+    tells nothing.  One that would wait past ``admin.idleTimeout`` is answered 429 unchecked."""
 
     def __init__(self, server: Monitored) -> None:
         config = server.config
         self.server = server
         self.connections = SourceCounts(config.admin_connections_max, config.admin_connections_per_host_max)
         self.idle_s = config.admin_idle_timeout_ms / 1000
+        self.guesses = SourceRate(config.admin_auth_per_source_per_s, config.admin_auth_total_per_s, AUTH_BURST, self.idle_s)
         self.busy = trio.Lock()  # one snapshot stream at a time: each holds a forked child
 
     async def handle(self, stream: trio.SocketStream) -> None:
@@ -200,14 +207,17 @@ class AdminPort:
                 await _refuse(stream, busy)
                 return
             try:
-                await self._answer(stream)
+                await self._answer(stream, source)
             finally:
                 self.connections.give_back(source)
 
-    async def _answer(self, stream: trio.SocketStream) -> None:
+    async def _answer(self, stream: trio.SocketStream, source: str) -> None:
         server = self.server
         request = http.parse_request(await _read_head(stream, self.idle_s), stream.socket.getsockname()[0])
-        if request is None:
+        if request is not None and "authorization" in request.headers and not await self._turn_to_try(source):
+            response = http.Response("429 Too Many Requests", "application/json", b'{"error": "too many credentials tried: wait"}',
+                                     (("Retry-After", "1"),))  # fmt: skip
+        elif request is None:
             response = http.Response("400 Bad Request", "text/plain", b"only GET, HEAD and POST are supported\n")
         elif request.path == f"{server.config.admin_command_url.rstrip('/')}/{SNAPSHOT_COMMAND}":
             await _stream_snapshot(self, request, stream)
@@ -217,6 +227,17 @@ class AdminPort:
         else:
             response = _command_refusal(server, request) or http.Response(*render(server, request.target))
         await send_within(stream, response.encode(send_body=request is None or request.method != "HEAD"), self.idle_s)
+
+
+    async def _turn_to_try(self, source: str) -> bool:
+        """Wait for this source's turn to have credentials checked; False: refused."""
+        delay_s = self.guesses.delay_s(source, trio.current_time())
+        if delay_s is None:
+            self.server.warn_rate_limited("admin-guesses", f"refusing credentials from {source}: more than "
+                                                           f"admin.authAttemptsPerSecond(Total) tried")  # fmt: skip
+            return False
+        await trio.sleep(delay_s)
+        return True
 
 
 async def _refuse(stream: trio.SocketStream, response: http.Response) -> None:

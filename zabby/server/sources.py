@@ -61,3 +61,50 @@ class SourceCounts:
 
     def sources(self) -> int:
         return len(self._held)
+
+
+class SourceRate:
+    """Attempts slowed by source and in all (a token bucket as GCRA: one deadline per source).
+
+    Each attempt of a source is due ``1 / per_source_per_s`` after the one before, a burst of
+    ``burst`` allowed; all sources together, ``total_per_s``.  ``delay_s`` reserves the next
+    slot and says how long the attempt must wait for it, the same whatever the attempt turns
+    out to be (so a right password is as slow as a wrong one); an attempt that would wait
+    longer than ``wait_s_max`` is refused and reserves nothing.  State: one deadline per source
+    that is still paying for its attempts, at most ``sources_max`` (a source past its deadline
+    is as good as new and is forgotten; past the bound, new sources share one deadline).
+    """
+
+    OTHERS = "(others)"
+
+    def __init__(self, per_source_per_s: float, total_per_s: float, burst: int, wait_s_max: float, sources_max: int = 4096) -> None:
+        self.interval_s = 1 / per_source_per_s
+        self.total_interval_s = 1 / total_per_s
+        self.burst = burst
+        self.wait_s_max = wait_s_max
+        self.sources_max = sources_max
+        self._due: dict[str, float] = {}  # source -> when its next attempt is due, past its burst
+        self._total_due = float("-inf")
+
+    def delay_s(self, source: str, now: float) -> float | None:
+        """How long the attempt from ``source`` at ``now`` waits; None: refused (it would wait
+        past ``wait_s_max``)."""
+        key = self._key(source, now)
+        due = max(self._due.get(key, now), now)
+        total_due = max(self._total_due, now)
+        start = max(due - (self.burst - 1) * self.interval_s, total_due - (self.burst - 1) * self.total_interval_s, now)
+        if start - now > self.wait_s_max:
+            return None
+        self._due[key] = due + self.interval_s
+        self._total_due = total_due + self.total_interval_s
+        return start - now
+
+    def _key(self, source: str, now: float) -> str:
+        if source in self._due or len(self._due) < self.sources_max:
+            return source
+        for old in [s for s, due in self._due.items() if due <= now]:
+            del self._due[old]
+        return source if len(self._due) < self.sources_max else self.OTHERS
+
+    def sources(self) -> int:
+        return len(self._due)
