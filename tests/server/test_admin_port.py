@@ -4,6 +4,7 @@ framed for browsers that visit hostile pages."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -13,7 +14,8 @@ import pytest
 
 from zabby.jepsen import hostile_ports
 from zabby.jepsen.hostile_ports import http_request
-from zabby.local.processes import LOCAL_ADMIN, ServerProcess, admin_settings
+from zabby.local.processes import LOCAL_ADMIN, ServerProcess, admin_json, admin_settings
+from zabby.tree.acl import digest
 
 
 @pytest.fixture
@@ -111,3 +113,20 @@ def test_a_right_password_waits_its_turn_as_a_wrong_one_does(guarded_server: Ser
     assert right.status == 200 and wrong.status == 401
     assert right.seconds >= 0.15 and wrong.seconds >= 0.15  # each waited its turn: 1/4 s after the one before
     assert http_request(port, "GET", "/commands/cons", {"Authorization": hostile_ports.basic(*LOCAL_ADMIN)}, source="127.0.0.2").status == 200
+
+
+def test_no_configuration_view_shows_a_secret(tmp_path: Path) -> None:
+    """initial_configuration showed superDigest's and admin.console.auth's digests (unsalted
+    SHA-1: guessable offline) to whoever read it."""
+    super_digest = digest("super", "the super password")
+    server = ServerProcess(tmp_path, superDigest=super_digest, **admin_settings(), **{"ssl.quorum.keyStore.password": "pem-pass"})
+    server.start()
+    try:
+        shown = [json.dumps(admin_json(server.admin_port, word)) for word in ("icfg", "conf", "envi", "srvr", "mntr")]
+        shown += [server.four_letter(word) for word in ("conf", "envi")]
+        shown.append(http_request(server.admin_port, "GET", "/console/api/server", {"Authorization": hostile_ports.basic(*LOCAL_ADMIN)}).body.decode())
+        secrets = (super_digest.split(":")[1], admin_settings()["admin.console.auth"].split(":")[1], "pem-pass")
+        assert "superDigest=********" in shown[0]
+        assert not [secret for secret in secrets for text in shown if secret in text]
+    finally:
+        server.kill()

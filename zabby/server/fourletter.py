@@ -250,13 +250,23 @@ def voting_view_data(s: ServerStatistics) -> dict[str, Any]:
     return {"current_config": view}
 
 
+SECRET_KEYS = frozenset({"superdigest", "zookeeper.superdigest", "admin.console.auth"})  # lower-cased
+
+
+def is_secret(key: str) -> bool:
+    """Whether a zoo.cfg key's value is a secret: a password, or a digest that stands for
+    one (superDigest, admin.console.auth: unsalted SHA-1, open to guessing offline)."""
+    lowered = key.strip().lower()
+    return "password" in lowered or lowered in SECRET_KEYS
+
+
 def _masked(config_text: str) -> str:
-    """The zoo.cfg text with the value of every ``*password*`` key hidden (ZooKeeper's
+    """The zoo.cfg text with the value of every secret key hidden (``is_secret``; ZooKeeper's
     initial_configuration shows the file as it is)."""
     lines = []
     for line in config_text.splitlines(keepends=True):
         key, sep, _ = line.partition("=")
-        lines.append(f"{key}=********\n" if sep and "password" in key.lower() else line)
+        lines.append(f"{key}=********\n" if sep and is_secret(key) else line)
     return "".join(lines)
 
 
