@@ -118,6 +118,7 @@ class ServerConfig:
     admin_idle_timeout_ms: int = 2000  # admin.idleTimeout: for a request's head, and for each part of an answer to leave
     admin_auth_per_source_per_s: int = 4  # admin.authAttemptsPerSecond: HTTP Basic credentials tried, per source
     admin_auth_total_per_s: int = 32  # admin.authAttemptsPerSecondTotal: by all sources together
+    admin_allowed_hosts: tuple[str, ...] = ()  # admin.allowedHosts: names a request's Host may give besides the server's own
     console_enabled: bool = True  # admin.console.enabled: the read-only web console at /console
     console_address: str = "127.0.0.1"  # admin.console.address: it answers requests arriving here only
     console_auth: str | None = None  # admin.console.auth: user:base64(sha1(user:password)), asked by HTTP Basic
@@ -358,6 +359,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         admin_idle_timeout_ms=_int(raw, "admin.idleTimeout", 2000, 1),
         admin_auth_per_source_per_s=_int(raw, "admin.authAttemptsPerSecond", 4, 1),
         admin_auth_total_per_s=_int(raw, "admin.authAttemptsPerSecondTotal", 32, 1),
+        admin_allowed_hosts=tuple(name.strip() for name in raw.pop("admin.allowedHosts", "").split(",") if name.strip()),
         console_enabled=_bool(raw, "admin.console.enabled", True),
         console_address=raw.pop("admin.console.address", "127.0.0.1"),
         console_auth=_digest_user(raw.pop("admin.console.auth", None)),

@@ -15,6 +15,7 @@ import pytest
 from zabby.jepsen import hostile_ports
 from zabby.jepsen.hostile_ports import http_request
 from zabby.local.processes import LOCAL_ADMIN, ServerProcess, admin_json, admin_settings
+from zabby.server.browsers import page_policy
 from zabby.tree.acl import digest
 
 
@@ -128,5 +129,50 @@ def test_no_configuration_view_shows_a_secret(tmp_path: Path) -> None:
         secrets = (super_digest.split(":")[1], admin_settings()["admin.console.auth"].split(":")[1], "pem-pass")
         assert "superDigest=********" in shown[0]
         assert not [secret for secret in secrets for text in shown if secret in text]
+    finally:
+        server.kill()
+
+
+def _as_admin(**headers: str) -> dict[str, str]:
+    return {"Authorization": hostile_ports.basic(*LOCAL_ADMIN), **headers}
+
+
+def test_a_page_elsewhere_can_neither_reset_counters_nor_reach_the_console_by_rebinding(guarded_server: ServerProcess) -> None:
+    """The admin port checked neither Origin (a cross-site form could POST the counter resets,
+    with the credentials the administrator's browser keeps) nor Host (a page whose name was
+    rebound to this server reached the console as its own origin)."""
+    port = guarded_server.admin_port
+    own = f"127.0.0.1:{port}"
+    guarded_server.four_letter("srvr")  # a packet counted, for srst to reset
+    for forged in ({"Origin": "http://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"}):
+        assert http_request(port, "POST", "/commands/srst", _as_admin(**forged)).status == 403, forged
+    assert int(guarded_server.mntr()["zk_packets_received"]) > 0  # nothing was reset
+    assert http_request(port, "GET", "/commands/snapshot", _as_admin(Origin="http://evil.example")).status == 403
+    assert http_request(port, "POST", "/commands/srst", _as_admin(Origin=f"http://{own}", **{"Sec-Fetch-Site": "same-origin"})).status == 200
+    assert http_request(port, "POST", "/commands/srst", _as_admin()).status == 200  # a script: no Origin
+    assert http_request(port, "GET", "/console/api/sessions", _as_admin(Host=f"rebound.evil.example:{port}")).status == 403
+    for host in (own, f"localhost:{port}", f"[::1]:{port}", "127.0.0.1"):
+        assert http_request(port, "GET", "/console/api/server", _as_admin(Host=host)).status == 200, host
+
+
+def test_every_answer_is_framed_for_browsers(guarded_server: ServerProcess) -> None:
+    """No X-Frame-Options, X-Content-Type-Options or Content-Security-Policy was sent."""
+    port = guarded_server.admin_port
+    answers = [http_request(port, "GET", path, _as_admin()) for path in ("/commands/srvr", "/metrics", "/console/api/server", "/nowhere")]
+    answers.append(http_request(port, "GET", "/console/api/server", _as_admin(Host="evil.example")))
+    for answer in answers:
+        assert answer.headers["x-frame-options"] == "DENY" and answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["content-security-policy"].startswith("default-src 'none'")
+    page = http_request(port, "GET", "/console", _as_admin())
+    assert page.status == 200 and page.headers["content-security-policy"] == page_policy(page.body)
+    assert "'unsafe-inline'" not in page.headers["content-security-policy"]
+
+
+def test_allowed_hosts_adds_names_and_star_allows_any(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path, **{"admin.allowedHosts": "zk.example.com, monitor.internal"})
+    server.start()
+    try:
+        for host, status in (("zk.example.com:8080", 200), ("MONITOR.internal.", 200), ("other.example.com", 403)):
+            assert http_request(server.admin_port, "GET", "/commands/srvr", {"Host": host}).status == status, host
     finally:
         server.kill()

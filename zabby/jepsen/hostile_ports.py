@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import msgpack
 
@@ -199,12 +199,15 @@ class HttpAnswer:
     status: int  # 0: no answer (the connection closed or timed out first)
     body: bytes
     seconds: float
+    headers: dict[str, str] = field(default_factory=dict)  # names lower-cased
 
 
 def http_request(port: int, method: str, path: str, headers: dict[str, str] | None = None, *, source: str | None = None,
                  timeout_s: float = 10.0) -> HttpAnswer:  # fmt: skip
-    """One request on a connection of its own, read to the close."""
-    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", *(f"{k}: {v}" for k, v in (headers or {}).items())]
+    """One request on a connection of its own, read to the close (``Host: 127.0.0.1`` unless
+    ``headers`` name one)."""
+    headers = {"Host": f"127.0.0.1:{port}", **(headers or {})}
+    lines = [f"{method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in headers.items())]
     started = time.perf_counter()
     try:
         with _connect(port, source, timeout_s) as sock:
@@ -214,10 +217,12 @@ def http_request(port: int, method: str, path: str, headers: dict[str, str] | No
                 chunks.append(chunk)
     except OSError:
         return HttpAnswer(0, b"", time.perf_counter() - started)
-    answer = b"".join(chunks)
-    status_line = answer.split(b"\r\n", 1)[0].split()
-    status = int(status_line[1]) if len(status_line) > 1 and status_line[1].isdigit() else 0
-    return HttpAnswer(status, answer.partition(b"\r\n\r\n")[2], time.perf_counter() - started)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    parts = status_line.split()
+    status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+    fields = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)}
+    return HttpAnswer(status, body, time.perf_counter() - started, fields)
 
 
 def basic(user: str, password: str) -> str:

@@ -25,7 +25,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from zabby.server import console, fourletter, http
+from zabby.server import browsers, console, fourletter, http
 from zabby.server.forks import download_image
 from zabby.server.guard import contained
 from zabby.server.listeners import serve_listeners
@@ -194,6 +194,7 @@ class AdminPort:
         self.connections = SourceCounts(config.admin_connections_max, config.admin_connections_per_host_max)
         self.idle_s = config.admin_idle_timeout_ms / 1000
         self.guesses = SourceRate(config.admin_auth_per_source_per_s, config.admin_auth_total_per_s, AUTH_BURST, self.idle_s)
+        self.host_names = browsers.HostNames.of(config)
         self.busy = trio.Lock()  # one snapshot stream at a time: each holds a forked child
 
     async def handle(self, stream: trio.SocketStream) -> None:
@@ -212,22 +213,38 @@ class AdminPort:
                 self.connections.give_back(source)
 
     async def _answer(self, stream: trio.SocketStream, source: str) -> None:
-        server = self.server
         request = http.parse_request(await _read_head(stream, self.idle_s), stream.socket.getsockname()[0])
-        if request is not None and "authorization" in request.headers and not await self._turn_to_try(source):
-            response = http.Response("429 Too Many Requests", "application/json", b'{"error": "too many credentials tried: wait"}',
-                                     (("Retry-After", "1"),))  # fmt: skip
-        elif request is None:
+        if request is None:
             response = http.Response("400 Bad Request", "text/plain", b"only GET, HEAD and POST are supported\n")
-        elif request.path == f"{server.config.admin_command_url.rstrip('/')}/{SNAPSHOT_COMMAND}":
-            await _stream_snapshot(self, request, stream)
-            return
-        elif server.config.console_enabled and (request.path == console.PREFIX or request.path.startswith(console.PREFIX + "/")):
-            response = await console.respond(server, request)
         else:
-            response = _command_refusal(server, request) or http.Response(*render(server, request.target))
+            gated = await self._gate(request, source)
+            if gated is None and request.path == self.snapshot_path:
+                await _stream_snapshot(self, request, stream)
+                return
+            response = gated or await self._respond(request)
         await send_within(stream, response.encode(send_body=request is None or request.method != "HEAD"), self.idle_s)
 
+    @property
+    def snapshot_path(self) -> str:
+        return f"{self.server.config.admin_command_url.rstrip('/')}/{SNAPSHOT_COMMAND}"
+
+    async def _gate(self, request: http.Request, source: str) -> http.Response | None:
+        """What answers a request before what it asks is looked at: a refusal of its Host or
+        its origin (``zabby.server.browsers``; a POST or the snapshot stream must come from
+        this origin), or 429 for credentials over their pace; None: it may go on."""
+        changes_state = request.method == "POST" or request.path == self.snapshot_path
+        refused = browsers.refusal(request, self.host_names, changes_state=changes_state)
+        if refused is not None:
+            return refused
+        if "authorization" in request.headers and not await self._turn_to_try(source):
+            return http.Response("429 Too Many Requests", "application/json", b'{"error": "too many credentials tried: wait"}', (("Retry-After", "1"),))
+        return None
+
+    async def _respond(self, request: http.Request) -> http.Response:
+        server = self.server
+        if server.config.console_enabled and (request.path == console.PREFIX or request.path.startswith(console.PREFIX + "/")):
+            return await console.respond(server, request)
+        return _command_refusal(server, request) or http.Response(*render(server, request.target))
 
     async def _turn_to_try(self, source: str) -> bool:
         """Wait for this source's turn to have credentials checked; False: refused."""

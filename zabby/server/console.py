@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hmac
 import importlib.resources
 import ipaddress
@@ -38,7 +39,8 @@ from zabby.errors import InvariantError
 from zabby.membership import Member, Membership, MembershipError
 from zabby.server import fourletter
 from zabby.server.console_views import BadRequest, ServerRow, ensemble_rows, node_view, row_from_mntr, sessions_view, watches_view
-from zabby.server.http import Request, Response
+from zabby.server.browsers import page_policy
+from zabby.server.http import CSP_HEADER, Request, Response
 from zabby.server.node import SystemClock
 from zabby.server.statistics import Monitored, Reset, ServerStatistics, snapshot
 from zabby.tree import acl
@@ -240,8 +242,11 @@ API: dict[str, Callable[[Monitored, Request], Awaitable[dict[str, Any]]]] = {
 }  # fmt: skip
 
 
-def page() -> bytes:
-    return importlib.resources.files("zabby.server").joinpath("console.html").read_bytes()
+@functools.cache
+def page() -> tuple[bytes, str]:
+    """The console's page, and its Content-Security-Policy (``browsers.page_policy``)."""
+    html = importlib.resources.files("zabby.server").joinpath("console.html").read_bytes()
+    return html, page_policy(html)
 
 
 ADMIN_ROUTES = frozenset({"/api/sessions", "/api/watches"})  # session ids, client addresses, paths
@@ -254,7 +259,8 @@ async def respond(server: Monitored, request: Request) -> Response:
     if denied is not None:
         return denied
     if route in ("", "/"):
-        return Response("200 OK", "text/html; charset=utf-8", page(), _NO_STORE)
+        html, policy = page()
+        return Response("200 OK", "text/html; charset=utf-8", html, (*_NO_STORE, (CSP_HEADER, policy)))
     handler = API.get(route)
     if handler is None:
         return _json("404 Not Found", {"error": f"no such console page: {request.path}"})
