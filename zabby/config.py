@@ -133,6 +133,7 @@ class ServerConfig:
     connection_memory_bytes_max: int = 32 * 2**20  # clientConnectionMemoryMax: what one may hold before it is closed
     commit_log_count: int = 500
     watch_history_txns: int = 100_000  # watchHistoryTxns: txns whose events a watch may resume over (zabby)
+    watch_list_max: int = 10_000  # watchListMax: watches wchc, wchp and the console list at most (zabby)
     zxid_counter_last: int = ZXID_COUNTER_LAST  # zxidCounterLast: lower only in tests, to make epochs roll over soon
     force_sync: bool = True
     leader_serves: bool = True
@@ -374,6 +375,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         connection_memory_bytes_max=_int(raw, "clientConnectionMemoryMax", 32 * 2**20, 1),
         commit_log_count=_int(raw, "commitLogCount", 500, 0),
         watch_history_txns=_int(raw, "watchHistoryTxns", 100_000, 0),
+        watch_list_max=_int(raw, "watchListMax", 10_000, 1),
         zxid_counter_last=_zxid_counter_last(raw),
         force_sync=_bool(raw, "forceSync", True),
         leader_serves=_bool(raw, "leaderServes", True),
