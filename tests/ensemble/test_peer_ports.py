@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from pathlib import Path
 
+from tests.ensemble.forged_peer import closed_by_peer, open_as
 from zabby.jepsen import hostile_ports
 from zabby.local.processes import Ensemble, wait_until
+from zabby.server.transport import member_frame_bytes_max
 
 SECRET = b"0123456789abcdef-the-secret"
 
@@ -35,7 +38,7 @@ def test_an_outsider_holding_the_unidentified_slots_keeps_no_member_out(tmp_path
                                       daemon=True) for port in ports]  # fmt: skip
         for attacker in attackers:
             attacker.start()
-        threading.Event().wait(3.0)  # the slots are taken
+        time.sleep(3.0)  # the slots are taken
         ensemble.servers[leader].kill()
         new_leader = ensemble.wait_leader(30.0, excluding=leader)
         assert new_leader in followers
@@ -97,5 +100,42 @@ def test_hellos_that_do_not_authenticate_leave_nothing_behind(tmp_path: Path) ->
         growth_mb = (_vm_kb(server.proc.pid, "VmRSS") - before_kb) / 1024  # type: ignore[union-attr]
         assert growth_mb < 2.5, f"{growth_mb:.1f} MB"  # 5.3 MB before
         server.check_running()
+    finally:
+        ensemble.kill_all()
+
+
+def test_links_of_servers_no_membership_names_are_bounded(tmp_path: Path) -> None:
+    """Without quorum authentication any process may link as a server no membership names
+    (it may sync as a non-voting learner): 16 such links at once, the others closed."""
+    ensemble = Ensemble(tmp_path, 3)
+    ensemble.servers[1].launch()
+    port = ensemble.ports[1][0]
+    wait_until(lambda: _listening(port), 20, "server 1's quorum port")
+    socks = []
+    try:
+        socks = [open_as(port, 90 + index) for index in range(20)]
+        time.sleep(1.0)  # every hello read
+        closed = [closed_by_peer(sock, 0.05) for sock in socks]
+        assert closed.count(True) == 4 and not any(closed[:16])
+        assert "16 servers no membership names are linked" in ensemble.servers[1].log_path.read_text()
+    finally:
+        for sock in socks:
+            sock.close()
+        ensemble.kill_all()
+
+
+def test_a_members_frame_is_bounded(tmp_path: Path) -> None:
+    """A link that claims a member's id (from its host, its link down) sends frames of 64 x
+    (jute.maxbuffer + 1 KiB) at most: one announcing more is refused before it is read."""
+    ensemble = Ensemble(tmp_path, 3)
+    ensemble.servers[1].launch()
+    port = ensemble.ports[1][0]
+    wait_until(lambda: _listening(port), 20, "server 1's quorum port")
+    try:
+        sock = open_as(port, 2)
+        with sock:
+            sock.sendall((member_frame_bytes_max(0xFFFFF) + 1).to_bytes(4, "big"))
+            assert closed_by_peer(sock, 5.0)
+        ensemble.servers[1].check_running()
     finally:
         ensemble.kill_all()

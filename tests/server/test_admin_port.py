@@ -15,9 +15,12 @@ import pytest
 
 from zabby.jepsen import hostile, hostile_ports
 from zabby.jepsen.hostile_ports import http_request
+from zabby.local.jute_session import OPEN_ACL, JuteSession
 from zabby.local.processes import LOCAL_ADMIN, ServerProcess, admin_json, admin_settings, wait_until
 from zabby.server.browsers import page_policy
+from zabby.opcodes import OpCode
 from zabby.tree.acl import digest
+from zabby.wire import jute
 
 
 @pytest.fixture
@@ -205,3 +208,37 @@ def test_watch_listings_are_cut_at_watch_list_max_and_stall_nobody(guarded_serve
     assert (bodies["/commands/wchs"]["num_connections"], bodies["/commands/wchs"]["num_paths"]) == (8, 50_000)
     assert text.endswith("(cut: 10000 of 400000 watches listed; watchListMax)\n")
     assert figures.max_ms < 250, figures
+
+
+def test_a_snapshot_download_that_stops_reading_is_cut(guarded_server: ServerProcess) -> None:
+    """A download that stopped reading held the one snapshot stream (and its forked child)
+    for as long as its connection lived: every other download was refused 429."""
+    with JuteSession(guarded_server.port) as session:
+        session.connect()
+        for index in range(8):  # 7 MB of tree: more than the socket's and the pipe's buffers
+            session.call(OpCode.CREATE, jute.CreateRequest(f"/big-{index}", b"x" * 900_000, OPEN_ACL, 0))
+    port = guarded_server.admin_port
+    stalled = socket.create_connection(("127.0.0.1", port), timeout=5)
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    head = f"GET /commands/snapshot HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: {hostile_ports.basic(*LOCAL_ADMIN)}\r\n\r\n"
+    with stalled:
+        stalled.sendall(head.encode())
+        time.sleep(0.5)
+        assert http_request(port, "GET", "/commands/snapshot", _as_admin()).status == 429
+        time.sleep(3.0)  # admin.idleTimeout (2 s) without progress: cut
+        download = http_request(port, "GET", "/commands/snapshot", _as_admin(), timeout_s=30)
+    assert download.status == 200 and len(download.body) > 7_000_000
+
+
+def test_a_request_head_is_read_up_to_8_kib(admin_server: ServerProcess) -> None:
+    """The server reads 8 KiB of a head at most, answers, and closes (a reset: the rest of
+    what was sent is unread)."""
+    sock = socket.create_connection(("127.0.0.1", admin_server.admin_port), timeout=5)
+    with sock:
+        try:
+            sock.sendall(b"GET /commands/srvr HTTP/1.1\r\nX-Long: " + b"x" * 200_000)
+            ended = _answer(sock)
+        except OSError:
+            ended = b"(reset)"
+        assert ended != b"(still open)"
+    assert http_request(admin_server.admin_port, "GET", "/commands/srvr").status == 200

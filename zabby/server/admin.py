@@ -109,7 +109,7 @@ async def _read_head(stream: trio.SocketStream, deadline_s: float) -> bytes:
     return data
 
 
-async def send_within(stream: trio.abc.SendStream, data: bytes, idle_s: float) -> None:
+async def send_within(stream: trio.abc.SendStream, data: bytes | bytearray | memoryview, idle_s: float) -> None:
     """Send ``data``, each ``SEND_CHUNK_BYTES`` of it within ``idle_s`` (admin.idleTimeout).
 
     Raises: trio.TooSlowError for a caller that stopped reading; the network's errors."""
@@ -137,11 +137,28 @@ async def _stream_snapshot(port: AdminPort, request: http.Request, stream: trio.
             forked.abandon()
             raise
         started = time.perf_counter()
-        sent, failure = await relay_forked(forked, stream)
+        sent, failure = await relay_forked(forked, _IdleBound(stream, port.idle_s))
     if failure is not None:
         LOGGER.error("snapshot download at 0x%x cut short after %d bytes: %s", zxid, sent, failure)
         return
     LOGGER.info("streamed a snapshot at 0x%x: %d bytes in %.2f s", zxid, sent, time.perf_counter() - started)
+
+
+class _IdleBound(trio.abc.SendStream):
+    """A stream each part of whose sends must leave within ``idle_s`` (``send_within``): a
+    snapshot download that stops reading is cut, and its child stopped, after that long."""
+
+    def __init__(self, stream: trio.abc.SendStream, idle_s: float) -> None:
+        self.stream, self.idle_s = stream, idle_s
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await send_within(self.stream, data, self.idle_s)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.stream.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
 
 
 def _snapshot_refusal(server: Monitored, request: http.Request, busy: trio.Lock) -> http.Response | None:
