@@ -3,12 +3,11 @@ quorum secret can cost a server there.  Each of these once worked."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from pathlib import Path
 
-from tests.ensemble.forged_peer import closed_by_peer, open_as
+from tests.ensemble.forged_peer import closed_by_peer, listening, open_as, vm_kb
 from zabby.jepsen import hostile_ports
 from zabby.local.processes import Ensemble, wait_until
 from zabby.server.transport import member_frame_bytes_max
@@ -47,28 +46,13 @@ def test_an_outsider_holding_the_unidentified_slots_keeps_no_member_out(tmp_path
         ensemble.kill_all()
 
 
-def _vm_kb(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    raise AssertionError(key)
-
-
 def _lonely_member(tmp_path: Path) -> tuple[Ensemble, int]:
     """Server 1 of a 3-server ensemble with quorum authentication, alone (it looks for a
     leader for as long as the test runs, its peer ports open); and its quorum port."""
     ensemble = Ensemble(tmp_path, 3, **_auth(tmp_path))
     ensemble.servers[1].launch()
-    wait_until(lambda: _listening(ensemble.ports[1][0]), 20, "server 1's quorum port")
+    wait_until(lambda: listening(ensemble.ports[1][0]), 20, "server 1's quorum port")
     return ensemble, ensemble.ports[1][0]
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 def test_a_hello_whose_nonce_or_mac_is_a_number_costs_nothing(tmp_path: Path) -> None:
@@ -77,10 +61,10 @@ def test_a_hello_whose_nonce_or_mac_is_a_number_costs_nothing(tmp_path: Path) ->
     ensemble, port = _lonely_member(tmp_path)
     try:
         server = ensemble.servers[1]
-        before_kb = _vm_kb(server.proc.pid, "VmRSS")  # type: ignore[union-attr]
+        before_kb = vm_kb(server.proc.pid, "VmRSS")  # type: ignore[union-attr]
         outcome = hostile_ports.peer_number_fields(port, count=2, size=2**28)
         assert outcome.closed_by_server == 2
-        growth_mb = (_vm_kb(server.proc.pid, "VmHWM") - before_kb) / 1024  # type: ignore[union-attr]
+        growth_mb = (vm_kb(server.proc.pid, "VmHWM") - before_kb) / 1024  # type: ignore[union-attr]
         assert growth_mb < 32, f"{growth_mb:.0f} MB"
         assert "its nonce (16 bytes) is int 268435456" in server.log_path.read_text()
     finally:
@@ -94,10 +78,10 @@ def test_hellos_that_do_not_authenticate_leave_nothing_behind(tmp_path: Path) ->
     try:
         server = ensemble.servers[1]
         hostile_ports.peer_hello_flood(port, count=500)  # the server's allocator warms up
-        before_kb = _vm_kb(server.proc.pid, "VmRSS")  # type: ignore[union-attr]
+        before_kb = vm_kb(server.proc.pid, "VmRSS")  # type: ignore[union-attr]
         outcome = hostile_ports.peer_hello_flood(port, count=12_000)
         assert outcome.closed_by_server == outcome.connections == 12_000
-        growth_mb = (_vm_kb(server.proc.pid, "VmRSS") - before_kb) / 1024  # type: ignore[union-attr]
+        growth_mb = (vm_kb(server.proc.pid, "VmRSS") - before_kb) / 1024  # type: ignore[union-attr]
         assert growth_mb < 2.5, f"{growth_mb:.1f} MB"  # 5.3 MB before
         server.check_running()
     finally:
@@ -110,7 +94,7 @@ def test_links_of_servers_no_membership_names_are_bounded(tmp_path: Path) -> Non
     ensemble = Ensemble(tmp_path, 3)
     ensemble.servers[1].launch()
     port = ensemble.ports[1][0]
-    wait_until(lambda: _listening(port), 20, "server 1's quorum port")
+    wait_until(lambda: listening(port), 20, "server 1's quorum port")
     socks = []
     try:
         socks = [open_as(port, 90 + index) for index in range(20)]
@@ -130,7 +114,7 @@ def test_a_members_frame_is_bounded(tmp_path: Path) -> None:
     ensemble = Ensemble(tmp_path, 3)
     ensemble.servers[1].launch()
     port = ensemble.ports[1][0]
-    wait_until(lambda: _listening(port), 20, "server 1's quorum port")
+    wait_until(lambda: listening(port), 20, "server 1's quorum port")
     try:
         sock = open_as(port, 2)
         with sock:

@@ -19,12 +19,12 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import msgpack
 
-from zabby.jepsen.hostile import Outcome
+from zabby.jepsen.hostile import Outcome, _timed
 from zabby.wire.framing import encode_frame
 
 CONNECT_TIMEOUT_S = 5.0
@@ -50,14 +50,6 @@ def _closed(sock: socket.socket, wait_s: float) -> bool:
     return False
 
 
-def _timed(name: str, body: Callable[[Outcome], None]) -> Outcome:
-    outcome = Outcome(name)
-    started = time.monotonic()
-    body(outcome)
-    outcome.elapsed_s = time.monotonic() - started
-    return outcome
-
-
 def _stopped(stop: threading.Event | None) -> bool:
     return stop is not None and stop.is_set()
 
@@ -77,20 +69,29 @@ def peer_slot_hold(port: int, sources: tuple[str, ...] = ATTACKER_HOSTS, per_sou
     """From each of ``sources``, hold ``per_source`` connections to a peer port that never say
     who they are, opening each again as soon as the server closes it (its hello deadline), for
     ``hold_s``: the slots for links that have not said who they are, taken from the members."""
+    return _timed("peer-slot-hold", lambda outcome: _hold(port, sources, per_source, hold_s, stop, outcome, b""))
 
-    def body(outcome: Outcome) -> None:
-        held: list[tuple[str, socket.socket]] = []
-        deadline = time.monotonic() + hold_s
-        try:
-            while time.monotonic() < deadline and not _stopped(stop):
-                _top_up(port, sources, per_source, held, outcome)
-                _reap_closed(held, outcome)
-                time.sleep(0.05)
-        finally:
-            for _, sock in held:
-                sock.close()
 
-    return _timed("peer-slot-hold", body)
+def _hold(port: int, sources: tuple[str, ...], per_source: int, hold_s: float, stop: threading.Event | None, outcome: Outcome,
+          greeting: bytes) -> None:  # fmt: skip
+    """Keep ``per_source`` connections open from each source for ``hold_s``, each sending
+    ``greeting`` once, opening each again when the server closes it."""
+    held: list[tuple[str, socket.socket]] = []
+    deadline = time.monotonic() + hold_s
+    try:
+        while time.monotonic() < deadline and not _stopped(stop):
+            before = len(held)
+            _top_up(port, sources, per_source, held, outcome)
+            for _, sock in held[before:] if greeting else ():
+                try:
+                    sock.sendall(greeting)
+                except OSError:
+                    pass
+            _reap_closed(held, outcome)
+            time.sleep(0.05)
+    finally:
+        for _, sock in held:
+            sock.close()
 
 
 def _top_up(port: int, sources: tuple[str, ...], per_source: int, held: list[tuple[str, socket.socket]], outcome: Outcome) -> None:
@@ -122,48 +123,35 @@ def _reap_closed(held: list[tuple[str, socket.socket]], outcome: Outcome) -> Non
 def peer_hello_flood(port: int, count: int = 20_000, host_chars: int = 255, stop: threading.Event | None = None) -> Outcome:
     """``count`` hellos one after another, each claiming a new server id and a ``host_chars``
     host, with a MAC that is wrong: each is read and refused, and nothing of it should stay."""
-
-    def body(outcome: Outcome) -> None:
-        for index in range(count):
-            if _stopped(stop):
-                return
-            try:
-                sock = _connect(port, None)
-            except OSError:
-                outcome.refused += 1
-                continue
-            outcome.connections += 1
-            with sock:
-                payload = hello_payload(1000 + index, host="h" * host_chars, nonce=os.urandom(16), mac=os.urandom(32))
-                try:
-                    sock.sendall(encode_frame(payload))
-                except OSError:
-                    pass
-                outcome.closed_by_server += _closed(sock, 5.0)
-
-    return _timed("peer-hello-flood", body)
+    hellos = (hello_payload(1000 + index, host="h" * host_chars, nonce=os.urandom(16), mac=os.urandom(32)) for index in range(count))
+    return _timed("peer-hello-flood", lambda outcome: _one_by_one(port, hellos, stop, outcome, 5.0))
 
 
 def peer_number_fields(port: int, count: int = 4, size: int = 2**28, stop: threading.Event | None = None) -> Outcome:
     """Hellos of about 60 bytes whose nonce or MAC field is the integer ``size`` (it was taken
     as a length: ``bytes(size)`` allocated and HMAC-ed), each read until the server closes it."""
+    fields = ((size, bytes(32)) if index % 2 == 0 else (bytes(16), size) for index in range(count))
+    hellos = (hello_payload(90, nonce=nonce, mac=mac) for nonce, mac in fields)
+    return _timed("peer-number-fields", lambda outcome: _one_by_one(port, hellos, stop, outcome, 10.0))
 
-    def body(outcome: Outcome) -> None:
-        for index in range(count):
-            if _stopped(stop):
-                return
-            nonce, mac = (size, bytes(32)) if index % 2 == 0 else (bytes(16), size)
+
+def _one_by_one(port: int, payloads: Iterable[bytes], stop: threading.Event | None, outcome: Outcome, wait_s: float) -> None:
+    """Each payload as a frame on a connection of its own, read until the server closes it."""
+    for payload in payloads:
+        if _stopped(stop):
+            return
+        try:
+            sock = _connect(port, None)
+        except OSError:
+            outcome.refused += 1
+            continue
+        outcome.connections += 1
+        with sock:
             try:
-                sock = _connect(port, None)
+                sock.sendall(encode_frame(payload))
             except OSError:
-                outcome.refused += 1
-                continue
-            outcome.connections += 1
-            with sock:
-                sock.sendall(encode_frame(hello_payload(90, nonce=nonce, mac=mac)))
-                outcome.closed_by_server += _closed(sock, 10.0)
-
-    return _timed("peer-number-fields", body)
+                pass
+            outcome.closed_by_server += _closed(sock, wait_s)
 
 
 # ----------------------------------------------------------------------------- the admin port
@@ -172,26 +160,7 @@ def admin_idle_flood(port: int, sources: tuple[str, ...] = ATTACKER_HOSTS[:8], p
     """From each of ``sources``, ``per_source`` admin connections that send half a request
     head and nothing more, opened again when the server closes them, for ``hold_s``."""
     half_head = b"GET /commands/srvr HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-
-    def body(outcome: Outcome) -> None:
-        held: list[tuple[str, socket.socket]] = []
-        deadline = time.monotonic() + hold_s
-        try:
-            while time.monotonic() < deadline and not _stopped(stop):
-                before = len(held)
-                _top_up(port, sources, per_source, held, outcome)
-                for _, sock in held[before:]:
-                    try:
-                        sock.sendall(half_head)
-                    except OSError:
-                        pass
-                _reap_closed(held, outcome)
-                time.sleep(0.05)
-        finally:
-            for _, sock in held:
-                sock.close()
-
-    return _timed("admin-idle-flood", body)
+    return _timed("admin-idle-flood", lambda outcome: _hold(port, sources, per_source, hold_s, stop, outcome, half_head))
 
 
 @dataclass(frozen=True, slots=True)

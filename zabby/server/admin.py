@@ -32,7 +32,7 @@ from zabby.server.listeners import serve_listeners
 from zabby.server.sources import SourceCounts, SourceRate, source_of
 from zabby.server.metrics import ZabbyCollector
 from zabby.server.statistics import Monitored, reset, snapshot
-from zabby.server.transport import relay_forked
+from zabby.server.transport import peer_host, relay_forked
 from zabby.storage.snapshot import snapshot_name
 
 LOGGER = logging.getLogger("zabby.server.admin")
@@ -216,7 +216,7 @@ class AdminPort:
 
     async def handle(self, stream: trio.SocketStream) -> None:
         async with stream:
-            source = source_of(_remote_host(stream))
+            source = source_of(peer_host(stream))
             full = self.connections.take(source)
             if full is not None:
                 self.server.warn_rate_limited("admin-connections", f"refusing an admin connection from {source}: {full} "
@@ -281,13 +281,6 @@ async def _refuse(stream: trio.SocketStream, response: http.Response) -> None:
         await stream.receive_some(http.REQUEST_BYTES_MAX)
     with trio.move_on_after(REFUSAL_S):
         await stream.send_all(response.encode())
-
-
-def _remote_host(stream: trio.SocketStream) -> str | None:
-    try:
-        return str(stream.socket.getpeername()[0])
-    except OSError:
-        return None
 
 
 async def serve_admin(server: Monitored, *, task_status: trio.TaskStatus[int | None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -15,7 +15,6 @@ after a membership change), so a flood of links costs no DNS lookups.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -24,22 +23,11 @@ from dataclasses import dataclass
 import trio
 
 from zabby.config import PeerLinkLimits
-from zabby.server.sources import SourceCounts, source_of
+from zabby.server.sources import SourceCounts, normal_ip, source_of
 
 LOGGER = logging.getLogger("zabby.server.transport")
 RESOLVE_INTERVAL_S = 30.0
 RESOLVE_TIMEOUT_S = 2.0
-
-
-def normal_ip(address: str) -> str | None:
-    """``address`` as one spelling of its IP (an IPv4-mapped IPv6 address as the IPv4 one);
-    None if it is no IP address."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return None
-    mapped = getattr(ip, "ipv4_mapped", None)
-    return str(mapped or ip)
 
 
 @dataclass(slots=True)

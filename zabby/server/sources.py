@@ -15,19 +15,27 @@ from collections import Counter
 IPV6_PREFIX_BITS = 64
 
 
+def normal_ip(address: str) -> str | None:
+    """``address`` as one spelling of its IP (an IPv4-mapped IPv6 address as the IPv4 one);
+    None if it is no IP address."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return None
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return str(mapped or ip)
+
+
 def source_of(address: str | None) -> str:
     """The source an address counts as ("" when the socket could not say)."""
     if not address:
         return ""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
+    ip = normal_ip(address)
+    if ip is None:
         return address
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
+    if ":" in ip:
         return str(ipaddress.IPv6Network((ip, IPV6_PREFIX_BITS), strict=False))
-    return str(ip)
+    return ip
 
 
 class SourceCounts:

@@ -464,7 +464,7 @@ class Transport:
             sid = None
             stranger = False
             peer_input: _PeerInput | None = None
-            address = _peer_host(stream)
+            address = peer_host(stream)
             try:
                 async with stream:
                     slot = await self._unidentified.take(address)
@@ -542,7 +542,7 @@ class Transport:
         if sid == self.sid:
             self.warn("peer-refused", f"refusing a {kind} link that claims our own id {sid}")
             return False
-        address = _peer_host(stream)
+        address = peer_host(stream)
         if sid in self.members:
             host = self.peers[sid].host if sid in self.peers else ""
             if host and address is not None and not await _same_host(host, address):
@@ -650,7 +650,7 @@ def _clear(out: _Outgoing) -> None:
     out.queued_bytes = 0
 
 
-def _peer_host(stream: trio.abc.Stream) -> str | None:
+def peer_host(stream: trio.abc.Stream) -> str | None:
     """The address a link comes from (None when the socket cannot say)."""
     socket_stream = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
     try:
