@@ -116,8 +116,6 @@ class ServerConfig:
     admin_connections_max: int = 32  # admin.maxConnections: admin connections at once
     admin_connections_per_host_max: int = 8  # admin.maxConnectionsPerHost: of those, from one source
     admin_idle_timeout_ms: int = 2000  # admin.idleTimeout: for a request's head, and for each part of an answer to leave
-    admin_auth_per_source_per_s: int = 4  # admin.authAttemptsPerSecond: HTTP Basic credentials tried, per source
-    admin_auth_total_per_s: int = 32  # admin.authAttemptsPerSecondTotal: by all sources together
     admin_allowed_hosts: tuple[str, ...] = ()  # admin.allowedHosts: names a request's Host may give besides the server's own
     console_enabled: bool = True  # admin.console.enabled: the read-only web console at /console
     console_address: str = "127.0.0.1"  # admin.console.address: it answers requests arriving here only
@@ -358,8 +356,6 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         admin_connections_max=_int(raw, "admin.maxConnections", 32, 1),
         admin_connections_per_host_max=_int(raw, "admin.maxConnectionsPerHost", 8, 1),
         admin_idle_timeout_ms=_int(raw, "admin.idleTimeout", 2000, 1),
-        admin_auth_per_source_per_s=_int(raw, "admin.authAttemptsPerSecond", 4, 1),
-        admin_auth_total_per_s=_int(raw, "admin.authAttemptsPerSecondTotal", 32, 1),
         admin_allowed_hosts=tuple(name.strip() for name in raw.pop("admin.allowedHosts", "").split(",") if name.strip()),
         console_enabled=_bool(raw, "admin.console.enabled", True),
         console_address=raw.pop("admin.console.address", "127.0.0.1"),

@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.ensemble.forged_peer import closed_by_peer, listening, open_as, vm_kb
 from zabby.jepsen import hostile_ports
 from zabby.local.processes import Ensemble, wait_until
-from zabby.server.transport import member_frame_bytes_max
+from zabby.server.transport import MEMBER_FRAME_BYTES_MAX
 
 SECRET = b"0123456789abcdef-the-secret"
 
@@ -109,8 +109,8 @@ def test_links_of_servers_no_membership_names_are_bounded(tmp_path: Path) -> Non
 
 
 def test_a_members_frame_is_bounded(tmp_path: Path) -> None:
-    """A link that claims a member's id (from its host, its link down) sends frames of 64 x
-    (jute.maxbuffer + 1 KiB) at most: one announcing more is refused before it is read."""
+    """A link that claims a member's id (from its host, its link down) sends frames of the
+    record limit (64 MiB) at most: one announcing more is refused before it is read."""
     ensemble = Ensemble(tmp_path, 3)
     ensemble.servers[1].launch()
     port = ensemble.ports[1][0]
@@ -118,7 +118,7 @@ def test_a_members_frame_is_bounded(tmp_path: Path) -> None:
     try:
         sock = open_as(port, 2)
         with sock:
-            sock.sendall((member_frame_bytes_max(0xFFFFF) + 1).to_bytes(4, "big"))
+            sock.sendall((MEMBER_FRAME_BYTES_MAX + 1).to_bytes(4, "big"))
             assert closed_by_peer(sock, 5.0)
         ensemble.servers[1].check_running()
     finally:

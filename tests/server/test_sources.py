@@ -3,12 +3,11 @@ slots for links that have not said who they are, and the admin port's connection
 
 from __future__ import annotations
 
-import pytest
 import trio
 
 from zabby.config import PeerLinkLimits
 from zabby.server.peer_slots import Slot, UnidentifiedSlots
-from zabby.server.sources import SourceCounts, SourceRate, source_of
+from zabby.server.sources import SourceCounts, source_of
 
 
 def test_a_source_is_an_ipv4_address_or_an_ipv6_64() -> None:
@@ -48,22 +47,3 @@ def test_outsiders_never_take_a_members_slots() -> None:
         assert slots.shared.total == 0
 
     trio.run(main)
-
-
-def test_attempts_are_paced_per_source_after_a_burst_and_refused_past_the_wait() -> None:
-    rate = SourceRate(per_source_per_s=4, total_per_s=100, burst=3, wait_s_max=1.0)
-    assert [rate.delay_s("a", 0.0) for _ in range(3)] == [0.0, 0.0, 0.0]
-    assert [rate.delay_s("a", 0.0) for _ in range(4)] == [0.25, 0.5, 0.75, 1.0]
-    assert rate.delay_s("a", 0.0) is None  # 1.25 s: past the wait; nothing reserved
-    assert rate.delay_s("a", 0.5) == 0.75
-    assert rate.delay_s("b", 0.5) == 0.0  # another source has its own
-
-
-def test_all_sources_together_are_paced_too_and_the_state_stays_bounded() -> None:
-    rate = SourceRate(per_source_per_s=10, total_per_s=10, burst=1, wait_s_max=0.5, sources_max=8)
-    delays = [rate.delay_s(f"10.0.0.{i}", 0.0) for i in range(10)]
-    assert delays[:6] == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4, 0.5]) and delays[6:] == [None] * 4
-    assert rate.sources() <= 8
-    for i in range(100):  # a source is forgotten once its deadline has passed
-        rate.delay_s(f"10.1.0.{i}", 10.0 + i)
-    assert rate.sources() <= 8

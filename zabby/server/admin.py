@@ -29,7 +29,7 @@ from zabby.server import browsers, console, fourletter, http
 from zabby.server.forks import download_image
 from zabby.server.guard import contained
 from zabby.server.listeners import serve_listeners
-from zabby.server.sources import SourceCounts, SourceRate, source_of
+from zabby.server.sources import SourceCounts, source_of
 from zabby.server.metrics import ZabbyCollector
 from zabby.server.statistics import Monitored, reset, snapshot
 from zabby.server.transport import peer_host, relay_forked
@@ -38,7 +38,6 @@ from zabby.storage.snapshot import snapshot_name
 LOGGER = logging.getLogger("zabby.server.admin")
 SEND_CHUNK_BYTES = 64 * 1024
 REFUSAL_S = 0.05  # what a refused connection may take of the server's time
-AUTH_BURST = 8  # credentials a source may have checked at once before admin.authAttemptsPerSecond paces them
 SNAPSHOT_COMMAND = "snapshot"
 SNAPSHOT_STATES = frozenset({"leader", "follower", "observer", "standalone"})  # serving: the tree is current
 
@@ -200,17 +199,16 @@ class AdminPort:
     its request's head within ``admin.idleTimeout`` and take each part of its answer within it
     too.  A connection over a bound is answered 503 at once and closed.
 
-    A request that carries HTTP Basic credentials waits for its turn before they are looked
-    at: ``admin.authAttemptsPerSecond`` per source, ``admin.authAttemptsPerSecondTotal`` in all,
-    bursts of ``AUTH_BURST``; right or wrong, the wait is the same, so how soon the answer comes
-    tells nothing.  One that would wait past ``admin.idleTimeout`` is answered 429 unchecked."""
+    A request that carries HTTP Basic credentials takes a token of its source's guesses first,
+    from the bucket SASL responses take from too (``zabby.server.throttle``): over the rate it
+    is answered 429 unchecked, right or wrong alike, so neither the answer nor its timing tells
+    anything of the password."""
 
     def __init__(self, server: Monitored) -> None:
         config = server.config
         self.server = server
         self.connections = SourceCounts(config.admin_connections_max, config.admin_connections_per_host_max)
         self.idle_s = config.admin_idle_timeout_ms / 1000
-        self.guesses = SourceRate(config.admin_auth_per_source_per_s, config.admin_auth_total_per_s, AUTH_BURST, self.idle_s)
         self.host_names = browsers.HostNames.of(config)
         self.busy = trio.Lock()  # one snapshot stream at a time: each holds a forked child
 
@@ -253,7 +251,8 @@ class AdminPort:
         refused = browsers.refusal(request, self.host_names, changes_state=changes_state)
         if refused is not None:
             return refused
-        if "authorization" in request.headers and not await self._turn_to_try(source):
+        if "authorization" in request.headers and not self.server.secret_attempt(source):
+            self.server.warn_rate_limited("admin-guesses", f"refusing credentials from {source} unchecked: more were tried than its rate")
             return http.Response("429 Too Many Requests", "application/json", b'{"error": "too many credentials tried: wait"}', (("Retry-After", "1"),))
         return None
 
@@ -262,16 +261,6 @@ class AdminPort:
         if server.config.console_enabled and (request.path == console.PREFIX or request.path.startswith(console.PREFIX + "/")):
             return await console.respond(server, request)
         return _command_refusal(server, request) or http.Response(*render(server, request.target))
-
-    async def _turn_to_try(self, source: str) -> bool:
-        """Wait for this source's turn to have credentials checked; False: refused."""
-        delay_s = self.guesses.delay_s(source, trio.current_time())
-        if delay_s is None:
-            self.server.warn_rate_limited("admin-guesses", f"refusing credentials from {source}: more than "
-                                                           f"admin.authAttemptsPerSecond(Total) tried")  # fmt: skip
-            return False
-        await trio.sleep(delay_s)
-        return True
 
 
 async def _refuse(stream: trio.SocketStream, response: http.Response) -> None:

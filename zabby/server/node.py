@@ -59,6 +59,7 @@ from zabby.server.gate import InputGate
 from zabby.server.guard import contained
 from zabby.server.kernel_sync import KernelSync, SubmitRefused
 from zabby.server.session import ClientSession
+from zabby.server.sources import source_of
 from zabby.server.throttle import GuessThrottle
 from zabby.server.stats import ServerStats
 from zabby.server.transport import Transport
@@ -243,7 +244,9 @@ class ZabbyServer:
         self._throttled_connections.add(connection)
 
     def secret_attempt(self, source: str) -> bool:
-        return self.guesses.attempt(source, time.monotonic())
+        """Whether ``source`` (a client's address) may try a secret now: a SASL response, the
+        admin port's HTTP Basic credentials (an IPv6 /64 counts as one source)."""
+        return self.guesses.attempt(source_of(source), time.monotonic())
 
     def warn_rate_limited(self, kind: str, message: str) -> None:
         self.client_logs.warning(kind, message)
