@@ -93,7 +93,7 @@ def test_a_request_head_must_come_within_the_idle_timeout(admin_server: ServerPr
 
 @pytest.fixture
 def guarded_server(tmp_path: Path) -> Iterator[ServerProcess]:
-    server = ServerProcess(tmp_path, **admin_settings())
+    server = ServerProcess(tmp_path, maxSessionTimeout=60_000, **admin_settings())  # the watch hoarders' sessions outlive the test
     server.start()
     try:
         yield server
@@ -190,7 +190,7 @@ def test_watch_listings_are_cut_at_watch_list_max_and_stall_nobody(guarded_serve
     stopped event loop for 640,000 watches (here 400,000: 0.7 to 1 s each)."""
     stop = threading.Event()
     holders = [threading.Thread(target=hostile.watch_hoard, args=(("127.0.0.1", guarded_server.port),),
-                                kwargs={"watches": 50_000, "hold_s": 60.0, "stop": stop}, daemon=True) for _ in range(8)]  # fmt: skip
+                                kwargs={"watches": 50_000, "hold_s": 60.0, "stop": stop, "timeout_ms": 60_000}, daemon=True) for _ in range(8)]  # fmt: skip
     try:
         for holder in holders:
             holder.start()
