@@ -53,11 +53,13 @@ from zabby.engine.storage import Storage
 from zabby.server.budget import ClientMemory
 from zabby.server.disk import DiskWorker, fail_stop
 from zabby.server.ratelog import RateLimitedLogs
+from zabby.server.descriptors import Descriptors
 from zabby.server.forks import DigestChild, DiskImage, ForkFreezer
 from zabby.server.gate import InputGate
 from zabby.server.guard import contained
 from zabby.server.kernel_sync import KernelSync, SubmitRefused
 from zabby.server.session import ClientSession
+from zabby.server.sources import source_of
 from zabby.server.throttle import GuessThrottle
 from zabby.server.stats import ServerStats
 from zabby.server.transport import Transport
@@ -107,9 +109,11 @@ class SystemClock:
 class ZabbyServer:
     """One server process: its engine, peer links, disk thread and client connections."""
 
-    def __init__(self, config: ServerConfig, storage: Storage, recovered: Recovered) -> None:
-        """``recovered``: what ``storage.recover`` gave, with ``config.membership``."""
+    def __init__(self, config: ServerConfig, storage: Storage, recovered: Recovered, descriptors: Descriptors | None = None) -> None:
+        """``recovered``: what ``storage.recover`` gave, with ``config.membership``;
+        ``descriptors``: what connections may hold (default: this process's, now)."""
         self.config = config
+        self.descriptors = descriptors or Descriptors.for_server(config)
         self.storage = storage
         self.stats = ServerStats()
         self.disk = DiskWorker()
@@ -134,7 +138,7 @@ class ZabbyServer:
             self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
                                        config.quorum_tls,
                                        memory=self.client_memory, warn=self.warn_rate_limited, auth=config.quorum_auth,
-                                       gate=self.input_gate)  # fmt: skip
+                                       gate=self.input_gate, limits=config.peer_links)  # fmt: skip
         self._fsync_recent_s = 0.0  # a moving average of fsync times
         self._sync_wanted = trio.Event()  # an Append asked the background sync for more
         self._sync_idle = trio.Event()  # no background sync running or wanted
@@ -241,7 +245,9 @@ class ZabbyServer:
         self._throttled_connections.add(connection)
 
     def secret_attempt(self, source: str) -> bool:
-        return self.guesses.attempt(source, time.monotonic())
+        """Whether ``source`` (a client's address) may try a secret now: a SASL response, the
+        admin port's HTTP Basic credentials (an IPv6 /64 counts as one source)."""
+        return self.guesses.attempt(source_of(source), time.monotonic())
 
     def warn_rate_limited(self, kind: str, message: str) -> None:
         self.client_logs.warning(kind, message)
