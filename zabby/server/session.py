@@ -218,6 +218,7 @@ class ClientSession:
         self._caller = Caller(0, self.auth_ids)
         self._slots: deque[_Slot] = deque()
         self._slot_ops = 0  # the ops of the requests in ``_slots`` (``ops_of``)
+        self._state_delta = 0  # watch bytes added or gone, not charged yet (``hold_state``)
         self.request_bytes = 0  # the frames of the requests in ``_slots``, held until answered
         self._broken = False  # it broke the protocol: it is closed once what it asked before is answered
         self._close_after_reply = False  # the next read's reply is the last (a failed auth)
@@ -313,6 +314,11 @@ class ClientSession:
 
     def handle(self, request: list[Any], size: int = 0) -> None:
         """One decoded request, ``[xid, op, *args]``, in arrival order; ``size``: its frame's bytes."""
+        self._handle(request, size)
+        if self._state_delta:
+            self._settle_state()
+
+    def _handle(self, request: list[Any], size: int) -> None:
         if self._broken:
             return
         started = time.perf_counter()
@@ -527,6 +533,8 @@ class ClientSession:
             self._slot_ops -= head.ops
             self.request_bytes -= head.size
             answered = True
+        if self._state_delta:  # reads answered in their turn add watches too
+            self._settle_state()
         if answered:
             self.output.requests_answered()
             if self._broken and not slots:
@@ -534,13 +542,21 @@ class ClientSession:
 
     # ----------------------------------------------------------------- the sink the engine holds
     def send_event(self, event_type: int, path: str, zxid: int) -> None:
+        if self._state_delta:  # the one-shot watch that fired for it went
+            self._settle_state()
         self._send([XID_NOTIFICATION, zxid, 0, int(event_type), int(KeeperState.SYNC_CONNECTED), path])
 
     def close_after_flush(self) -> None:
         self.output.close_after_flush()
 
     def hold_state(self, delta: int) -> None:
-        """A watch of this session's was added (or went): charged to its connection."""
+        """A watch of this session's was added (or went): charged to its connection once the
+        request (or the event) that did it is done (``_settle_state``), in one sum: a
+        setWatches of 20,000 paths is one charge, not 20,000."""
+        self._state_delta += delta
+
+    def _settle_state(self) -> None:
+        delta, self._state_delta = self._state_delta, 0
         self.output.hold_state(delta)
 
     # ----------------------------------------------------------------- session-level ops
