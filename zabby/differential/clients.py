@@ -1,6 +1,9 @@
 """What the other ZooKeeper clients' runs share (aiozk, go-zookeeper, node-zookeeper-client, the
 C client; ``scripts/client_suites.py``): where their packages go, how they are installed, and
-how a suite's outcome is counted.
+how a suite's outcome is counted.  The clients themselves: ``aiozk_suite`` (aiozk's own tests
+and the null-data bursts), ``gozk`` (go-zookeeper's own tests), ``node_client`` and
+``c_client`` (scenarios compared line by line with ZooKeeper's), ``xids`` (what each really
+sends on the wire).
 
 System packages come from Debian through ``scripts/install_clients.sh`` (golang-go, the
 go-zookeeper sources, zookeeper-bin, libzookeeper-mt-dev); PyPI and npm packages are installed
