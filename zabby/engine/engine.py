@@ -166,6 +166,7 @@ class Engine(ClientCalls):
         self._snapshot_running = False
         self._next_session_id = first_session_id(config.server_id, clock.wall_ms())
         self._membership_seen = (self.peer.membership, self.peer.proposed, self.peer.hinted)
+        self._clients_leave_at: int | None = None  # the version of a committed membership that leaves this server out, until applied
         if not self.standalone:  # a standalone server's /zookeeper/config is empty, as ZooKeeper's
             self._show_config()
 
@@ -741,17 +742,23 @@ class Engine(ClientCalls):
 
     def _membership_changed(self) -> Work:
         seen = (self.peer.membership, self.peer.proposed, self.peer.hinted)
-        if seen == self._membership_seen:
-            return
-        committed = seen[0] != self._membership_seen[0]
-        self._membership_seen = seen
-        if committed:
-            LOGGER.info("membership version %x active: voters %s, observers %s", seen[0].version,
-                        sorted(seen[0].voters), sorted(seen[0].observers))  # fmt: skip
-        yield Reconfigure(seen[0], seen[1] or seen[2], committed)  # a vote's hint: reach its servers too
-        if committed and self.serving and self.session_sinks and self.outside_membership:
-            LOGGER.info("membership version %x leaves this server out: its clients move to the members", seen[0].version)
-            yield CloseClients()
+        if seen != self._membership_seen:
+            committed = seen[0] != self._membership_seen[0]
+            self._membership_seen = seen
+            if committed:
+                LOGGER.info("membership version %x active: voters %s, observers %s", seen[0].version,
+                            sorted(seen[0].voters), sorted(seen[0].observers))  # fmt: skip
+                self._clients_leave_at = seen[0].version if self.outside_membership else None
+            yield Reconfigure(seen[0], seen[1] or seen[2], committed)  # a vote's hint: reach its servers too
+        # The core knows the commit before the tree applies it (that waits for the log's sync):
+        # the clients are closed once the reconfig is applied here, so that its answer, and
+        # every earlier one, goes out first (a client that asked this server for the reconfig
+        # saw ConnectionLoss).
+        if self._clients_leave_at is not None and self.tree.last_zxid >= self._clients_leave_at:
+            self._clients_leave_at = None
+            if self.serving and self.session_sinks and self.outside_membership:
+                LOGGER.info("membership version %x leaves this server out: its clients move to the members", seen[0].version)
+                yield CloseClients()
 
     # ----------------------------------------------------------------- snapshots to disk
     def _maybe_snapshot(self) -> Work:
