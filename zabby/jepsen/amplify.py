@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 from zabby.jepsen.hostile import Address, Outcome, _connect, _timed
@@ -83,8 +84,20 @@ class Session:
         except (ConnectionError, OSError):
             self.outcome.closed_by_server += 1
 
+    def pipeline(self, op: int, requests: list[tuple[Any, ...]], xid: int | None = None) -> None:
+        """Each of ``requests`` (its arguments) sent at once, then their answers read."""
+        for args in requests:
+            self.send(op, *args, xid=xid)
+        self.answers(len(requests))
+
     def close(self) -> None:
         self.sock.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _attack(name: str, body: Callable[[Outcome], None]) -> Outcome:
@@ -123,18 +136,11 @@ def auth_expansion(address: Address, ids: int = 1_200, creates: int = 5_000) -> 
     each create's ACL became every id of the session (a 135 KB request, a 270 MiB txn)."""
 
     def body(outcome: Outcome) -> None:
-        session = Session(address, outcome)
-        try:
-            for n in range(ids):
-                session.send(OpCode.AUTH, "digest", f"u{n}:p{n}".encode(), xid=-4)
-            session.answers(ids)
+        with Session(address, outcome) as session:
+            session.pipeline(OpCode.AUTH, [("digest", f"u{n}:p{n}".encode()) for n in range(ids)], xid=-4)
             _ensure(session, "/amp-auth")
             batches = _batches([[OpCode.CREATE, f"/amp-auth/{time.monotonic_ns()}-{n}", b"", AUTH_ACL, 0, 0] for n in range(creates)])
-            for ops in batches:
-                session.send(OpCode.MULTI, ops)
-            session.answers(len(batches))
-        finally:
-            session.close()
+            session.pipeline(OpCode.MULTI, [(ops,) for ops in batches])
 
     return _attack("auth-expansion", body)
 
@@ -143,13 +149,8 @@ def auth_flood(address: Address, count: int = 20_000) -> Outcome:
     """``count`` made-up ``addauth digest`` on one connection: each was searched for in a list."""
 
     def body(outcome: Outcome) -> None:
-        session = Session(address, outcome)
-        try:
-            for n in range(count):
-                session.send(OpCode.AUTH, "digest", f"flood{n}:p".encode(), xid=-4)
-            session.answers(count)
-        finally:
-            session.close()
+        with Session(address, outcome) as session:
+            session.pipeline(OpCode.AUTH, [("digest", f"flood{n}:p".encode()) for n in range(count)], xid=-4)
 
     return _attack("auth-flood", body)
 
@@ -159,20 +160,13 @@ def quota_measures(address: Address, nodes: int = 2_000, measures: int = 2_000) 
     ``measures`` times: each create measured the whole subtree in every member's apply."""
 
     def body(outcome: Outcome) -> None:
-        session = Session(address, outcome)
-        try:
+        with Session(address, outcome) as session:
             _ensure(session, "/amp-quota")
-            for ops in _batches([[OpCode.CREATE, f"/amp-quota/n{n}", b"", OPEN_ACL, 0, 0] for n in range(nodes)]):
-                session.call(OpCode.MULTI, ops)
+            session.pipeline(OpCode.MULTI, [(ops,) for ops in _batches([[OpCode.CREATE, f"/amp-quota/n{n}", b"", OPEN_ACL, 0, 0] for n in range(nodes)])])
             _ensure(session, "/zookeeper/quota/amp-quota")
             stats = "/zookeeper/quota/amp-quota/zookeeper_stats"
             churn = [op for _ in range(measures) for op in ([OpCode.CREATE, stats, b"count=0,bytes=0", OPEN_ACL, 0, 0], [OpCode.DELETE, stats, -1])]
-            batches = _batches(churn)
-            for ops in batches:
-                session.send(OpCode.MULTI, ops)
-            session.answers(len(batches))
-        finally:
-            session.close()
+            session.pipeline(OpCode.MULTI, [(ops,) for ops in _batches(churn)])
 
     return _attack("quota-measures", body)
 
@@ -182,24 +176,14 @@ def ip_acl_checks(address: Address, entries: int = 30_000, reads: int = 200, wat
     one setData seen by ``watchers`` recursive watches on ``/``: each check parsed each entry."""
 
     def body(outcome: Outcome) -> None:
-        session = Session(address, outcome)
-        watching: list[Session] = []
-        try:
+        with Session(address, outcome) as session, ExitStack() as watching:
             acl = [[31, "ip", f"10.{n // 65536 % 256}.{n // 256 % 256}.{n % 256}"] for n in range(entries)] + [[1, "world", "anyone"]]
             path = f"/amp-ip-{time.monotonic_ns()}"
             session.call(OpCode.CREATE, path, b"", acl, 0, 0)
             for _ in range(watchers):
-                watcher = Session(address, outcome)
-                watcher.call(OpCode.ADD_WATCH, "/", 1)
-                watching.append(watcher)
-            for _ in range(reads):
-                session.send(OpCode.GET_DATA, path, False)
-            session.answers(reads)
+                watching.enter_context(Session(address, outcome)).call(OpCode.ADD_WATCH, "/", 1)
+            session.pipeline(OpCode.GET_DATA, [(path, False)] * reads)
             session.call(OpCode.SET_DATA, path, b"x", -1)
-        finally:
-            for watcher in watching:
-                watcher.close()
-            session.close()
 
     return _attack("ip-acl-checks", body)
 
@@ -209,17 +193,12 @@ def acl_churn(address: Address, rounds: int = 50, entries: int = 30_000) -> Outc
     the intern table kept every one of them, after the delete and a restart."""
 
     def body(outcome: Outcome) -> None:
-        session = Session(address, outcome)
-        try:
+        with Session(address, outcome) as session:
             path = f"/amp-churn-{time.monotonic_ns()}"
             session.call(OpCode.CREATE, path, b"", OPEN_ACL, 0, 0)
-            for round_ in range(rounds):
-                acl = [[31, "ip", f"10.{round_ % 256}.{n // 256 % 256}.{n % 256}"] for n in range(entries - 1)] + [[31, "world", "anyone"]]
-                session.send(OpCode.SET_ACL, path, acl, -1)
-            session.answers(rounds)
+            acls = [[[31, "ip", f"10.{n % 256}.{k // 256 % 256}.{k % 256}"] for k in range(entries - 1)] + [[31, "world", "anyone"]] for n in range(rounds)]
+            session.pipeline(OpCode.SET_ACL, [(path, acl, -1) for acl in acls])
             session.call(OpCode.DELETE, path, -1)
-        finally:
-            session.close()
 
     return _attack("acl-churn", body)
 
@@ -229,16 +208,10 @@ def acl_bytes(address: Address, creates: int = 20, acl_bytes_each: int = 530_000
     counted nowhere."""
 
     def body(outcome: Outcome) -> None:
-        session = Session(address, outcome)
-        try:
+        with Session(address, outcome) as session:
             ident = "x" * 1000
-            count = max(1, acl_bytes_each // (len(ident) + 20))
-            for n in range(creates):
-                acl = [[31, "digest", f"{ident}{k}:h"] for k in range(count)] + [[31, "world", "anyone"]]
-                session.send(OpCode.CREATE, f"/amp-aclbytes-{time.monotonic_ns()}-{n}", b"", acl, 0, 0)
-            session.answers(creates)
-        finally:
-            session.close()
+            acl = [[31, "digest", f"{ident}{k}:h"] for k in range(max(1, acl_bytes_each // (len(ident) + 20)))] + [[31, "world", "anyone"]]
+            session.pipeline(OpCode.CREATE, [(f"/amp-aclbytes-{time.monotonic_ns()}-{n}", b"", acl, 0, 0) for n in range(creates)])
 
     return _attack("acl-bytes", body)
 
@@ -247,17 +220,12 @@ def history_flood(address: Address, multis: int = 200, ops: int = 5_000) -> Outc
     """``multis`` multis of ``ops`` setData each: the watch history was bounded in txns only."""
 
     def body(outcome: Outcome) -> None:
-        session = Session(address, outcome)
-        try:
-            _ensure(session, "/amp-history")
-            for n in range(min(ops, 50)):
-                _ensure(session, f"/amp-history/n{n}")
-            batch = [[OpCode.SET_DATA, f"/amp-history/n{n % min(ops, 50)}", b"", -1] for n in range(ops)]
-            for _ in range(multis):
-                session.send(OpCode.MULTI, batch)
-            session.answers(multis)
-        finally:
-            session.close()
+        with Session(address, outcome) as session:
+            nodes = min(ops, 50)
+            for path in ["/amp-history", *(f"/amp-history/n{n}" for n in range(nodes))]:
+                _ensure(session, path)
+            batch = [[OpCode.SET_DATA, f"/amp-history/n{n % nodes}", b"", -1] for n in range(ops)]
+            session.pipeline(OpCode.MULTI, [(batch,)] * multis)
 
     return _attack("history-flood", body)
 
@@ -267,15 +235,12 @@ def resume_scans(address: Address, resumes: int = 200) -> Outcome:
     each scanned the whole history."""
 
     def body(outcome: Outcome) -> None:
-        session = Session(address, outcome)
-        try:
+        with Session(address, outcome) as session:
             oldest = 0
             for _ in range(resumes):
                 reply = session.call(OpCode.ADD_WATCH, f"/amp-quiet-{time.monotonic_ns()}", 1, oldest)
                 if reply[2] == -1000 and isinstance(reply[3], str) and "0x" in reply[3]:  # HISTORYCOMPACTED names the oldest
                     oldest = int(reply[3].rsplit("0x", 1)[1].split()[0], 16)
-        finally:
-            session.close()
 
     return _attack("resume-scans", body)
 
@@ -285,20 +250,10 @@ def zxid_waits(address: Address, connections: int = 20, waits: int = 2_000) -> O
     ``connections``, while one long wait stays pending: answered waits stayed in the heap."""
 
     def body(outcome: Outcome) -> None:
-        patient = Session(address, outcome)
-        sessions = []
-        try:
-            patient.send(OpCode.WAIT_FOR_ZXID, 1 << 62, 60_000)
+        with ExitStack() as sessions:
+            sessions.enter_context(Session(address, outcome)).send(OpCode.WAIT_FOR_ZXID, 1 << 62, 60_000)
             for _ in range(connections):
-                session = Session(address, outcome)
-                sessions.append(session)
-                for _ in range(waits):
-                    session.send(OpCode.WAIT_FOR_ZXID, 1 << 62, 1)
-            for session in sessions:
-                session.answers(waits)
-        finally:
-            for session in [patient, *sessions]:
-                session.close()
+                sessions.enter_context(Session(address, outcome)).pipeline(OpCode.WAIT_FOR_ZXID, [(1 << 62, 1)] * waits)
 
     return _attack("zxid-waits", body)
 
@@ -308,16 +263,11 @@ def ephemeral_close(address: Address, count: int = 2_000, path_bytes: int = 1_00
     every one of them."""
 
     def body(outcome: Outcome) -> None:
-        session = Session(address, outcome)
-        try:
+        with Session(address, outcome) as session:
             _ensure(session, "/amp-eph")
             stem = "e" * max(1, path_bytes - 20)
-            for n in range(count):
-                session.send(OpCode.CREATE, f"/amp-eph/{stem}{time.monotonic_ns()}{n}", b"", OPEN_ACL, 1, 0)
-            session.answers(count)
+            session.pipeline(OpCode.CREATE, [(f"/amp-eph/{stem}{time.monotonic_ns()}{n}", b"", OPEN_ACL, 1, 0) for n in range(count)])
             session.call(OpCode.CLOSE_SESSION)
-        finally:
-            session.close()
 
     return _attack("ephemeral-close", body)
 
@@ -329,12 +279,9 @@ def bad_ops(address: Address, connections: int = 200) -> Outcome:
 
     def body(outcome: Outcome) -> None:
         for n in range(connections):
-            session = Session(address, outcome)
-            try:
+            with Session(address, outcome) as session:
                 session.sock.sendall(pack_frame([1, shapes[n % len(shapes)], "/x", b"", OPEN_ACL, 0]))
                 session.answers(1)
-            finally:
-                session.close()
 
     return _attack("bad-ops", body)
 
@@ -360,20 +307,14 @@ def multi_flood(address: Address, connections: int = 60, ops: int = 5_000) -> Ou
     writes to apply."""
 
     def body(outcome: Outcome) -> None:
-        setup = Session(address, outcome)
-        sessions: list[Session] = []
-        try:
-            _ensure(setup, "/amp-multi")
+        with ExitStack() as stack:
+            _ensure(stack.enter_context(Session(address, outcome)), "/amp-multi")
             batch = [[OpCode.SET_DATA, "/amp-multi", b"", -1]] * ops
-            for _ in range(connections):
-                sessions.append(Session(address, outcome))
+            sessions = [stack.enter_context(Session(address, outcome)) for _ in range(connections)]
             for session in sessions:
                 session.send(OpCode.MULTI, batch)
             for session in sessions:
                 session.answers(1)
-        finally:
-            for session in [setup, *sessions]:
-                session.close()
 
     return _attack("multi-flood", body)
 

@@ -26,6 +26,7 @@ from zabby.config import PeerLinkLimits
 from zabby.server.sources import SourceCounts, normal_ip, source_of
 
 LOGGER = logging.getLogger("zabby.server.transport")
+STRANGER_LINKS_MAX = 16  # links at once from servers no membership names
 RESOLVE_INTERVAL_S = 30.0
 RESOLVE_TIMEOUT_S = 2.0
 

@@ -45,7 +45,7 @@ from zabby.server import peer_auth
 from zabby.server.budget import ClientMemory
 from zabby.server.gate import InputGate
 from zabby.server.listeners import serve_listeners
-from zabby.server.peer_slots import Slot, UnidentifiedSlots
+from zabby.server.peer_slots import STRANGER_LINKS_MAX, Slot, UnidentifiedSlots
 from zabby.server.ratelog import RateLimitedLog
 from zabby.server.sockets import receiver
 from zabby.tree.txns import RECORD_BYTES_MAX
@@ -60,7 +60,6 @@ QUEUE_BYTES_MAX = 256 * 2**20
 MEMBER_FRAME_BYTES_MAX = RECORD_BYTES_MAX
 HELLO_BYTES_MAX = 4096  # before a peer has said who it is
 STRANGER_FRAME_BYTES_MAX = 64 * 1024  # a learner no membership names sends FOLLOWERINFO, ACKs and pings
-STRANGER_LINKS_MAX = 16  # links at once from servers no membership names
 PEER_READ_BYTES = 1 << 20  # at most one read of a peer link
 LINK_LIVE_S = 5.0
 AUTH_WAIT_S = 1.0  # a dialer waits this long for a challenge before it takes the peer for one without quorum.auth  # a link that delivered within this is live: a second hello for its id is refused
