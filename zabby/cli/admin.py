@@ -7,6 +7,7 @@
     zabby-admin log dump DIR [--from ZXID] [--json]
     zabby-admin log verify DIR
     zabby-admin log chop DIR --to ZXID [--backup DIR] [--data-dir DIR] [--dry-run]
+    zabby-admin zookeeper import ZK_DATA_DIR --data-dir DIR --myid N [--zk-data-log-dir DIR] [--force]
     zabby-admin kylin backup DIR --hosts HOSTS --project P
     zabby-admin kylin restore DIR --hosts HOSTS [--project P] [--replace]
     zabby-admin digest USER:PASSWORD      (for superDigest and admin.console.auth)
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from zabby.ops import compare as comparer
-from zabby.ops import fetch, logtool, restore, snapfile
+from zabby.ops import fetch, logtool, restore, snapfile, zk_import
 from zabby.ops.errors import AdminError, ServerError, UsageError, parse_zxid
 from zabby.ops.txnformat import format_text, txn_to_dict
 from zabby.tree import acl
@@ -89,6 +90,17 @@ def _log_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     chop.add_argument("--dry-run", action="store_true", help="say what would be cut, change nothing")
 
 
+def _zookeeper_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    zookeeper = commands.add_parser("zookeeper", help="move a ZooKeeper deployment onto zabby and back: its data dir converted exactly")
+    sub = zookeeper.add_subparsers(dest="action", required=True, metavar="ACTION")
+    imp = sub.add_parser("import", help="a ZooKeeper 3.5-3.9 data dir (snapshots and txn logs) as a zabby data dir")
+    imp.add_argument("zk_data_dir", type=Path, metavar="ZK_DATA_DIR", help="ZooKeeper's dataDir (or its version-2 folder)")
+    imp.add_argument("--zk-data-log-dir", type=Path, help="ZooKeeper's dataLogDir, if it is not its dataDir")
+    imp.add_argument("--data-dir", type=Path, required=True, help="the zabby server's dataDir to write (absent or empty)")
+    imp.add_argument("--myid", type=int, required=True, help="the zabby server's id (its server.N line)")
+    imp.add_argument("--force", action="store_true", help="move a non-empty --data-dir aside (DIR.before-import-*)")
+
+
 def _kylin_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     kylin = commands.add_parser("kylin", help="back up and restore a Spark job's /kylin/<project> metadata")
     sub = kylin.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -109,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _snapshot_parsers(commands)
     _log_parsers(commands)
+    _zookeeper_parsers(commands)
     _kylin_parsers(commands)
     digest = commands.add_parser("digest", help="ZooKeeper's digest of user:password, for superDigest and admin.console.auth")
     digest.add_argument("credentials", metavar="USER:PASSWORD")
@@ -205,6 +218,12 @@ def cmd_log_chop(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_zookeeper_import(args: argparse.Namespace, out: TextIO) -> int:
+    report = zk_import.import_zookeeper(args.zk_data_dir, args.data_dir, args.myid, zk_log_dir=args.zk_data_log_dir, force=args.force)
+    print("\n".join(zk_import.summary(report)), file=out)
+    return 0
+
+
 def _kylin_client(hosts: str) -> Any:
     from zabby import SyncClient
 
@@ -257,6 +276,7 @@ COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace, TextIO], in
     ("log", "dump"): cmd_log_dump,
     ("log", "verify"): cmd_log_verify,
     ("log", "chop"): cmd_log_chop,
+    ("zookeeper", "import"): cmd_zookeeper_import,
     ("kylin", "backup"): cmd_kylin,
     ("kylin", "restore"): cmd_kylin,
     ("digest", None): cmd_digest,

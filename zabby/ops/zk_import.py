@@ -1,0 +1,280 @@
+"""``zookeeper import ZK_DATA_DIR --data-dir DIR --myid N``: a ZooKeeper data directory made
+into a zabby one, exactly: the same last zxid and epochs, every znode with the same data (null
+kept null), ACL and Stat, every session with its timeout and the password ZooKeeper gave it.
+
+Theory of operation, step by step as ZooKeeper's own restart goes (``FileTxnSnapLog.restore``):
+
+1. the newest snapshot that reads whole (``zabby.storage.zk_files``): one that does not is
+   reported, with the file and the offset, and the next older one is tried, as ZooKeeper does;
+2. the txn logs from the snapshot's zxid on, replayed as ZooKeeper replays them
+   (``zabby.ops.zk_replay``).  Where ZooKeeper would replay on past a hole, this refuses: a
+   txn that does not follow the one before (``zabby.tree.txns.follows``) is a gap, named with
+   both files and the offset.  A torn record ends its file, as in ZooKeeper; if it is the
+   last file's, it was never acknowledged and is dropped (and reported);
+3. the tree digest ZooKeeper logged with each txn (3.6+) is compared with the replayed
+   tree's, once the fuzzy part of the snapshot is behind: a difference is refused;
+4. the ephemerals of sessions no longer in the table go, as ZooKeeper's ``loadData`` deletes
+   them; ``/zookeeper/config`` is left as a fresh tree has it (the new ensemble's membership
+   is its own configuration's, as in ``snapshot restore``);
+5. the zabby data dir is written into a hidden sibling and renamed into place only when whole
+   (snapshot, epochs, myid), so a failure leaves nothing half-written behind.
+
+A quota's ``zookeeper_stats`` node is written as the replay leaves it; every reader of a zabby
+snapshot recounts it at load, as ZooKeeper does at its own (``DataTree.setupQuota``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+from zabby.ops.errors import DataError, UsageError
+from zabby.ops.restore import SERVER_ID_MAX
+from zabby.ops.zk_replay import ZkTree
+from zabby.storage.datadir import MYID, VERSION_DIR
+from zabby.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH, write_epoch
+from zabby.storage.files import fsync_dir, write_atomically
+from zabby.storage.snapshot import write_snapshot
+from zabby.storage.zk_files import SNAPSHOT_PREFIX, LogFile, ZkFileError, ZkSnapshot, log_files, logs_from, read_epochs, read_snapshot
+from zabby.storage.zk_files import snapshot_candidates, zxid_of_name
+from zabby.tree.datatree import ZOOKEEPER_CONFIG
+from zabby.tree.txns import follows, zxid_epoch, zxid_hex
+from zabby.wire.zk_snapshot import DATA, MTIME, MZXID, VERSION, session_password
+from zabby.wire.zk_txn import DIGEST_VERSION, ZkTxn
+
+
+@dataclass(slots=True)
+class ImportReport:
+    snapshot: Path | None = None
+    snapshot_zxid: int = 0
+    skipped: list[str] = field(default_factory=list)  # snapshots not used, and why
+    logs: list[str] = field(default_factory=list)  # the log files read
+    txns: int = 0  # replayed
+    first_txn: int = 0
+    last_zxid: int = 0
+    torn: str | None = None  # a torn record at the end of the last log, dropped
+    digests_matched: int = 0
+    digest: int | None = None  # ZooKeeper's digest of the result (None: the data has none)
+    dead_ephemerals: int = 0
+    znodes: int = 0
+    sessions: int = 0
+    accepted_epoch: int = 0
+    current_epoch: int = 0
+    target: Path | None = None
+    seconds: dict[str, float] = field(default_factory=dict)  # load, replay, write
+
+
+def version_dir(folder: Path) -> Path:
+    """``folder/version-2``, or ``folder`` itself if it is a version-2 folder."""
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: no such directory")
+    inner = folder / VERSION_DIR
+    return inner if inner.is_dir() else folder
+
+
+# ----------------------------------------------------------------------------- 1. the snapshot
+def load_snapshot(snap_dir: Path, log_dir: Path, report: ImportReport) -> ZkSnapshot | None:
+    """The newest snapshot that reads whole, as ``FileSnap.deserialize`` picks it; the ones
+    passed over go into ``report.skipped``.  None when there is no snapshot at all and no log.
+
+    Raises:
+        DataError: no snapshot reads whole while some exist, or logs exist without one.
+    """
+    named = sorted(((zxid_of_name(p.name, SNAPSHOT_PREFIX), p) for p in snap_dir.iterdir() if p.name.startswith(SNAPSHOT_PREFIX + ".")),
+                   key=lambda entry: -1 if entry[0] is None else entry[0], reverse=True)  # fmt: skip
+    candidates = {path for _, path in snapshot_candidates(snap_dir)}
+    for _, path in named:
+        if path not in candidates:
+            report.skipped.append(f"{path}: not a whole snapshot (no seal at its end): ZooKeeper passes over it too")
+            continue
+        try:
+            return read_snapshot(path)
+        except ZkFileError as exc:
+            report.skipped.append(f"{exc}; ZooKeeper passes over it too and tries an older one")
+    if named or log_files(log_dir):
+        why = "; ".join(report.skipped) or "no snapshot file"
+        raise DataError(f"no snapshot in {snap_dir} reads whole ({why}), and the txn logs in {log_dir} alone do not hold the "
+                        f"whole tree: ZooKeeper refuses this directory too (\"No snapshot found, but there are log entries\")")  # fmt: skip
+    return None
+
+
+# ----------------------------------------------------------------------------- 2, 3. the logs
+class Replay:
+    """The logs replayed onto a snapshot's tree, checked for gaps and against ZooKeeper's digests."""
+
+    def __init__(self, tree: ZkTree, snapshot: ZkSnapshot, report: ImportReport) -> None:
+        self.tree, self.report = tree, report
+        self.prev_zxid, self.prev_where = snapshot.zxid, f"the snapshot {snapshot.path}"
+        # ZooKeeper compares a fuzzy snapshot's digest once the replay reaches its zxid, and the
+        # txns' digests only after that (DataTree.digestFromLoadedSnapshot)
+        self.fuzzy = snapshot.digest if snapshot.digest is not None and snapshot.digest[0] >= snapshot.zxid else None
+        if self.fuzzy is not None and self.fuzzy[0] == snapshot.zxid:
+            self._compare(self.fuzzy[1], self.fuzzy[2], f"the snapshot {snapshot.path}")
+            self.fuzzy = None
+
+    def run(self, log_dir: Path) -> None:
+        start = self.tree.last_zxid + 1
+        for _, path in logs_from(log_dir, start):
+            log = LogFile(path)
+            read = 0
+            for record in log.records():
+                if record.txn.zxid < start and not self.report.txns:
+                    continue  # before the snapshot: ZooKeeper's iterator fast-forwards past it
+                self._apply(record.txn, f"{path} at offset {record.offset}")
+                read += 1
+            if read:
+                self.report.logs.append(path.name)
+            if log.torn:
+                self.report.torn = f"{path} at offset {log.end_offset}: {log.end}"
+                self.prev_where = f"{path} (which ends at offset {log.end_offset} with {log.end})"
+
+    def _apply(self, txn: ZkTxn, where: str) -> None:
+        if not follows(self.prev_zxid, txn.zxid):
+            what = "a gap in the txn logs" if txn.zxid > self.prev_zxid else "txn logs that overlap"
+            raise DataError(f"{what}: after txn {zxid_hex(self.prev_zxid)} ({self.prev_where}) comes {zxid_hex(txn.zxid)} "
+                            f"({where}): the txns in between are missing; refusing to convert a tree ZooKeeper would "
+                            f"rebuild without them")  # fmt: skip
+        tree, report = self.tree, self.report
+        tree.apply(txn)
+        report.txns += 1
+        report.first_txn = report.first_txn or txn.zxid
+        self.prev_zxid, self.prev_where = txn.zxid, where
+        if self.fuzzy is not None and txn.zxid == self.fuzzy[0]:
+            self._compare(self.fuzzy[1], self.fuzzy[2], f"the snapshot's digest at txn {zxid_hex(txn.zxid)}")
+            self.fuzzy = None
+        elif self.fuzzy is None and txn.digest is not None:
+            self._compare(txn.digest[0], txn.digest[1], f"txn {zxid_hex(txn.zxid)} ({where})")
+
+    def _compare(self, version: int, expected: int, where: str) -> None:
+        actual = self.tree.digest
+        if version != DIGEST_VERSION or actual is None:
+            return
+        if actual != expected & (2**64 - 1):
+            raise DataError(f"digest mismatch after {where}: ZooKeeper logged 0x{expected & (2**64 - 1):016x}, the replayed "
+                            f"tree has 0x{actual:016x}: the conversion would not be exact")  # fmt: skip
+        self.report.digests_matched += 1
+
+
+# ----------------------------------------------------------------------------- 4, 5. the zabby dir
+def _zabby_records(tree: ZkTree) -> Iterator[Any]:
+    nodes = list(tree.reachable()) if tree.detached else tree.nodes.values()
+    sessions = sorted(tree.sessions.items())
+    header = ("tree", tree.last_zxid, len(sessions), len(nodes))
+    return chain((header,), (("session", sid, timeout, session_password(sid)) for sid, timeout in sessions), nodes)
+
+
+def _reset_config(tree: ZkTree) -> None:
+    node = tree.nodes.get(ZOOKEEPER_CONFIG)
+    if node is not None:
+        node[DATA], node[VERSION], node[MZXID], node[MTIME] = b"", 0, 0, 0
+
+
+def check_target(data_dir: Path, myid: int, force: bool) -> None:
+    if not 1 <= myid <= SERVER_ID_MAX:
+        raise UsageError(f"--myid {myid}: a server id is between 1 and {SERVER_ID_MAX}")
+    if data_dir.exists() and not data_dir.is_dir():
+        raise UsageError(f"{data_dir}: not a directory")
+    if data_dir.is_dir() and any(data_dir.iterdir()) and not force:
+        raise UsageError(f"{data_dir} is not empty: the import writes a whole new data dir (--force moves the old one aside)")
+    if not data_dir.parent.is_dir():
+        raise UsageError(f"{data_dir.parent}: no such directory")
+
+
+def install(staged: Path, data_dir: Path) -> Path | None:
+    """Rename the whole ``staged`` folder to ``data_dir``; an old non-empty ``data_dir`` is
+    moved aside first (its new name returned)."""
+    aside = None
+    if data_dir.is_dir() and any(data_dir.iterdir()):
+        aside = data_dir.with_name(f"{data_dir.name}.before-import-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        data_dir.rename(aside)
+    elif data_dir.is_dir():
+        data_dir.rmdir()
+    staged.rename(data_dir)
+    fsync_dir(data_dir.parent)
+    return aside
+
+
+def write_zabby_dir(tree: ZkTree, data_dir: Path, myid: int, epochs: tuple[int, int]) -> None:
+    staged = data_dir.with_name(f".{data_dir.name}.importing")
+    shutil.rmtree(staged, ignore_errors=True)  # what a failed run left
+    try:
+        snap_dir = staged / VERSION_DIR
+        snap_dir.mkdir(parents=True)
+        write_snapshot(snap_dir, tree.last_zxid, _zabby_records(tree))
+        write_epoch(snap_dir / ACCEPTED_EPOCH, epochs[0])
+        write_epoch(snap_dir / CURRENT_EPOCH, epochs[1])
+        write_atomically(staged / MYID, f"{myid}\n".encode())
+        fsync_dir(staged)
+        install(staged, data_dir)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+
+
+def _epochs(snap_dir: Path, last_zxid: int) -> tuple[int, int]:
+    """ZooKeeper's epochs, or the last zxid's epoch where it wrote none (standalone); never
+    below the last zxid's epoch, which zabby's core requires."""
+    try:
+        accepted, current = read_epochs(snap_dir)
+    except ZkFileError as exc:
+        raise DataError(str(exc)) from None
+    floor = zxid_epoch(last_zxid)
+    current = max(floor, current if current is not None else floor)
+    return max(current, accepted if accepted is not None else current), current
+
+
+def import_zookeeper(zk_dir: Path, data_dir: Path, myid: int, *, zk_log_dir: Path | None = None, force: bool = False) -> ImportReport:
+    """Convert ZooKeeper's data in ``zk_dir`` (its logs in ``zk_log_dir``, if apart) into a
+    zabby data dir at ``data_dir`` for server ``myid``.
+
+    Raises:
+        UsageError: a missing folder, a bad id, a ``data_dir`` in use (without ``force``).
+        DataError: damage ZooKeeper would not start from either, a gap in the logs, or a
+            replay whose digest differs from ZooKeeper's (nothing is written then).
+    """
+    snap_dir, log_dir = version_dir(zk_dir), version_dir(zk_log_dir or zk_dir)
+    check_target(data_dir, myid, force)
+    report, started = ImportReport(), time.monotonic()
+    snapshot = load_snapshot(snap_dir, log_dir, report)
+    if snapshot is None:
+        raise DataError(f"{snap_dir}: no ZooKeeper snapshot or txn log here (is it ZooKeeper's dataDir?)")
+    report.snapshot, report.snapshot_zxid = snapshot.path, snapshot.zxid
+    tree = ZkTree(snapshot.nodes, dict(snapshot.sessions), snapshot.zxid, snapshot.digest_sum if snapshot.digest_written else None)
+    loaded = time.monotonic()
+    try:
+        Replay(tree, snapshot, report).run(log_dir)
+    except ZkFileError as exc:
+        raise DataError(f"{exc}: ZooKeeper does not start from this directory either") from None
+    report.digest, report.last_zxid = tree.digest, tree.last_zxid
+    report.dead_ephemerals = tree.delete_dead_ephemerals()
+    _reset_config(tree)
+    report.accepted_epoch, report.current_epoch = _epochs(snap_dir, tree.last_zxid)
+    replayed = time.monotonic()
+    write_zabby_dir(tree, data_dir, myid, (report.accepted_epoch, report.current_epoch))
+    report.znodes = len(tree.nodes) - len(tree.detached)
+    report.sessions, report.target = len(tree.sessions), data_dir
+    report.seconds = {"load": loaded - started, "replay": replayed - loaded, "write": time.monotonic() - replayed}
+    return report
+
+
+def summary(report: ImportReport) -> list[str]:
+    """What an operator reads after an import, one fact a line."""
+    lines = [f"skipped {why}" for why in report.skipped]
+    lines.append(f"snapshot {report.snapshot} (zxid {zxid_hex(report.snapshot_zxid)})")
+    if report.txns:
+        lines.append(f"replayed {report.txns} txns {zxid_hex(report.first_txn)}..{zxid_hex(report.last_zxid)} from {', '.join(report.logs)}")
+    if report.torn:
+        lines.append(f"dropped a torn record at the end of the log: {report.torn} (never acknowledged; ZooKeeper drops it too)")
+    if report.digest is not None:
+        lines.append(f"digest 0x{report.digest:016x} at {zxid_hex(report.last_zxid)}: matched ZooKeeper's {report.digests_matched} times")
+    if report.dead_ephemerals:
+        lines.append(f"deleted {report.dead_ephemerals} ephemerals of sessions that had ended (as ZooKeeper does when it loads them)")
+    lines.append(f"wrote {report.target}: {report.znodes} znodes, {report.sessions} sessions, last zxid {zxid_hex(report.last_zxid)}, "
+                 f"acceptedEpoch {report.accepted_epoch}, currentEpoch {report.current_epoch}")  # fmt: skip
+    lines.append("took " + ", ".join(f"{step} {seconds:.2f} s" for step, seconds in report.seconds.items()))
+    return lines
