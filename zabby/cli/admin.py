@@ -8,6 +8,8 @@
     zabby-admin log verify DIR
     zabby-admin log chop DIR --to ZXID [--backup DIR] [--data-dir DIR] [--dry-run]
     zabby-admin zookeeper import ZK_DATA_DIR --data-dir DIR --myid N [--zk-data-log-dir DIR] [--force]
+    zabby-admin zookeeper export DATA_DIR|SNAPSHOT --out ZK_DATA_DIR [--myid N] [--force]
+    zabby-admin zookeeper export --server HOST:PORT [--auth USER:PASSWORD] --out ZK_DATA_DIR [--myid N]
     zabby-admin kylin backup DIR --hosts HOSTS --project P
     zabby-admin kylin restore DIR --hosts HOSTS [--project P] [--replace]
     zabby-admin digest USER:PASSWORD      (for superDigest and admin.console.auth)
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from zabby.ops import compare as comparer
-from zabby.ops import fetch, logtool, restore, snapfile, zk_import
+from zabby.ops import fetch, logtool, restore, snapfile, zk_export, zk_import
 from zabby.ops.errors import AdminError, ServerError, UsageError, parse_zxid
 from zabby.ops.txnformat import format_text, txn_to_dict
 from zabby.tree import acl
@@ -99,6 +101,13 @@ def _zookeeper_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPar
     imp.add_argument("--data-dir", type=Path, required=True, help="the zabby server's dataDir to write (absent or empty)")
     imp.add_argument("--myid", type=int, required=True, help="the zabby server's id (its server.N line)")
     imp.add_argument("--force", action="store_true", help="move a non-empty --data-dir aside (DIR.before-import-*)")
+    exp = sub.add_parser("export", help="a zabby tree (a stopped server's data dir, a snapshot, a live server) as a ZooKeeper 3.8 data dir")
+    exp.add_argument("source", type=Path, nargs="?", metavar="DATA_DIR", help="a stopped server's dataDir, or a zabby snapshot file")
+    exp.add_argument("--server", metavar="HOST:PORT", help="stream a live server's snapshot instead (its admin endpoint, as snapshot save)")
+    exp.add_argument("--auth", metavar="USER:PASSWORD", help="with --server: credentials when the server sets admin.console.auth")
+    exp.add_argument("--out", type=Path, required=True, help="the ZooKeeper server's dataDir to write (absent or empty)")
+    exp.add_argument("--myid", type=int, help="write dataDir/myid for this ZooKeeper server id (a quorum member)")
+    exp.add_argument("--force", action="store_true", help="move a non-empty --out aside (DIR.before-export-*)")
 
 
 def _kylin_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -224,6 +233,14 @@ def cmd_zookeeper_import(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_zookeeper_export(args: argparse.Namespace, out: TextIO) -> int:
+    if (args.source is None) == (args.server is None):
+        raise UsageError("give either DATA_DIR (or a snapshot file) or --server")
+    report = zk_export.export_zookeeper(args.source, args.out, server=args.server, auth=args.auth, myid=args.myid, force=args.force)
+    print("\n".join(zk_export.summary(report)), file=out)
+    return 0
+
+
 def _kylin_client(hosts: str) -> Any:
     from zabby import SyncClient
 
@@ -277,6 +294,7 @@ COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace, TextIO], in
     ("log", "verify"): cmd_log_verify,
     ("log", "chop"): cmd_log_chop,
     ("zookeeper", "import"): cmd_zookeeper_import,
+    ("zookeeper", "export"): cmd_zookeeper_export,
     ("kylin", "backup"): cmd_kylin,
     ("kylin", "restore"): cmd_kylin,
     ("digest", None): cmd_digest,

@@ -174,28 +174,30 @@ def _reset_config(tree: ZkTree) -> None:
         node[DATA], node[VERSION], node[MZXID], node[MTIME] = b"", 0, 0, 0
 
 
-def check_target(data_dir: Path, myid: int, force: bool) -> None:
-    if not 1 <= myid <= SERVER_ID_MAX:
+def check_target(target: Path, myid: int | None, force: bool) -> None:
+    """``target`` may be written whole: absent or empty (or ``force``), its parent there, the id
+    a server's."""
+    if myid is not None and not 1 <= myid <= SERVER_ID_MAX:
         raise UsageError(f"--myid {myid}: a server id is between 1 and {SERVER_ID_MAX}")
-    if data_dir.exists() and not data_dir.is_dir():
-        raise UsageError(f"{data_dir}: not a directory")
-    if data_dir.is_dir() and any(data_dir.iterdir()) and not force:
-        raise UsageError(f"{data_dir} is not empty: the import writes a whole new data dir (--force moves the old one aside)")
-    if not data_dir.parent.is_dir():
-        raise UsageError(f"{data_dir.parent}: no such directory")
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"{target}: not a directory")
+    if target.is_dir() and any(target.iterdir()) and not force:
+        raise UsageError(f"{target} is not empty: a whole new data dir is written there (--force moves the old one aside)")
+    if not target.parent.is_dir():
+        raise UsageError(f"{target.parent}: no such directory")
 
 
-def install(staged: Path, data_dir: Path) -> Path | None:
-    """Rename the whole ``staged`` folder to ``data_dir``; an old non-empty ``data_dir`` is
-    moved aside first (its new name returned)."""
+def install(staged: Path, target: Path, label: str) -> Path | None:
+    """Rename the whole ``staged`` folder to ``target``; an old non-empty ``target`` is moved
+    aside first, to ``<target>.<label>-<time>`` (returned)."""
     aside = None
-    if data_dir.is_dir() and any(data_dir.iterdir()):
-        aside = data_dir.with_name(f"{data_dir.name}.before-import-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
-        data_dir.rename(aside)
-    elif data_dir.is_dir():
-        data_dir.rmdir()
-    staged.rename(data_dir)
-    fsync_dir(data_dir.parent)
+    if target.is_dir() and any(target.iterdir()):
+        aside = target.with_name(f"{target.name}.{label}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        target.rename(aside)
+    elif target.is_dir():
+        target.rmdir()
+    staged.rename(target)
+    fsync_dir(target.parent)
     return aside
 
 
@@ -210,7 +212,7 @@ def write_zabby_dir(tree: ZkTree, data_dir: Path, myid: int, epochs: tuple[int, 
         write_epoch(snap_dir / CURRENT_EPOCH, epochs[1])
         write_atomically(staged / MYID, f"{myid}\n".encode())
         fsync_dir(staged)
-        install(staged, data_dir)
+        install(staged, data_dir, "before-import")
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise

@@ -34,8 +34,9 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -233,7 +234,7 @@ def snapshot_name(zxid: int) -> str:
     return f"{SNAPSHOT_PREFIX}.{zxid:x}"
 
 
-def _sealed(chunks: Iterator[bytes], digest: tuple[int, int, int] | None) -> Iterator[bytes]:
+def _sealed(chunks: Iterable[bytes], digest: tuple[int, int, int] | None) -> Iterator[bytes]:
     checksum = 1  # Adler32's start
     for chunk in chunks:
         checksum = zlib.adler32(chunk, checksum)
@@ -254,13 +255,8 @@ def write_snapshot(snap_dir: Path, zxid: int, sessions: dict[int, int], records:
     header = _FILE_HEADER.pack(SNAP_MAGIC, FILE_VERSION, DB_ID)
     body = zk_snapshot.serialize_tree(sessions, records)
     trailer = None if digest is None else (digest[0], DIGEST_VERSION, digest[1])
-    write_chunks_atomically(path, _sealed(_chain(header, body), trailer))
+    write_chunks_atomically(path, _sealed(chain((header,), body), trailer))
     return path
-
-
-def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    yield first
-    yield from rest
 
 
 # ----------------------------------------------------------------------------- txn logs
