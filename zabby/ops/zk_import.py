@@ -44,7 +44,7 @@ from zabby.storage.zk_files import SNAPSHOT_PREFIX, LogFile, ZkFileError, ZkSnap
 from zabby.storage.zk_files import snapshot_candidates, zxid_of_name
 from zabby.tree.datatree import ZOOKEEPER_CONFIG
 from zabby.tree.txns import follows, zxid_epoch, zxid_hex
-from zabby.wire.zk_snapshot import DATA, MTIME, MZXID, VERSION, session_password
+from zabby.wire.zk_snapshot import DATA, DIGEST_MASK, MTIME, MZXID, VERSION, session_password
 from zabby.wire.zk_txn import DIGEST_VERSION, ZkTxn
 
 
@@ -59,6 +59,7 @@ class ImportReport:
     last_zxid: int = 0
     torn: str | None = None  # a torn record at the end of the last log, dropped
     digests_matched: int = 0
+    digests_differed: int = 0  # inside the snapshot's fuzzy window (ZooKeeper logs those too)
     digest: int | None = None  # ZooKeeper's digest of the result (None: the data has none)
     dead_ephemerals: int = 0
     znodes: int = 0
@@ -105,13 +106,19 @@ def load_snapshot(snap_dir: Path, log_dir: Path, report: ImportReport) -> ZkSnap
 
 # ----------------------------------------------------------------------------- 2, 3. the logs
 class Replay:
-    """The logs replayed onto a snapshot's tree, checked for gaps and against ZooKeeper's digests."""
+    """The logs replayed onto a snapshot's tree, checked for gaps and against ZooKeeper's digests.
+
+    Digests are compared where ZooKeeper compares them: the snapshot's once the replay reaches
+    its zxid, then each txn's.  ZooKeeper applies a txn to its tree before it records the txn's
+    digest, so a snapshot may hold a txn past the digest written after it, and the digests of
+    the txns up to that one differ (ZooKeeper logs a mismatch for them too).  A difference is
+    refused only if it is still there at the last comparison, after the whole log."""
 
     def __init__(self, tree: ZkTree, snapshot: ZkSnapshot, report: ImportReport) -> None:
         self.tree, self.report = tree, report
         self.prev_zxid, self.prev_where = snapshot.zxid, f"the snapshot {snapshot.path}"
-        # ZooKeeper compares a fuzzy snapshot's digest once the replay reaches its zxid, and the
-        # txns' digests only after that (DataTree.digestFromLoadedSnapshot)
+        self.mismatch: str | None = None  # the last comparison's difference, if any
+        # DataTree.digestFromLoadedSnapshot: a fuzzy snapshot's digest waits for its zxid
         self.fuzzy = snapshot.digest if snapshot.digest is not None and snapshot.digest[0] >= snapshot.zxid else None
         if self.fuzzy is not None and self.fuzzy[0] == snapshot.zxid:
             self._compare(self.fuzzy[1], self.fuzzy[2], f"the snapshot {snapshot.path}")
@@ -132,6 +139,8 @@ class Replay:
             if log.torn:
                 self.report.torn = f"{path} at offset {log.end_offset}: {log.end}"
                 self.prev_where = f"{path} (which ends at offset {log.end_offset} with {log.end})"
+        if self.mismatch is not None:
+            raise DataError(f"{self.mismatch}: the conversion would not be exact")
 
     def _apply(self, txn: ZkTxn, where: str) -> None:
         if not follows(self.prev_zxid, txn.zxid):
@@ -147,17 +156,19 @@ class Replay:
         if self.fuzzy is not None and txn.zxid == self.fuzzy[0]:
             self._compare(self.fuzzy[1], self.fuzzy[2], f"the snapshot's digest at txn {zxid_hex(txn.zxid)}")
             self.fuzzy = None
-        elif self.fuzzy is None and txn.digest is not None:
+        if self.fuzzy is None and txn.digest is not None:
             self._compare(txn.digest[0], txn.digest[1], f"txn {zxid_hex(txn.zxid)} ({where})")
 
     def _compare(self, version: int, expected: int, where: str) -> None:
-        actual = self.tree.digest
+        actual, expected = self.tree.digest, expected & DIGEST_MASK
         if version != DIGEST_VERSION or actual is None:
             return
-        if actual != expected & (2**64 - 1):
-            raise DataError(f"digest mismatch after {where}: ZooKeeper logged 0x{expected & (2**64 - 1):016x}, the replayed "
-                            f"tree has 0x{actual:016x}: the conversion would not be exact")  # fmt: skip
-        self.report.digests_matched += 1
+        if actual == expected:
+            self.report.digests_matched += 1
+            self.mismatch = None
+            return
+        self.report.digests_differed += 1
+        self.mismatch = f"digest mismatch after {where}: ZooKeeper logged 0x{expected:016x}, the replayed tree has 0x{actual:016x}"
 
 
 # ----------------------------------------------------------------------------- 4, 5. the zabby dir
@@ -273,7 +284,8 @@ def summary(report: ImportReport) -> list[str]:
     if report.torn:
         lines.append(f"dropped a torn record at the end of the log: {report.torn} (never acknowledged; ZooKeeper drops it too)")
     if report.digest is not None:
-        lines.append(f"digest 0x{report.digest:016x} at {zxid_hex(report.last_zxid)}: matched ZooKeeper's {report.digests_matched} times")
+        fuzzy = f" (and differed {report.digests_differed} times inside the snapshot's fuzzy window, as on ZooKeeper)" if report.digests_differed else ""
+        lines.append(f"digest 0x{report.digest:016x} at {zxid_hex(report.last_zxid)}: matched ZooKeeper's {report.digests_matched} times{fuzzy}")
     if report.dead_ephemerals:
         lines.append(f"deleted {report.dead_ephemerals} ephemerals of sessions that had ended (as ZooKeeper does when it loads them)")
     lines.append(f"wrote {report.target}: {report.znodes} znodes, {report.sessions} sessions, last zxid {zxid_hex(report.last_zxid)}, "

@@ -32,10 +32,11 @@ How ZooKeeper reads them, which this follows (``FileSnap.deserialize``, ``FileTx
 from __future__ import annotations
 
 import gzip
+import mmap
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -289,10 +290,18 @@ class LogFile:
     end: str = ""
     end_offset: int = 0
     torn: bool = False  # a record cut short or without its end marker: a write the crash tore
-    _buf: bytes = field(default=b"", repr=False)
 
     def records(self) -> Iterator[LogRecord]:
-        buf = self._buf = self.path.read_bytes()
+        """Mapped, not read: ZooKeeper preallocates 64 MB of zeros, and only the pages up to
+        the first zero record are touched."""
+        with self.path.open("rb") as f:
+            size = f.seek(0, 2)
+            if size < _FILE_HEADER.size:
+                raise ZkFileError(self.path, 0, f"only {size} bytes, not a whole file header (ZooKeeper does not start from this either)")
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                yield from self._records(mapped)
+
+    def _records(self, buf: Any) -> Iterator[LogRecord]:
         if len(buf) < _FILE_HEADER.size:
             raise ZkFileError(self.path, 0, f"only {len(buf)} bytes, not a whole file header (ZooKeeper does not start from this either)")
         magic = buf[:4]
