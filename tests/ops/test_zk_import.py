@@ -260,6 +260,18 @@ def test_a_data_dir_in_use_is_refused_and_force_moves_it_aside(tmp_path: Path) -
     assert_same_tree(out, history, 10)
 
 
+def test_a_data_dir_with_the_servers_own_myid_only_is_empty(tmp_path: Path) -> None:
+    history = History.make(15, 10)
+    write_snapshot(zk_dir(tmp_path), history, 10)
+    out = tmp_path / "zabby"
+    out.mkdir()
+    (out / "myid").write_text("2\n")
+    with pytest.raises(UsageError, match="not empty"):
+        import_zookeeper(tmp_path / "zk", out, 3)
+    import_zookeeper(tmp_path / "zk", out, 2)
+    assert (out / "myid").read_text().strip() == "2" and not list(tmp_path.glob("zabby.before-import-*"))
+
+
 def test_an_empty_folder_is_not_zookeepers(tmp_path: Path) -> None:
     (tmp_path / "zk").mkdir()
     code, _, err = admin("zookeeper", "import", str(tmp_path / "zk"), "--data-dir", str(tmp_path / "zabby"), "--myid", "1")

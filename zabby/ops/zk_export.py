@@ -148,7 +148,7 @@ def write_zookeeper_dir(tree: DataTree, out: Path, epochs: tuple[int, int], myid
         if myid is not None:
             write_atomically(staged / MYID, f"{myid}\n".encode())
         fsync_dir(staged)
-        install(staged, out, "before-export")
+        install(staged, out, "before-export", myid)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise

@@ -185,27 +185,39 @@ def _reset_config(tree: ZkTree) -> None:
         node[DATA], node[VERSION], node[MZXID], node[MTIME] = b"", 0, 0, 0
 
 
+def _in_use(target: Path, myid: int | None) -> bool:
+    """Does ``target`` hold anything but the same server's ``myid`` (which an operator writes
+    first, and the new data dir holds again)?"""
+    if not target.is_dir():
+        return False
+    names = [entry.name for entry in target.iterdir()]
+    if names == [MYID] and myid is not None:
+        return (target / MYID).read_text(errors="replace").strip() != str(myid)
+    return bool(names)
+
+
 def check_target(target: Path, myid: int | None, force: bool) -> None:
-    """``target`` may be written whole: absent or empty (or ``force``), its parent there, the id
-    a server's."""
+    """``target`` may be written whole: absent or empty (but for the same ``myid``) or
+    ``force``, its parent there, the id a server's."""
     if myid is not None and not 1 <= myid <= SERVER_ID_MAX:
         raise UsageError(f"--myid {myid}: a server id is between 1 and {SERVER_ID_MAX}")
     if target.exists() and not target.is_dir():
         raise UsageError(f"{target}: not a directory")
-    if target.is_dir() and any(target.iterdir()) and not force:
+    if _in_use(target, myid) and not force:
         raise UsageError(f"{target} is not empty: a whole new data dir is written there (--force moves the old one aside)")
     if not target.parent.is_dir():
         raise UsageError(f"{target.parent}: no such directory")
 
 
-def install(staged: Path, target: Path, label: str) -> Path | None:
-    """Rename the whole ``staged`` folder to ``target``; an old non-empty ``target`` is moved
-    aside first, to ``<target>.<label>-<time>`` (returned)."""
+def install(staged: Path, target: Path, label: str, myid: int | None) -> Path | None:
+    """Rename the whole ``staged`` folder to ``target``; an old ``target`` in use is moved aside
+    first, to ``<target>.<label>-<time>`` (returned)."""
     aside = None
-    if target.is_dir() and any(target.iterdir()):
+    if _in_use(target, myid):
         aside = target.with_name(f"{target.name}.{label}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
         target.rename(aside)
     elif target.is_dir():
+        (target / MYID).unlink(missing_ok=True)
         target.rmdir()
     staged.rename(target)
     fsync_dir(target.parent)
@@ -223,7 +235,7 @@ def write_zabby_dir(tree: ZkTree, data_dir: Path, myid: int, epochs: tuple[int, 
         write_epoch(snap_dir / CURRENT_EPOCH, epochs[1])
         write_atomically(staged / MYID, f"{myid}\n".encode())
         fsync_dir(staged)
-        install(staged, data_dir, "before-import")
+        install(staged, data_dir, "before-import", myid)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
