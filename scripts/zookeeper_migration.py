@@ -17,13 +17,8 @@ import time
 from pathlib import Path
 
 from zabby.differential.migration import SeedRun, run_seed
-from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
-
-
-def seed_range(text: str) -> range:
-    """``A..B`` (both included) or a single seed."""
-    first, _, last = text.partition("..")
-    return range(int(first), int(last or first) + 1)
+from zabby.differential.runner import seed_range
+from zabby.local.processes import zookeeper_unavailable
 
 
 def line(run: SeedRun) -> str:
@@ -39,10 +34,9 @@ def main() -> int:
     parser.add_argument("--seeds", type=seed_range, default=seed_range("0..1"), help="A..B, both included (default 0..1)")
     parser.add_argument("--ops", type=int, default=500, help="operations per seed (default 500)")
     args = parser.parse_args()
-    try:
-        ensure_zookeeper()
-    except ZooKeeperUnavailable as exc:
-        print(f"ZooKeeper 3.8 cannot run here: {exc}", file=sys.stderr)
+    why = zookeeper_unavailable()
+    if why is not None:
+        print(f"ZooKeeper 3.8 cannot run here: {why}", file=sys.stderr)
         return 2
     runs: list[SeedRun] = []
     started = time.monotonic()

@@ -9,25 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from zabby.differential.curator import CuratorUnavailable, build, ensure_curator, run_suite
+from zabby.differential.curator import run_suite
 from zabby.differential.cutover import CutOver, Phase, client
-from zabby.local.processes import ZooKeeperUnavailable, wait_until
+from zabby.local.processes import wait_until
 
 HOLDER = "/cutover/kazoo-holder"
 
 
-@pytest.fixture(scope="module")
-def curator_build() -> Path:
-    try:
-        ensure_curator()
-    except (CuratorUnavailable, ZooKeeperUnavailable) as exc:
-        pytest.skip(f"Curator or ZooKeeper cannot run here: {exc}")
-    return build()
-
-
-def test_the_move_and_back_keep_sessions_ephemerals_and_leadership(curator_build: Path, tmp_path: Path) -> None:
+def test_the_move_and_back_keep_sessions_ephemerals_and_leadership(build_dir: Path, tmp_path: Path) -> None:
     cut = CutOver(tmp_path)
     cut.start()
     holder = client(cut.hosts)
@@ -48,7 +37,7 @@ def test_the_move_and_back_keep_sessions_ephemerals_and_leadership(curator_build
                 report(cut.back_to_zookeeper())
                 holds()
 
-        (result,) = run_suite(curator_build, cut.hosts, ["cutover"], on_event=on_event, log=tmp_path / "curator.log", timeout_s=600)
+        (result,) = run_suite(build_dir, cut.hosts, ["cutover"], on_event=on_event, log=tmp_path / "curator.log", timeout_s=600)
     finally:
         holder.stop()
         holder.close()
@@ -65,3 +54,4 @@ def test_the_move_and_back_keep_sessions_ephemerals_and_leadership(curator_build
 
 def report(phase: Phase) -> None:
     print(f"{phase.name}: write outage {phase.outage_s:.1f} s; before {phase.before}; after {phase.after}")
+    print("\n".join(f"    {line}" for line in phase.converted))

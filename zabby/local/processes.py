@@ -192,6 +192,16 @@ def ensure_zookeeper() -> None:
         raise ZooKeeperUnavailable("no java on PATH")
 
 
+def zookeeper_unavailable() -> str | None:
+    """None when ZooKeeper 3.8 can run here (installed now if need be), else why not: a
+    script's exit 2."""
+    try:
+        ensure_zookeeper()
+    except ZooKeeperUnavailable as exc:
+        return str(exc)
+    return None
+
+
 def wait_serving(port: int, running: Callable[[], bool], wait_s: float = 20.0) -> str:
     """Until the server on ``port`` answers srvr with a Mode (it serves clients); that mode.
 

@@ -25,7 +25,6 @@ its ephemerals expire after its timeout.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -35,10 +34,9 @@ from zabby.errors import InvariantError
 from zabby.ops import fetch, logtool
 from zabby.ops.errors import DataError, UsageError
 from zabby.ops.snapfile import load_tree
-from zabby.ops.zk_import import check_target, install
-from zabby.storage.datadir import MYID, VERSION_DIR, log_covers
+from zabby.ops.zk_import import check_target, written_whole
+from zabby.storage.datadir import VERSION_DIR, log_covers
 from zabby.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH, CorruptEpochError, read_epoch
-from zabby.storage.files import fsync_dir, write_atomically
 from zabby.storage.snapshot import list_snapshots
 from zabby.storage.txnlog import list_segments
 from zabby.storage.zk_files import write_epochs, write_snapshot
@@ -138,20 +136,10 @@ def write_zookeeper_dir(tree: DataTree, out: Path, epochs: tuple[int, int], myid
     sessions = {record[1]: record[2] for record in records[1 : 1 + session_count]}
     nodes = records[1 + session_count :]
     digest = tree_digest(nodes)
-    staged = out.with_name(f".{out.name}.exporting")
-    shutil.rmtree(staged, ignore_errors=True)
-    try:
+    with written_whole(out, "export", myid) as staged:
         snap_dir = staged / VERSION_DIR
-        snap_dir.mkdir(parents=True)
         write_snapshot(snap_dir, tree.last_zxid, sessions, nodes, (tree.last_zxid, digest))
         write_epochs(snap_dir, *epochs)
-        if myid is not None:
-            write_atomically(staged / MYID, f"{myid}\n".encode())
-        fsync_dir(staged)
-        install(staged, out, "before-export", myid)
-    except BaseException:
-        shutil.rmtree(staged, ignore_errors=True)
-        raise
     return digest
 
 

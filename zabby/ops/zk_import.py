@@ -25,9 +25,11 @@ snapshot recounts it at load, as ZooKeeper does at its own (``DataTree.setupQuot
 
 from __future__ import annotations
 
+import gc
 import shutil
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -224,21 +226,32 @@ def install(staged: Path, target: Path, label: str, myid: int | None) -> Path | 
     return aside
 
 
-def write_zabby_dir(tree: ZkTree, data_dir: Path, myid: int, epochs: tuple[int, int]) -> None:
-    staged = data_dir.with_name(f".{data_dir.name}.importing")
+@contextmanager
+def written_whole(target: Path, action: str, myid: int | None) -> Iterator[Path]:
+    """A hidden sibling of ``target`` for the block to write a data dir into (its ``version-2``
+    made); when the block ends, ``myid`` is added, everything made durable and the folder
+    renamed to ``target`` (what was there in use moved aside, ``<target>.before-<action>-<time>``);
+    if the block raises, the sibling is removed."""
+    staged = target.with_name(f".{target.name}.{action}")
     shutil.rmtree(staged, ignore_errors=True)  # what a failed run left
     try:
-        snap_dir = staged / VERSION_DIR
-        snap_dir.mkdir(parents=True)
-        write_snapshot(snap_dir, tree.last_zxid, _zabby_records(tree))
-        write_epoch(snap_dir / ACCEPTED_EPOCH, epochs[0])
-        write_epoch(snap_dir / CURRENT_EPOCH, epochs[1])
-        write_atomically(staged / MYID, f"{myid}\n".encode())
+        (staged / VERSION_DIR).mkdir(parents=True)
+        yield staged
+        if myid is not None:
+            write_atomically(staged / MYID, f"{myid}\n".encode())
         fsync_dir(staged)
-        install(staged, data_dir, "before-import", myid)
+        install(staged, target, f"before-{action}", myid)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
+
+
+def write_zabby_dir(tree: ZkTree, data_dir: Path, myid: int, epochs: tuple[int, int]) -> None:
+    with written_whole(data_dir, "import", myid) as staged:
+        snap_dir = staged / VERSION_DIR
+        write_snapshot(snap_dir, tree.last_zxid, _zabby_records(tree))
+        write_epoch(snap_dir / ACCEPTED_EPOCH, epochs[0])
+        write_epoch(snap_dir / CURRENT_EPOCH, epochs[1])
 
 
 def _epochs(snap_dir: Path, last_zxid: int) -> tuple[int, int]:
@@ -253,6 +266,19 @@ def _epochs(snap_dir: Path, last_zxid: int) -> tuple[int, int]:
     return max(current, accepted if accepted is not None else current), current
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off: a million new node lists would set off its full
+    passes again and again (a third of a conversion's time), and a conversion makes no cycles."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def import_zookeeper(zk_dir: Path, data_dir: Path, myid: int, *, zk_log_dir: Path | None = None, force: bool = False) -> ImportReport:
     """Convert ZooKeeper's data in ``zk_dir`` (its logs in ``zk_log_dir``, if apart) into a
     zabby data dir at ``data_dir`` for server ``myid``.
@@ -264,12 +290,18 @@ def import_zookeeper(zk_dir: Path, data_dir: Path, myid: int, *, zk_log_dir: Pat
     """
     snap_dir, log_dir = version_dir(zk_dir), version_dir(zk_log_dir or zk_dir)
     check_target(data_dir, myid, force)
+    with collector_paused():
+        return _convert(snap_dir, log_dir, data_dir, myid)
+
+
+def _convert(snap_dir: Path, log_dir: Path, data_dir: Path, myid: int) -> ImportReport:
     report, started = ImportReport(), time.monotonic()
     snapshot = load_snapshot(snap_dir, log_dir, report)
     if snapshot is None:
         raise DataError(f"{snap_dir}: no ZooKeeper snapshot or txn log here (is it ZooKeeper's dataDir?)")
     report.snapshot, report.snapshot_zxid = snapshot.path, snapshot.zxid
-    tree = ZkTree(snapshot.nodes, dict(snapshot.sessions), snapshot.zxid, snapshot.digest_sum if snapshot.digest_written else None)
+    tree = ZkTree(snapshot.nodes, dict(snapshot.sessions), snapshot.zxid, snapshot.digest_sum if snapshot.digest_written else None,
+                  snapshot.owned)  # fmt: skip
     loaded = time.monotonic()
     try:
         Replay(tree, snapshot, report).run(log_dir)

@@ -64,7 +64,10 @@ def is_normal_owner(owner: int) -> bool:
 class ZkTree:
     """The nodes and sessions of a ZooKeeper snapshot, replayed onto (``apply``)."""
 
-    def __init__(self, nodes: dict[str, Node], sessions: dict[int, int], zxid: int, digest: int | None) -> None:
+    def __init__(self, nodes: dict[str, Node], sessions: dict[int, int], zxid: int, digest: int | None,
+                 owned: list[str] | None = None) -> None:  # fmt: skip
+        """``owned``: the paths of the nodes that have an ephemeralOwner, if known (else every
+        node is looked at when the ephemerals are first needed)."""
         self.nodes = nodes
         self.sessions = sessions
         self.last_zxid = zxid
@@ -72,6 +75,7 @@ class ZkTree:
         self.detached: set[str] = set()  # in the node map, in no parent's children
         self._children: dict[str, set[str]] | None = None
         self._ephemerals: dict[int, set[str]] | None = None
+        self._owned = owned  # then the owned ones created since, until the index is built
 
     # ----------------------------------------------------------------- digest
     def _untrack(self, node: Node) -> None:
@@ -96,10 +100,12 @@ class ZkTree:
     def _ephemerals_index(self) -> dict[int, set[str]]:
         if self._ephemerals is None:
             index: dict[int, set[str]] = {}
-            for path, node in self.nodes.items():
-                if is_normal_owner(node[OWNER]):
+            nodes = self.nodes
+            for path in nodes if self._owned is None else self._owned:
+                node = nodes.get(path)
+                if node is not None and is_normal_owner(node[OWNER]):
                     index.setdefault(node[OWNER], set()).add(path)
-            self._ephemerals = index
+            self._ephemerals, self._owned = index, None
         return self._ephemerals
 
     def _detach_children(self, path: str, node: Node) -> None:
@@ -186,6 +192,8 @@ class ZkTree:
         self._attach(path, parent_key)
         if self._ephemerals is not None and is_normal_owner(owner):
             self._ephemerals.setdefault(owner, set()).add(path)
+        elif self._owned is not None and owner:
+            self._owned.append(path)
 
     def _delete(self, path: str, zxid: int) -> None:
         nodes, parent_key = self.nodes, parent_path(path)

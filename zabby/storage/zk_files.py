@@ -101,6 +101,7 @@ class ZkSnapshot:
     zxid: int  # from its name: the last txn applied when the (fuzzy) serialization began
     sessions: dict[int, int]  # id -> timeout_ms
     nodes: dict[str, list[Any]]  # path -> node, root first, parents before children (zk_snapshot.NODE_FIELDS)
+    owned: list[str]  # the paths of the nodes with an ephemeralOwner (ephemerals, containers, TTL nodes)
     digest_sum: int  # the tree digest of ``nodes`` (computed when asked for, else 0)
     digest: tuple[int, int, int] | None = None  # ZxidDigest: (zxid, version, digest), when written and not empty
     digest_written: bool = False  # a ZxidDigest, empty or not: the writer had digest.enabled (its logs have digests)
@@ -220,7 +221,7 @@ def read_snapshot(path: Path, *, digest: bool = True) -> ZkSnapshot:
     try:
         sessions, pos = zk_snapshot.parse_sessions(buf, _FILE_HEADER.size)
         acls, pos = zk_snapshot.parse_acl_map(buf, pos)
-        nodes, digest_sum, pos = zk_snapshot.parse_nodes(buf, pos, acls, digest=digest)
+        nodes, owned, digest_sum, pos = zk_snapshot.parse_nodes(buf, pos, acls, digest=digest)
     except ZkTreeError as exc:
         raise ZkFileError(path, exc.offset, exc.reason) from None
     seals = _Seals(path, buf)
@@ -228,7 +229,7 @@ def read_snapshot(path: Path, *, digest: bool = True) -> ZkSnapshot:
     written = zxid_digest is not None
     if zxid_digest is not None and zxid_digest[0] <= 0:
         zxid_digest = None  # written empty: no digest was logged yet
-    return ZkSnapshot(path, zxid, sessions, nodes, digest_sum, zxid_digest, written, last_zxid, len(buf))
+    return ZkSnapshot(path, zxid, sessions, nodes, owned, digest_sum, zxid_digest, written, last_zxid, len(buf))
 
 
 def snapshot_name(zxid: int) -> str:

@@ -131,8 +131,9 @@ def _int_at(buf: bytes, pos: int, what: str) -> int:
         raise ZkTreeError(pos, f"truncated before the {what}") from None
 
 
-def parse_nodes(buf: bytes, pos: int, acls: dict[int, AclTuple], *, digest: bool) -> tuple[dict[str, list[Any]], int, int]:
-    """Every znode, root first: ``({path: node}, digest or 0, the offset after the end marker)``.
+def parse_nodes(buf: bytes, pos: int, acls: dict[int, AclTuple], *, digest: bool) -> tuple[dict[str, list[Any]], list[str], int, int]:
+    """Every znode, root first: ``({path: node}, the paths of those with an ephemeralOwner
+    (sessions' ephemerals, containers, TTL nodes), digest or 0, the offset after the end marker)``.
 
     Raises:
         ZkTreeError: a truncated tree, a bad length, a path that is not UTF-8, a node
@@ -142,6 +143,7 @@ def parse_nodes(buf: bytes, pos: int, acls: dict[int, AclTuple], *, digest: bool
     if plen != 0:
         raise ZkTreeError(pos, f"the first node is not the root (a path of {plen} bytes)")
     nodes: dict[str, list[Any]] = {}
+    owned: list[str] = []
     pos, total, start = pos + 4, 0, pos
     unpack_int, unpack_tail, pack_stat, crc32 = _INT.unpack_from, _NODE_TAIL.unpack_from, _DIGEST_STAT.pack, _crc32
     try:
@@ -150,7 +152,7 @@ def parse_nodes(buf: bytes, pos: int, acls: dict[int, AclTuple], *, digest: bool
             end_path = pos + plen
             raw_path = buf[pos:end_path]
             if plen == 1 and raw_path == b"/":
-                return nodes, total & DIGEST_MASK, end_path
+                return nodes, owned, total & DIGEST_MASK, end_path
             path = raw_path.decode() if plen else "/"
             dlen = unpack_int(buf, end_path)[0]
             data_at = end_path + 4
@@ -167,6 +169,8 @@ def parse_nodes(buf: bytes, pos: int, acls: dict[int, AclTuple], *, digest: bool
             if nodes and (path[: path.rfind("/")] or "/") not in nodes:
                 raise ZkTreeError(start, f"{path} comes before its parent")
             nodes[path] = [path, data, acls[acl_id], czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner]
+            if owner:
+                owned.append(path)
             if digest and not path.startswith(SYSTEM_SUBTREE):
                 total += crc32(pack_stat(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner),
                                crc32(data or b"", crc32(raw_path)))  # fmt: skip
