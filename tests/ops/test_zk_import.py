@@ -4,7 +4,10 @@ checked node by node against the tree the history says is right."""
 
 from __future__ import annotations
 
+import gzip
 import random
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from zabby.ops.errors import DataError, UsageError
 from zabby.ops.snapfile import load_tree
 from zabby.ops.zk_import import import_zookeeper
 from zabby.ops.zk_replay import ZkTree
+from zabby.storage import zk_files
 from zabby.storage.epochs import read_epoch
 from zabby.storage.snapshot import list_snapshots, read_snapshot
 from zabby.tree.datatree import ZOOKEEPER_CONFIG
@@ -276,3 +280,37 @@ def test_an_empty_folder_is_not_zookeepers(tmp_path: Path) -> None:
     (tmp_path / "zk").mkdir()
     code, _, err = admin("zookeeper", "import", str(tmp_path / "zk"), "--data-dir", str(tmp_path / "zabby"), "--myid", "1")
     assert code == 1 and "no ZooKeeper snapshot or txn log" in err
+
+
+def test_snapshots_of_zookeeper_3_5_and_3_9_and_gzip_ones_read_alike(tmp_path: Path) -> None:
+    """3.5 wrote no digest trailer (and its logs no digests); 3.9 adds lastProcessedZxid,
+    sealed; snapshot.compression.method=gz writes the same bytes gzipped."""
+    history = History.make(16, 40)
+    plain = write_snapshot(tmp_path / "plain" / "version-2", history, 25)
+    raw = plain.read_bytes()
+    older = tmp_path / "3.5" / "version-2"
+    older.mkdir(parents=True)
+    records = [tuple(node) for node in history.states[25].nodes.values()]
+    zk_files.write_snapshot(older, history.zxid(25), history.states[25].sessions, records, None)
+    newer = tmp_path / "3.9" / "version-2"
+    newer.mkdir(parents=True)
+    with_zxid = raw + struct.pack(">q", history.zxid(25))
+    (newer / plain.name).write_bytes(with_zxid + struct.pack(">qi1s", zlib.adler32(with_zxid), 1, b"/"))
+    packed = tmp_path / "gz" / "version-2"
+    packed.mkdir(parents=True)
+    (packed / f"{plain.name}.gz").write_bytes(gzip.compress(raw))
+    for folder, digest in ((older, False), (newer, True), (packed, True)):
+        write_log(folder, [txn._replace(digest=None) for txn in history.txns[25:]] if not digest else history.txns[25:])
+        report = import_zookeeper(folder.parent, folder.parent.with_name(folder.parent.name + "-zabby"), 1)
+        assert report.snapshot_zxid == history.zxid(25) and (report.digest is not None) == digest
+        assert_same_tree(folder.parent.with_name(folder.parent.name + "-zabby"), history, 40)
+    assert zk_files.read_snapshot(newer / plain.name).last_processed_zxid == history.zxid(25)
+
+
+def test_a_snappy_snapshot_is_named_not_read(tmp_path: Path) -> None:
+    history = History.make(17, 10)
+    plain = write_snapshot(zk_dir(tmp_path), history, 10)
+    (plain.parent / f"{plain.name}.snappy").write_bytes(b"\x82SNAPPY\x00" + bytes(20))
+    plain.unlink()
+    with pytest.raises(DataError, match="snappy-compressed snapshot"):
+        import_zookeeper(tmp_path / "zk", tmp_path / "zabby", 1)

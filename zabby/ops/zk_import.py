@@ -42,8 +42,10 @@ from zabby.storage.datadir import MYID, VERSION_DIR
 from zabby.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH, write_epoch
 from zabby.storage.files import fsync_dir, write_atomically
 from zabby.storage.snapshot import write_snapshot
-from zabby.storage.zk_files import SNAPSHOT_PREFIX, LogFile, ZkFileError, ZkSnapshot, log_files, logs_from, read_epochs, read_snapshot
-from zabby.storage.zk_files import snapshot_candidates, zxid_of_name
+from zabby.storage.zk_files import (
+    SNAPSHOT_PREFIX, LogFile, ZkFileError, ZkSnapshot, ZkUnsupportedError, log_files, logs_from, read_epochs, read_snapshot,
+    snapshot_candidates, zxid_of_name,
+)  # fmt: skip
 from zabby.tree.datatree import ZOOKEEPER_CONFIG
 from zabby.tree.txns import follows, zxid_epoch, zxid_hex
 from zabby.wire.zk_snapshot import DATA, DIGEST_MASK, MTIME, MZXID, VERSION, session_password
@@ -97,6 +99,8 @@ def load_snapshot(snap_dir: Path, log_dir: Path, report: ImportReport) -> ZkSnap
             continue
         try:
             return read_snapshot(path)
+        except ZkUnsupportedError as exc:
+            raise DataError(str(exc)) from None  # ZooKeeper would load it: passing over it would lose txns
         except ZkFileError as exc:
             report.skipped.append(f"{exc}; ZooKeeper passes over it too and tries an older one")
     if named or log_files(log_dir):

@@ -72,6 +72,10 @@ class ZkFileError(Exception):
         self.reason = reason
 
 
+class ZkUnsupportedError(ZkFileError):
+    """A file ZooKeeper reads and this reader does not (a snappy-compressed snapshot)."""
+
+
 def zxid_of_name(name: str, prefix: str) -> int | None:
     """The zxid in a file name ``prefix.<hex>[.ext]`` (``Util.getZxidFromName``), or None."""
     parts = name.split(".")
@@ -137,7 +141,7 @@ def looks_valid(path: Path) -> bool:
 def snapshot_bytes(path: Path) -> bytes:
     """The snapshot's bytes as its checksum covers them: a ``.gz`` file decompressed."""
     if path.name.endswith(".snappy"):
-        raise ZkFileError(path, 0, "a snappy-compressed snapshot (snapshot.compression.method=snappy), which this "
+        raise ZkUnsupportedError(path, 0, "a snappy-compressed snapshot (snapshot.compression.method=snappy), which this "
                                    "tool does not read: restart ZooKeeper once with the method unset, so it writes a plain snapshot")  # fmt: skip
     raw = path.read_bytes()
     if not path.name.endswith(".gz"):
