@@ -314,3 +314,14 @@ def test_a_snappy_snapshot_is_named_not_read(tmp_path: Path) -> None:
     plain.unlink()
     with pytest.raises(DataError, match="snappy-compressed snapshot"):
         import_zookeeper(tmp_path / "zk", tmp_path / "zabby", 1)
+
+
+def test_logs_in_a_separate_data_log_dir(tmp_path: Path) -> None:
+    history = History.make(18, 30)
+    write_snapshot(zk_dir(tmp_path), history, 10)
+    write_log(tmp_path / "zklog" / "version-2", history.txns[10:])
+    code, out, err = admin("zookeeper", "import", str(tmp_path / "zk"), "--zk-data-log-dir", str(tmp_path / "zklog"),
+                           "--data-dir", str(tmp_path / "zabby"), "--myid", "1")  # fmt: skip
+    assert code == 0, err
+    assert "replayed 20 txns" in out
+    assert_same_tree(tmp_path / "zabby", history, 30)

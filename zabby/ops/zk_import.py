@@ -38,6 +38,7 @@ from typing import Any
 from zabby.ops.errors import DataError, UsageError
 from zabby.ops.restore import SERVER_ID_MAX
 from zabby.ops.zk_replay import ZkTree
+from zabby.server.children import DigestChild
 from zabby.storage.datadir import MYID, VERSION_DIR
 from zabby.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH, write_epoch
 from zabby.storage.files import fsync_dir, write_atomically
@@ -98,7 +99,7 @@ def load_snapshot(snap_dir: Path, log_dir: Path, report: ImportReport) -> ZkSnap
             report.skipped.append(f"{path}: not a whole snapshot (no seal at its end): ZooKeeper passes over it too")
             continue
         try:
-            return read_snapshot(path)
+            return read_snapshot(path, digest_beside=lambda compute: DigestChild(compute=compute))
         except ZkUnsupportedError as exc:
             raise DataError(str(exc)) from None  # ZooKeeper would load it: passing over it would lose txns
         except ZkFileError as exc:

@@ -35,12 +35,13 @@ import gzip
 import mmap
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from zabby.storage.datadir import DigestBeside
 from zabby.storage.files import fsync_dir, write_atomically, write_chunks_atomically
 from zabby.wire import zk_snapshot
 from zabby.wire.zk_snapshot import ZkTreeError
@@ -209,8 +210,11 @@ def _hex_digest(path: Path, buf: bytes, pos: int) -> tuple[int, int]:
         raise ZkFileError(path, pos, "an old-style digest that is not hex") from None
 
 
-def read_snapshot(path: Path, *, digest: bool = True) -> ZkSnapshot:
-    """Parse and check one snapshot file whole (``digest``: add up its tree digest too).
+def read_snapshot(path: Path, *, digest_beside: Callable[[Callable[[], int]], DigestBeside] | None = None) -> ZkSnapshot:
+    """Parse and check one snapshot file whole, and add up its tree digest when it carries
+    one (a 3.6+ writer had digest.enabled).  ``digest_beside(compute)`` starts ``compute``
+    elsewhere (``zabby.server.children.DigestChild``: on the other core, while this builds
+    the nodes); if it cannot, or it gives None, the digest is computed here.
 
     Raises:
         ZkFileError: not a snapshot, truncated, malformed, or a checksum mismatch.
@@ -222,18 +226,34 @@ def read_snapshot(path: Path, *, digest: bool = True) -> ZkSnapshot:
     magic = buf[:4]
     if len(buf) < _FILE_HEADER.size or magic != SNAP_MAGIC:
         raise ZkFileError(path, 0, f"not a ZooKeeper snapshot (magic {magic!r})")
+    beside = None
     try:
         sessions, pos = zk_snapshot.parse_sessions(buf, _FILE_HEADER.size)
-        acls, pos = zk_snapshot.parse_acl_map(buf, pos)
-        nodes, owned, digest_sum, pos = zk_snapshot.parse_nodes(buf, pos, acls, digest=digest)
+        acls, nodes_at = zk_snapshot.parse_acl_map(buf, pos)
+        beside = _started(digest_beside, lambda: zk_snapshot.nodes_digest(buf, nodes_at))
+        nodes, owned, pos = zk_snapshot.parse_nodes(buf, nodes_at, acls)
+        seals = _Seals(path, buf)
+        zxid_digest, last_zxid = _read_trailers(seals, seals.check(pos, "tree"))
+        digest_sum = 0
+        if zxid_digest is not None:  # the writer had digest.enabled: its logs carry digests to compare with
+            found = beside.result() if beside is not None else None
+            digest_sum = found if found is not None else zk_snapshot.nodes_digest(buf, nodes_at)
     except ZkTreeError as exc:
         raise ZkFileError(path, exc.offset, exc.reason) from None
-    seals = _Seals(path, buf)
-    zxid_digest, last_zxid = _read_trailers(seals, seals.check(pos, "tree"))
-    written = zxid_digest is not None
-    if zxid_digest is not None and zxid_digest[0] <= 0:
-        zxid_digest = None  # written empty: no digest was logged yet
+    finally:
+        if beside is not None:
+            beside.abandon()
+    written, zxid_digest = zxid_digest is not None, zxid_digest if zxid_digest is not None and zxid_digest[0] > 0 else None
     return ZkSnapshot(path, zxid, sessions, nodes, owned, digest_sum, zxid_digest, written, last_zxid, len(buf))
+
+
+def _started(digest_beside: Callable[[Callable[[], int]], DigestBeside] | None, compute: Callable[[], int]) -> DigestBeside | None:
+    if digest_beside is None:
+        return None
+    try:
+        return digest_beside(compute)
+    except OSError:  # no fork here: computed in this process
+        return None
 
 
 def snapshot_name(zxid: int) -> str:

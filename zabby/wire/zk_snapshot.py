@@ -22,10 +22,12 @@ bytes ("" for the root), its data and its Stat as 60 bytes (czxid mzxid pzxid ct
 version cversion aversion:int, ephemeralOwner:long).  Sessions are not in it.
 
 Theory of operation: a snapshot of a million znodes must be read faster than ZooKeeper
-restarts from it, so ``parse_nodes`` takes a node in three ``struct`` calls: its data's
-length, then one fixed block of 72 bytes that holds the ACL id, the Stat and the *next* node's
-path length.  Lengths are checked only where a bad one could move the reader backwards; a
-length that runs past the end shows as a ``struct.error`` at the next read.
+restarts from it, so ``NodeWalk`` takes a node in two ``struct`` calls: its data's length,
+then one fixed block of 72 bytes that holds the ACL id, the Stat and the *next* node's path
+length.  Lengths are checked only where a bad one could move the walk backwards; a length
+that runs past the end shows as a ``struct.error`` at the next read.  The nodes are built by
+``parse_nodes`` and the digest added up by ``nodes_digest``, each a walk of its own, so that
+two processes can do both at once.
 """
 
 from __future__ import annotations
@@ -131,55 +133,85 @@ def _int_at(buf: bytes, pos: int, what: str) -> int:
         raise ZkTreeError(pos, f"truncated before the {what}") from None
 
 
-def parse_nodes(buf: bytes, pos: int, acls: dict[int, AclTuple], *, digest: bool) -> tuple[dict[str, list[Any]], list[str], int, int]:
+class NodeWalk:
+    """The serialized nodes from ``pos`` (the root's path length) to the end marker, each as
+    ``(offset, path bytes, data, fields)``, fields being (acl id, czxid, mzxid, ctime, mtime,
+    version, cversion, aversion, ephemeralOwner, pzxid, the next node's path length); ``end``
+    is the offset after the end marker once the walk is over.
+
+    Raises (while iterating):
+        ZkTreeError: a truncated tree, or a length that would move the walk backwards.
+    """
+
+    def __init__(self, buf: bytes, pos: int) -> None:
+        self.buf, self.pos, self.end = buf, pos, -1
+
+    def __iter__(self) -> Iterator[tuple[int, bytes, bytes | None, tuple[int, ...]]]:
+        buf, pos = self.buf, self.pos
+        plen = _int_at(buf, pos, "root")
+        if plen != 0:
+            raise ZkTreeError(pos, f"the first node is not the root (a path of {plen} bytes)")
+        unpack_int, unpack_tail, tail_size = _INT.unpack_from, _NODE_TAIL.unpack_from, _NODE_TAIL.size
+        pos, start = pos + 4, pos
+        try:
+            while True:
+                start = pos - 4
+                end_path = pos + plen
+                raw_path = buf[pos:end_path]
+                if plen == 1 and raw_path == b"/":
+                    self.end = end_path
+                    return
+                dlen = unpack_int(buf, end_path)[0]
+                if dlen < 0:
+                    if dlen != -1:
+                        raise ZkTreeError(end_path, f"a data length of {dlen}")
+                    data, tail = None, end_path + 4
+                else:
+                    data, tail = buf[end_path + 4 : end_path + 4 + dlen], end_path + 4 + dlen
+                fields = unpack_tail(buf, tail)
+                plen, pos = fields[10], tail + tail_size
+                if plen <= 0:
+                    raise ZkTreeError(pos - 4, f"a path length of {plen}")
+                yield start, raw_path, data, fields
+        except struct.error:
+            raise ZkTreeError(start, "truncated in a node (or a length runs past the end)") from None
+
+
+def parse_nodes(buf: bytes, pos: int, acls: dict[int, AclTuple]) -> tuple[dict[str, list[Any]], list[str], int]:
     """Every znode, root first: ``({path: node}, the paths of those with an ephemeralOwner
-    (sessions' ephemerals, containers, TTL nodes), digest or 0, the offset after the end marker)``.
+    (sessions' ephemerals, containers, TTL nodes), the offset after the end marker)``.
 
     Raises:
-        ZkTreeError: a truncated tree, a bad length, a path that is not UTF-8, a node
-            before its parent, an ACL id the map lacks.
+        ZkTreeError: see ``NodeWalk``; a path that is not UTF-8, a node before its parent,
+            an ACL id the map lacks.
     """
-    plen = _int_at(buf, pos, "root")
-    if plen != 0:
-        raise ZkTreeError(pos, f"the first node is not the root (a path of {plen} bytes)")
     nodes: dict[str, list[Any]] = {}
     owned: list[str] = []
-    pos, total, start = pos + 4, 0, pos
-    unpack_int, unpack_tail, pack_stat, crc32 = _INT.unpack_from, _NODE_TAIL.unpack_from, _DIGEST_STAT.pack, _crc32
+    walk, start = NodeWalk(buf, pos), pos
     try:
-        while True:
-            start = pos - 4
-            end_path = pos + plen
-            raw_path = buf[pos:end_path]
-            if plen == 1 and raw_path == b"/":
-                return nodes, owned, total & DIGEST_MASK, end_path
-            path = raw_path.decode() if plen else "/"
-            dlen = unpack_int(buf, end_path)[0]
-            data_at = end_path + 4
-            if dlen < 0:
-                if dlen != -1:
-                    raise ZkTreeError(end_path, f"{path}: data length {dlen}")
-                data, tail = None, data_at
-            else:
-                data, tail = buf[data_at : data_at + dlen], data_at + dlen
-            acl_id, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid, plen = unpack_tail(buf, tail)
-            pos = tail + _NODE_TAIL.size
-            if plen <= 0:
-                raise ZkTreeError(pos - 4, f"after {path}: a path length of {plen}")
+        for start, raw_path, data, (acl_id, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid, _) in walk:
+            path = raw_path.decode() or "/"
             if nodes and (path[: path.rfind("/")] or "/") not in nodes:
                 raise ZkTreeError(start, f"{path} comes before its parent")
             nodes[path] = [path, data, acls[acl_id], czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner]
             if owner:
                 owned.append(path)
-            if digest and not path.startswith(SYSTEM_SUBTREE):
-                total += crc32(pack_stat(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner),
-                               crc32(data or b"", crc32(raw_path)))  # fmt: skip
-    except struct.error:
-        raise ZkTreeError(start, "truncated in a node (or a length runs past the end)") from None
     except UnicodeDecodeError:
         raise ZkTreeError(start, "a path that is not UTF-8") from None
     except KeyError as exc:
         raise ZkTreeError(start, f"ACL id {exc.args[0]} is not in the ACL map") from None
+    return nodes, owned, walk.end
+
+
+def nodes_digest(buf: bytes, pos: int) -> int:
+    """The tree digest of the serialized nodes from ``pos``, from their bytes alone: what a
+    process beside the one that builds the nodes adds up (``node_digest`` of each node)."""
+    pack_stat, crc32, system = _DIGEST_STAT.pack, _crc32, SYSTEM_SUBTREE.encode()
+    total = 0
+    for _, raw_path, data, (_, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid, _) in NodeWalk(buf, pos):
+        if not raw_path.startswith(system):
+            total += crc32(pack_stat(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner), crc32(data or b"", crc32(raw_path)))
+    return total & DIGEST_MASK
 
 
 # ----------------------------------------------------------------------------- writing
