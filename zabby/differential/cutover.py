@@ -16,17 +16,16 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
-from kazoo.handlers.threading import KazooTimeoutError
 
 from zabby.cli.admin import main_captured
 from zabby.local import mntr, server_mode, srvr
-from zabby.local.processes import Ensemble, ZooKeeperEnsemble, stop_processes, wait_until
+from zabby.local.processes import Ensemble, ServerProcess, ZooKeeperEnsemble, ZooKeeperProcess, stop_processes, wait_until
 
 WRITE_INTERVAL_S = 0.05
 SESSION_TIMEOUT_S = 60.0
@@ -70,6 +69,7 @@ class Writer(threading.Thread):
         self.path = path
         self.client.ensure_path(path)
         self.done: list[float] = []
+        self.failure = ""  # the last write's error, if it failed
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -77,8 +77,8 @@ class Writer(threading.Thread):
             try:
                 self.client.set_async(self.path, str(len(self.done)).encode()).get(timeout=1.0)
                 self.done.append(time.monotonic())
-            except (KazooException, KazooTimeoutError):
-                pass
+            except Exception as exc:  # noqa: BLE001 -- any failure is a write that did not happen; the next one is tried
+                self.failure = f"{type(exc).__name__}: {exc}"
             self.stop.wait(WRITE_INTERVAL_S)
 
     def outage_s(self, since: float, until: float) -> float:
@@ -149,11 +149,7 @@ class CutOver:
         target = self.zabby.servers[leader]
         converted = self._admin("zookeeper", "import", str(self.zookeeper.servers[leader].data_dir), "--data-dir", str(target.data_dir),
                                 "--myid", str(leader))  # 3. convert the leader's data dir  # fmt: skip
-        target.launch()  # 4. the converted server first, then the others (they sync from it by SNAP)
-        time.sleep(1.0)
-        for sid, server in self.zabby.servers.items():
-            if sid != leader:
-                server.launch()
+        self._start_from(self.zabby.servers, leader)  # 4. the converted server and a bare majority, then the rest
         after = self._wait_serving()  # 5. check
         return self._phase("ZooKeeper to zabby", started, before, after, converted)
 
@@ -168,17 +164,28 @@ class CutOver:
             (server.data_dir / "myid").write_text(f"{sid}\n")
         converted = self._admin("zookeeper", "export", str(self.zabby.servers[leader].data_dir), "--out",
                                 str(self.zookeeper.servers[leader].data_dir), "--myid", str(leader))  # fmt: skip
-        self.zookeeper.servers[leader].launch()
-        time.sleep(1.0)
-        for sid, server in self.zookeeper.servers.items():
-            if sid != leader:
-                server.launch()
+        self._start_from(self.zookeeper.servers, leader)
         after = self._wait_serving()
         return self._phase("zabby to ZooKeeper", started, before, after, converted)
 
+    def _start_from(self, servers: Mapping[int, ServerProcess | ZooKeeperProcess], converted: int) -> None:
+        """The converted server, and only as many empty ones as make a bare majority with it,
+        so that every majority holds its data; once it leads (the others got its tree by
+        SNAP), the rest.  Empty servers that were a majority of their own could elect one of
+        themselves, and the converted server would follow and be emptied too."""
+        others = sorted(sid for sid in servers if sid != converted)
+        bare = len(servers) // 2
+        for sid in [converted, *others[:bare]]:
+            servers[sid].launch()
+        wait_until(lambda: server_mode(self.ports[converted]) == "leader", 90, f"server {converted} leading")
+        for sid in others[bare:]:
+            servers[sid].launch()
+
     def _phase(self, name: str, started: float, before: Check, after: Check, converted: list[str]) -> Phase:
         assert self.writer is not None
-        wait_until(lambda: bool(self.writer and self.writer.done and self.writer.done[-1] > time.monotonic() - 1), 60, "writes again")
+        writer = self.writer
+        wait_until(lambda: bool(writer.done and writer.done[-1] > time.monotonic() - 1), 60,
+                   f"writes again (the writer's state {writer.client.state}, its last error {writer.failure!r})")  # fmt: skip
         phase = Phase(name, before, after, self.writer.outage_s(started, time.monotonic()), converted)
         self.phases.append(phase)
         return phase

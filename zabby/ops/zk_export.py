@@ -34,7 +34,7 @@ from zabby.errors import InvariantError
 from zabby.ops import fetch, logtool
 from zabby.ops.errors import DataError, UsageError
 from zabby.ops.snapfile import load_tree
-from zabby.ops.zk_import import check_target, written_whole
+from zabby.ops.zk_import import START_ORDER, check_target, written_whole
 from zabby.storage.datadir import VERSION_DIR, log_covers
 from zabby.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH, CorruptEpochError, read_epoch
 from zabby.storage.snapshot import list_snapshots
@@ -171,4 +171,5 @@ def summary(report: ExportReport) -> list[str]:
     lines.append(f"wrote {report.written}/{VERSION_DIR}: {report.znodes} znodes, {report.sessions} sessions, zxid {zxid_hex(report.zxid)}, "
                  f"ZooKeeper digest 0x{report.digest:016x}, acceptedEpoch {report.epochs[0]}, currentEpoch {report.epochs[1]}")  # fmt: skip
     lines.append(f"took {report.seconds:.2f} s")
+    lines.append(START_ORDER.format(what="ZooKeeper"))
     return lines

@@ -340,4 +340,10 @@ def summary(report: ImportReport) -> list[str]:
     lines.append(f"wrote {report.target}: {report.znodes} znodes, {report.sessions} sessions, last zxid {zxid_hex(report.last_zxid)}, "
                  f"acceptedEpoch {report.accepted_epoch}, currentEpoch {report.current_epoch}")  # fmt: skip
     lines.append("took " + ", ".join(f"{step} {seconds:.2f} s" for step, seconds in report.seconds.items()))
+    lines.append(START_ORDER.format(what="zabby"))
     return lines
+
+
+# the rule of docs/operations.md, "Moving from ZooKeeper": the data is on one server, not on a quorum
+START_ORDER = ("start {what} on this server first, with only enough empty servers to make a bare majority with it; "
+               "start the rest once it leads (empty servers that are a majority of their own elect one of them and empty this one)")
