@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zabby.membership import Member, Membership, MembershipError, parse_member
-from zabby.tree.txns import ZXID_COUNTER_LAST
+from zabby.tree.txns import RECORD_BYTES_MAX, ZXID_COUNTER_LAST
 
 LOGGER = logging.getLogger("zabby.config")
 
@@ -56,6 +56,15 @@ PeerAddress = Member  # one server's addresses and role (``server.N=`` lines)
 
 
 @dataclass(frozen=True, slots=True)
+class PeerLinkLimits:
+    """Peer links that have not said who they are yet (``zabby.server.peer_slots``)."""
+
+    unidentified_max: int = 32  # quorum.unidentifiedLinksMax: at once, from hosts no server.N line names
+    unidentified_per_host_max: int = 4  # quorum.unidentifiedLinksPerHost: of those, from one source
+    member_host_max: int = 8  # quorum.memberHostLinksMax: at once from each member's host, apart from the others
+
+
+@dataclass(frozen=True, slots=True)
 class QuorumAuth:
     """Peer authentication (``quorum.auth.*``): every quorum and election link proves, both
     ways, that each end holds ``secret`` (zabby.server.peer_auth).  ``required`` False takes
@@ -76,6 +85,7 @@ class ServerConfig:
     client_tls: TlsConfig | None = None
     quorum_tls: TlsConfig | None = None  # sslQuorum=true: the peer links use TLS
     quorum_auth: QuorumAuth | None = None  # quorum.auth.enabled=true: the peer links authenticate
+    peer_links: PeerLinkLimits = PeerLinkLimits()  # quorum.*Links*: peer links before they say who they are
     enforce_quota: bool = False  # zookeeper.enforceQuota: hard quotas refuse writes (QUOTAEXCEEDED)
     sasl_users: dict[str, str] | None = None  # sasl.jaasConfig's Server section: DIGEST-MD5 users (None: no SASL)
     sasl_acls: bool = False  # "sasl" is an ACL scheme (SASL configured, or authProvider names ZooKeeper's SASL provider)
@@ -87,16 +97,27 @@ class ServerConfig:
     session_timeout_ms_min: int = 4000
     session_timeout_ms_max: int = 40000
     client_connections_per_ip_max: int = 60
+    client_connections_max: int = 0  # maxCnxns: connections at once on each client port (0: as descriptors allow)
+    descriptor_reserve: int = 64  # descriptorReserve: descriptors no connection may take (zabby.server.descriptors)
     snap_count: int = 100_000
     snap_retain_count: int = 3
     purge_interval_hours: float = 1.0
     four_letter_words: frozenset[str] = DEFAULT_4LW_WHITELIST
     jute_buffer_bytes_max: int = 0xFFFFF
+    txn_bytes_max: int = 2 * 2**20  # maxTxnBytes: a txn's bytes after every expansion (see txn_limits)
+    auth_ids_max: int = 32  # maxAuthIds: the ids one session may prove (addauth, SASL), beside its ip
+    acl_entries_max: int = 256  # maxAclEntries: a znode's ACL entries, after ``auth`` is expanded
+    watch_history_bytes: int = 64 * 2**20  # watchHistoryBytes: what the watch history may hold
+    turn_ops_max: int = 2_000  # ops the engine applies in one turn of its driver (zabby.engine.engine; the simulator draws it small)
     jute_enabled: bool = True  # juteEnabled: ZooKeeper's binary client protocol on clientPort
     admin_enabled: bool = True
     admin_address: str = "0.0.0.0"
     admin_port: int = 8080
     admin_command_url: str = "/commands"
+    admin_connections_max: int = 32  # admin.maxConnections: admin connections at once
+    admin_connections_per_host_max: int = 8  # admin.maxConnectionsPerHost: of those, from one source
+    admin_idle_timeout_ms: int = 2000  # admin.idleTimeout: for a request's head, and for each part of an answer to leave
+    admin_allowed_hosts: tuple[str, ...] = ()  # admin.allowedHosts: names a request's Host may give besides the server's own
     console_enabled: bool = True  # admin.console.enabled: the read-only web console at /console
     console_address: str = "127.0.0.1"  # admin.console.address: it answers requests arriving here only
     console_auth: str | None = None  # admin.console.auth: user:base64(sha1(user:password)), asked by HTTP Basic
@@ -111,6 +132,7 @@ class ServerConfig:
     connection_memory_bytes_max: int = 32 * 2**20  # clientConnectionMemoryMax: what one may hold before it is closed
     commit_log_count: int = 500
     watch_history_txns: int = 100_000  # watchHistoryTxns: txns whose events a watch may resume over (zabby)
+    watch_list_max: int = 10_000  # watchListMax: watches wchc, wchp and the console list at most (zabby)
     zxid_counter_last: int = ZXID_COUNTER_LAST  # zxidCounterLast: lower only in tests, to make epochs roll over soon
     force_sync: bool = True
     leader_serves: bool = True
@@ -135,6 +157,25 @@ class ServerConfig:
     @property
     def standalone(self) -> bool:
         return len([p for p in self.peers if not p.observer]) <= 1
+
+
+# The largest txn any setting allows: a quarter of the largest record, so that a znode (its
+# data and its ACL, each at most a txn's) fits a snapshot record, and a SNAP chunk of 4 MiB
+# plus its last znode a member's frame.
+TXN_BYTES_CEILING = RECORD_BYTES_MAX // 4
+
+
+def _txn_limits(raw: dict[str, str]) -> tuple[int, int]:
+    """``jute.maxbuffer`` (a request's bytes) and ``maxTxnBytes`` (its txn's, after the
+    ``auth`` ACL is expanded into the session's ids and a multi's ops are joined): twice the
+    first by default, at least it and at most ``TXN_BYTES_CEILING``."""
+    jute = _int(raw, "jute.maxbuffer", 0xFFFFF, 1024)
+    if jute > TXN_BYTES_CEILING - 1024:
+        raise ConfigError(f"jute.maxbuffer={jute} must be at most {TXN_BYTES_CEILING - 1024}")
+    txn = _int(raw, "maxTxnBytes", min(2 * (jute + 1), TXN_BYTES_CEILING), jute + 1024)
+    if txn > TXN_BYTES_CEILING:
+        raise ConfigError(f"maxTxnBytes={txn} must be at most {TXN_BYTES_CEILING}: the log, peers and snapshots refuse larger records")
+    return jute, txn
 
 
 def _int(raw: dict[str, str], key: str, default: int, minimum: int = 0) -> int:
@@ -285,6 +326,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
     tick_ms = _int(raw, "tickTime", 2000, 1)
     dynamic_file, membership_version = _dynamic_config(raw, base)
     peers = tuple(sorted((_peer(k, raw.pop(k)) for k in list(raw) if k.startswith("server.")), key=lambda p: p.sid))
+    jute_bytes_max, txn_bytes_max = _txn_limits(raw)
     config = ServerConfig(
         data_dir=data_dir,
         data_log_dir=data_log_dir,
@@ -296,16 +338,26 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         session_timeout_ms_min=_int(raw, "minSessionTimeout", 2 * tick_ms, 1),
         session_timeout_ms_max=_int(raw, "maxSessionTimeout", 20 * tick_ms, 1),
         client_connections_per_ip_max=_int(raw, "maxClientCnxns", 60),
+        client_connections_max=_int(raw, "maxCnxns", 0),
+        descriptor_reserve=_int(raw, "descriptorReserve", 64, 16),
         snap_count=_int(raw, "snapCount", 100_000, 2),
         snap_retain_count=max(3, _int(raw, "autopurge.snapRetainCount", 3)),
         purge_interval_hours=float(raw.pop("autopurge.purgeInterval", "1")),
         four_letter_words=_whitelist(raw.pop("4lw.commands.whitelist", None)),
-        jute_buffer_bytes_max=_int(raw, "jute.maxbuffer", 0xFFFFF, 1024),
+        jute_buffer_bytes_max=jute_bytes_max,
+        txn_bytes_max=txn_bytes_max,
+        auth_ids_max=_int(raw, "maxAuthIds", 32, 1),
+        acl_entries_max=_int(raw, "maxAclEntries", 256, 1),
+        watch_history_bytes=_int(raw, "watchHistoryBytes", 64 * 2**20, 0),
         jute_enabled=_bool(raw, "juteEnabled", True),
         admin_enabled=_bool(raw, "admin.enableServer", True),
         admin_address=raw.pop("admin.serverAddress", "0.0.0.0"),
         admin_port=_int(raw, "admin.serverPort", 8080),
         admin_command_url=raw.pop("admin.commandURL", "/commands"),
+        admin_connections_max=_int(raw, "admin.maxConnections", 32, 1),
+        admin_connections_per_host_max=_int(raw, "admin.maxConnectionsPerHost", 8, 1),
+        admin_idle_timeout_ms=_int(raw, "admin.idleTimeout", 2000, 1),
+        admin_allowed_hosts=tuple(name.strip() for name in raw.pop("admin.allowedHosts", "").split(",") if name.strip()),
         console_enabled=_bool(raw, "admin.console.enabled", True),
         console_address=raw.pop("admin.console.address", "127.0.0.1"),
         console_auth=_digest_user(raw.pop("admin.console.auth", None)),
@@ -320,6 +372,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         connection_memory_bytes_max=_int(raw, "clientConnectionMemoryMax", 32 * 2**20, 1),
         commit_log_count=_int(raw, "commitLogCount", 500, 0),
         watch_history_txns=_int(raw, "watchHistoryTxns", 100_000, 0),
+        watch_list_max=_int(raw, "watchListMax", 10_000, 1),
         zxid_counter_last=_zxid_counter_last(raw),
         force_sync=_bool(raw, "forceSync", True),
         leader_serves=_bool(raw, "leaderServes", True),
@@ -464,6 +517,11 @@ def _with_security(config: ServerConfig, raw: dict[str, str], base: Path) -> Ser
         quorum_tls=quorum_tls,
         quorum_auth=quorum_auth,
         enforce_quota=_prefixed_bool(raw, "enforceQuota", False),
+        peer_links=PeerLinkLimits(
+            unidentified_max=_int(raw, "quorum.unidentifiedLinksMax", 32, 1),
+            unidentified_per_host_max=_int(raw, "quorum.unidentifiedLinksPerHost", 4, 1),
+            member_host_max=_int(raw, "quorum.memberHostLinksMax", 8, 2),
+        ),
     )
 
 

@@ -129,7 +129,7 @@ class DigestMd5Server:
         d.setdefault("qop", "auth")
         if d["qop"] != "auth":
             raise SaslFailure(f"qop {d['qop']!r}: only auth is offered")
-        if not secrets.compare_digest(d["nonce"], self.nonce):
+        if not _same(d["nonce"], self.nonce):
             raise SaslFailure("the response is for another nonce")
         if d["nc"] != "00000001":
             raise SaslFailure(f"nonce count {d['nc']!r}: one response per nonce")
@@ -140,7 +140,7 @@ class DigestMd5Server:
             raise SaslFailure(f"{user!r} may not act as {d['authzid']!r}")
         password = self.users.get(user)
         expected = _response_value(user, password or "", d, "AUTHENTICATE")
-        if password is None or not secrets.compare_digest(expected, d["response"].lower()):
+        if not _same(expected, d["response"].lower()) or password is None:  # the same work and answer either way
             raise SaslFailure(f"wrong password, or no such user {user!r}")
         self.user = user
         return f"rspauth={_response_value(user, password, d, '')}".encode()
@@ -177,6 +177,13 @@ class DigestMd5Client:
             raise SaslFailure("the server did not prove it knows the password (rspauth)")
         self.complete = True
         return None
+
+
+def _same(text: str, expected: str) -> bool:
+    """A constant-time comparison of any two strings (``secrets.compare_digest`` raises for a
+    non-ASCII one: a response in UTF-8 was refused at once for a user that exists, and after
+    the failure delay for one that does not, which told a guesser who exists)."""
+    return secrets.compare_digest(text.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
 
 
 def _quote(value: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import trio
@@ -14,6 +15,7 @@ from zabby.config import ServerConfig
 from zabby.membership import Member
 from zabby.opcodes import OpCode
 from zabby.server.console import _peer_row
+from zabby.server.descriptors import Descriptors
 from zabby.server.console_views import BadRequest, ServerRow, ensemble_rows, node_view, row_from_mntr, sessions_view
 from zabby.tree.acl import digest
 from zabby.tree.datatree import DataTree
@@ -100,5 +102,13 @@ def test_a_peer_with_no_plaintext_client_port_is_a_row_not_a_crash() -> None:
     # a secure-only server (no clientPort) and a membership line with no client port: there is
     # no port to ask mntr on; the ensemble page shows the peer instead of failing (TypeError)
     config = ServerConfig(Path("/nonexistent"), Path("/nonexistent"), server_id=1, client_port=None, secure_client_port=2281)
-    row = trio.run(_peer_row, config, Member(2, "127.0.0.1", 2888, 3888))
+    server = SimpleNamespace(config=config, descriptors=Descriptors(capacity=1))
+    row = trio.run(_peer_row, server, Member(2, "127.0.0.1", 2888, 3888))
     assert row.sid == 2 and row.mode == "error" and "client port" in row.note
+
+
+def test_a_peer_is_not_asked_when_no_descriptor_is_free() -> None:
+    config = ServerConfig(Path("/nonexistent"), Path("/nonexistent"), server_id=1)
+    server = SimpleNamespace(config=config, descriptors=Descriptors(capacity=0))
+    row = trio.run(_peer_row, server, Member(2, "127.0.0.1", 2888, 3888, client_port=1))
+    assert row.mode == "error" and "no descriptor free" in row.note and server.descriptors.held == 0

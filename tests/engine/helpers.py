@@ -93,8 +93,17 @@ class Driver:
         return None
 
     def run(self, steps_max: int = 1000) -> list[Effect]:
-        """Until the engine has nothing to do; the effects it asked for, in order."""
-        return self.drive(lambda result, error: self.engine.next_effect(result, error), steps_max)
+        """Until the engine has nothing to do, turn after turn; the effects it asked for, in order."""
+
+        def step(result: Any, error: BaseException | None) -> Effect | None:
+            effect = self.engine.next_effect(result, error)
+            while effect is None and self.engine.has_work():
+                self.engine.begin_turn()
+                effect = self.engine.next_effect(None, None)
+            return effect
+
+        self.engine.begin_turn()
+        return self.drive(step, steps_max)
 
     def run_work(self, work: Generator[Effect, Any, None], steps_max: int = 1000) -> list[Effect]:
         """One unit of the engine's work (a generator of its own), to its end."""

@@ -1,10 +1,12 @@
 """A process on the peer ports that claims a server id: the hello, then any quorum packets
-(``zabby.core.messages``), as zabby's transport frames them.  For the tests of issue 43."""
+(``zabby.core.messages``), as zabby's transport frames them; and what the tests of the peer
+ports look at (issues 43 and 56)."""
 
 from __future__ import annotations
 
 import socket
 import time
+from pathlib import Path
 
 import msgpack
 
@@ -37,3 +39,20 @@ def closed_by_peer(sock: socket.socket, wait_s: float = 3.0) -> bool:
         return False
     except OSError:
         return True
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts connections on ``port`` of 127.0.0.1."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def vm_kb(pid: int, key: str) -> int:
+    """A process's memory figure from /proc (VmRSS, VmHWM), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {key} for process {pid}")

@@ -316,6 +316,24 @@ def test_a_removed_server_serves_no_session(tmp_path: Path, tmp_ensembles: list[
     assert moved.err == 0 and moved.create("/after")[2] == 0
 
 
+def test_a_reconfig_asked_of_the_server_it_removes_is_answered_before_its_clients_are_closed(tmp_path: Path, tmp_ensembles: list[Ensemble]) -> None:
+    """The removed server closes its clients' connections once the reconfig has been applied
+    there and answered, not when the core first saw it commit: a client that asked the removed
+    server got ConnectionLoss instead of the new configuration (go-zookeeper's
+    TestIntegration_Reconfig, whose session was on the server its reconfig removes; issue 55)."""
+    ensemble = started(tmp_ensembles, tmp_path, 3)
+    leader = ensemble.wait_leader()
+    removed = next(sid for sid in ensemble.servers if sid != leader)
+    with raw_session(ensemble.servers[removed].port) as attached:
+        reply = attached.call(OpCode.RECONFIG, None, str(removed), None, -1)
+        assert reply[2] == 0, reply
+        assert f"server.{removed}=" not in reply[3].decode()
+        attached.sock.settimeout(10)
+        with pytest.raises(ConnectionError):  # then closed by the server
+            while True:
+                attached.receive()
+
+
 def test_a_reconfig_in_a_partition_commits_only_where_both_quorums_are(tmp_path: Path, tmp_ensembles: list[Ensemble]) -> None:
     """Five servers; the links between the leader with one follower and the other three drop
     everything.  A reconfig asked of the old leader (before it notices) is proposed where no

@@ -11,7 +11,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 
-from tests.ensemble.forged_peer import closed_by_peer, open_as, send_as
+from tests.ensemble.forged_peer import closed_by_peer, listening, open_as, send_as, vm_kb
 from zabby.core.messages import Commit, FollowerInfo, Notification, Proposal, Request
 from zabby.local import srvr
 from zabby.local.processes import Ensemble, wait_until
@@ -27,7 +27,7 @@ def test_a_vote_from_a_server_that_is_no_member_changes_no_membership(tmp_path: 
     lonely = ensemble.servers[1]
     lonely.launch()  # alone: it looks for a leader for as long as the others are down
     try:
-        wait_until(lambda: _listening(ensemble.ports[1][1]), 20, "server 1's election port")
+        wait_until(lambda: listening(ensemble.ports[1][1]), 20, "server 1's election port")
         forged = Membership.of([Member(99, "127.0.0.1", 1, 1)], 2**40).text()
         vote = Notification(leader=99, zxid=2**50, peer_epoch=99, election_epoch=1, state="looking", config=forged, proposed=forged, logged=2**50)
         for _ in range(3):
@@ -86,21 +86,6 @@ def test_a_process_that_claims_a_server_id_writes_nothing_past_acls_and_ends_no_
         ensemble.kill_all()
 
 
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
-def _vm_kb(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    raise AssertionError(key)
-
-
 def test_a_hello_cannot_take_a_live_members_link_nor_claim_a_member_from_another_host(tmp_path: Path) -> None:
     """A hello that claimed a member's id replaced that member's link."""
     ensemble = Ensemble(tmp_path, 3)
@@ -132,7 +117,7 @@ def test_peer_ports_hold_no_more_than_a_bounded_amount_for_strangers(tmp_path: P
     try:
         target = ensemble.servers[1]
         pid = target.proc.pid  # type: ignore[union-attr]
-        before_kb = _vm_kb(pid, "VmRSS")
+        before_kb = vm_kb(pid, "VmRSS")
         chunk = b"\x00" * (1 << 20)
         for index in range(8):
             sock = open_as(ensemble.ports[1][0], 90 + index)  # servers no membership names
@@ -146,7 +131,7 @@ def test_peer_ports_hold_no_more_than_a_bounded_amount_for_strangers(tmp_path: P
         silent = [socket.create_connection(("127.0.0.1", ensemble.ports[1][0]), timeout=5) for _ in range(40)]
         socks.extend(silent)  # never say who they are
         assert all(closed_by_peer(sock, 5.0) for sock in silent)  # the hello's deadline
-        growth_mb = (_vm_kb(pid, "VmHWM") - before_kb) / 1024
+        growth_mb = (vm_kb(pid, "VmHWM") - before_kb) / 1024
         assert growth_mb < 100, f"{growth_mb:.0f} MB"
         assert target.mode() in ("leader", "follower")
     finally:

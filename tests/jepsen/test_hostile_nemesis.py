@@ -14,7 +14,8 @@ import pytest
 
 from zabby.jepsen import hostile_load
 from zabby.jepsen.history import FAIL, OK, History
-from zabby.jepsen.hostile import ATTACKS, Outcome
+from zabby.jepsen.attacks import ATTACKS
+from zabby.jepsen.hostile import Outcome
 from zabby.jepsen.hostile_load import Attack, HostileLoad, hostile_plan
 from zabby.jepsen.nemesis import GROUPS, HOSTILE_KINDS, KINDS, hostile_kinds, kinds_for, schedule
 from zabby.jepsen.report import markdown_table, run_line

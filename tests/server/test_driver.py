@@ -109,6 +109,12 @@ class _QuietEngine:
     def next_effect(self, result: Any = None, error: BaseException | None = None) -> None:
         return None
 
+    def begin_turn(self) -> None:
+        pass
+
+    def has_work(self) -> bool:
+        return False
+
 
 def test_the_cyclic_collector_is_off_while_a_snap_arrives_and_back_on_after(tmp_path: Path) -> None:
     server = make_server(tmp_path)

@@ -100,7 +100,7 @@ def test_the_admin_words_need_an_administrator_and_the_resets_a_post(tmp_path: P
                 urllib.request.urlopen(f"{base}/{name}", timeout=5)
             assert admin_json(server.admin_port, name)["command"] == name
         initial = admin_json(server.admin_port, "initial_configuration")
-        assert initial["initial_configuration"] == server.config_path.read_text()
+        assert initial["initial_configuration"] == fourletter._masked(server.config_path.read_text())  # admin.console.auth hidden
         with pytest.raises(urllib.error.HTTPError, match="405"):
             admin_json(server.admin_port, "stat_reset")  # a GET changes nothing
         assert admin_json(server.admin_port, "stat_reset", method="POST")["command"] == "stat_reset"
@@ -111,6 +111,7 @@ def test_the_admin_words_need_an_administrator_and_the_resets_a_post(tmp_path: P
 
 def test_passwords_are_masked_in_the_configuration() -> None:
     assert fourletter._masked("clientPort=1\nssl.keyStore.password=secret\n") == "clientPort=1\nssl.keyStore.password=********\n"
+    assert fourletter._masked("superDigest = super:abc=\nadmin.console.auth=admin:def=\n") == "superDigest =********\nadmin.console.auth=********\n"
 
 
 def test_busy_admin_port_is_logged_and_server_serves(tmp_path: Path, zabby_server: ServerProcess) -> None:

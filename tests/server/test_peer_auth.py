@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import os
 
+import msgpack
+import pytest
+
+from zabby.errors import RemoteProtocolError
 from zabby.server import peer_auth
 
 SECRET = b"a shared secret of the ensemble"
@@ -33,3 +37,27 @@ def test_frames_parse_only_as_what_they_are() -> None:
     assert peer_auth.parse_challenge(peer_auth.challenge_payload(b"short")) is None
     assert peer_auth.parse_proof(peer_auth.proof_payload(b"mac")) == b"mac"
     assert not peer_auth.checks_out(b"mac", None)
+
+
+def _hello(*fields: object) -> bytes:
+    return msgpack.packb(list(fields))
+
+
+def test_a_hello_parses_only_with_every_field_of_its_type_and_size() -> None:
+    good = peer_auth.parse_hello(_hello(3, "zk3.example", 2888, 3888, False, bytes(16), bytes(32)))
+    assert (good.sid, good.address.host, good.nonce, good.mac) == (3, "zk3.example", bytes(16), bytes(32))
+    assert peer_auth.parse_hello(_hello(3, "h", 1, 1, True)).mac is None  # without quorum.auth
+    bad = [
+        _hello(3, "h", 1, 1, False, 2**30, bytes(32)),  # a number where the nonce goes: once bytes(2^30)
+        _hello(3, "h", 1, 1, False, bytes(16), 2**30),
+        _hello(3, "h", 1, 1, False, bytes(15), bytes(32)),
+        _hello(3, "h", 1, 1, False, bytes(16), bytes(64)),
+        _hello(-1, "h", 1, 1, False), _hello(2**63, "h", 1, 1, False), _hello(True, "h", 1, 1, False),
+        _hello(3, "h" * 256, 1, 1, False), _hello(3, b"h", 1, 1, False),
+        _hello(3, "h", 65536, 1, False), _hello(3, "h", 1, "1", False), _hello(3, "h", 1, 1, 1),
+        _hello(3, "h", 1, 1), _hello(3, "h", 1, 1, False, bytes(16)), msgpack.packb({"sid": 3}), b"\xc1",
+        b"\x97\x03\xa1h\x01\x01\xc2\xc4\x10" + bytes(16) + b"\x81\x90\x01",  # its MAC a map keyed by a list
+    ]
+    for payload in bad:
+        with pytest.raises(RemoteProtocolError, match="bad hello frame"):
+            peer_auth.parse_hello(payload)

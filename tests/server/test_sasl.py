@@ -234,3 +234,49 @@ def test_sasl_replies_are_zookeepers_records(sasl_server: ServerProcess) -> None
         assert jute.SetSASLResponse.decode(payload[16:]).token is None
         with pytest.raises(ConnectionError):
             session.receive_frame()
+
+
+def test_a_response_in_utf8_fails_alike_for_a_user_that_exists_and_one_that_does_not() -> None:
+    """A non-ASCII response was answered BADARGUMENTS at once for a user that exists, and
+    AUTHFAILED after the failure delay for one that does not: an oracle of user names."""
+    for user in ("bob", "nobody"):
+        server = DigestMd5Server({"bob": "pw"})
+        nonce = server.step(b"").decode().split('nonce="')[1].split('"')[0]
+        response = f'username="{user}",nonce="{nonce}",cnonce="c",nc=00000001,response=é,digest-uri="zookeeper/zk-sasl-md5"'
+        with pytest.raises(SaslFailure, match="wrong password, or no such user"):
+            server.step(response.encode())
+
+
+def test_sasl_guessing_is_slowed_by_source_address_not_by_connection(tmp_path: Path) -> None:
+    """A delay per connection slowed nothing: 300 connections made 735-864 guesses a second,
+    and a right answer came at once, so silence already meant "wrong".  Now each address has
+    a bucket of attempts taken before the response is read: past it, even the right password
+    is refused unread (AUTHFAILED, as for a wrong one), whichever connection it comes on."""
+    from zabby.local.jute_session import JuteSession
+    from zabby.opcodes import OpCode
+    from zabby.server.throttle import ATTEMPTS_BURST
+    from zabby.wire import jute
+
+    (tmp_path / "jaas.conf").write_text(JAAS)
+    server = ServerProcess(tmp_path / "server", **{"sasl.jaasConfig": str(tmp_path / "jaas.conf")})
+    server.start()
+    sessions = [JuteSession(server.port) for _ in range(2 * int(ATTEMPTS_BURST) + 1)]
+    try:
+        clients = [DigestMd5Client("bob", 'bob"s secret' if index == len(sessions) - 1 else "guess") for index in range(len(sessions))]
+        challenges = []
+        for session, client in zip(sessions, clients):
+            session.connect()
+            session.send(OpCode.SASL, jute.GetSASLRequest(client.step(b"") or b""))
+            challenges.append(jute.SetSASLResponse.decode(session.receive_frame()[16:]).token)
+        for session, client, challenge in zip(sessions, clients, challenges):  # every response at once
+            session.send(OpCode.SASL, jute.GetSASLRequest(client.step(challenge) or b""))
+        errors = [jute.ReplyHeader.decode(session.receive_frame()[:16]).err for session in sessions]
+        throttled = int(server.mntr()["zk_auth_throttled_count"])
+        assert throttled >= ATTEMPTS_BURST - 5 and errors.count(-115) >= throttled  # refused unread: AUTHFAILED whatever was sent
+        time.sleep(0.6)  # the bucket fills again at its rate (ATTEMPTS_PER_S)
+        with SyncClient(server.hosts, timeout=10, sasl_options={"mechanism": "DIGEST-MD5", "username": "bob", "password": 'bob"s secret'}) as bob:
+            assert ("sasl", "bob") in bob.whoami()
+    finally:
+        for session in sessions:
+            session.close()
+        server.kill()

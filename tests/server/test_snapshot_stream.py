@@ -29,7 +29,7 @@ from zabby.storage.datadir import DataDir
 from zabby.storage.snapshot import SnapshotWriter, read_snapshot, write_snapshot
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn, make_zxid
-from zabby.server.transport import member_frame_bytes_max
+from zabby.server.transport import MEMBER_FRAME_BYTES_MAX
 from zabby.wire.framing import FrameDecoder
 
 
@@ -47,11 +47,11 @@ def test_snapshot_frames_carry_every_record_once_and_end_with_last() -> None:
 
 def test_a_chunk_of_large_znodes_ends_by_bytes_under_a_members_frame_limit() -> None:
     """2,000 znodes of 1 MB made one frame of 2 GB, which any receiver refuses (its limit is
-    64 of jute.maxbuffer): the SNAP could never finish."""
+    64 MiB): the SNAP could never finish."""
     records = [(f"/big{index}", b"x" * 1_000_000, ()) for index in range(40)]
     pipe = io.BytesIO()
     write_snapshot_frames(pipe, iter(records))
-    limit = member_frame_bytes_max(0xFFFFF)
+    limit = MEMBER_FRAME_BYTES_MAX
     frames = FrameDecoder(limit).receive_data(pipe.getvalue())
     assert len(frames) > 1 and all(len(frame) <= SNAP_CHUNK_BYTES + 1_000_000 + 1024 for frame in frames)
     assert [r[0] for frame in frames for r in decode(frame).records] == [r[0] for r in records]  # type: ignore[attr-defined]

@@ -382,6 +382,39 @@ def test_a_roll_put_off_for_want_of_space_writes_no_file_header_into_the_current
     assert len(reopened.segments()) == 1
 
 
+def test_a_roll_with_no_descriptor_free_is_put_off_not_a_disk_failure(tmp_path: Path) -> None:
+    """A roll whose new segment found no descriptor free (EMFILE, after a flood of connections
+    used them up) was a DiskFailure: the server stopped with exit 74 (issue 56)."""
+    from zabby.sim.fs import SimFS
+
+    class Starved(SimFS):
+        starved = False
+
+        def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
+            if self.starved and flags & os.O_CREAT:
+                raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+            return super().open(path, flags, mode)
+
+    fs = Starved()
+    log = TxnLog(tmp_path, segment_bytes_max=1 << 20, fs=fs)
+    log.open()
+    log.append(records(1, 3))
+    log.roll()
+    fs.starved = True
+    log.append(records(4, 2))  # the roll is put off
+    log.sync()
+    assert len(log.segments()) == 1
+    fs.starved = False
+    log.roll()
+    log.append(records(6, 1))
+    log.sync()
+    assert len(log.segments()) == 2
+    log.close()
+    reopened = TxnLog(tmp_path, fs=fs)
+    reopened.open()
+    assert [zxid for zxid, _ in reopened.read_from(0)] == [1, 2, 3, 4, 5, 6]
+
+
 def test_a_segment_left_last_by_an_empty_one_is_appended_to_after_its_records_not_its_zeros(tmp_path: Path) -> None:
     """Simulator seed 82: a crash kept a finished segment's reserve (its release was lost) and
     created the next segment without its records; recovery removed the empty one, and the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from zabby.opcodes import CreateMode, OpCode
@@ -11,6 +12,21 @@ from zabby.tree.prep import Caller, Preparer, PrepLimits
 from zabby.tree.txns import Txn, decode_txn, encode_txn
 
 OPEN = acls.OPEN_ACL_UNSAFE
+
+
+
+@dataclass(eq=False)
+class Session:
+    """What the watch manager needs of a watcher: identity, proven ids, and where its watches'
+    bytes are charged (``held``)."""
+
+    name: str
+    auth_ids: list[acls.AuthId] = field(default_factory=lambda: [("ip", "127.0.0.1")])
+    superuser: bool = False
+    held: int = 0
+
+    def hold_state(self, delta: int) -> None:
+        self.held += delta
 
 
 class Harness:

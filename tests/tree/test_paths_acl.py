@@ -366,13 +366,14 @@ def test_fix_acl_keeps_any_int_permissions_as_zookeeper_does(perms: int) -> None
     assert acls.check(((perms, "world", "anyone"),), acls.READ, IP) == bool(perms & acls.READ)
 
 
-def test_interned_acls_are_one_shared_tuple_of_tuples_whatever_shape_they_arrive_in() -> None:
-    from zabby.tree.datatree import interned_acl
+def test_shared_acls_are_one_tuple_of_tuples_whatever_shape_they_arrive_in() -> None:
+    from zabby.tree.datatree import SharedMetas
 
+    shared = SharedMetas()
     scheme, ident = "".join(["dig", "est"]), "".join(["bob:", "x"])  # strings no one else interned
-    shared = interned_acl(((31, scheme, ident),))
-    assert shared == ((31, "digest", "bob:x"),) and type(shared[0]) is tuple
-    assert shared[0][1] is sys.intern("digest")
-    assert interned_acl([[31, "digest", "bob:x"]]) is shared  # lists (not hashable)
-    assert interned_acl(((31, "digest", "bob:x"),)) is shared  # tuples, looked up as they are
-    assert interned_acl(iter([(31, "digest", "bob:x")])) is shared  # an iterator, read once
+    acl = shared.take(((31, scheme, ident),), 0, 0)[0]
+    assert acl == ((31, "digest", "bob:x"),) and type(acl[0]) is tuple
+    assert acl[0][1] is sys.intern("digest")
+    assert shared.take([[31, "digest", "bob:x"]], 0, 0)[0] is acl  # lists (not hashable)
+    assert shared.take(((31, "digest", "bob:x"),), 1, 0)[0] is acl  # tuples, looked up as they are
+    assert shared.take(iter([(31, "digest", "bob:x")]), 0, 5)[0] is acl  # an iterator, read once

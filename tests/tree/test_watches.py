@@ -4,11 +4,10 @@ whose event is held back is used up all the same, as ZooKeeper removes it before
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 import pytest
 
-from tests.tree.harness import OPEN, Harness
+from tests.tree.harness import OPEN, Harness, Session
 from zabby.opcodes import EventType, OpCode
 from zabby.tree import acl as acls
 from zabby.tree.txns import Txn
@@ -20,13 +19,6 @@ CREATED, DELETED, CHANGED, CHILD = (EventType.NODE_CREATED, EventType.NODE_DELET
                                     EventType.NODE_DATA_CHANGED, EventType.NODE_CHILDREN_CHANGED)  # fmt: skip
 
 
-@dataclass(eq=False)
-class Session:
-    """What the watch manager needs of a watcher: identity and proven ids."""
-
-    name: str
-    auth_ids: list[acls.AuthId] = field(default_factory=lambda: [("ip", "127.0.0.1")])
-    superuser: bool = False
 
 
 @pytest.fixture

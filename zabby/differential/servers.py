@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zabby.local.processes import ServerProcess, ZooKeeperProcess
+from zabby.local.processes import QUORUM_LIMITS, ServerProcess, ZooKeeperEnsemble, ZooKeeperProcess, started_ensemble
 
 REAP_INTERVAL_MS = 200
 SUPER_USER, SUPER_PASSWORD = "super", "differential"
@@ -58,3 +59,54 @@ def running_pair(workdir: Path) -> Iterator[tuple[ZooKeeperProcess, ServerProces
     finally:
         zabby.kill()
         reference.kill()
+
+
+# --- a system on 1 or 3 servers, for the other clients' suites (zabby.differential.clients) ----
+
+SYSTEMS = ("zookeeper", "zabby")
+CORE_RESTART = "restarting the core"  # zabby's log line when its engine restarts from disk (zabby/engine/engine.py)
+# The settings of a client's own suite: ZooKeeper's defaults wherever its tests depend on them
+# (a container is reaped after 60 s, as aiozk's test_multi_watcher expects), the session
+# bounds of tickTime=2000 (4 s to 40 s) on both systems.
+SUITE_SETTINGS: dict[str, Any] = {"tickTime": 2000, "4lw.commands.whitelist": "*", "admin.enableServer": "false", "forceSync": "no", "maxClientCnxns": 0}
+
+
+@dataclass(slots=True)
+class RunningSystem:
+    """A started system: its client ``hosts`` (``host:port,...``), each server's log."""
+
+    system: str
+    hosts: str
+    logs: list[Path]
+
+    def core_restarts(self) -> int:
+        """How many times a zabby server's core restarted from disk (0 for ZooKeeper)."""
+        return sum(path.read_text(errors="replace").count(CORE_RESTART) for path in self.logs if path.exists())
+
+
+@contextmanager
+def running_system(system: str, size: int, workdir: Path, **settings: Any) -> Iterator[RunningSystem]:
+    """``size`` servers (1: standalone) of ``system`` ("zabby" or "zookeeper") on 127.0.0.1 with
+    ``SUITE_SETTINGS`` and ``settings``, every one serving; killed at the end."""
+    if system not in SYSTEMS:
+        raise ValueError(f"unknown system {system!r}: one of {', '.join(SYSTEMS)}")
+    merged = {**SUITE_SETTINGS, **(QUORUM_LIMITS if size > 1 else {}), **settings}
+    if system == "zookeeper":
+        reference = ZooKeeperEnsemble(workdir, size, jvm_options=("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"), **merged)
+        try:
+            reference.start(120)
+            yield RunningSystem(system, reference.hosts, [server.log_path for server in reference.servers.values()])
+        finally:
+            reference.kill_all()
+        return
+    if size == 1:
+        server = ServerProcess(workdir, **merged)
+        try:
+            server.start(60)
+            yield RunningSystem(system, server.hosts, [server.log_path])
+        finally:
+            server.kill()
+        return
+    with started_ensemble(workdir, size, **merged) as ensemble:
+        ensemble.wait_leader(60, everyone=True)
+        yield RunningSystem(system, ensemble.hosts, [server.log_path for server in ensemble.servers.values()])

@@ -68,6 +68,10 @@ from zabby.tree.watches import WatchHistory, WatchManager
 LOGGER = logging.getLogger("zabby.server")
 
 CORE_TICK_MS_MAX = 50
+# config.turn_ops_max: the ops a turn of the driver applies before the engine starts no more
+# work in it (2,000: about 15 ms of applies); the driver lets its other tasks run, and the next
+# turn goes on.  Without it, a burst of big multis from many connections was applied in one go
+# while every other client waited (0.6 s).  A txn is applied whole, however many ops it has.
 FINALIZE_WAIT_MS = 200
 REPAIR_PAUSE_MS = 1000  # a repair this soon after the last one waits first
 Work = Generator[Effect, Any, None]
@@ -123,18 +127,19 @@ class Engine(ClientCalls):
         self.stats = stats if stats is not None else ServerStats()
         self.standalone = not config.peers
         self.tree = recovered.tree
-        self.preparer = Preparer(self.tree, PrepLimits(config.jute_buffer_bytes_max, config.ttl_enabled, sasl_acls=config.sasl_acls))
+        self.preparer = Preparer(self.tree, PrepLimits(config.jute_buffer_bytes_max, config.txn_bytes_max, config.acl_entries_max, config.ttl_enabled,
+                                                       sasl_acls=config.sasl_acls))  # fmt: skip
         self.peer = Peer(peer_config, recovered.durable)
         self.soft: SoftState = self.peer.soft_state()
         self.watches = WatchManager()
-        self.history = recovered.history if recovered.history is not None else WatchHistory(config.watch_history_txns, self.tree.last_zxid)
+        self.history = recovered.history if recovered.history is not None else WatchHistory(config.watch_history_txns, self.tree.last_zxid, config.watch_history_bytes)
         self.sessions = SessionTracker(config.tick_ms)
         self.session_sinks: dict[int, ClientSink] = {}
         self.closing_sessions: set[int] = set()
         self.local_sessions: dict[int, tuple[int, bytes]] = {}  # read-only mode's sessions
         self.looking_since_ms: int | None = clock.monotonic_ms()  # None while not LOOKING
         self.leading_since_ms: int | None = None  # since when this server leads and serves (mntr's leader_uptime)
-        self.waiting: Waiters[tuple[int, Done]] = Waiters()  # a client write's answer
+        self.waiting: Waiters[tuple[int, Done, int]] = Waiters()  # a client write's answer: (op, done, its ops)
         self.sync_waiting: Waiters[SyncDone] = Waiters()
         self.zxid_waiting = ZxidWaiters()  # clients' waits for a zxid
         self.outstanding = 0
@@ -143,6 +148,7 @@ class Engine(ClientCalls):
         self.digests = DigestCheck(self.stats)
         self._inputs: deque[tuple[int, Any, Any]] = deque()
         self._proposals: list[Txn] = []
+        self._turn_ops = 0  # ops applied in the driver's turn (``begin_turn``)
         self._snap_in: dict[int, tuple[Snap, TreeBuilder]] = {}
         self._work: Work | None = None
         self._logged_zxid = self._durable_zxid = recovered.durable.last_logged  # the log holds, and durably
@@ -160,6 +166,7 @@ class Engine(ClientCalls):
         self._snapshot_running = False
         self._next_session_id = first_session_id(config.server_id, clock.wall_ms())
         self._membership_seen = (self.peer.membership, self.peer.proposed, self.peer.hinted)
+        self._clients_leave_at: int | None = None  # the version of a committed membership that leaves this server out, until applied
         if not self.standalone:  # a standalone server's /zookeeper/config is empty, as ZooKeeper's
             self._show_config()
         if _leads(self.soft):  # a standalone server leads from the start: no state change will say so
@@ -235,8 +242,13 @@ class Engine(ClientCalls):
         """Driver inputs not fed yet: they queue while a unit of work waits for its effect."""
         return len(self._inputs)
 
+    def begin_turn(self) -> None:
+        """The driver starts a turn: up to ``config.turn_ops_max`` ops applied, then ``next_effect``
+        answers None with work left (``has_work``) for the next turn."""
+        self._turn_ops = 0
+
     def has_work(self) -> bool:
-        return bool(self._work is not None or self._inputs or self.peer.has_ready()
+        return bool(self._work is not None or self._inputs or self.peer.has_ready() or self._durable_tails()
                     or (self._proposals and self.peer.established_leader))  # fmt: skip
 
     # ----------------------------------------------------------------- the work loop
@@ -263,9 +275,13 @@ class Engine(ClientCalls):
     def _next_work(self) -> Work | None:
         if self._inputs:
             return self._feed()
+        if self._turn_ops >= self.config.turn_ops_max:
+            return None  # the rest in the driver's next turn: other clients are served between
+        if self._durable_tails():
+            return self._finish_durable()
         while True:
             if self._proposals and self.peer.established_leader:  # the core's state: it may have just stepped down
-                batch, self._proposals = self._proposals, []
+                batch = self._next_batch()
                 self.peer.propose(batch)
                 if zxid_counter(batch[-1].zxid) == self.peer_config.zxid_counter_last:
                     LOGGER.warning("the zxid counter of epoch %d is used up at 0x%x: this leader steps down, and the "
@@ -282,6 +298,19 @@ class Engine(ClientCalls):
             self._act_on(ready)
             self._answer_syncs(ready)
             self.peer.advance(ready)
+
+    def _next_batch(self) -> list[Txn]:
+        """The prepared txns to propose together: up to ``config.turn_ops_max`` ops (a bigger multi
+        alone), so that one Ready's applies fit a turn of the driver."""
+        proposals = self._proposals
+        ops, count = 0, 0
+        for txn in proposals:
+            ops += len(txn.body[0]) if txn.type == OpCode.MULTI else 1
+            if count and ops > self.config.turn_ops_max:
+                break
+            count += 1
+        batch, self._proposals = proposals[:count], proposals[count:]
+        return batch
 
     def _feed(self) -> Work:
         while self._inputs:
@@ -459,21 +488,31 @@ class Engine(ClientCalls):
         for tail in tails:
             self.peer.advance(tail.ready)
 
-    def _finish_durable(self) -> Work:
-        """Finish, in order, the Readys whose wait the durable log now covers."""
+    def _finish_durable(self, budgeted: bool = True) -> Work:
+        """Finish, in order, the Readys whose wait the durable log now covers: those that fit
+        the driver's turn (``config.turn_ops_max``, at least one), the rest in its next turns
+        (``_next_work``); all of them, not ``budgeted``."""
         tails = self._tails
         if tails and tails[0].needs <= self._durable_zxid:
-            done = []
+            done: list[_Tail] = []
+            ops = self._turn_ops
             while tails and tails[0].needs <= self._durable_zxid:
+                ops += sum(len(txn.body[0]) if txn.type == OpCode.MULTI else 1 for txn in tails[0].committed)
+                if budgeted and done and ops > self.config.turn_ops_max:
+                    break
                 done.append(tails.popleft())
             yield from self._finish(done)
+
+    def _durable_tails(self) -> bool:
+        """Readys the durable log covers are left to finish (a turn ended before them)."""
+        return bool(self._tails) and self._tails[0].needs <= self._durable_zxid
 
     def _sync_all(self) -> Work:
         """Make the whole log durable here and finish every Ready still waiting for it."""
         if self._durable_zxid < self._logged_zxid:
             self.space_low = yield Persist(None, None, None, [], True)
             self._durable_zxid = self._logged_zxid
-        yield from self._finish_durable()
+        yield from self._finish_durable(budgeted=False)
 
     def _sync_enabled(self) -> bool:
         if self.soft.state == ServerState.OBSERVING:
@@ -508,7 +547,7 @@ class Engine(ClientCalls):
         the log replayed onto it, if it came from disk), as its events are about the old tree."""
         self.tree = tree
         self.preparer = Preparer(tree, self.preparer.limits)
-        self.history = history if history is not None else WatchHistory(self.config.watch_history_txns, tree.last_zxid)
+        self.history = history if history is not None else WatchHistory(self.config.watch_history_txns, tree.last_zxid, self.config.watch_history_bytes)
 
     def _act_on(self, ready: Ready) -> None:
         """Step 6 of the Ready: forwarded writes, touched sessions.  Writes that reached a
@@ -536,7 +575,7 @@ class Engine(ClientCalls):
         waiting = self.waiting
         for txn in txns:
             waiter = waiting.pop((txn.session_id, txn.cxid), lambda w: txn_answers(w[0], txn.type)) if waiting else None
-            done = waiter[1] if waiter is not None else None
+            done, weight = (waiter[1], waiter[2]) if waiter is not None else (None, 0)
             result, events = tree.apply(txn, done is not None)  # no waiter: no Stat to make
             if on_applied is not None:
                 on_applied(txn, result)
@@ -546,7 +585,7 @@ class Engine(ClientCalls):
                     for sink, event_type, path in watches.trigger(events):
                         sink.send_event(event_type, path, txn.zxid)  # type: ignore[attr-defined]
             if done is not None:
-                self.outstanding -= 1
+                self.outstanding -= weight
                 try:
                     done(txn, result)
                 except Exception:  # a client's answer must never stop the engine
@@ -554,6 +593,7 @@ class Engine(ClientCalls):
                                      txn.session_id, txn.cxid, txn.zxid)  # fmt: skip
             if txn.type in _SESSION_AND_REAP_TXNS:
                 self._after_apply(txn)
+            self._turn_ops += len(txn.body[0]) if txn.type == OpCode.MULTI else 1
         if txns:
             if self.zxid_waiting:
                 self.zxid_waiting.applied(tree.last_zxid)
@@ -704,17 +744,23 @@ class Engine(ClientCalls):
 
     def _membership_changed(self) -> Work:
         seen = (self.peer.membership, self.peer.proposed, self.peer.hinted)
-        if seen == self._membership_seen:
-            return
-        committed = seen[0] != self._membership_seen[0]
-        self._membership_seen = seen
-        if committed:
-            LOGGER.info("membership version %x active: voters %s, observers %s", seen[0].version,
-                        sorted(seen[0].voters), sorted(seen[0].observers))  # fmt: skip
-        yield Reconfigure(seen[0], seen[1] or seen[2], committed)  # a vote's hint: reach its servers too
-        if committed and self.serving and self.session_sinks and self.outside_membership:
-            LOGGER.info("membership version %x leaves this server out: its clients move to the members", seen[0].version)
-            yield CloseClients()
+        if seen != self._membership_seen:
+            committed = seen[0] != self._membership_seen[0]
+            self._membership_seen = seen
+            if committed:
+                LOGGER.info("membership version %x active: voters %s, observers %s", seen[0].version,
+                            sorted(seen[0].voters), sorted(seen[0].observers))  # fmt: skip
+                self._clients_leave_at = seen[0].version if self.outside_membership else None
+            yield Reconfigure(seen[0], seen[1] or seen[2], committed)  # a vote's hint: reach its servers too
+        # The core knows the commit before the tree applies it (that waits for the log's sync):
+        # the clients are closed once the reconfig is applied here, so that its answer, and
+        # every earlier one, goes out first (a client that asked this server for the reconfig
+        # saw ConnectionLoss).
+        if self._clients_leave_at is not None and self.tree.last_zxid >= self._clients_leave_at:
+            self._clients_leave_at = None
+            if self.serving and self.session_sinks and self.outside_membership:
+                LOGGER.info("membership version %x leaves this server out: its clients move to the members", seen[0].version)
+                yield CloseClients()
 
     # ----------------------------------------------------------------- snapshots to disk
     def _maybe_snapshot(self) -> Work:

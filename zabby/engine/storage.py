@@ -100,7 +100,7 @@ class Storage:
                  digest_beside: Callable[[Path], DigestBeside] | None) -> Recovered:  # fmt: skip
         # the txns replayed onto the snapshot make the watch history, so that a restarted
         # server serves watches resuming from as far back as its snapshot
-        history = WatchHistory(self.config.watch_history_txns, 0)
+        history = WatchHistory(self.config.watch_history_txns, 0, self.config.watch_history_bytes)
         tree, self._log = self.datadir.recover(segment_bytes_max=self.segment_bytes_max, digest_beside=digest_beside,
                                                on_replayed=history.record)  # fmt: skip
         history.since = max(history.since, self.datadir.recovered.snapshot_zxid)  # it starts after the snapshot

@@ -315,12 +315,14 @@ def connection_flood(address: Address, connections: int = 200, hold_s: float = 3
     return _timed("connection-flood", body)
 
 
-def watch_hoard(address: Address, watches: int = 100_000, hold_s: float = 1.0, stop: threading.Event | None = None) -> Outcome:
-    """One session sets ``watches`` exists-watches (setWatches, in frames under jute.maxbuffer),
-    holds them, then disconnects: the server forgets them all."""
+def watch_hoard(address: Address, watches: int = 100_000, hold_s: float = 1.0, stop: threading.Event | None = None,
+                timeout_ms: int = 10_000) -> Outcome:  # fmt: skip
+    """One session (of ``timeout_ms``, as the server grants it) sets ``watches`` exists-watches
+    (setWatches, in frames under jute.maxbuffer), holds them, then disconnects: the server
+    forgets them all.  It never pings: a hold longer than its timeout ends in its expiry."""
 
     def body(outcome: Outcome) -> None:
-        session = _session(address, outcome)
+        session = _session(address, outcome, timeout_ms)
         if session is None:
             return
         with session:

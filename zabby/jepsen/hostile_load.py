@@ -15,7 +15,9 @@ from typing import Any
 
 from zabby.jepsen.cluster import Cluster
 from zabby.jepsen.history import FAIL, OK, History
-from zabby.jepsen.hostile import ATTACKS, Address, Bystander, Outcome, attack_from
+from zabby.jepsen import amplify
+from zabby.jepsen.attacks import ATTACKS
+from zabby.jepsen.hostile import Address, Bystander, Outcome, attack_from
 from zabby.jepsen.nemesis import HOSTILE_KINDS, hostile_kinds
 
 BYSTANDER_SID = 1  # the well-behaved client's server: a follower at the start (the election favors the highest id)
@@ -37,9 +39,22 @@ ATTACK_BOUNDS: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     "oversized-frames": lambda r: {"count": r.randint(200, 800)},
     "connection-flood": lambda r: {"connections": 100, "hold_s": 2.0},
     "watch-hoard": lambda r: {"watches": 100_000, "hold_s": round(r.uniform(1.0, 2.0), 2)},
+    # the amplifications (zabby.jepsen.amplify), near their findings' sizes
+    "auth-expansion": lambda r: {"ids": r.randint(100, 1_200), "creates": r.randint(1_000, 5_000)},
+    "auth-flood": lambda r: {"count": r.randint(5_000, 20_000)},
+    "quota-measures": lambda r: {"nodes": r.randint(500, 2_000), "measures": r.randint(100, 2_000)},
+    "ip-acl-checks": lambda r: {"entries": r.choice((200, 30_000)), "reads": r.randint(50, 200), "watchers": r.randint(10, 50)},
+    "acl-churn": lambda r: {"rounds": r.randint(10, 50), "entries": r.choice((256, 30_000))},
+    "acl-bytes": lambda r: {"creates": r.randint(5, 20), "acl_bytes_each": r.randint(10_000, 530_000)},
+    "history-flood": lambda r: {"multis": r.randint(20, 200), "ops": r.randint(500, 5_000)},
+    "resume-scans": lambda r: {"resumes": r.randint(50, 200)},
+    "zxid-waits": lambda r: {"connections": r.randint(5, 20), "waits": r.randint(200, 2_000)},
+    "ephemeral-close": lambda r: {"count": r.randint(200, 2_000), "path_bytes": r.randint(100, 1_000)},
+    "bad-ops": lambda r: {"connections": r.randint(50, 200)},
+    "multi-flood": lambda r: {"connections": r.randint(10, 50), "ops": r.randint(500, 5_000)},
 }
 OUTCOME_COUNTS = ("connections", "refused", "closed_by_server", "replies")  # an Outcome's counts, summed per kind
-UNSTOPPABLE = frozenset({"duplicate-xids", "decreasing-xids"})  # bounded by their count and wait_s; they take no stop
+UNSTOPPABLE = frozenset({"duplicate-xids", "decreasing-xids"}) | set(amplify.ATTACKS)  # bounded by their sizes; they take no stop
 assert set(ATTACK_BOUNDS) == set(HOSTILE_KINDS)
 
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 from zabby.jepsen.cluster import Cluster
 from zabby.jepsen.history import FAIL, OK, History
-from zabby.jepsen.hostile import ATTACKS
+from zabby.jepsen.attacks import ATTACKS
 from zabby.local.netproxy import Direction, Mode
 from zabby.jepsen.reconfig import RECONFIG_KINDS, Reconfigurer
 

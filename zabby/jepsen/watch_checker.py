@@ -88,8 +88,8 @@ def _body_changes(txn_type: int, body: Sequence[Any]) -> list[tuple[str, str]]:
         return [(CHANGED, body[0])]
     if txn_type == OpCode.MULTI:
         return [change for sub_type, sub_body in body[0] for change in _body_changes(sub_type, sub_body)]
-    if txn_type == OpCode.CLOSE_SESSION:
-        return [(DELETED, path) for path in body[0]]
+    if txn_type == OpCode.CLOSE_SESSION:  # None: more ephemerals than a txn names (no workload of the harness makes so many)
+        return [(DELETED, path) for path in body[0] or ()]
     return []  # errors, checks, setACL, sessions, reconfigs (/zookeeper/config) change nothing watched here
 
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -128,20 +130,26 @@ def write_myid(data_dir: Path, sid: int) -> None:
 
 def launch_server(
     config: Path, log_path: Path, *, options: Iterable[str] = (), environment: Mapping[str, str] | None = None,
-    new_session: bool = False, root: Path = CHECKOUT, cwd: Path | None = None,
+    new_session: bool = False, root: Path = CHECKOUT, cwd: Path | None = None, descriptors_max: int | None = None,
 ) -> subprocess.Popen[bytes]:  # fmt: skip
     """``python -m zabby.server.main [options] config`` with the checkout ``root`` first on its
     path (so it runs that checkout's code, not whatever one the interpreter has installed), run
     from ``cwd`` (default ``root``), its output appended to ``log_path``; ``environment`` is
     added to ours last.  With ``new_session`` in a session of its own (a Ctrl-C in the terminal
-    does not reach it; it may outlive its parent; ``os.killpg`` reaches all of it)."""
+    does not reach it; it may outlive its parent; ``os.killpg`` reaches all of it).  With
+    ``descriptors_max``, its RLIMIT_NOFILE (soft and hard) is that."""
     path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH", "")]))
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "zabby.server.main", *options, str(config)], stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, cwd=cwd or root, env={**os.environ, "PYTHONPATH": path, **(environment or {})},
-            start_new_session=new_session,
+            start_new_session=new_session, preexec_fn=None if descriptors_max is None else functools.partial(_limit_descriptors, descriptors_max),
         )  # fmt: skip
+
+
+def _limit_descriptors(count: int) -> None:
+    """In the child, before exec: at most ``count`` open files."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))
 
 
 def zookeeper_command(
@@ -290,6 +298,7 @@ class ServerProcess:
         self.options: list[str] = []  # zabby-server options before the config file (e.g. --log-format json)
         self.new_session = False  # launch it in a session of its own (see launch_server)
         self.root = CHECKOUT  # the checkout whose code it runs (see launch_server)
+        self.descriptors_max: int | None = None  # its RLIMIT_NOFILE (see launch_server); None: ours
 
     @property
     def hosts(self) -> str:
@@ -305,7 +314,7 @@ class ServerProcess:
 
     def launch(self) -> None:
         self.proc = launch_server(self.config_path, self.log_path, options=self.options, environment=self.environment,
-                                  new_session=self.new_session, root=self.root)  # fmt: skip
+                                  new_session=self.new_session, root=self.root, descriptors_max=self.descriptors_max)  # fmt: skip
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

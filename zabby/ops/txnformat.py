@@ -65,7 +65,7 @@ def _body_fields(txn_type: int, body: tuple[Any, ...]) -> dict[str, Any]:
     if txn_type == OpCode.CREATE_SESSION:
         return {"timeout_ms": body[0]}
     if txn_type == OpCode.CLOSE_SESSION:
-        return {"ephemerals": list(body[0])}
+        return {"ephemerals": "every one the session owns" if body[0] is None else list(body[0])}
     if txn_type == OpCode.MULTI:
         return {"ops": [{"type": type_name(sub_type), **_body_fields(sub_type, sub_body)} for sub_type, sub_body in body[0]]}
     return {"body": repr(body)}

@@ -54,6 +54,11 @@ TLS_HANDSHAKE_RECORD = 0x16  # the first byte a TLS client sends (a handshake re
 LOGGER = logging.getLogger("zabby.server.conn")
 
 RECEIVE_BYTES_MAX = 256 * 1024
+# A request frame this large (a multi of thousands of ops, a megabyte of data) is decoded and
+# prepared holding the server's heavy lane, one at a time, with a checkpoint after each: trio
+# runs every ready task once before it looks at the sockets again, so sixty connections
+# each handing in a multi of 5,000 ops kept a small read waiting 1.5 s behind all of them.
+HEAVY_FRAME_BYTES = 64 * 1024
 FRAME_PREFIX_BYTES = 4  # every frame of both protocols starts with its length
 HANDSHAKE_TIMEOUT_S = 10.0
 LINGER_S = 1.0
@@ -81,6 +86,12 @@ class ClientPortHost(SessionHost, Monitored, Protocol):
 
     def feeding(self) -> AbstractContextManager[None]:
         """Around a burst of requests: what they ask of the server is done at its end."""
+        ...
+
+    @property
+    def heavy_lane(self) -> trio.Lock:
+        """Held while a large request (``HEAVY_FRAME_BYTES`` or more) is decoded and taken:
+        one at a time in the whole server (see ``Connection._read_requests``)."""
         ...
 
 
@@ -111,6 +122,7 @@ class Connection:
         self.held_bytes = 0
         self._input_bytes = 0  # the decoder's partial frame and the frames in ``_pending``
         self._request_bytes = 0  # the session's ``request_bytes``, as last charged
+        self._state_bytes = 0  # the session's state here (``hold_state``): in the budget, not in the pause or the limit
         self._pending: deque[bytes] = deque()  # frames read, not yet handed to the session
         self._pending_bytes = 0
         self._paused = False  # the reader waits for ``_resume`` (see ``_may_read``)
@@ -187,6 +199,10 @@ class Connection:
         self._wake.set()
         self._resume.set()
 
+    def hold_state(self, delta: int) -> None:
+        self._state_bytes += delta
+        self._charge(delta)
+
     def requests_answered(self) -> None:
         self._charge_requests()
         if self._paused:
@@ -201,9 +217,9 @@ class Connection:
         memory = self._memory
         memory.charge(self, delta)
         if delta > 0:
-            if self.held_bytes > memory.connection_bytes_max and not self._closing:
+            if self.held_bytes - self._state_bytes > memory.connection_bytes_max and not self._closing:
                 memory.over_connection_limit(self)
-        elif self._paused and self.held_bytes - self._input_bytes < memory.resume_bytes:
+        elif self._paused and self.held_bytes - self._input_bytes - self._state_bytes < memory.resume_bytes:
             self._resume.set()
 
     def _charge_input(self) -> None:
@@ -342,6 +358,12 @@ class Connection:
         its client meets back-pressure, and nobody else does."""
         receive = receiver(self.stream, RECEIVE_BYTES_MAX)
         while not self._closing:
+            if self._pending and len(self._pending[0]) >= HEAVY_FRAME_BYTES and self._may_read():
+                async with self.server.heavy_lane:
+                    self._handle_frames(codec, heavy=True)
+                await trio.lowlevel.checkpoint()  # the next heavy one waits for the light ones behind this
+                if self._closing:
+                    return
             if self._pending:
                 self._handle_frames(codec)
                 if self._closing:
@@ -359,7 +381,7 @@ class Connection:
         count: it is what waits to be taken), fewer requests in flight than its share, and,
         while the server has globalOutstandingLimit writes in flight, none of its own."""
         in_flight = self.session.in_flight
-        if self.held_bytes - self._input_bytes >= self._memory.pause_bytes or in_flight >= self._outstanding_max:
+        if self.held_bytes - self._input_bytes - self._state_bytes >= self._memory.pause_bytes or in_flight >= self._outstanding_max:
             return False
         return not (in_flight and self.server.throttled)
 
@@ -373,13 +395,17 @@ class Connection:
             self._paused = False
             self._resume = trio.Event()
 
-    def _handle_frames(self, codec: ClientCodec) -> None:
+    def _handle_frames(self, codec: ClientCodec, heavy: bool = False) -> None:
+        """Hand the session the frames read, in order, while it may take them: up to the
+        first heavy one (``HEAVY_FRAME_BYTES``), or, ``heavy``, that one alone."""
         session = self.session
         session.touch()
         decode, handle = codec.decode_request, session.handle
         pending = self._pending
         with self.server.feeding():
             while pending and not self._closing and self._may_read():
+                if (len(pending[0]) >= HEAVY_FRAME_BYTES) != heavy:
+                    break
                 frame = pending.popleft()
                 self._pending_bytes -= len(frame)
                 try:
@@ -388,6 +414,8 @@ class Connection:
                     session.refuse(refused.xid, refused.code, str(refused))
                     continue
                 handle(request, len(frame))
+                if heavy:
+                    break
         self._charge_input()
         self._charge_requests()
         self.flush()  # the burst's replies in one system call

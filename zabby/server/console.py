@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hmac
 import importlib.resources
 import ipaddress
@@ -38,7 +39,8 @@ from zabby.errors import InvariantError
 from zabby.membership import Member, Membership, MembershipError
 from zabby.server import fourletter
 from zabby.server.console_views import BadRequest, ServerRow, ensemble_rows, node_view, row_from_mntr, sessions_view, watches_view
-from zabby.server.http import Request, Response
+from zabby.server.browsers import page_policy
+from zabby.server.http import CSP_HEADER, Request, Response
 from zabby.server.node import SystemClock
 from zabby.server.statistics import Monitored, Reset, ServerStatistics, snapshot
 from zabby.tree import acl
@@ -169,16 +171,22 @@ def members(server: Monitored) -> tuple[Member, ...]:
     return server.config.peers
 
 
-async def _peer_row(config: ServerConfig, peer: Member) -> ServerRow:
+async def _peer_row(server: Monitored, peer: Member) -> ServerRow:
+    """A member's row from its ``mntr``, asked on a connection that takes one of the
+    descriptors connections may hold (``zabby.server.descriptors``)."""
     host = peer.client_host if peer.client_host not in (None, "0.0.0.0", "::") else peer.host
-    port = peer.client_port or config.client_port
+    port = peer.client_port or server.config.client_port
     address = f"{host}:{port}"
     if port is None:  # neither the member nor this server's configuration names a client port
         return ServerRow(peer.sid, address, "error", note="no client port known")
+    if not server.descriptors.take():
+        return ServerRow(peer.sid, address, "error", note="not asked: no descriptor free for the connection")
     try:
         return row_from_mntr(peer.sid, address, await four_letter(host, port, "mntr"))
     except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
         return ServerRow(peer.sid, address, "down", note=str(exc) or type(exc).__name__)
+    finally:
+        server.descriptors.give_back()
 
 
 async def ensemble(server: Monitored) -> dict[str, Any]:
@@ -186,7 +194,7 @@ async def ensemble(server: Monitored) -> dict[str, Any]:
     rows: dict[int, ServerRow] = {config.server_id: _own_row(config, snapshot(server))}
 
     async def ask(peer: Member) -> None:
-        rows[peer.sid] = await _peer_row(config, peer)
+        rows[peer.sid] = await _peer_row(server, peer)
 
     async with trio.open_nursery() as nursery:
         for peer in members(server):
@@ -234,8 +242,11 @@ API: dict[str, Callable[[Monitored, Request], Awaitable[dict[str, Any]]]] = {
 }  # fmt: skip
 
 
-def page() -> bytes:
-    return importlib.resources.files("zabby.server").joinpath("console.html").read_bytes()
+@functools.cache
+def page() -> tuple[bytes, str]:
+    """The console's page, and its Content-Security-Policy (``browsers.page_policy``)."""
+    html = importlib.resources.files("zabby.server").joinpath("console.html").read_bytes()
+    return html, page_policy(html)
 
 
 ADMIN_ROUTES = frozenset({"/api/sessions", "/api/watches"})  # session ids, client addresses, paths
@@ -248,7 +259,8 @@ async def respond(server: Monitored, request: Request) -> Response:
     if denied is not None:
         return denied
     if route in ("", "/"):
-        return Response("200 OK", "text/html; charset=utf-8", page(), _NO_STORE)
+        html, policy = page()
+        return Response("200 OK", "text/html; charset=utf-8", html, (*_NO_STORE, (CSP_HEADER, policy)))
     handler = API.get(route)
     if handler is None:
         return _json("404 Not Found", {"error": f"no such console page: {request.path}"})

@@ -162,7 +162,8 @@ def sessions_view(dump: dict[str, Any], cons: dict[str, Any], now_ms: int) -> li
 
 
 def watches_view(wchs: dict[str, Any], wchp: dict[str, Any]) -> dict[str, Any]:
-    """The watch summary and, per watched path, the sessions watching it."""
+    """The watch summary and, per watched path, the sessions watching it (``cut``: how many of
+    how many watches are listed, where watchListMax cut the list)."""
     summary = {key: value for key, value in wchs.items() if key not in ("command", "error")}
     by_path = [{"path": path, "sessions": ids} for path, ids in wchp["path_to_session_ids"].items()]
-    return {"summary": summary, "by_path": by_path}
+    return {"summary": summary, "by_path": by_path, "cut": wchp.get("cut")}

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-
 from zabby.core.messages import SnapChunk, encode
 from zabby.server.children import DigestChild as DigestChild
 from zabby.server.children import fork_child
+from zabby.tree.acl import acl_bytes
 from zabby.server.transport import ForkedStream
 from zabby.storage.snapshot import write_snapshot, write_snapshot_stream
 from zabby.tree.datatree import DataTree
@@ -56,8 +56,10 @@ def write_snapshot_frames(pipe: BinaryIO, records: Iterable[tuple[Any, ...]]) ->
 
 
 def _record_bytes(record: tuple[Any, ...]) -> int:
-    """About what a snapshot record packs to: its path (or kind) and its data, and room for the rest."""
-    return 128 + sum(len(field) for field in record[:2] if isinstance(field, (bytes, str)))
+    """About what a snapshot record packs to: its path (or kind), its data and its ACL, and
+    room for the rest.  ACLs are shared, so each one's size is computed once."""
+    size = 128 + sum(len(field) for field in record[:2] if isinstance(field, (bytes, str)))
+    return size + acl_bytes(record[2]) if len(record) > 2 and record[2].__class__ is tuple else size
 
 
 def download_image(tree: DataTree) -> tuple[ForkedStream, int, int]:

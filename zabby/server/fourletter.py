@@ -102,6 +102,7 @@ def mntr_data(s: ServerStatistics) -> dict[str, Any]:
         "max_client_response_size": stats.max_client_response_size,
         "min_client_response_size": stats.min_client_response_size,
         "auth_failed_count": stats.auth_failed_count,
+        "auth_throttled_count": stats.auth_throttled_count,
         **({"quorum_size": s.quorum_size} if s.membership is not None else {}),  # QuorumZooKeeperServer's
         **dict(s.learner_counts),  # the leader's
         **_proposal_sizes(s),
@@ -249,13 +250,23 @@ def voting_view_data(s: ServerStatistics) -> dict[str, Any]:
     return {"current_config": view}
 
 
+SECRET_KEYS = frozenset({"superdigest", "zookeeper.superdigest", "admin.console.auth"})  # lower-cased
+
+
+def is_secret(key: str) -> bool:
+    """Whether a zoo.cfg key's value is a secret: a password, or a digest that stands for
+    one (superDigest, admin.console.auth: unsalted SHA-1, open to guessing offline)."""
+    lowered = key.strip().lower()
+    return "password" in lowered or lowered in SECRET_KEYS
+
+
 def _masked(config_text: str) -> str:
-    """The zoo.cfg text with the value of every ``*password*`` key hidden (ZooKeeper's
+    """The zoo.cfg text with the value of every secret key hidden (``is_secret``; ZooKeeper's
     initial_configuration shows the file as it is)."""
     lines = []
     for line in config_text.splitlines(keepends=True):
         key, sep, _ = line.partition("=")
-        lines.append(f"{key}=********\n" if sep and "password" in key.lower() else line)
+        lines.append(f"{key}=********\n" if sep and is_secret(key) else line)
     return "".join(lines)
 
 
@@ -315,20 +326,34 @@ def envi_data(s: ServerStatistics) -> dict[str, Any]:
 def wchs_data(s: ServerStatistics) -> dict[str, Any]:
     watches = _part(s.watches, Part.WATCHES)
     return {
-        "num_connections": len(watches.by_watcher),
-        "num_paths": len(watches.by_path),
+        "num_connections": watches.connections,
+        "num_paths": watches.paths,
         "num_total_watches": s.watch_count,
     }
 
 
+def _cut(s: ServerStatistics) -> dict[str, Any]:
+    """``{"cut": {listed, total}}`` where a listing shows fewer than all the watches
+    (``watchListMax``); nothing where it shows them all."""
+    cut = _part(s.watches, Part.WATCHES).cut(s.watch_count)
+    return {} if cut is None else {"cut": {**cut, "setting": "watchListMax"}}
+
+
 def wchc_data(s: ServerStatistics) -> dict[str, Any]:
     by_watcher = _part(s.watches, Part.WATCHES).by_watcher
-    return {"session_id_to_watched_paths": {_hex(session_id): sorted(paths) for session_id, paths in by_watcher}}
+    return {"session_id_to_watched_paths": {_hex(session_id): sorted(paths) for session_id, paths in by_watcher}, **_cut(s)}
 
 
 def wchp_data(s: ServerStatistics) -> dict[str, Any]:
     by_path = _part(s.watches, Part.WATCHES).by_path
-    return {"path_to_session_ids": {path: sorted(_hex(session_id) for session_id in ids) for path, ids in sorted(by_path)}}
+    return {"path_to_session_ids": {path: sorted(_hex(session_id) for session_id in ids) for path, ids in sorted(by_path)}, **_cut(s)}
+
+
+def _listing_text(data: dict[str, Any], key: str) -> str:
+    """wchc's or wchp's text, and a last line where it was cut."""
+    text = _grouped_text(data[key])
+    cut = data.get("cut")
+    return text if cut is None else text + f"(cut: {cut['listed']} of {cut['total']} watches listed; watchListMax)\n"
 
 
 def dump_data(s: ServerStatistics) -> dict[str, Any]:
@@ -378,8 +403,8 @@ TEXT: dict[str, TextCommand] = {
     "cons": _cons_text,
     "envi": lambda s: "Environment:\n" + _kv_text(envi_data(s)),
     "wchs": lambda s: (lambda d: f"{d['num_connections']} connections watching {d['num_paths']} paths\nTotal watches:{d['num_total_watches']}\n")(wchs_data(s)),
-    "wchc": lambda s: _grouped_text(wchc_data(s)["session_id_to_watched_paths"]),
-    "wchp": lambda s: _grouped_text(wchp_data(s)["path_to_session_ids"]),
+    "wchc": lambda s: _listing_text(wchc_data(s), "session_id_to_watched_paths"),
+    "wchp": lambda s: _listing_text(wchp_data(s), "path_to_session_ids"),
     "dump": _dump_text,
     "isro": lambda s: "ro" if s.state == READ_ONLY else "rw",
     "crst": lambda s: "Connection stats reset.\n",

@@ -13,6 +13,7 @@ exception that passes through here.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,17 +35,36 @@ def only(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
     return isinstance(exc, kinds)
 
 
+FAILURE_LOG_INTERVAL_S = 10.0
+_failures: dict[tuple[str, str], list[float]] = {}  # (logger, what) → [the next traceback's time, failures held back]
+
+
 async def contained(what: str, logger: logging.Logger, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
     """Run ``fn(*args)``; what it raises ends it alone.
 
     Error handling: a network error (the peer went away, reset, timed out) is logged at
-    DEBUG; any other ``Exception`` at ERROR with its traceback, since it is a bug of ours.
-    Cancellation and ``KeyboardInterrupt`` pass through (they are not ``Exception``s).
+    DEBUG; any other ``Exception`` at ERROR with its traceback, since it is a bug of ours,
+    at most once per ``FAILURE_LOG_INTERVAL_S`` for each ``what`` (the failures between are
+    counted into the next one): a client that can set off a bug on every connection fills
+    no disk with tracebacks.  Cancellation and ``KeyboardInterrupt`` pass through (they are
+    not ``Exception``s).
     """
     try:
         await fn(*args)
     except Exception as exc:
         if only(exc, NETWORK_ERRORS):
             logger.debug("%s ended: %r", what, exc)
-        else:
-            logger.error("%s failed; it is closed and the server goes on", what, exc_info=exc)
+            return
+        key = (logger.name, what)
+        state = _failures.get(key)
+        if state is None:
+            if len(_failures) > 1024:  # the kinds are few (``what`` names a kind, or a peer): never a table to grow
+                _failures.clear()
+            state = _failures[key] = [0.0, 0]
+        now = time.monotonic()
+        if now < state[0]:
+            state[1] += 1
+            return
+        held, state[0], state[1] = state[1], now + FAILURE_LOG_INTERVAL_S, 0
+        more = f" ({held:.0f} more failures like it in the last {FAILURE_LOG_INTERVAL_S:g} s, not shown)" if held else ""
+        logger.error("%s failed; it is closed and the server goes on%s", what, more, exc_info=exc)

@@ -9,6 +9,14 @@ import urllib.parse
 from dataclasses import dataclass, field
 
 REQUEST_BYTES_MAX = 8192
+CSP_HEADER = "Content-Security-Policy"
+SECURITY_HEADERS = (  # on every answer, unless it names its own (zabby.server.browsers)
+    ("X-Frame-Options", "DENY"),
+    ("X-Content-Type-Options", "nosniff"),
+    (CSP_HEADER, "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cross-Origin-Resource-Policy", "same-origin"),
+)
 SNAPSHOT_ZXID_HEADER = "last_zxid"  # ZooKeeper 3.9's name, on /commands/snapshot's answer
 SNAPSHOT_DIGEST_HEADER = "X-Zabby-Digest"  # the tree digest at that zxid
 
@@ -41,7 +49,8 @@ class Response:
         lines = [f"HTTP/1.1 {self.status}", f"Content-Type: {self.content_type}", "Connection: close"]
         if length is not None:
             lines.append(f"Content-Length: {length}")
-        lines += [f"{name}: {value}" for name, value in self.headers]
+        own = {name.lower() for name, _ in self.headers}
+        lines += [f"{name}: {value}" for name, value in (*self.headers, *(h for h in SECURITY_HEADERS if h[0].lower() not in own))]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     def encode(self, send_body: bool = True) -> bytes:

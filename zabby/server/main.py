@@ -22,6 +22,8 @@ from zabby.server.admin import serve_admin
 from zabby.server import logsetup
 from zabby.server.client_conn import Connection, open_secure, refuse_plaintext
 from zabby.server.collector import FullCollections
+from zabby.server.listeners import serve_listeners
+from zabby.server.descriptors import DescriptorLimitError, Descriptors
 from zabby.server.guard import contained
 from zabby.server.forks import DigestChild
 from zabby.server.node import ZabbyServer
@@ -34,7 +36,7 @@ QUOTA_LOGGER = logging.getLogger("zabby.server.quota")
 QUOTA_WARNING_INTERVAL_S = 1.0
 
 
-def open_server(config: zoo_config.ServerConfig) -> ZabbyServer:
+def open_server(config: zoo_config.ServerConfig, descriptors: Descriptors | None = None) -> ZabbyServer:
     """Recover the newest valid snapshot plus the log after it; return a ready server."""
     started = time.perf_counter()
     storage = Storage(config)
@@ -45,7 +47,7 @@ def open_server(config: zoo_config.ServerConfig) -> ZabbyServer:
         gc.freeze()  # and out of the way of every full collection from now on
         gc.enable()
     tree = recovered.tree
-    server = ZabbyServer(config, storage, recovered)
+    server = ZabbyServer(config, storage, recovered, descriptors)
     _set_quota_policy(server)
     server.stats.startup_load_ms = (time.perf_counter() - started) * 1000
     loaded = storage.datadir.recovered
@@ -81,6 +83,7 @@ async def serve_clients(
     listeners = await trio.open_tcp_listeners(port, host=host, backlog=1024)
     port = listeners[0].socket.getsockname()[1]
     per_ip: Counter[str] = Counter()
+    held = [0]  # connections on this port (maxCnxns)
 
     async def admit(stream: trio.SocketStream) -> None:
         try:
@@ -88,16 +91,18 @@ async def serve_clients(
         except OSError:  # reset before we looked (ENOTCONN): nobody to serve
             await stream.aclose()
             return
-        limit = config.client_connections_per_ip_max
-        if limit and per_ip[address[0]] >= limit:
+        refusal = _client_refusal(config, per_ip[address[0]], held[0], address[0])
+        if refusal is not None:
             server.stats.connection_rejected += 1
-            server.warn_rate_limited("per-ip", f"too many connections from {address[0]} - max is {limit} (maxClientCnxns); refusing")
+            server.warn_rate_limited("per-ip" if "maxClientCnxns" in refusal else "max-cnxns", refusal)
             await stream.aclose()
             return
         per_ip[address[0]] += 1
+        held[0] += 1
         try:
             await serve_connection(server, stream, address, context)
         finally:
+            held[0] -= 1
             per_ip[address[0]] -= 1
             if not per_ip[address[0]]:
                 del per_ip[address[0]]
@@ -106,9 +111,25 @@ async def serve_clients(
         # everything from accept() on, the peer's address included, ends this connection only
         await contained("a client connection", CONN_LOGGER, admit, stream)
 
+    def refused() -> None:
+        server.stats.connection_rejected += 1
+        server.warn_rate_limited("descriptors", f"refusing a client connection: the {server.descriptors.capacity} descriptors "
+                                                f"connections may hold are held (RLIMIT_NOFILE less descriptorReserve)")  # fmt: skip
+
     LOGGER.info("serving clients on %s:%d%s", host, port, " (TLS)" if context else "")
     task_status.started(port)
-    await trio.serve_listeners(handle, listeners)
+    await serve_listeners(handle, listeners, descriptors=server.descriptors, refused=refused)
+
+
+def _client_refusal(config: zoo_config.ServerConfig, from_ip: int, on_port: int, ip: str) -> str | None:
+    """Why a new client connection is refused, if it is: maxClientCnxns from its IP, maxCnxns
+    on its port."""
+    limit = config.client_connections_per_ip_max
+    if limit and from_ip >= limit:
+        return f"too many connections from {ip} - max is {limit} (maxClientCnxns); refusing"
+    if config.client_connections_max and on_port >= config.client_connections_max:
+        return f"too many connections on this port - max is {config.client_connections_max} (maxCnxns); refusing {ip}"
+    return None
 
 
 async def serve_connection(server: ZabbyServer, stream: trio.SocketStream, address: tuple[str, int], context: ssl.SSLContext | None) -> None:
@@ -142,8 +163,8 @@ async def serve(server: ZabbyServer, *, task_status: trio.TaskStatus[int] = trio
         task_status.started(ports[-1])  # the plaintext port when there is one
 
 
-async def _run(config: zoo_config.ServerConfig) -> None:
-    server = open_server(config)
+async def _run(config: zoo_config.ServerConfig, descriptors: Descriptors) -> None:
+    server = open_server(config, descriptors)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(serve, server)
@@ -188,10 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         config = zoo_config.load(args.config)
         zoo_config.check_membership_writable(config)
         check_tls(config)
-    except (zoo_config.ConfigError, tls.TlsSetupError, logsetup.LogConfigError) as exc:
+        descriptors = Descriptors.for_server(config)
+    except (zoo_config.ConfigError, tls.TlsSetupError, logsetup.LogConfigError, DescriptorLimitError) as exc:
         print(f"zabby-server: {exc}", file=sys.stderr)
         return 2
-    trio.run(_run, config)
+    trio.run(_run, config, descriptors)
     return 0
 
 

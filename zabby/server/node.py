@@ -53,13 +53,16 @@ from zabby.engine.storage import Storage
 from zabby.server.budget import ClientMemory
 from zabby.server.disk import DiskWorker, fail_stop
 from zabby.server.ratelog import RateLimitedLogs
+from zabby.server.descriptors import Descriptors
 from zabby.server.forks import DigestChild, DiskImage, ForkFreezer
 from zabby.server.gate import InputGate
 from zabby.server.guard import contained
 from zabby.server.kernel_sync import KernelSync, SubmitRefused
 from zabby.server.session import ClientSession
+from zabby.server.sources import source_of
+from zabby.server.throttle import GuessThrottle
 from zabby.server.stats import ServerStats
-from zabby.server.transport import Transport, member_frame_bytes_max
+from zabby.server.transport import Transport
 from zabby.storage import faults
 from zabby.storage.datadir import DataDir, RecoveryError
 from zabby.storage.epochs import CorruptEpochError
@@ -106,9 +109,11 @@ class SystemClock:
 class ZabbyServer:
     """One server process: its engine, peer links, disk thread and client connections."""
 
-    def __init__(self, config: ServerConfig, storage: Storage, recovered: Recovered) -> None:
-        """``recovered``: what ``storage.recover`` gave, with ``config.membership``."""
+    def __init__(self, config: ServerConfig, storage: Storage, recovered: Recovered, descriptors: Descriptors | None = None) -> None:
+        """``recovered``: what ``storage.recover`` gave, with ``config.membership``;
+        ``descriptors``: what connections may hold (default: this process's, now)."""
         self.config = config
+        self.descriptors = descriptors or Descriptors.for_server(config)
         self.storage = storage
         self.stats = ServerStats()
         self.disk = DiskWorker()
@@ -125,13 +130,15 @@ class ZabbyServer:
         self.client_memory = ClientMemory(config.client_memory_budget_bytes, config.connection_memory_bytes_max,
                                           config.jute_buffer_bytes_max + FRAME_HEADROOM_BYTES)  # fmt: skip
         self.client_logs = RateLimitedLogs(CONN_LOGGER, CLIENT_LOG_INTERVAL_S)  # refusals and closes a flood repeats
+        self.guesses = GuessThrottle()  # SASL responses, by client host
+        self.heavy_lane = trio.Lock()  # large requests are taken one at a time (client_conn.HEAVY_FRAME_BYTES)
         self.transport: Transport | None = None
         self.input_gate = InputGate()  # what peers queue in the engine while it awaits an effect
         if config.peers:  # peer links' unread input counts in the same budget as the clients'
             self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
-                                       config.quorum_tls, frame_bytes_max=member_frame_bytes_max(config.jute_buffer_bytes_max),
+                                       config.quorum_tls,
                                        memory=self.client_memory, warn=self.warn_rate_limited, auth=config.quorum_auth,
-                                       gate=self.input_gate)  # fmt: skip
+                                       gate=self.input_gate, limits=config.peer_links)  # fmt: skip
         self._fsync_recent_s = 0.0  # a moving average of fsync times
         self._sync_wanted = trio.Event()  # an Append asked the background sync for more
         self._sync_idle = trio.Event()  # no background sync running or wanted
@@ -237,6 +244,11 @@ class ZabbyServer:
     def wake_when_unthrottled(self, connection: Any) -> None:
         self._throttled_connections.add(connection)
 
+    def secret_attempt(self, source: str) -> bool:
+        """Whether ``source`` (a client's address) may try a secret now: a SASL response, the
+        admin port's HTTP Basic credentials (an IPv6 /64 counts as one source)."""
+        return self.guesses.attempt(source_of(source), time.monotonic())
+
     def warn_rate_limited(self, kind: str, message: str) -> None:
         self.client_logs.warning(kind, message)
 
@@ -332,11 +344,12 @@ class ZabbyServer:
         if self._running_effects or self._awaited is not None:
             return  # the loop on the stack, or the peer task after its effect, takes this input too
         self._running_effects = True
+        self.engine.begin_turn()
         try:
             self._run_until_awaited()
         finally:
             self._running_effects = False
-        if self._awaited is not None:
+        if self._awaited is not None or self.engine.has_work():  # the peer task: after the others had their turn
             self._wake.set()
         if not self.engine.inputs_queued:
             self.input_gate.drained()

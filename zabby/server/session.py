@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Sequence, Hashable
 from typing import Any, Protocol
 
 from zabby.config import ServerConfig
@@ -49,6 +49,9 @@ XID_MAX = 2**31 - 1  # a jute int: every client's xid counter stays below it
 # learns of the failure after it said CONNECTED (its start() then raises AuthFailedError, not
 # a time-out: a race a fast server loses otherwise).
 AUTH_FAILURE_DELAY_S = 0.2
+REQUEST_OP_BYTES = 600  # what each op of a multi held in flight costs beside its bytes: its lists, its txn, its pending records
+ZXID_WAIT_BYTES = 400  # a waitForZxid the server holds: its slot, its wait, its place in two heaps
+AUTH_ID_BYTES = 160  # what a proved id costs beside its text: its tuple, strings and list slot
 SPECIAL_XIDS = frozenset({XID_PING, XID_AUTH, XID_SET_WATCHES})  # repeat by design; never a write's
 _MULTI_OPS = (OpCode.MULTI, OpCode.MULTI_READ)
 
@@ -126,6 +129,11 @@ class SessionHost(Protocol):
         """The connection ended: forget the sink and its watches."""
         ...
 
+    def secret_attempt(self, source: str) -> bool:
+        """Whether ``source`` may try a secret now (``zabby.server.throttle``): False, refuse
+        it without looking at it."""
+        ...
+
     def warn_rate_limited(self, kind: str, message: str) -> None:
         """Log a warning that a flood of clients could repeat (at most one line a second per kind)."""
         ...
@@ -155,17 +163,34 @@ class SessionOutput(Protocol):
         """Close once what is queued is sent, ``delay_s`` after the last of it was queued."""
         ...
 
+    def hold_state(self, delta: int) -> None:
+        """The session's state on this server (its ids, watches, zxid waits) holds ``delta``
+        bytes more (or fewer): charged to the client memory budget, never a reason to stop
+        reading (it does not drain as replies do)."""
+        ...
+
     def requests_answered(self) -> None:
         """Requests left the session's queue (``in_flight`` and ``request_bytes`` fell)."""
         ...
 
 
 class _Slot:
-    __slots__ = ("xid", "op", "args", "reply", "started", "write", "size")
+    __slots__ = ("xid", "op", "args", "reply", "started", "write", "size", "ops")
 
     def __init__(self, xid: int, op: int, args: list[Any], started: float, write: bool, size: int = 0) -> None:
+        self.ops = ops_of(op, args)  # what it weighs in flight
+        # what it holds: its frame, and what its ops became once decoded and prepared
+        size += (self.ops - 1) * REQUEST_OP_BYTES if self.ops > 1 else 0
         self.xid, self.op, self.args, self.started, self.write, self.size = xid, op, args, started, write, size
         self.reply: list[Any] | None = None  # the reply's values, encoded when sent
+
+
+def ops_of(op: int, args: Sequence[Any]) -> int:
+    """What a request weighs among the requests in flight: a multi or multiRead its ops (a
+    multi of 5,000 setData is 5,000 writes' work, applied in one go), any other one."""
+    if op in _MULTI_OPS and args and isinstance(args[0], (list, tuple)):
+        return max(1, len(args[0]))
+    return 1
 
 
 class ClientSession:
@@ -192,6 +217,8 @@ class ClientSession:
         self.latency = LatencyStat()
         self._caller = Caller(0, self.auth_ids)
         self._slots: deque[_Slot] = deque()
+        self._slot_ops = 0  # the ops of the requests in ``_slots`` (``ops_of``)
+        self._state_delta = 0  # watch bytes added or gone, not charged yet (``hold_state``)
         self.request_bytes = 0  # the frames of the requests in ``_slots``, held until answered
         self._broken = False  # it broke the protocol: it is closed once what it asked before is answered
         self._close_after_reply = False  # the next read's reply is the last (a failed auth)
@@ -277,11 +304,21 @@ class ClientSession:
 
     @property
     def in_flight(self) -> int:
-        """Requests taken and not yet answered (writes, and the reads queued behind them)."""
-        return len(self._slots)
+        """Requests taken and not yet answered (writes, and the reads queued behind them),
+        each weighing its ops (``ops_of``)."""
+        return self._slot_ops
+
+    def _hold(self, slot: _Slot) -> None:
+        self._slots.append(slot)
+        self._slot_ops += slot.ops
 
     def handle(self, request: list[Any], size: int = 0) -> None:
         """One decoded request, ``[xid, op, *args]``, in arrival order; ``size``: its frame's bytes."""
+        self._handle(request, size)
+        if self._state_delta:
+            self._settle_state()
+
+    def _handle(self, request: list[Any], size: int) -> None:
         if self._broken:
             return
         started = time.perf_counter()
@@ -310,7 +347,7 @@ class ClientSession:
             self._wait_for_zxid(xid, args, started)
         elif op in READ_HANDLERS or op in self._handlers:
             if self._slots:
-                self._slots.append(_Slot(xid, op, args, started, False))
+                self._hold(_Slot(xid, op, args, started, False))
             else:
                 self._answer_read(xid, op, args, started)
         else:
@@ -363,7 +400,7 @@ class ClientSession:
         if self._slots:
             slot = _Slot(xid, 0, [], started, True)
             slot.reply = values
-            self._slots.append(slot)
+            self._hold(slot)
         else:
             self._send(values)
 
@@ -420,8 +457,8 @@ class ClientSession:
             slot.reply = [xid, self.host.last_zxid, int(exc.code), str(exc)]
         except (TypeError, ValueError) as exc:
             slot.reply = [xid, self.host.last_zxid, int(Err.BADARGUMENTS), f"bad arguments: {exc}"]
-        self._slots.append(slot)
-        self.request_bytes += size
+        self._hold(slot)
+        self.request_bytes += slot.size
         if slot.reply is not None:
             self._flush_slots()
 
@@ -442,7 +479,7 @@ class ClientSession:
             self.host.client_sync(self.session_id, xid, done)
         except ZabbyError as exc:
             slot.reply = [xid, self.host.last_zxid, int(exc.code), str(exc)]
-        self._slots.append(slot)
+        self._hold(slot)
         if slot.reply is not None:
             self._flush_slots()
 
@@ -457,8 +494,11 @@ class ClientSession:
         zxid, timeout_ms = args
         slot = _Slot(xid, OpCode.WAIT_FOR_ZXID, args, started, True)
         self.last_op = OpCode.WAIT_FOR_ZXID
+        waiting = False  # it is in the server's waits, charged to this connection
 
         def done(applied: bool) -> None:
+            if waiting:
+                self.output.hold_state(-ZXID_WAIT_BYTES)
             last_zxid = self.host.last_zxid
             if applied:
                 slot.reply = [xid, last_zxid, 0, last_zxid]
@@ -468,9 +508,12 @@ class ClientSession:
             self._finish(started, False)
             self._flush_slots()
 
-        self._slots.append(slot)
+        self._hold(slot)
         try:
             self.host.wait_for_zxid(self, zxid, timeout_ms, done)
+            if slot.reply is None:  # not answered at once: it waits
+                waiting = True
+                self.output.hold_state(ZXID_WAIT_BYTES)
         except ZabbyError as exc:
             slot.reply = [xid, self.host.last_zxid, int(exc.code), str(exc)]
             self._flush_slots()
@@ -487,8 +530,11 @@ class ClientSession:
             else:
                 self._answer_read(head.xid, head.op, head.args, head.started)
             slots.popleft()
+            self._slot_ops -= head.ops
             self.request_bytes -= head.size
             answered = True
+        if self._state_delta:  # reads answered in their turn add watches too
+            self._settle_state()
         if answered:
             self.output.requests_answered()
             if self._broken and not slots:
@@ -496,10 +542,22 @@ class ClientSession:
 
     # ----------------------------------------------------------------- the sink the engine holds
     def send_event(self, event_type: int, path: str, zxid: int) -> None:
+        if self._state_delta:  # the one-shot watch that fired for it went
+            self._settle_state()
         self._send([XID_NOTIFICATION, zxid, 0, int(event_type), int(KeeperState.SYNC_CONNECTED), path])
 
     def close_after_flush(self) -> None:
         self.output.close_after_flush()
+
+    def hold_state(self, delta: int) -> None:
+        """A watch of this session's was added (or went): charged to its connection once the
+        request (or the event) that did it is done (``_settle_state``), in one sum: a
+        setWatches of 20,000 paths is one charge, not 20,000."""
+        self._state_delta += delta
+
+    def _settle_state(self) -> None:
+        delta, self._state_delta = self._state_delta, 0
+        self.output.hold_state(delta)
 
     # ----------------------------------------------------------------- session-level ops
     def _auth(self, args: list[Any]) -> list[Any]:
@@ -516,12 +574,31 @@ class ClientSession:
             self.host.stats.auth_failed_count += 1
             self._close_after_reply = True  # ZooKeeper answers AUTHFAILED, then closes
             raise
-        if auth_id not in self.auth_ids:
-            self.auth_ids.append(auth_id)
-        if self.host.config.super_digest and auth_id[1] == self.host.config.super_digest:
+        if self._prove(auth_id) and self.host.config.super_digest and auth_id[1] == self.host.config.super_digest:
             self.superuser = True
-        self._caller = Caller(self.session_id, self.auth_ids, self.superuser)
+            self._caller = Caller(self.session_id, self.auth_ids, self.superuser)
         return []
+
+    def _prove(self, auth_id: acls.AuthId) -> bool:
+        """Add an id the session proved; False if it held it already.  At most ``maxAuthIds``
+        (beside its ip): past them the request is refused as a failed auth (AUTHFAILED, then
+        the connection closes), so no session makes every ``auth`` ACL it sets, nor every
+        check of its requests, as long as it likes.  Each id's bytes are charged to the budget.
+
+        Raises:
+            ZabbyError: AUTHFAILED at the bound.
+        """
+        if auth_id in self.auth_ids:
+            return False
+        limit = self.host.config.auth_ids_max
+        if len(self.auth_ids) > limit:  # the ip id is not counted
+            self.host.stats.auth_failed_count += 1
+            self._close_after_reply = True
+            raise ZabbyError(Err.AUTHFAILED, f"a session proves at most {limit} ids (maxAuthIds)")
+        self.auth_ids.append(auth_id)
+        self.output.hold_state(AUTH_ID_BYTES + len(auth_id[1]))
+        self._caller = Caller(self.session_id, self.auth_ids, self.superuser)
+        return True
 
     def _add_watch(self, args: list[Any]) -> list[Any]:
         """addWatch; with a third argument, ``since_zxid`` (zabby's msgpack extension), the
@@ -548,6 +625,9 @@ class ClientSession:
                 raise SaslFailure(f"a SASL request carries one token (bytes), not {_type_names(*args)}")
             if self._sasl_exchange is None:
                 self._sasl_exchange = DigestMd5Server(users)
+            elif self._sasl_exchange.challenged and not self.host.secret_attempt(self.address[0]):
+                self.host.stats.auth_throttled_count += 1
+                raise SaslFailure(f"too many attempts from {self.address[0]}: at most a few a second from one address (unread)")
             token = self._sasl_exchange.step(args[0])
         except SaslFailure as exc:
             self.host.stats.auth_failed_count += 1
@@ -557,10 +637,8 @@ class ClientSession:
             code = Err.SESSIONCLOSEDREQUIRESASLAUTH if "sasl" in self.host.config.enforce_auth_schemes else Err.AUTHFAILED
             raise ZabbyError(code, f"SASL authentication failed: {exc}") from None
         user = self._sasl_exchange.user
-        if user is not None and ("sasl", user) not in self.auth_ids:
-            self.auth_ids.append(("sasl", user))
-            if user == self.host.config.sasl_super_user:
-                self.superuser = True
+        if user is not None and self._prove(("sasl", user)) and user == self.host.config.sasl_super_user:
+            self.superuser = True
             self._caller = Caller(self.session_id, self.auth_ids, self.superuser)
         return [token]
 

@@ -12,6 +12,7 @@ the explicit hook of the two commands that change state, crst and srst.
 from __future__ import annotations
 
 import enum
+import itertools
 import os
 import resource
 import time
@@ -27,6 +28,7 @@ from zabby.server.stats import Counters, LatencyFigures, ServerStats
 from zabby.tree.quota import QuotaFigures, figures
 
 if TYPE_CHECKING:
+    from zabby.server.descriptors import Descriptors
     from zabby.storage.datadir import DataDir
     from zabby.tree.datatree import DataTree
     from zabby.tree.sessions import SessionTracker
@@ -67,8 +69,18 @@ class ConnectionStatistics:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WatchTables:
-    by_watcher: tuple[tuple[int, tuple[str, ...]], ...]  # (session id, paths) per watching connection
-    by_path: tuple[tuple[str, tuple[int, ...]], ...]  # (path, session id of each watcher)
+    """The watches, listed up to ``watchListMax`` of them (the listings cost what they list),
+    and counted in all."""
+
+    by_watcher: tuple[tuple[int, tuple[str, ...]], ...]  # (session id, paths) per watching connection, of those listed
+    by_path: tuple[tuple[str, tuple[int, ...]], ...]  # (path, session id of each watcher), of those listed
+    listed: int  # watches listed: at most watchListMax
+    connections: int  # sessions that hold a watch, all of them
+    paths: int  # paths watched, all of them
+
+    def cut(self, total: int) -> dict[str, int] | None:
+        """What a listing says when it shows fewer than the ``total`` watches (None if all)."""
+        return {"listed": self.listed, "total": total} if self.listed < total else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,8 +182,12 @@ class Monitored(Protocol):
     def current_epoch(self) -> int: ...
     @property
     def space_low(self) -> bool: ...
+    @property
+    def descriptors(self) -> Descriptors: ...
     def learner_counts(self) -> dict[str, int]: ...
     def learner_acked(self) -> tuple[tuple[int, int], ...]: ...
+    def warn_rate_limited(self, kind: str, message: str) -> None: ...
+    def secret_attempt(self, source: str) -> bool: ...
 
 
 def snapshot(server: Monitored, parts: Part = Part.NONE) -> ServerStatistics:
@@ -196,7 +212,7 @@ def snapshot(server: Monitored, parts: Part = Part.NONE) -> ServerStatistics:
         learner_counts=tuple(server.learner_counts().items()),
         proposal_sizes=server.last_proposal_bytes if server.is_leader else None,
         connections=tuple(c.statistics() for c in server.connections) if Part.CONNECTIONS in parts else None,
-        watches=_watch_tables(server.watches) if Part.WATCHES in parts else None,
+        watches=_watch_tables(server.watches, server.config.watch_list_max) if Part.WATCHES in parts else None,
         sessions=_session_tables(server) if Part.SESSIONS in parts else None,
         disk_bytes=(server.datadir.data_dir_bytes(), server.datadir.log_dir_bytes()) if Part.DISK in parts else None,
         file_descriptors=_file_descriptors() if Part.PROCESS in parts else None,
@@ -228,12 +244,30 @@ def _session_id(watcher: Hashable) -> int:
     return cast(ClientSink, watcher).session_id  # the watchers are the engine's client sinks
 
 
-def _watch_tables(watches: WatchManager) -> WatchTables:
-    by_watcher = watches.paths_by_watcher()
-    by_path = watches.watchers_by_path()
+def _watch_tables(watches: WatchManager, listed_max: int) -> WatchTables:
+    """The first ``listed_max`` (path, watcher) pairs of the tables, both ways, and the counts
+    of watchers and paths over all of them (set unions, done in C: about 0.15 s for 640,000
+    watches, where building the whole listing took 2 s and more)."""
+    tables = (watches.data, watches.child, watches.persistent, watches.recursive)
+    by_path: dict[str, set[Hashable]] = {}
+    listed = 0
+    for table in tables:
+        for path, watchers in table.items():
+            if listed >= listed_max:
+                break
+            taken = set(itertools.islice(watchers, listed_max - listed))
+            by_path.setdefault(path, set()).update(taken)
+            listed += len(taken)
+    by_watcher: dict[Hashable, list[str]] = {}
+    for path, watchers in by_path.items():
+        for watcher in watchers:
+            by_watcher.setdefault(watcher, []).append(path)
     return WatchTables(
         by_watcher=tuple((_session_id(w), tuple(paths)) for w, paths in by_watcher.items()),
-        by_path=tuple((path, tuple(_session_id(w) for w in watchers)) for path, watchers in by_path.items()),
+        by_path=tuple((path, tuple(_session_id(w) for w in ws)) for path, ws in by_path.items()),
+        listed=listed,
+        connections=len(set().union(*(watchers for table in tables for watchers in table.values()))),
+        paths=len(set().union(*tables)),
     )
 
 

@@ -111,6 +111,7 @@ class ServerStats:
     connection_rejected: int = 0
     connection_drop_count: int = 0
     auth_failed_count: int = 0
+    auth_throttled_count: int = 0  # attempts at a secret refused unread: their source tried too often (zabby)
     large_requests_rejected: int = 0
     ttl_node_deleted_count: int = 0
     last_client_response_size: int = -1  # bytes of the last reply or watch event, length prefix excluded (-1: none yet)
@@ -178,6 +179,7 @@ class Counters:
     connection_rejected: int
     connection_drop_count: int
     auth_failed_count: int
+    auth_throttled_count: int
     large_requests_rejected: int
     ttl_node_deleted_count: int
     last_client_response_size: int

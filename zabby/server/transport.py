@@ -37,24 +37,29 @@ import msgpack
 import trio
 
 from zabby import tls
-from zabby.config import PeerAddress, QuorumAuth, TlsConfig
+from zabby.config import PeerAddress, PeerLinkLimits, QuorumAuth, TlsConfig
 from zabby.core.messages import Inform, Message, Notification, Proposal, decode, encode
 from zabby.errors import RemoteProtocolError
 from zabby.server.guard import contained
 from zabby.server import peer_auth
 from zabby.server.budget import ClientMemory
 from zabby.server.gate import InputGate
+from zabby.server.listeners import serve_listeners
+from zabby.server.peer_slots import Slot, UnidentifiedSlots
 from zabby.server.ratelog import RateLimitedLog
 from zabby.server.sockets import receiver
+from zabby.tree.txns import RECORD_BYTES_MAX
 from zabby.wire.framing import FrameDecoder, encode_frame
 
 LOGGER = logging.getLogger("zabby.server.transport")
 
 QUEUE_BYTES_MAX = 256 * 2**20
-FRAMES_OF_MAX_TXNS = 64  # a member's frame: a batch of up to this many jute.maxbuffer txns (and a SNAP chunk: forks)
+# The largest frame a member may send, the same on every server whatever its settings: a txn
+# is at most maxTxnBytes (a quarter of it), a larger Proposal is split before it is sent, and
+# a SNAP chunk is cut by bytes (forks).
+MEMBER_FRAME_BYTES_MAX = RECORD_BYTES_MAX
 HELLO_BYTES_MAX = 4096  # before a peer has said who it is
 STRANGER_FRAME_BYTES_MAX = 64 * 1024  # a learner no membership names sends FOLLOWERINFO, ACKs and pings
-UNIDENTIFIED_LINKS_MAX = 32  # connections at once that have not said who they are
 STRANGER_LINKS_MAX = 16  # links at once from servers no membership names
 PEER_READ_BYTES = 1 << 20  # at most one read of a peer link
 LINK_LIVE_S = 5.0
@@ -71,25 +76,8 @@ def kind_of(message: Message) -> str:
     return ELECTION if isinstance(message, Notification) else QUORUM
 
 
-def member_frame_bytes_max(jute_buffer_bytes_max: int) -> int:
-    """The largest frame a member may send: ``FRAMES_OF_MAX_TXNS`` txns of jute.maxbuffer (a
-    larger Proposal is split before it is sent, a SNAP chunk is cut by bytes)."""
-    return FRAMES_OF_MAX_TXNS * (jute_buffer_bytes_max + 1024)
-
-
 class PeerAuthError(Exception):
     """A peer link that did not authenticate where it must (``quorum.auth``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Hello:
-    """What a new link's hello said: the id it claims, its nonce and proof (with
-    ``quorum.auth``), and the bytes that came after it."""
-
-    sid: int
-    nonce: bytes | None
-    mac: bytes | None
-    after: bytes
 
 
 class _PeerInput:
@@ -189,9 +177,9 @@ class _Outgoing:
 
 class Transport:
     def __init__(self, sid: int, peers: dict[int, PeerAddress], deliver: Deliver, link_down: LinkDown, quorum_tls: TlsConfig | None = None,
-                 *, frame_bytes_max: int = member_frame_bytes_max(0xFFFFF), memory: ClientMemory | None = None,
+                 *, frame_bytes_max: int = MEMBER_FRAME_BYTES_MAX, memory: ClientMemory | None = None,
                  warn: Callable[[str, str], None] | None = None, auth: QuorumAuth | None = None,
-                 gate: InputGate | None = None) -> None:  # fmt: skip
+                 gate: InputGate | None = None, limits: PeerLinkLimits = PeerLinkLimits()) -> None:  # fmt: skip
         self.sid = sid
         self.gate = gate  # bounds what each link queues in the engine while it is busy
         self.peers = peers
@@ -200,10 +188,9 @@ class Transport:
         self.memory = memory
         self.auth = auth
         self.warn = warn or (lambda kind, message: LOGGER.warning("%s", message))
-        self._unidentified = 0  # connections that have not said who they are yet
+        self._unidentified = UnidentifiedSlots(limits, self._member_hosts)  # connections that have not said who they are yet
         self._strangers = 0  # links from servers no membership names
         self._last_heard: dict[tuple[int, str], float] = {}  # when each incoming link last delivered
-        self._hellos: dict[int, PeerAddress] = {}  # the addresses the latest hellos gave
         self.deliver = deliver
         self.link_down = link_down
         self._outgoing: dict[tuple[int, str], _Outgoing] = {}
@@ -225,7 +212,7 @@ class Transport:
                 if self._accept_context is not None:
                     listeners = [trio.SSLListener(listener, self._accept_context) for listener in listeners]
                 handler = self._incoming_handler(kind)
-                nursery.start_soon(trio.serve_listeners, partial(contained, f"a link from a peer ({kind})", LOGGER, handler), listeners)
+                nursery.start_soon(serve_listeners, partial(contained, f"a link from a peer ({kind})", LOGGER, handler), listeners)
             task_status.started()
 
     def add_peers(self, members: Iterable[PeerAddress]) -> None:
@@ -234,6 +221,10 @@ class Transport:
             if member.sid != self.sid and member.host:
                 self.peers[member.sid] = member
                 self.members.add(member.sid)
+        self._unidentified.forget_hosts()
+
+    def _member_hosts(self) -> list[str]:
+        return [self.peers[sid].host for sid in self.members if sid in self.peers and self.peers[sid].host]
 
     # ----------------------------------------------------------------- sending
     def send(self, sid: int, message: Message) -> None:
@@ -473,27 +464,26 @@ class Transport:
             sid = None
             stranger = False
             peer_input: _PeerInput | None = None
+            address = peer_host(stream)
             try:
                 async with stream:
-                    if self._unidentified >= UNIDENTIFIED_LINKS_MAX:
-                        self.warn("peer-unidentified", f"refusing a {kind} link: {UNIDENTIFIED_LINKS_MAX} others have not said who they are yet")
+                    slot = await self._unidentified.take(address)
+                    if not isinstance(slot, Slot):
+                        self.warn("peer-unidentified", f"refusing a {kind} link from {address}: {slot} that have not said who they are yet")
                         return
-                    self._unidentified += 1
                     try:
-                        if isinstance(stream, trio.SSLStream) and not await self._accept_handshake(stream, kind):
-                            return
-                        nonce_b = await self._challenge(stream)
-                        hello = await self._hello(stream)
-                        if hello is None or not await self._admit(hello, kind, stream, nonce_b):
-                            return
-                        sid, after_hello = hello.sid, hello.after
+                        heard = await self._identify(stream, kind)
                     finally:
-                        self._unidentified -= 1
+                        slot.release()
+                    if heard is None:
+                        return
+                    hello, after_hello = heard
+                    sid = hello.sid
                     stranger = sid not in self.members
                     self._strangers += stranger
                     if stranger and sid not in self.peers:  # it may sync as a non-voting learner: reach it where it says
-                        LOGGER.info("link from server %d at %s, which is not in our configuration", sid, self._hellos[sid].host)
-                        self.peers[sid] = self._hellos[sid]
+                        LOGGER.info("link from server %d at %s, which is not in our configuration", sid, hello.address.host)
+                        self.peers[sid] = hello.address
                     decoder = FrameDecoder(STRANGER_FRAME_BYTES_MAX if stranger else self.frame_bytes_max)
                     early_frames = decoder.receive_data(after_hello)
                     old = self._incoming.get((sid, kind))
@@ -506,7 +496,7 @@ class Transport:
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 pass
             except RemoteProtocolError as exc:
-                self.warn("peer-protocol", f"closing link from server {sid} ({kind}): {exc}")
+                self.warn("peer-protocol", f"closing a {kind} link from {address if sid is None else f'server {sid}'}: {exc}")
             finally:
                 if peer_input is not None:
                     peer_input.release()
@@ -520,6 +510,17 @@ class Transport:
 
         return handle
 
+    async def _identify(self, stream: trio.abc.Stream, kind: str) -> tuple[peer_auth.Hello, bytes] | None:
+        """The TLS handshake, the challenge and the hello of a new link: its hello and what
+        came after it if it is admitted (``_admit``), else None."""
+        if isinstance(stream, trio.SSLStream) and not await self._accept_handshake(stream, kind):
+            return None
+        nonce_b = await self._challenge(stream)
+        heard = await self._hello(stream)
+        if heard is None or not await self._admit(heard[0], kind, stream, nonce_b):
+            return None
+        return heard
+
     async def _challenge(self, stream: trio.abc.Stream) -> bytes | None:
         """With ``quorum.auth``: the nonce of the challenge sent to a new link."""
         if self.auth is None:
@@ -528,7 +529,7 @@ class Transport:
         await stream.send_all(encode_frame(peer_auth.challenge_payload(nonce)))
         return nonce
 
-    async def _admit(self, hello: Hello, kind: str, stream: trio.abc.Stream, nonce_b: bytes | None) -> bool:
+    async def _admit(self, hello: peer_auth.Hello, kind: str, stream: trio.abc.Stream, nonce_b: bytes | None) -> bool:
         """Whether a link that says it is from server ``hello.sid`` is taken (one log line if
         not): with ``quorum.auth``, only one whose hello proves the secret (or, while it is not
         required, none at all), and it is sent our proof; never our own id; a member's only
@@ -541,7 +542,7 @@ class Transport:
         if sid == self.sid:
             self.warn("peer-refused", f"refusing a {kind} link that claims our own id {sid}")
             return False
-        address = _peer_host(stream)
+        address = peer_host(stream)
         if sid in self.members:
             host = self.peers[sid].host if sid in self.peers else ""
             if host and address is not None and not await _same_host(host, address):
@@ -572,7 +573,7 @@ class Transport:
                 return False
         return False
 
-    async def _authenticated(self, hello: Hello, kind: str, stream: trio.abc.Stream, nonce_b: bytes | None) -> bool:
+    async def _authenticated(self, hello: peer_auth.Hello, kind: str, stream: trio.abc.Stream, nonce_b: bytes | None) -> bool:
         auth = self.auth
         if auth is None:
             return True
@@ -589,12 +590,13 @@ class Transport:
         await stream.send_all(encode_frame(peer_auth.proof_payload(proof)))
         return True
 
-    async def _hello(self, stream: trio.abc.Stream) -> Hello | None:
-        """The id a new link says it is from, and the bytes that came after its hello; None if
-        it said nothing in time.  Only the hello's own frame is read here, and it is small: what
+    async def _hello(self, stream: trio.abc.Stream) -> tuple[peer_auth.Hello, bytes] | None:
+        """What a new link says it is (``peer_auth.parse_hello``: every field checked before it
+        is used, nothing kept), and the bytes that came after its hello; None if it said
+        nothing in time.  Only the hello's own frame is read here, and it is small: what
         follows is read at the limit of who the peer turns out to be.
 
-        Raises: RemoteProtocolError for a hello that is too long or no hello."""
+        Raises: RemoteProtocolError for a hello that is too long or malformed."""
         buffer = bytearray()
         with trio.move_on_after(CONNECT_TIMEOUT_S):
             while len(buffer) < 4 or len(buffer) < 4 + int.from_bytes(buffer[:4], "big"):
@@ -605,15 +607,7 @@ class Transport:
                     return None
                 buffer += data
             length = int.from_bytes(buffer[:4], "big")
-            try:
-                fields = msgpack.unpackb(bytes(buffer[4 : 4 + length]))
-                sid, host, quorum_port, election_port, observer = fields[:5]
-                address = PeerAddress(int(sid), str(host), int(quorum_port), int(election_port), bool(observer))
-                nonce, mac = (bytes(fields[5]), bytes(fields[6])) if len(fields) == 7 else (None, None)
-            except (ValueError, TypeError, IndexError, msgpack.UnpackException) as exc:
-                raise RemoteProtocolError(f"bad hello frame from a peer: {exc}") from None
-            self._hellos[address.sid] = address
-            return Hello(address.sid, nonce, mac, bytes(buffer[4 + length :]))
+            return peer_auth.parse_hello(bytes(buffer[4 : 4 + length])), bytes(buffer[4 + length :])
         return None
 
     async def _receive_loop(self, sid: int, kind: str, stream: trio.abc.Stream, decoder: FrameDecoder, peer_input: _PeerInput,
@@ -656,7 +650,7 @@ def _clear(out: _Outgoing) -> None:
     out.queued_bytes = 0
 
 
-def _peer_host(stream: trio.abc.Stream) -> str | None:
+def peer_host(stream: trio.abc.Stream) -> str | None:
     """The address a link comes from (None when the socket cannot say)."""
     socket_stream = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
     try:

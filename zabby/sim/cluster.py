@@ -159,7 +159,7 @@ def _configs(options: SimOptions) -> dict[int, tuple[ServerConfig, PeerConfig]]:
             data_dir=Path(f"/sim/{sid}"), data_log_dir=Path(f"/sim/{sid}"), tick_ms=4 * TICK_MS,
             session_timeout_ms_min=8 * TICK_MS, session_timeout_ms_max=400 * TICK_MS,
             snap_count=max(2, options.snapshot_every_txns), container_check_interval_ms=40 * TICK_MS,
-            log_reserve_bytes=options.log_reserve_bytes,
+            log_reserve_bytes=options.log_reserve_bytes, turn_ops_max=options.turn_ops_max,
             commit_log_count=options.commit_log_count, zxid_counter_last=options.zxid_counter_last,
             peers=addresses, server_id=sid,
             reconfig_enabled=options.reconfig_probability > 0, super_digest=SUPER_DIGEST,
@@ -325,7 +325,9 @@ class Cluster:
 
     # ----------------------------------------------------------------- the effect loop
     def drain(self, node: Node) -> None:
-        """Carry out the node's effects until its engine has nothing more to do."""
+        """Carry out the node's effects until its engine has nothing more to do, turn after
+        turn, as the server's driver does (its other tasks run between turns)."""
+        node.engine.begin_turn()
         for _ in range(EFFECTS_PER_DRAIN_MAX):
             if not node.alive or node.paused_until > self.now:
                 return
@@ -333,6 +335,9 @@ class Cluster:
             node.answer, node.error = None, None
             self._check_repairs(node)
             self._observe(node)
+            if effect is None and node.engine.has_work():
+                node.engine.begin_turn()
+                continue
             if effect is None:
                 self._check_settled(node)
                 return

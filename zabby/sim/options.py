@@ -56,6 +56,7 @@ class SimOptions:
     snapshot_ticks_max: int = 0  # a snapshot is written in the background for up to this many ticks (0: at once)
     log_segment_bytes_max: int = 1 << 20  # small: the log rolls often, and purging drops whole segments
     log_reserve_bytes: int = 0  # the log's space reserved ahead (preAllocSize)
+    turn_ops_max: int = 2_000  # ops a driver's turn applies before the engine leaves the rest to the next turn
     sync_in_background: bool = True  # how the driver syncs an Append: inline (durable at once), or often in the background (log_synced later)
     torn_writes: bool = False  # a crash may keep part of an unsynced write
     reordered_writes: bool = False  # a crash may keep an unsynced write and lose one made before it
@@ -150,7 +151,7 @@ def swarm(rng: random.Random, seed: int, reconfig_share: float = 0.0, forge_shar
     if rng.random() < STORAGE_SHARE:
         options = replace(options, torn_writes=rng.random() < 0.7, reordered_writes=rng.random() < 0.5,
                           disk_fault_probability=_maybe(rng, 0.7, 0.01), bit_flip_probability=_maybe(rng, 0.5, 0.05))  # fmt: skip
-    return options
+    return replace(options, turn_ops_max=rng.choice((2_000, 2_000, 1, 3)))  # last, as above; small: Readys finished over many turns
 
 
 def _reconfig_options(rng: random.Random, share: float) -> dict[str, Any]:

@@ -11,6 +11,10 @@ Failure policy (what the server does with these errors is in ``zabby.server``):
   write failed for any reason but a full disk.  The server stops (fail-stop).
 - ``DiskFull``: a write or a file creation found no space (ENOSPC, EDQUOT).  Nothing was
   written; the server refuses writes until space is freed and goes on.
+- ``OutOfDescriptors`` (a ``DiskFull``): a file creation found no descriptor free (EMFILE,
+  ENFILE).  The disk is sound: it is handled as a full disk, never as a failed one, and the
+  txn log puts a roll off rather than fail (``zabby.storage.txnlog``).  The server keeps
+  descriptors for its files (``zabby.server.descriptors``), so this is the last line.
 
 Every write and fsync passes ``faults.inject`` first, so tests can make them fail or slow.
 """
@@ -27,6 +31,7 @@ from zabby.storage.fs import CREATE_OR_TRUNCATE, OS_FS, FileSystem
 
 TMP_SUFFIX = ".tmp"
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+NO_DESCRIPTOR_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
 
 
 class DiskFailure(Exception):
@@ -37,10 +42,16 @@ class DiskFull(Exception):
     """No space for a write; nothing was written."""
 
 
+class OutOfDescriptors(DiskFull):
+    """No descriptor was free to create a file; nothing was written, and the disk is sound."""
+
+
 def disk_error(exc: OSError, what: str) -> DiskFull | DiskFailure:
     """The policy's name for an ``OSError`` from a write or a file creation."""
     if exc.errno in NO_SPACE_ERRNOS:
         return DiskFull(f"{what}: {exc}")
+    if exc.errno in NO_DESCRIPTOR_ERRNOS:
+        return OutOfDescriptors(f"{what}: {exc}")
     return DiskFailure(f"{what}: {exc}")
 
 

@@ -34,11 +34,15 @@ import msgpack
 
 from zabby.storage.files import TMP_SUFFIX, disk_error, fsync, fsync_dir, write_all
 from zabby.storage.fs import CREATE_OR_TRUNCATE, OS_FS, FileSystem
+from zabby.tree.txns import RECORD_BYTES_MAX
 
 MAGIC = b"ZBSN"
 TRAILER_MARKER = b"ZBSE"
 VERSION = 1
 CHUNK_BYTES = 2**20
+# A znode's record: its path, data and ACL, each at most a txn's (zabby.tree.txns.RECORD_BYTES_MAX
+# bounds it twice over), and a chunk being read; msgpack's default (100 MiB) is not tied to it.
+RECORD_BUFFER_BYTES = 2 * RECORD_BYTES_MAX + CHUNK_BYTES
 GROUP_RECORDS_FIRST = 16  # records taken and packed together: the first group, then sized to
 GROUP_RECORDS_MAX = 512  # about CHUNK_BYTES / 4 each, so that large znodes make small groups
 
@@ -226,7 +230,7 @@ def _crc_of_prefix(f: Any, end_bytes: int, path: Path) -> int:
 
 
 def _unpack_records(path: Path, end_bytes: int, count_expected: int, fs: FileSystem) -> Iterator[tuple[Any, ...]]:
-    unpacker = msgpack.Unpacker(raw=False, use_list=False)
+    unpacker = msgpack.Unpacker(raw=False, use_list=False, max_buffer_size=RECORD_BUFFER_BYTES)
     count = 0
     with fs.reader(path) as f:
         f.seek(_HEADER.size)

@@ -54,14 +54,14 @@ from typing import BinaryIO, NamedTuple
 
 from zabby.errors import InvariantError
 from zabby.storage.faults import inject
-from zabby.storage.files import NO_SPACE_ERRNOS, DiskFailure, DiskFull, disk_error, fsync, fsync_dir, write_all
+from zabby.storage.files import NO_SPACE_ERRNOS, DiskFailure, DiskFull, OutOfDescriptors, disk_error, fsync, fsync_dir, write_all
 from zabby.storage.fs import CREATE_NEW, CREATE_OR_TRUNCATE, OS_FS, READ_ONLY, WRITE_ONLY, FileSystem
+from zabby.tree.txns import RECORD_BYTES_MAX
 
 logger = logging.getLogger("zabby.storage")
 
 MAGIC = b"ZBLG"
 VERSION = 1
-PAYLOAD_BYTES_MAX = 256 * 2**20
 SEGMENT_BYTES_MAX_DEFAULT = 64 * 2**20
 
 _FILE_HEADER = struct.Struct(">4sI")
@@ -173,7 +173,7 @@ def _records(f: BinaryIO, offset: int, end_bytes: int, prev_zxid: int) -> Iterat
         if header == _ZERO_RECORD_HEADER:
             return
         length, crc, zxid = unpack(header)
-        if length > PAYLOAD_BYTES_MAX or length > end_bytes - offset - header_size:
+        if length > RECORD_BYTES_MAX or length > end_bytes - offset - header_size:
             rest = f.read(min(end_bytes - offset - header_size, FLIP_SEARCH_BYTES_MAX))
             raise _BadRecord(offset, f"record length {length} runs past the end of the file", damaged=_flipped(header, rest))
         payload = f.read(length)
@@ -291,6 +291,7 @@ class TxnLog:
         self._fd: int | None = None
         self._segment_bytes = 0
         self._roll_requested = False
+        self._roll_put_off = False  # a roll failed for want of a descriptor (logged once until one succeeds)
         self._file_unsynced = False
         self._dir_unsynced = False
         self._opened = False
@@ -422,6 +423,8 @@ class TxnLog:
         for zxid, payload in records:
             if zxid <= last_zxid:
                 raise InvariantError(f"txn log append: zxid 0x{zxid:x} after 0x{last_zxid:x}")
+            if len(payload) > RECORD_BYTES_MAX:  # prep keeps txns below it: the reader would refuse it
+                raise InvariantError(f"txn log append: a record of {len(payload)} bytes at zxid 0x{zxid:x}, over {RECORD_BYTES_MAX}")
             zxid_bytes = pack_zxid(zxid)
             parts += (pack_length_crc(len(payload), crc32(payload, crc32(zxid_bytes))), zxid_bytes, payload)
             last_zxid = zxid
@@ -459,14 +462,22 @@ class TxnLog:
         """Leave the current segment durable and create the next one (empty until written).
 
         When the new segment cannot get its reservation while the current one still has
-        room, the roll is put off (segments are a convenience of purging; the log is not):
-        False, and the batch goes on in the current segment (with no file header in it: the
-        simulator's full disk found one written there)."""
+        room, or no descriptor is free to create it, the roll is put off (segments are a
+        convenience of purging; the log is not): False, and the batch goes on in the current
+        segment (with no file header in it: the simulator's full disk found one written
+        there)."""
         path = self.log_dir / segment_name(first_zxid)
         try:
             fd = self.fs.open(path, CREATE_NEW)
         except OSError as exc:
-            raise disk_error(exc, f"create {path}") from exc
+            error = disk_error(exc, f"create {path}")
+            if isinstance(error, OutOfDescriptors) and self._fd is not None:
+                if not self._roll_put_off:
+                    logger.warning("txn log: the roll to a new segment is put off: %s", error)
+                self._roll_put_off = True
+                self._roll_requested = False  # until the next snapshot asks again
+                return False
+            raise error from exc
         if not self._reserve_new(fd, first_write_bytes) and self._fd is not None and not self._segment_full():
             self.fs.close(fd)
             self.fs.unlink(path)
@@ -479,6 +490,7 @@ class TxnLog:
             self._release_reservation()
             self.fs.close(self._fd)
         self._fd = fd
+        self._roll_put_off = False
         self._segments.append((first_zxid, path))
         self._segment_bytes = 0
         self._reserved_end = first_write_bytes + self.reserve_bytes if self.reserve_bytes else 0
@@ -544,7 +556,12 @@ class TxnLog:
             self._reserve()
         elif self.reserve_bytes:
             probe = self.log_dir / ".space-probe"
-            fd = self.fs.open(probe, CREATE_OR_TRUNCATE)
+            try:
+                fd = self.fs.open(probe, CREATE_OR_TRUNCATE)
+            except OSError as exc:
+                if exc.errno in NO_SPACE_ERRNOS:
+                    return False  # no room even for the probe: still low on space (seed 384)
+                raise
             try:
                 self._allocate(fd, 0, self.reserve_bytes)
             finally:

@@ -8,6 +8,7 @@ ids a session holds are ``(scheme, id)`` pairs: always ``("ip", client_address)`
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import ipaddress
 from typing import Any
@@ -43,6 +44,30 @@ def generate_digest(credential: str) -> str:
     return f"{credential.split(':', 1)[0]}:{base64.b64encode(raw).decode()}"
 
 
+_last_sized: list[Any] = [None, 0]  # the ACL sized last, and its size: znodes one after another share theirs
+
+
+def text_bytes(text: str) -> int:
+    """``text``'s UTF-8 length (its length, for the ASCII text of nearly every path and id)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def packed_text_bytes(text: str) -> int:
+    """What ``text`` packs to (msgpack): its UTF-8 bytes and their header."""
+    size = text_bytes(text)
+    return size + (1 if size < 32 else 2 if size < 256 else 3 if size < 65536 else 5)
+
+
+def acl_bytes(acl: tuple[ACL, ...]) -> int:
+    """What ``acl`` packs to (msgpack): what a txn, a snapshot record or a SNAP chunk is
+    charged for it."""
+    if acl is _last_sized[0]:
+        return int(_last_sized[1])
+    size = 5 + sum(1 + (1 if 0 <= perms < 128 else 5) + packed_text_bytes(scheme) + packed_text_bytes(ident) for perms, scheme, ident in acl)
+    _last_sized[0], _last_sized[1] = acl, size
+    return size
+
+
 def perms_to_letters(perms: int) -> str:
     return "".join(letter for letter, bit in _PERM_LETTERS if perms & bit)
 
@@ -67,12 +92,29 @@ def authenticate(scheme: str, credential: bytes) -> AuthId:
     raise ZabbyError(Err.AUTHFAILED, f"unsupported auth scheme {shown(scheme)}")
 
 
-def _ip_matches(pattern: str, address: str) -> bool:
+@functools.lru_cache(maxsize=4096)
+def _network(pattern: str) -> tuple[int, int, int] | None:
+    """An ``ip`` ACL id as (version, network bits, mask), parsed once: an ACL is checked on
+    every read and every watch event, and parsing it each time cost 10 µs an entry."""
     try:
         network = ipaddress.ip_network(pattern, strict=False)
-        return ipaddress.ip_address(address) in network
     except ValueError:
-        return False
+        return None
+    return network.version, int(network.network_address), int(network.netmask)
+
+
+@functools.lru_cache(maxsize=4096)
+def _address(text: str) -> tuple[int, int] | None:
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    return address.version, int(address)
+
+
+def _ip_matches(pattern: str, address: str) -> bool:
+    network, parsed = _network(pattern), _address(address)
+    return network is not None and parsed is not None and network[0] == parsed[0] and parsed[1] & network[2] == network[1]
 
 
 def _id_matches(scheme: str, acl_id: str, auth_ids: list[AuthId]) -> bool:

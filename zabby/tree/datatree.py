@@ -170,48 +170,64 @@ class Listing(list[str]):
 
 
 NO_CHILDREN: tuple[str, ...] = ()  # every leaf shares it: an empty container costs ~60-200 B
-ACLS_INTERNED_MAX = 10_000
-_interned_acls: dict[tuple[acls.ACL, ...], tuple[acls.ACL, ...]] = {}
-
-
-def interned_acl(acl: Iterable[Iterable[Any]]) -> tuple[acls.ACL, ...]:
-    """One shared tuple per distinct ACL (nearly every znode has one of a few), instead of a
-    fresh tuple of tuples of fresh strings per znode (~230 B each).  Bounded: past
-    ``ACLS_INTERNED_MAX`` distinct ACLs, new ones are kept as they are."""
-    try:  # a txn's ACL is a tuple of tuples already (msgpack's, the preparer's): no copy to look it up
-        shared = _interned_acls.get(acl)  # type: ignore[call-overload]
-    except TypeError:  # lists: not hashable
-        shared = None
-    if shared is not None:
-        return shared
-    key = tuple(tuple(entry) for entry in acl)
-    shared = _interned_acls.get(key)
-    if shared is not None:
-        return shared
-    if len(_interned_acls) < ACLS_INTERNED_MAX:
-        key = tuple((perms, sys.intern(scheme), sys.intern(ident)) for perms, scheme, ident in key)
-        _interned_acls[key] = key
-    return key
-
-
 Meta = tuple[tuple[acls.ACL, ...], int, int]  # acl, aversion, ephemeral owner
-_shared_metas: dict[Meta, Meta] = {}
 
 
-def znode_meta(acl: tuple[acls.ACL, ...], aversion: int, owner: int) -> Meta:
-    """The fields txns rarely move, in one shared tuple: a znode's ``meta`` slot.  Nearly
-    every znode has one of a few (its ACL, aversion 0, no owner); an ephemeral's, with its
-    session as the owner, is its own (sessions come and go, the table would only grow).
-    Bounded like the ACLs: past ``ACLS_INTERNED_MAX`` distinct ones, new ones are not shared."""
-    meta = (acl, aversion, owner)
-    if is_session_owner(owner):
-        return meta
-    shared = _shared_metas.get(meta)
-    if shared is None:
-        if len(_shared_metas) >= ACLS_INTERNED_MAX:
+class SharedMetas:
+    """The ACLs and metas a tree's znodes share, each counted by the znodes that hold it and
+    forgotten with the last of them.
+
+    Nearly every znode has one of a few ACLs, and one of a few metas (its ACL, aversion 0, no
+    owner): one shared tuple each, instead of a fresh tuple of tuples of fresh strings per
+    znode (~230 B).  An ephemeral's meta, with its session as the owner, is its own (sessions
+    come and go) but shares its ACL.  Counted, not only interned: a client could set fresh
+    ACLs and delete their znodes for ever, and the table would keep every one of them."""
+
+    __slots__ = ("acls", "metas")
+
+    def __init__(self) -> None:
+        self.acls: dict[tuple[acls.ACL, ...], list[Any]] = {}  # ACL → [the shared tuple, znodes holding it]
+        self.metas: dict[Meta, list[Any]] = {}  # meta → [the shared tuple, znodes holding it]
+
+    def take(self, acl: Iterable[Iterable[Any]], aversion: int, owner: int) -> Meta:
+        """The shared meta for a znode that now holds it (and its ACL)."""
+        table = self.acls
+        try:  # a txn's ACL is a tuple of tuples already (msgpack's, the preparer's): no copy to look it up
+            entry = table.get(acl)  # type: ignore[call-overload]
+        except TypeError:  # lists: not hashable
+            entry = None
+        if entry is None:
+            key = tuple(tuple(item) for item in acl)
+            entry = table.get(key)
+            if entry is None:
+                key = tuple((perms, sys.intern(scheme), sys.intern(ident)) for perms, scheme, ident in key)
+                entry = table[key] = [key, 0]
+        entry[1] += 1
+        meta = (entry[0], aversion, owner)
+        if is_session_owner(owner):
             return meta
-        shared = _shared_metas[meta] = meta
-    return shared
+        held = self.metas.get(meta)
+        if held is None:
+            held = self.metas[meta] = [meta, 0]
+        held[1] += 1
+        return held[0]
+
+    def drop(self, meta: Meta) -> None:
+        """A znode no longer holds ``meta`` (it was deleted, or took another ACL)."""
+        acl, _, owner = meta
+        entry = self.acls[acl]
+        entry[1] -= 1
+        if not entry[1]:
+            del self.acls[acl]
+        if not is_session_owner(owner):
+            held = self.metas[meta]
+            held[1] -= 1
+            if not held[1]:
+                del self.metas[meta]
+
+    def entries(self) -> int:
+        """The ACL entries held, all ACLs together (each shared ACL once)."""
+        return sum(len(acl) for acl in self.acls)
 
 
 class Children(SortedList):
@@ -232,14 +248,15 @@ EMPTY_LISTING = Listing(())
 
 class Znode:
     """A znode: 8 slots, 96 B of object (the 16-byte size classes make 9 or 10 slots cost
-    112 B).  ``meta`` holds the ACL, aversion and owner (see ``znode_meta``); the children,
-    once it has had any, hold pzxid and cversion (see ``Children``)."""
+    112 B).  ``meta`` holds the ACL, aversion and owner, shared with other znodes where they
+    are the same (see ``SharedMetas``: only the tree sets it); the children, once it has had
+    any, hold pzxid and cversion (see ``Children``)."""
 
     __slots__ = ("data", "meta", "czxid", "mzxid", "ctime", "mtime", "version", "children")
 
-    def __init__(self, data: bytes, acl: tuple[acls.ACL, ...], zxid: int, time_ms: int, owner: int) -> None:
+    def __init__(self, data: bytes, meta: Meta, zxid: int, time_ms: int) -> None:
         self.data = data
-        self.meta = znode_meta(acl, 0, owner)
+        self.meta = meta
         self.czxid = self.mzxid = zxid
         self.ctime = self.mtime = time_ms
         self.version = 0
@@ -250,19 +267,9 @@ class Znode:
     def acl(self) -> tuple[acls.ACL, ...]:
         return self.meta[0]
 
-    @acl.setter
-    def acl(self, acl: tuple[acls.ACL, ...]) -> None:
-        _, aversion, owner = self.meta
-        self.meta = znode_meta(acl, aversion, owner)
-
     @property
     def aversion(self) -> int:
         return self.meta[1]
-
-    @aversion.setter
-    def aversion(self, aversion: int) -> None:
-        acl, _, owner = self.meta
-        self.meta = znode_meta(acl, aversion, owner)
 
     @property
     def ephemeral_owner(self) -> int:  # set once, at the create
@@ -360,17 +367,17 @@ class DataTree:
         self.digest = 0
         self.digest_log: deque[tuple[int, int]] = deque(maxlen=DIGEST_LOG_LENGTH)
         self.quota_roots: set[str] = set()  # paths with a quota (zabby.tree.quota)
+        self.shared = SharedMetas()
         self._time_ms = 0  # the last txn's time, the int object znodes share (_shared_time)
         self._add_system_nodes()
 
     def _add_system_nodes(self) -> None:
-        self.nodes["/"] = Znode(b"", acls.OPEN_ACL_UNSAFE, 0, 0, 0)
+        self.nodes["/"] = Znode(b"", self.shared.take(acls.OPEN_ACL_UNSAFE, 0, 0), 0, 0)
         for path in (ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA):
-            self.nodes[path] = Znode(b"", acls.OPEN_ACL_UNSAFE, 0, 0, 0)
+            # ZooKeeper's DataTree.addConfigNode sets the config's ACL with version -1, which setACL stores as the aversion
+            meta = self.shared.take(*((acls.READ_ACL_UNSAFE, -1) if path == ZOOKEEPER_CONFIG else (acls.OPEN_ACL_UNSAFE, 0)), 0)
+            self.nodes[path] = Znode(b"", meta, 0, 0)
             self.nodes[parent_of(path)].add_child(path)
-        config = self.nodes[ZOOKEEPER_CONFIG]
-        # ZooKeeper's DataTree.addConfigNode sets this ACL with version -1, which setACL stores as the aversion
-        config.acl, config.aversion = acls.READ_ACL_UNSAFE, -1
         self.data_size = sum(len(path) for path in self.nodes)  # every node counts, as in TreeBuilder._add_nodes
         self.digest = sum(_node_digest(path, node) for path, node in self.nodes.items())
 
@@ -496,9 +503,10 @@ class DataTree:
         parent = nodes.get(parent_path)
         if parent is None or path in nodes:
             raise InvariantError(f"create {path}: parent missing or node exists")
-        acl = interned_acl(acl)
+        meta = self.shared.take(acl, 0, owner)
+        acl = meta[0]
         time_ms = self._shared_time(txn.time_ms)
-        nodes[path] = Znode(data, acl, zxid, time_ms, owner)
+        nodes[path] = Znode(data, meta, zxid, time_ms)
         parent_seed = _stat_seed(parent_path)
         if parent_seed is not None:  # its Stat's digest bytes before and after from one read of its fields
             _, aversion, parent_owner = parent.meta
@@ -527,6 +535,7 @@ class DataTree:
         if node is None or node.children or path == "/":
             raise InvariantError(f"delete {path}: missing, root or not empty")
         del self.nodes[path]
+        self.shared.drop(node.meta)
         parent_path = parent_of(path)
         parent = self.nodes[parent_path]
         self.digest -= _node_digest(path, node) + _meta_digest(parent_path, parent)
@@ -574,7 +583,8 @@ class DataTree:
         if node is None:
             raise InvariantError(f"setACL {path}: no node")
         self.digest -= _meta_digest(path, node)
-        node.meta = znode_meta(interned_acl(acl), aversion, node.ephemeral_owner)
+        old, node.meta = node.meta, self.shared.take(acl, aversion, node.ephemeral_owner)
+        self.shared.drop(old)
         self.digest += _meta_digest(path, node)
         return node.stat()
 
@@ -596,7 +606,11 @@ class DataTree:
                 results.append((sub_type, 0, self._apply_body(txn, sub_type, sub_body, events)))
         return results
 
-    def _close_session(self, txn: Txn, paths: tuple[str, ...], events: list[Event]) -> None:
+    def _close_session(self, txn: Txn, paths: tuple[str, ...] | None, events: list[Event]) -> None:
+        """Delete the session's ephemerals: those the txn names, or (None: their paths would have
+        passed maxTxnBytes) every one the tree holds for it."""
+        if paths is None:
+            paths = tuple(self.ephemerals.get(txn.session_id, ()))
         for path in sorted(paths, key=lambda p: (-p.count("/"), p)):
             node = self.nodes.get(path)
             if node is not None and node.ephemeral_owner == txn.session_id and not node.children:
@@ -723,6 +737,7 @@ class TreeBuilder:
         self._digest = digest
         self.tree = DataTree()
         self.tree.nodes.clear()
+        self.tree.shared = SharedMetas()
         self.tree.data_size = 0
         self.tree.digest = 0
         self._sessions_left = -1
@@ -748,7 +763,7 @@ class TreeBuilder:
         a third of it the digest).  Each Znode is made with ``__new__`` and every slot set
         here once, from the record: ``Znode()`` would set most of them twice."""
         tree, nodes, children = self.tree, self.tree.nodes, self._children
-        shared_acls, shared_metas, index_add, shared_time = _interned_acls, _shared_metas, tree._index_add, tree._shared_time
+        take, index_add, shared_time = tree.shared.take, tree._index_add, tree._shared_time
         new_znode, with_digest = Znode.__new__, self._digest
         data_size = digest = loaded = 0
         last_parent, siblings = "", cast("list[str]", [])
@@ -757,16 +772,11 @@ class TreeBuilder:
         try:
             for path, data, acl, czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner in records:
                 loaded += 1
-                try:
-                    acl = shared_acls[acl]
-                except (KeyError, TypeError):  # a new ACL, or one in lists
-                    acl = interned_acl(acl)
                 node = nodes[path] = new_znode(Znode)
                 if data is None:
                     data = NULL_DATA
                 node.data = data
-                # the shared meta when there is one: znode_meta() finds it too, a call later
-                node.meta = shared_metas.get((acl, aversion, owner)) or znode_meta(acl, aversion, owner)
+                node.meta = take(acl, aversion, owner)
                 # each field is a fresh int from the stream: keep one object where the values
                 # are equal, as a live tree does (about 100 B per znode)
                 node.czxid = czxid

@@ -80,9 +80,20 @@ def _ignore(message: str) -> None:
     pass
 
 
+TXN_OVERHEAD_BYTES = 48  # a txn's msgpack beyond its ops: its array and five ints (at most 9 bytes each)
+OP_OVERHEAD_BYTES = 32  # an op's beyond its path, data and ACL: its arrays, the data's header, the ints
+
+
+class TxnTooLarge(ZabbyError):
+    """The txn a request would make is over ``maxTxnBytes``: the whole request is refused,
+    a multi included (not one of its ops)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PrepLimits:
     data_bytes_max: int = 1024 * 1024
+    txn_bytes_max: int = 2 * 1024 * 1024  # maxTxnBytes: what the log, peers and snapshots take (zabby.config)
+    acl_entries_max: int = 256  # maxAclEntries
     ttl_enabled: bool = True
     enforce_quota: bool = False  # zookeeper.enforceQuota: a hard quota refuses a write
     sasl_acls: bool = False  # SASL is configured: "sasl:user" is an ACL scheme
@@ -101,6 +112,8 @@ class Preparer:
         self.pending: dict[str, Pending] = {}
         self._order: deque[tuple[int, str]] = deque()
         self._overlay: dict[str, Pending] | None = None
+        self._txn_bytes = 0  # the txn being prepared, so far (at least what it will pack to)
+        self._measures = 0  # quota stats nodes the txn being prepared creates
         self.quota_ledger = quota.QuotaLedger()
         self._dispatch: dict[int, Callable[..., tuple[int, tuple[Any, ...]]]] = {
             OpCode.CREATE: self._create,
@@ -152,7 +165,12 @@ class Preparer:
         """Validate one write and return its ``(txn_type, body)``; raise ZabbyError if it fails.
 
         Ordering: the caller logs the txn with ``zxid`` before preparing the next one.
+
+        Raises:
+            ZabbyError: the request fails; TxnTooLarge where its txn would pass ``maxTxnBytes``
+                (then nothing of it is recorded: each op is charged before it records).
         """
+        self._txn_bytes, self._measures = TXN_OVERHEAD_BYTES, 0
         if op == OpCode.MULTI:
             return self._multi(args, caller, zxid, now_ms)
         handler = self._dispatch.get(op)
@@ -163,7 +181,9 @@ class Preparer:
         return handler(op, args, caller, zxid, now_ms)
 
     def close_session(self, session_id: int, zxid: int) -> tuple[int, tuple[Any, ...]]:
-        """A CLOSE_SESSION txn naming every ephemeral the session will own by then."""
+        """A CLOSE_SESSION txn naming every ephemeral the session will own by then, or, where
+        their paths would pass ``maxTxnBytes``, ``None``: the tree then deletes the ephemerals
+        it holds for the session (the same ones, as the session can create no more)."""
         candidates = set(self.tree.ephemerals.get(session_id, ()))
         candidates.update(path for path, rec in self.pending.items() if rec.owner == session_id)
         paths = sorted(p for p in candidates if (v := self.view(p)) is not None and v.owner == session_id)
@@ -173,12 +193,38 @@ class Preparer:
             parent = self.view(parent_path)
             if parent is not None:
                 self._record(parent_path, parent.with_children(parent.cversion, parent.num_children - 1, zxid))
-        return OpCode.CLOSE_SESSION, (tuple(paths),)
+        paths_bytes = 5 + sum(acls.packed_text_bytes(path) for path in paths)
+        return OpCode.CLOSE_SESSION, (tuple(paths) if TXN_OVERHEAD_BYTES + paths_bytes <= self.limits.txn_bytes_max else None,)
 
     # ----------------------------------------------------------------- single ops
     def _check_acl(self, record: Pending, perm: int, caller: Caller) -> None:
         if not acls.check(record.acl, perm, caller.auth_ids, caller.superuser):
             raise ZabbyError(Err.NOAUTH, "insufficient permission")
+
+    def _charge(self, path: str, data_bytes: int = 0, acl: tuple[acls.ACL, ...] = ()) -> None:
+        """Count one op into the txn being prepared, before it records anything.
+
+        Raises:
+            TxnTooLarge: the txn would pass ``maxTxnBytes``.
+        """
+        size = self._txn_bytes + OP_OVERHEAD_BYTES + acls.packed_text_bytes(path) + data_bytes + (acls.acl_bytes(acl) if acl else 0)
+        if size > self.limits.txn_bytes_max:
+            raise TxnTooLarge(Err.BADARGUMENTS, f"the transaction would be over {size} bytes, more than maxTxnBytes "
+                                                f"({self.limits.txn_bytes_max}): its ACLs expanded into the session's ids, "
+                                                f"or its ops, are too large")  # fmt: skip
+        self._txn_bytes = size
+
+    def _fixed_acl(self, acl: object, caller: Caller) -> tuple[acls.ACL, ...]:
+        """The ACL a create or setACL asks for, validated and with ``auth`` expanded (see ``fix_acl``).
+
+        Raises:
+            ZabbyError: INVALIDACL, for what fix_acl refuses and an ACL over ``maxAclEntries``.
+        """
+        fixed = acls.fix_acl(acl, caller.auth_ids, sasl=self.limits.sasl_acls)
+        if len(fixed) > self.limits.acl_entries_max:
+            raise ZabbyError(Err.INVALIDACL, f"an ACL of {len(fixed)} entries (with auth expanded into the session's ids), "
+                                             f"more than maxAclEntries ({self.limits.acl_entries_max})")  # fmt: skip
+        return fixed
 
     def _existing(self, path: str) -> Pending:
         record = self.view(path)
@@ -195,7 +241,7 @@ class Preparer:
             sequential, owner = mode.is_sequential, self._owner_for(mode, caller.session_id, ttl_ms)
         parent_path = _parent_unchecked(path)  # the whole path is checked once it has its name
         data_bytes = self._check_data(data)
-        fixed_acl = acls.fix_acl(acl, caller.auth_ids, sasl=self.limits.sasl_acls)
+        fixed_acl = self._fixed_acl(acl, caller)
         parent = self._existing(parent_path)
         self._check_acl(parent, acls.CREATE, caller)
         if sequential:
@@ -205,6 +251,9 @@ class Preparer:
             raise ZabbyError(Err.NODEEXISTS, path)
         if is_session_owner(parent.owner):
             raise ZabbyError(Err.NOCHILDRENFOREPHEMERALS, parent_path)
+        if path.startswith(quota.QUOTA_PREFIX):
+            self._check_quota_node(path, caller)
+        self._charge(path, data_bytes, fixed_acl)
         if self.tree.quota_roots:  # tested here: the plaintext write path pays one attribute look-up
             self._check_quota(path, 1, data_bytes, zxid)
         new_cversion = parent.cversion + 1
@@ -260,6 +309,7 @@ class Preparer:
         _check_version(version, node.version, path)
         if node.num_children:
             raise ZabbyError(Err.NOTEMPTY, path)
+        self._charge(path)
         self._record(parent_path, parent.with_children(parent.cversion, parent.num_children - 1, zxid))
         self._record(path, Pending(False, zxid=zxid))
         return OpCode.DELETE, (path,)
@@ -273,6 +323,7 @@ class Preparer:
             raise ZabbyError(Err.BADVERSION, f"{path} is neither a container nor a TTL node")
         parent_path = parent_of(path)
         parent = self._existing(parent_path)
+        self._charge(path)
         self._record(parent_path, parent.with_children(parent.cversion, parent.num_children - 1, zxid))
         self._record(path, Pending(False, zxid=zxid))
         return OpCode.DELETE_CONTAINER, (path,)
@@ -284,6 +335,7 @@ class Preparer:
         node = self._existing(path)
         self._check_acl(node, acls.WRITE, caller)
         _check_version(version, node.version, path)
+        self._charge(path, data_bytes)
         if self.tree.quota_roots:
             self._check_quota(path, 0, data_bytes - node.data_bytes, zxid)
         new_version = node.version + 1
@@ -293,10 +345,11 @@ class Preparer:
     def _set_acl(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
         path, acl, aversion = args
         validate_path(path)
-        fixed_acl = acls.fix_acl(acl, caller.auth_ids, sasl=self.limits.sasl_acls)
+        fixed_acl = self._fixed_acl(acl, caller)
         node = self._existing(path)
         self._check_acl(node, acls.ADMIN, caller)
         _check_version(aversion, node.aversion, path)
+        self._charge(path, 0, fixed_acl)
         new_aversion = node.aversion + 1
         self._record(path, node._replace(acl=fixed_acl, aversion=new_aversion, zxid=zxid))
         return OpCode.SET_ACL, (path, fixed_acl, new_aversion)
@@ -307,7 +360,30 @@ class Preparer:
         node = self._existing(path)
         self._check_acl(node, acls.READ, caller)
         _check_version(version, node.version, path)
+        self._charge(path)
         return OpCode.CHECK, (path, version)
+
+    def _check_quota_node(self, path: str, caller: Caller) -> None:
+        """A quota's limits or stats node, created under ``/zookeeper/quota`` (world-writable,
+        as ZooKeeper's): it takes ADMIN on the znode the quota governs, where it exists, and
+        a txn creates at most one stats node.  Creating one measures the whole subtree of
+        its znode in every member's apply (ZooKeeper's ``updateQuotaForPath``): a multi of
+        thousands of them stalled every server for seconds.
+
+        Raises:
+            ZabbyError: NOAUTH without ADMIN on the governed znode; BADARGUMENTS for a second
+                stats node in one txn.
+        """
+        subject = quota.subject_of(path)
+        if subject is None or not quota.can_have_quota(subject[0]):
+            return
+        governed = self.view(subject[0])
+        if governed is not None:
+            self._check_acl(governed, acls.ADMIN, caller)
+        if subject[1] == quota.STATS_NODE:
+            if self._measures:
+                raise ZabbyError(Err.BADARGUMENTS, "a transaction creates at most one quota stats node: each measures its whole subtree")
+            self._measures = 1
 
     def _check_quota(self, path: str, count_delta: int, bytes_delta: int, zxid: int) -> None:
         """ZooKeeper's ``checkQuota``, counting the writes still in flight too: past a hard
@@ -344,6 +420,9 @@ class Preparer:
             for index, sub in enumerate(ops):
                 try:
                     entries.append(self._multi_op(sub, caller, zxid, now_ms))
+                except TxnTooLarge:
+                    self.quota_ledger.rollback(quota_mark)
+                    raise
                 except ZabbyError as exc:
                     failed_at, failure = index, exc.code
                     break

@@ -11,7 +11,8 @@ Grammar (each txn is one msgpack array; bodies are arrays too)::
     body MULTI   := [[type, body], ...]         (all applied or, as ERROR entries, none)
     body ERROR   := [err]
     body CREATE_SESSION := [timeout_ms, password]
-    body CLOSE_SESSION  := [paths]              (the session's ephemerals, known at prep)
+    body CLOSE_SESSION  := [paths]              (the session's ephemerals, known at prep; nil where
+                                                 their paths would pass maxTxnBytes: all it owns)
 
 Bodies carry absolute values (new versions, the parent's new cversion), never increments, so
 applying a txn depends only on the txn and the tree it meets.
@@ -33,6 +34,15 @@ class Txn(NamedTuple):
     time_ms: int
     type: int
     body: tuple[Any, ...]
+
+
+# The largest record the txn log, a peer frame or a snapshot holds.  Every reader refuses a
+# larger one, and every writer stays below it: a txn by ``maxTxnBytes`` (at most this, and
+# checked before the txn is proposed, after every expansion of its request), a frame of
+# several txns by splitting, a snapshot's znode by what its txns could make of it.  So
+# nothing written is refused when it is read back (a log record refused at recovery stops a
+# server for good).
+RECORD_BYTES_MAX = 64 * 2**20
 
 
 # One Packer for every txn logged: msgpack.packb makes a new one, with a 1 MiB buffer, each

@@ -1,7 +1,8 @@
 """The watch registry of one server: which watcher waits for what (ZooKeeper's WatchManager).
 
 Watchers are the server's sessions: hashable, with the ids they proved (``auth_ids``,
-``superuser``).  ``trigger`` turns the ``(EventType, path, acl)`` list that
+``superuser``), and ``hold_state(delta)``, which charges each watch's bytes (``watch_bytes``)
+to the client memory budget as it is added and as it goes.  ``trigger`` turns the ``(EventType, path, acl)`` list that
 ``DataTree.apply`` returned into ``(watcher, type, path)`` deliveries, removing one-shot
 watches as they fire; a watcher that holds several watches on a path gets one event, as in
 ZooKeeper.  Persistent watches stay; recursive ones fire for the whole subtree and never
@@ -24,7 +25,7 @@ was then.  History replay and live triggers match by the one rule (``recursive_p
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator
 from typing import Any
 
 from zabby.errors import HistoryCompacted
@@ -37,6 +38,12 @@ Event = tuple[int, str, tuple[acls.ACL, ...]]  # as DataTree.apply returns them
 Replayed = tuple[int, int, str]  # (zxid, event type, path)
 
 _DATA_EVENTS = (EventType.NODE_CREATED, EventType.NODE_DELETED, EventType.NODE_DATA_CHANGED)
+WATCH_BYTES = 200  # what a watch costs beside its path: its place in a table's set and in its watcher's
+
+
+def watch_bytes(path: str) -> int:
+    """What one watch on ``path`` is charged (its watcher's ``hold_state``)."""
+    return WATCH_BYTES + len(path)
 _DATA, _CHILD, _PERSISTENT, _RECURSIVE = range(4)  # the tables, numbered for each watcher's own set
 
 
@@ -55,20 +62,24 @@ class WatchManager:
     def _tables(self) -> tuple[dict[str, set[Hashable]], ...]:
         return self._numbered
 
-    def _add(self, number: int, path: str, watcher: Hashable) -> None:
-        self._numbered[number].setdefault(path, set()).add(watcher)
+    def _add(self, number: int, path: str, watcher: Any) -> None:
+        key = (number, path)
         held = self._held.get(watcher)
         if held is None:
             held = self._held[watcher] = set()
-        held.add((number, path))
+        elif key in held:
+            return
+        held.add(key)
+        self._numbered[number].setdefault(path, set()).add(watcher)
+        watcher.hold_state(watch_bytes(path))
 
-    def add_data(self, path: str, watcher: Hashable) -> None:
+    def add_data(self, path: str, watcher: Any) -> None:
         self._add(_DATA, path, watcher)
 
-    def add_child(self, path: str, watcher: Hashable) -> None:
+    def add_child(self, path: str, watcher: Any) -> None:
         self._add(_CHILD, path, watcher)
 
-    def add_persistent(self, path: str, watcher: Hashable, recursive: bool) -> None:
+    def add_persistent(self, path: str, watcher: Any, recursive: bool) -> None:
         self._add(_RECURSIVE if recursive else _PERSISTENT, path, watcher)
 
     def trigger(self, events: Iterable[tuple[int, str, tuple[acls.ACL, ...]]]) -> list[Delivery]:
@@ -92,13 +103,14 @@ class WatchManager:
         """One-shot watches on ``path`` fire: they leave the table and their watchers' sets."""
         fired = table.pop(path, None)
         if fired:
-            key = (number, path)
+            key, cost = (number, path), -watch_bytes(path)
             for watcher in fired:
                 held = self._held.get(watcher)
                 if held is not None:
                     held.discard(key)
                     if not held:
                         del self._held[watcher]
+                watcher.hold_state(cost)  # type: ignore[attr-defined]
             into.update(fired)
 
     def _tables_for(self, watcher_type: int) -> tuple[int, ...]:
@@ -119,7 +131,7 @@ class WatchManager:
             removed = self._remove_one(number, path, watcher) or removed
         return removed
 
-    def _remove_one(self, number: int, path: str, watcher: Hashable) -> bool:
+    def _remove_one(self, number: int, path: str, watcher: Any) -> bool:
         table = self._tables()[number]
         watchers = table.get(path)
         if watchers is None or watcher not in watchers:
@@ -132,13 +144,14 @@ class WatchManager:
             held.discard((number, path))
             if not held:
                 del self._held[watcher]
+        watcher.hold_state(-watch_bytes(path))
         return True
 
     def has(self, path: str, watcher: Hashable, watcher_type: int) -> bool:
         tables = self._tables()
         return any(watcher in tables[number].get(path, ()) for number in self._tables_for(watcher_type))
 
-    def remove_watcher(self, watcher: Hashable) -> None:
+    def remove_watcher(self, watcher: Any) -> None:
         """Forget every watch of a watcher (its connection closed): O(its watches)."""
         held = self._held.pop(watcher, None)
         if not held:
@@ -151,6 +164,7 @@ class WatchManager:
                 watchers.discard(watcher)
                 if not watchers:
                     del table[path]
+        watcher.hold_state(-sum(watch_bytes(path) for _, path in held))
 
     def count(self) -> int:
         return sum(len(held) for held in self._held.values())
@@ -185,34 +199,90 @@ def _may_read(watcher: Any, acl: tuple[acls.ACL, ...]) -> bool:
 
 
 REPLAY_BYTES_PER_EVENT = 24  # an event's frame without its path: the length prefix, six msgpack values, the xid
+HISTORY_EVENT_BYTES = 200  # what the history holds for an event beside its path: its record, its place in its index
+Kept = tuple[int, int, str, tuple[acls.ACL, ...]]  # an event in the history: (zxid, type, path, acl)
+
+
+def _top(path: str) -> str:
+    """The first name of ``path`` ("a" of /a/b; "" of /): the key of the history's index."""
+    cut = path.find("/", 1)
+    return path[1:cut] if cut > 0 else path[1:]
 
 
 class WatchHistory:
-    """The events of the last ``txns_max`` txns that made any (``watchHistoryTxns``), oldest
-    first.  ``since`` is the zxid the history starts after: every txn with a greater zxid is
-    in it (a txn that made no event trivially), so a watch may resume from any zxid from
-    ``since`` on.  A history starts at the zxid of the tree it follows and is started again
-    whenever the tree is replaced (a SNAP, a reload from disk)."""
+    """The events of the last txns applied (zabby's extension): at most ``txns_max`` txns that
+    made any (``watchHistoryTxns``) and ``bytes_max`` bytes of them (``watchHistoryBytes``),
+    oldest first.  ``since`` is the zxid the history starts after: every txn with a greater
+    zxid is in it (a txn that made no event trivially), so a watch may resume from any zxid
+    from ``since`` on.  A history starts at the zxid of the tree it follows and is started
+    again whenever the tree is replaced (a SNAP, a reload from disk).
 
-    def __init__(self, txns_max: int, since: int) -> None:
-        if txns_max < 0:
-            raise ValueError(f"watchHistoryTxns must be 0 or more, not {txns_max}")
+    The events are indexed by the first name of their path, so a resume reads only the events
+    of its top-level subtree (all of them for a watch on ``/``), newest first down to its zxid:
+    a resume costs about what it returns, not the history's size, and recording an event is one
+    look-up.  (An index by every ancestor made each write record depth-many entries: a few
+    percent of a pipelined write's CPU.)"""
+
+    def __init__(self, txns_max: int, since: int, bytes_max: int = 64 * 2**20) -> None:
+        if txns_max < 0 or bytes_max < 0:
+            raise ValueError(f"watchHistoryTxns and watchHistoryBytes must be 0 or more, not {txns_max}, {bytes_max}")
         self.txns_max = txns_max
+        self.bytes_max = bytes_max
         self.since = since
-        self._entries: deque[tuple[int, list[Event]]] = deque()
+        self.bytes = 0
+        self._txns: deque[tuple[int, list[Event]]] = deque()  # (zxid, its events), oldest first
+        # the first name of a path → the zxids and the events under it, oldest first (two deques:
+        # no tuple made per event, so the collector has nothing more to walk than the events)
+        self._by_top: dict[str, tuple[deque[int], deque[Event]]] = {}
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._txns)
 
     def record(self, zxid: int, events: list[Event]) -> None:
         """The events txn ``zxid`` made, as it was applied (after every zxid recorded before)."""
-        entries = self._entries
-        if len(entries) >= self.txns_max:
-            if not self.txns_max:
-                self.since = zxid
-                return
-            self.since = entries.popleft()[0]
-        entries.append((zxid, events))
+        if not self.txns_max or not self.bytes_max:
+            self.since = zxid
+            return
+        by_top, size = self._by_top, 0
+        for event in events:
+            path = event[1]
+            top = _top(path)
+            found = by_top.get(top)
+            if found is None:
+                found = by_top[top] = (deque(), deque())
+            found[0].append(zxid)
+            found[1].append(event)
+            size += HISTORY_EVENT_BYTES + len(path)
+        self.bytes += size
+        self._txns.append((zxid, events))
+        while len(self._txns) > self.txns_max or self.bytes > self.bytes_max:
+            self._forget_oldest()
+
+    def _forget_oldest(self) -> None:
+        zxid, events = self._txns.popleft()
+        self.since = zxid
+        by_top = self._by_top
+        for _, path, _ in events:  # each the oldest of its index
+            top = _top(path)
+            zxids, kept = by_top[top]
+            zxids.popleft()
+            kept.popleft()
+            if not zxids:
+                del by_top[top]
+            self.bytes -= HISTORY_EVENT_BYTES + len(path)
+
+    def _newest_first(self, watch_path: str, recursive: bool) -> Iterator[Kept]:
+        """The events a watch on ``watch_path`` may see, newest first: a recursive one on ``/``
+        every txn's, any other the events of its top-level subtree."""
+        if watch_path == "/" and recursive:
+            for zxid, events in reversed(self._txns):
+                for event_type, path, acl in reversed(events):
+                    yield zxid, event_type, path, acl
+        else:
+            found = self._by_top.get(_top(watch_path))
+            if found is not None:
+                for zxid, (event_type, path, acl) in zip(reversed(found[0]), reversed(found[1])):
+                    yield zxid, event_type, path, acl
 
     def replay(self, watcher: Any, watch_path: str, recursive: bool, since_zxid: int, bytes_max: int) -> list[Replayed]:
         """What a persistent watch of ``watcher`` on ``watch_path`` would have fired for the
@@ -224,18 +294,17 @@ class WatchHistory:
                 is then the oldest zxid this watch can resume from here.
         """
         if since_zxid < self.since:
-            raise _compacted(since_zxid, self.since, "this server's watch history (watchHistoryTxns) starts after it")
+            raise _compacted(since_zxid, self.since, "this server's watch history (watchHistoryTxns, watchHistoryBytes) starts after it")
         out: list[Replayed] = []
         total = 0
-        for zxid, events in reversed(self._entries):  # newest first: stop at since_zxid, or at the limit
-            if zxid <= since_zxid:
+        for zxid, event_type, path, acl in self._newest_first(watch_path, recursive):
+            if zxid <= since_zxid:  # newest first: stop at since_zxid, or at the limit
                 break
-            for event_type, path, acl in reversed(events):
-                if sees(watch_path, recursive, event_type, path) and _may_read(watcher, acl):
-                    total += REPLAY_BYTES_PER_EVENT + len(path)
-                    out.append((zxid, event_type, path))
-            if total > bytes_max:
-                raise _compacted(since_zxid, zxid, f"its events pass the {bytes_max}-byte reply limit (half of clientConnectionMemoryMax)")
+            if sees(watch_path, recursive, event_type, path) and _may_read(watcher, acl):
+                total += REPLAY_BYTES_PER_EVENT + len(path)
+                if total > bytes_max:
+                    raise _compacted(since_zxid, zxid, f"its events pass the {bytes_max}-byte reply limit (half of clientConnectionMemoryMax)")
+                out.append((zxid, event_type, path))
         out.reverse()
         return out
 

@@ -135,7 +135,7 @@ class MsgpackCodec:
         even forward them to the leader (msgpack packs 512 levels at most).  Jute's records
         nest no deeper than their layouts."""
         request = unpack(payload)
-        if len(request) > 2 and request[1] in WRITE_OPS and not nested_within(request[2:], NESTING_MAX):
+        if len(request) > 2 and request[1].__class__ is int and request[1] in WRITE_OPS and not nested_within(request[2:], NESTING_MAX):
             xid = request[0] if isinstance(request[0], int) else 0
             raise RefusedRequest(xid, Err.BADARGUMENTS, f"the arguments are nested deeper than {NESTING_MAX} levels")
         return request
