@@ -17,15 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from zabby.differential.runner import CLIENT_KINDS, Pair, SeedResult, run_seeds, summary
+from zabby.differential.runner import CLIENT_KINDS, Pair, SeedResult, run_seeds, seed_range, summary
 from zabby.differential.servers import running_pair
-from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
-
-
-def seed_range(text: str) -> range:
-    """``A..B`` (both included) or a single seed."""
-    first, _, last = text.partition("..")
-    return range(int(first), int(last or first) + 1)
+from zabby.local.processes import zookeeper_unavailable
 
 
 def main() -> int:
@@ -35,10 +29,9 @@ def main() -> int:
     parser.add_argument("--client", choices=CLIENT_KINDS, default="kazoo", help="the sessions' client (default kazoo)")
     parser.add_argument("--verbose", action="store_true", help="print the full report of each divergence")
     args = parser.parse_args()
-    try:
-        ensure_zookeeper()
-    except ZooKeeperUnavailable as exc:
-        print(f"ZooKeeper 3.8 cannot run here: {exc}", file=sys.stderr)
+    why = zookeeper_unavailable()
+    if why is not None:
+        print(f"ZooKeeper 3.8 cannot run here: {why}", file=sys.stderr)
         return 2
     results: list[SeedResult] = []
     with tempfile.TemporaryDirectory(prefix="diff-zookeeper-") as workdir, running_pair(Path(workdir)) as (reference, zabby):

@@ -15,27 +15,14 @@ import pytest
 from zabby.differential.curator import (
     LAYOUTS,
     SCENARIOS,
-    CuratorUnavailable,
     Outcome,
-    build,
-    ensure_curator,
     Kill,
     fact_differences,
     judge,
     run_layout,
 )
-from zabby.local.processes import ZooKeeperUnavailable
 
 SHORT_SCENARIOS = ("leader_latch", "mutex", "semaphore", "curator_cache", "tree_cache", "atomic_long", "transaction")
-
-
-@pytest.fixture(scope="module")
-def build_dir() -> Path:
-    try:
-        ensure_curator()
-    except (CuratorUnavailable, ZooKeeperUnavailable) as exc:
-        pytest.skip(f"Curator or ZooKeeper 3.8 cannot run here: {exc}")
-    return build()
 
 
 def _problems(layout: str, outcomes: dict[str, list[Outcome]]) -> list[str]:

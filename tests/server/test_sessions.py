@@ -74,3 +74,21 @@ def test_session_survives_restart(tmp_path: Path) -> None:
         assert again.call(4, "/held", False)[2] == 0
     finally:
         server.kill()
+
+
+def test_a_session_nobody_reattaches_expires_after_a_restart(tmp_path: Path) -> None:
+    """A standalone server's core leads from the start, with no state change to fill the
+    session tracker from the recovered tree: its sessions never expired (issue 58)."""
+    server = ServerProcess(tmp_path, tickTime=200, minSessionTimeout=400)
+    server.start()
+    try:
+        session = raw_session(server.port, timeout_ms=1000)
+        assert session.create("/left", mode=1)[2] == 0
+        server.restart()
+        watcher = raw_session(server.port)
+        deadline = time.monotonic() + 15
+        while watcher.call(4, "/left", False)[2] == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert watcher.call(4, "/left", False)[2] == Err.NONODE
+    finally:
+        server.kill()

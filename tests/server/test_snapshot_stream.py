@@ -211,6 +211,13 @@ def test_a_digest_child_reads_a_snapshot_file_itself(tmp_path: Path) -> None:
     assert DigestChild(path).result() == tree.digest
 
 
+def test_a_digest_child_runs_any_computation_and_answers_none_when_it_fails() -> None:
+    """``zookeeper import`` adds up ZooKeeper's digest of a snapshot's bytes this way."""
+    numbers = list(range(100_000))
+    assert DigestChild(compute=lambda: sum(numbers)).result() == sum(numbers)
+    assert DigestChild(compute=lambda: 1 // 0).result() is None
+
+
 def test_a_digest_child_answers_none_for_a_stream_cut_short_or_when_it_is_gone() -> None:
     tree = _tree_with_sessions(300)
     records = list(tree.records())

@@ -7,6 +7,9 @@
     zabby-admin log dump DIR [--from ZXID] [--json]
     zabby-admin log verify DIR
     zabby-admin log chop DIR --to ZXID [--backup DIR] [--data-dir DIR] [--dry-run]
+    zabby-admin zookeeper import ZK_DATA_DIR --data-dir DIR --myid N [--zk-data-log-dir DIR] [--force]
+    zabby-admin zookeeper export DATA_DIR|SNAPSHOT --out ZK_DATA_DIR [--myid N] [--force]
+    zabby-admin zookeeper export --server HOST:PORT [--auth USER:PASSWORD] --out ZK_DATA_DIR [--myid N]
     zabby-admin kylin backup DIR --hosts HOSTS --project P
     zabby-admin kylin restore DIR --hosts HOSTS [--project P] [--replace]
     zabby-admin digest USER:PASSWORD      (for superDigest and admin.console.auth)
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from zabby.ops import compare as comparer
-from zabby.ops import fetch, logtool, restore, snapfile
+from zabby.ops import fetch, logtool, restore, snapfile, zk_export, zk_import
 from zabby.ops.errors import AdminError, ServerError, UsageError, parse_zxid
 from zabby.ops.txnformat import format_text, txn_to_dict
 from zabby.tree import acl
@@ -89,6 +92,24 @@ def _log_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     chop.add_argument("--dry-run", action="store_true", help="say what would be cut, change nothing")
 
 
+def _zookeeper_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    zookeeper = commands.add_parser("zookeeper", help="move a ZooKeeper deployment onto zabby and back: its data dir converted exactly")
+    sub = zookeeper.add_subparsers(dest="action", required=True, metavar="ACTION")
+    imp = sub.add_parser("import", help="a ZooKeeper 3.5-3.9 data dir (snapshots and txn logs) as a zabby data dir")
+    imp.add_argument("zk_data_dir", type=Path, metavar="ZK_DATA_DIR", help="ZooKeeper's dataDir (or its version-2 folder)")
+    imp.add_argument("--zk-data-log-dir", type=Path, help="ZooKeeper's dataLogDir, if it is not its dataDir")
+    imp.add_argument("--data-dir", type=Path, required=True, help="the zabby server's dataDir to write (absent or empty)")
+    imp.add_argument("--myid", type=int, required=True, help="the zabby server's id (its server.N line)")
+    imp.add_argument("--force", action="store_true", help="move a non-empty --data-dir aside (DIR.before-import-*)")
+    exp = sub.add_parser("export", help="a zabby tree (a stopped server's data dir, a snapshot, a live server) as a ZooKeeper 3.8 data dir")
+    exp.add_argument("source", type=Path, nargs="?", metavar="DATA_DIR", help="a stopped server's dataDir, or a zabby snapshot file")
+    exp.add_argument("--server", metavar="HOST:PORT", help="stream a live server's snapshot instead (its admin endpoint, as snapshot save)")
+    exp.add_argument("--auth", metavar="USER:PASSWORD", help="with --server: credentials when the server sets admin.console.auth")
+    exp.add_argument("--out", type=Path, required=True, help="the ZooKeeper server's dataDir to write (absent or empty)")
+    exp.add_argument("--myid", type=int, help="write dataDir/myid for this ZooKeeper server id (a quorum member)")
+    exp.add_argument("--force", action="store_true", help="move a non-empty --out aside (DIR.before-export-*)")
+
+
 def _kylin_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     kylin = commands.add_parser("kylin", help="back up and restore a Spark job's /kylin/<project> metadata")
     sub = kylin.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -109,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _snapshot_parsers(commands)
     _log_parsers(commands)
+    _zookeeper_parsers(commands)
     _kylin_parsers(commands)
     digest = commands.add_parser("digest", help="ZooKeeper's digest of user:password, for superDigest and admin.console.auth")
     digest.add_argument("credentials", metavar="USER:PASSWORD")
@@ -205,6 +227,20 @@ def cmd_log_chop(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_zookeeper_import(args: argparse.Namespace, out: TextIO) -> int:
+    report = zk_import.import_zookeeper(args.zk_data_dir, args.data_dir, args.myid, zk_log_dir=args.zk_data_log_dir, force=args.force)
+    print("\n".join(zk_import.summary(report)), file=out)
+    return 0
+
+
+def cmd_zookeeper_export(args: argparse.Namespace, out: TextIO) -> int:
+    if (args.source is None) == (args.server is None):
+        raise UsageError("give either DATA_DIR (or a snapshot file) or --server")
+    report = zk_export.export_zookeeper(args.source, args.out, server=args.server, auth=args.auth, myid=args.myid, force=args.force)
+    print("\n".join(zk_export.summary(report)), file=out)
+    return 0
+
+
 def _kylin_client(hosts: str) -> Any:
     from zabby import SyncClient
 
@@ -257,6 +293,8 @@ COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace, TextIO], in
     ("log", "dump"): cmd_log_dump,
     ("log", "verify"): cmd_log_verify,
     ("log", "chop"): cmd_log_chop,
+    ("zookeeper", "import"): cmd_zookeeper_import,
+    ("zookeeper", "export"): cmd_zookeeper_export,
     ("kylin", "backup"): cmd_kylin,
     ("kylin", "restore"): cmd_kylin,
     ("digest", None): cmd_digest,

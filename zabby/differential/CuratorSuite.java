@@ -65,6 +65,9 @@ import org.apache.curator.framework.recipes.queue.QueueSerializer;
 import org.apache.curator.framework.recipes.shared.SharedCount;
 import org.apache.curator.framework.recipes.shared.VersionedValue;
 import org.apache.curator.framework.state.ConnectionState;
+import org.apache.curator.framework.state.ConnectionStateErrorPolicy;
+import org.apache.curator.framework.state.SessionConnectionStateErrorPolicy;
+import org.apache.curator.framework.state.StandardConnectionStateErrorPolicy;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.curator.retry.RetryNTimes;
 import org.apache.zookeeper.CreateMode;
@@ -85,6 +88,7 @@ public class CuratorSuite {
     static final BufferedReader STDIN = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     static final Pattern REMOTE = Pattern.compile("remoteserver:\\S*?:(\\d+)");
     static final int SESSION_MS = 15000;
+    static final int CUTOVER_SESSION_MS = 60000;  // the move's outage, with room to spare
     static volatile Ctx ctx;
 
     interface Check { boolean ok() throws Exception; }
@@ -129,11 +133,13 @@ public class CuratorSuite {
         final CuratorFramework fw;
         volatile String server = "";
 
-        Client(String name) throws Exception {
+        Client(String name) throws Exception { this(name, SESSION_MS, new StandardConnectionStateErrorPolicy()); }
+
+        Client(String name, int sessionMs, ConnectionStateErrorPolicy policy) throws Exception {
             this.name = name;
             Ctx c = ctx;
-            fw = CuratorFrameworkFactory.builder().connectString(connect).sessionTimeoutMs(SESSION_MS).connectionTimeoutMs(10000)
-                .retryPolicy(new ExponentialBackoffRetry(200, 10, 2000)).build();
+            fw = CuratorFrameworkFactory.builder().connectString(connect).sessionTimeoutMs(sessionMs).connectionTimeoutMs(10000)
+                .connectionStateErrorPolicy(policy).retryPolicy(new ExponentialBackoffRetry(200, 10, 2000)).build();
             fw.getConnectionStateListenable().addListener((f, state) -> {
                 String was = server;
                 if (state == ConnectionState.CONNECTED || state == ConnectionState.RECONNECTED) server = remote(f);
@@ -908,6 +914,37 @@ public class CuratorSuite {
         latch.close();
     }
 
+    /** The cut-over (docs/operations.md, "Moving from ZooKeeper"): a LeaderLatch whose client
+     * counts only a lost session as an error (SessionConnectionStateErrorPolicy: with the
+     * standard policy any SUSPENDED gives up leadership, and a whole ensemble stopped for a
+     * move, or for ZooKeeper's own restart, suspends every client), holding its leadership while
+     * the driver moves the ensemble under it at the "midpoint" (onto zabby) and "back" (onto
+     * ZooKeeper again).  After each: the same session, the same latch node, still the leader. */
+    static void cutover() throws Exception {
+        Client holder = new Client("holder", CUTOVER_SESSION_MS, new SessionConnectionStateErrorPolicy());
+        LeaderLatch latch = new LeaderLatch(holder.fw, base + "/cutover-latch", "holder");
+        latch.addListener(new LeaderLatchListener() {
+            public void isLeader() {}
+            public void notLeader() { ctx.loss("holder"); }
+        });
+        latch.start();
+        ctx.check(latch.await(20, TimeUnit.SECONDS), "leadership taken");
+        long session = holder.sessionId();
+        String node = latch.getOurPath();
+        ctx.facts.put("latch_node", node.substring(base.length()));
+        for (String phase : new String[] {"midpoint", "back"}) {
+            handshake(phase);
+            boolean connected = waitFor(() -> holder.fw.getZookeeperClient().isConnected() && holder.fw.checkExists().forPath(node) != null, 60000);
+            ctx.check(connected, phase + ": not connected again, or the latch node is gone");
+            ctx.check(holder.sessionId() == session, phase + ": a new session");
+            ctx.check(node.equals(latch.getOurPath()), phase + ": the latch node changed");
+            ctx.check(latch.hasLeadership(), phase + ": leadership lost");
+            ctx.facts.put(phase + "_session_kept", holder.sessionId() == session);
+            ctx.facts.put(phase + "_leader", latch.hasLeadership());
+        }
+        latch.close();
+    }
+
     // --- main ------------------------------------------------------------------------------------
 
     static final Map<String, Body> SCENARIOS = new LinkedHashMap<>();
@@ -928,6 +965,7 @@ public class CuratorSuite {
         SCENARIOS.put("shared_count", CuratorSuite::sharedCount);
         SCENARIOS.put("transaction", CuratorSuite::transaction);
         SCENARIOS.put("hold", CuratorSuite::hold);
+        SCENARIOS.put("cutover", CuratorSuite::cutover);
     }
 
     public static void main(String[] args) throws Exception {

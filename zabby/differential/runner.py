@@ -118,6 +118,12 @@ def run_ops(pair: Pair, seed: int, root: str, source: OpSource, ops: int, client
         reference.close()
 
 
+def seed_range(text: str) -> range:
+    """``A..B`` (both included) or a single seed, as the scripts take ``--seeds``."""
+    first, _, last = text.partition("..")
+    return range(int(first), int(last or first) + 1)
+
+
 def run_seeds(pair: Pair, seeds: Iterable[int], ops: int, client: str = "kazoo") -> Iterator[SeedResult]:
     for seed in seeds:
         yield run_seed(pair, seed, ops, client)

@@ -169,6 +169,8 @@ class Engine(ClientCalls):
         self._clients_leave_at: int | None = None  # the version of a committed membership that leaves this server out, until applied
         if not self.standalone:  # a standalone server's /zookeeper/config is empty, as ZooKeeper's
             self._show_config()
+        if _leads(self.soft):  # a standalone server leads from the start: no state change will say so
+            self._track_tree_sessions()
 
     def _show_config(self) -> None:
         membership = self.peer.membership
@@ -802,16 +804,22 @@ class Engine(ClientCalls):
             yield from self._leave_read_only()
         elif old.state != ServerState.LOOKING:
             self.looking_since_ms = self.clock.monotonic_ms()
-        leading = soft.serving and soft.state == ServerState.LEADING
+        leading = _leads(soft)
         if not leading:
             self.leading_since_ms = None
         elif self.leading_since_ms is None:
             self.leading_since_ms = self.clock.monotonic_ms()
         if leading:
-            now = self.clock.monotonic_ms()
-            self.sessions = SessionTracker(self.config.tick_ms)
-            for session_id, (timeout_ms, _) in self.tree.sessions.items():
-                self.sessions.add(session_id, timeout_ms, now)
+            self._track_tree_sessions()
+
+    def _track_tree_sessions(self) -> None:
+        """A serving leader tracks every session of its tree, each from now: a session its
+        client does not come back to expires (ZooKeeper's SessionTrackerImpl, filled at start
+        from the snapshot's and the log's sessions)."""
+        now = self.clock.monotonic_ms()
+        self.sessions = SessionTracker(self.config.tick_ms)
+        for session_id, (timeout_ms, _) in self.tree.sessions.items():
+            self.sessions.add(session_id, timeout_ms, now)
 
     def _leave_read_only(self) -> Work:
         """A leader is found: read-only clients move on to read-write servers."""
@@ -875,8 +883,14 @@ class Engine(ClientCalls):
         if not self.standalone:
             self._show_config()
         self.soft = self.peer.soft_state()
+        if _leads(self.soft):
+            self._track_tree_sessions()
         self.looking_since_ms = self.clock.monotonic_ms()
         LOGGER.info("core restarted from disk at 0x%x; looking for the leader", self.tree.last_zxid)
+
+
+def _leads(soft: SoftState) -> bool:
+    return soft.serving and soft.state == ServerState.LEADING
 
 
 @dataclass(slots=True)

@@ -200,6 +200,16 @@ def ensure_zookeeper() -> None:
         raise ZooKeeperUnavailable("no java on PATH")
 
 
+def zookeeper_unavailable() -> str | None:
+    """None when ZooKeeper 3.8 can run here (installed now if need be), else why not: a
+    script's exit 2."""
+    try:
+        ensure_zookeeper()
+    except ZooKeeperUnavailable as exc:
+        return str(exc)
+    return None
+
+
 def wait_serving(port: int, running: Callable[[], bool], wait_s: float = 20.0) -> str:
     """Until the server on ``port`` answers srvr with a Mode (it serves clients); that mode.
 
@@ -371,9 +381,11 @@ class ServerProcess:
 class Ensemble:
     """N servers on 127.0.0.1, each with its own folder, myid and config (server.N lines)."""
 
-    def __init__(self, workdir: Path, size: int, *, observers: int = 0, proxied: bool = False, **overrides: object) -> None:
+    def __init__(self, workdir: Path, size: int, *, observers: int = 0, proxied: bool = False,
+                 client_ports: Mapping[int, int] | None = None, **overrides: object) -> None:  # fmt: skip
         """With ``proxied``, server j reaches server i through ``self.proxies[(j, i)]`` (quorum and
-        election port each), so a test can cut any directed link."""
+        election port each), so a test can cut any directed link.  ``client_ports``: server id
+        -> its client port (others' are free ones): servers that take over another ensemble's."""
         self.servers: dict[int, ServerProcess] = {}
         self.proxies: dict[tuple[int, int], tuple[LinkProxy, LinkProxy]] = {}
         self.hub = ProxyHub() if proxied else None
@@ -381,7 +393,7 @@ class Ensemble:
         self.overrides = overrides
         total = size + observers
         ports = {sid: (free_port(), free_port()) for sid in range(1, total + 1)}
-        clients = {sid: free_port() for sid in ports}  # in the server lines: the web console asks each server
+        clients = {sid: (client_ports or {}).get(sid) or free_port() for sid in ports}  # in the server lines: the web console asks each server
         self.ports = {sid: (q, e, clients[sid]) for sid, (q, e) in ports.items()}  # each server's own (unproxied) ports
         role = {sid: "observer" if sid > size else "" for sid in ports}
         for sid in range(1, total + 1):

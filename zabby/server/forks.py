@@ -11,26 +11,23 @@ so a killed server's child never holds its listening sockets against a restart.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import math
 import os
 import resource
-import signal
-import struct
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import msgpack
-
 from zabby.core.messages import SnapChunk, encode
+from zabby.server.children import DigestChild as DigestChild
+from zabby.server.children import fork_child
 from zabby.tree.acl import acl_bytes
 from zabby.server.transport import ForkedStream
-from zabby.storage.snapshot import read_snapshot, write_snapshot, write_snapshot_stream
-from zabby.tree.datatree import DataTree, records_digest
+from zabby.storage.snapshot import write_snapshot, write_snapshot_stream
+from zabby.tree.datatree import DataTree
 from zabby.wire.framing import encode_frame
 
 SNAP_CHUNK_RECORDS = 2000
@@ -39,39 +36,7 @@ SNAP_CHUNK_BYTES = 4 * 2**20  # a chunk ends once its data passes this (one reco
 # SNAPSHOT_IDLE_S, at SNAPSHOT_NICENESS (about a tenth of a core beside busy servers).
 SNAPSHOT_IDLE_S = 20.0
 SNAPSHOT_NICENESS = 10
-PR_SET_PDEATHSIG = 1  # prctl(2)
 CAP_SYS_NICE = 23  # capability(7)
-_DIGEST = struct.Struct(">Q")
-
-
-def fork_child(work: Callable[[], object]) -> int:
-    """Fork; the child runs ``work`` on its copy-on-write image of this process (the tree as
-    of now, however the parent changes it) and exits without any of the parent's cleanup.
-    Returns the child's pid; its exit status is 0 when ``work`` returned.  Call it from the
-    trio thread: the child is killed when the thread that forked it ends (prctl(2))."""
-    parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            _die_with_parent(parent)
-            work()
-            code = 0
-        finally:
-            os._exit(code)
-    return pid
-
-
-def _die_with_parent(parent: int) -> None:
-    """Linux: SIGKILL this child if the server dies, so a killed server's child never
-    outlives it holding the server's inherited listening sockets (a restart could not bind)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the child ends with its work
-        return
-    if os.getppid() != parent:  # the server died before the prctl took effect
-        os._exit(1)
 
 
 def write_snapshot_frames(pipe: BinaryIO, records: Iterable[tuple[Any, ...]]) -> None:
@@ -187,94 +152,6 @@ def _set_niced_priority() -> None:
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
     except OSError:  # not allowed (RLIMIT_NICE): it goes on at idle priority
         pass
-
-
-class DigestChild:
-    """``records_digest`` of snapshot records, computed by a forked child on the other core
-    while this process builds the tree from the same records (``TreeBuilder(digest=False)``):
-    a SNAP's stream, passed on with ``feed`` as it arrives, or a snapshot file (``path``) at
-    start-up.  The digest is a third of a build's time (about 1 s at 1M znodes).
-
-    ``result`` is None when the child could not give it (it failed, or the stream could not
-    reach it): the caller computes the digest itself.  Fork it from the thread that lives as
-    long as the child's work (see ``fork_child``); ``result`` or ``abandon`` collects it."""
-
-    def __init__(self, path: Path | None = None) -> None:
-        result_read, result_write = os.pipe()
-        feed_read, feed_write = os.pipe() if path is None else (-1, -1)
-        if path is None:
-            with contextlib.suppress(OSError, AttributeError):  # fewer wake-ups on both sides (Linux)
-                fcntl.fcntl(feed_write, fcntl.F_SETPIPE_SZ, 1 << 20)
-
-        def in_child() -> None:
-            os.close(result_read)
-            if path is None:
-                os.close(feed_write)
-                digest = records_digest(_records_from_pipe(feed_read))
-            else:
-                _, records = read_snapshot(path)
-                digest = records_digest(records)
-            os.write(result_write, _DIGEST.pack(digest))
-
-        try:
-            self._pid: int | None = fork_child(in_child)
-        finally:
-            os.close(result_write)
-            if feed_read >= 0:
-                os.close(feed_read)
-        self._result_fd = result_read
-        self._feed_fd: int | None = feed_write if feed_write >= 0 else None
-
-    def feed(self, encoded: bytes | memoryview) -> None:
-        """The next records, packed as the stream carried them.  A child that is gone (it
-        failed) gets no more: ``result`` then says None."""
-        if self._feed_fd is None:
-            return
-        try:
-            view = memoryview(encoded)
-            while view:
-                view = view[os.write(self._feed_fd, view) :]
-        except OSError:
-            self._close_feed()
-
-    def result(self) -> int | None:
-        """The digest, once the child has read every record (it blocks until then)."""
-        self._close_feed()
-        try:
-            answer = b""
-            while chunk := os.read(self._result_fd, _DIGEST.size):
-                answer += chunk
-            status = self._reap()
-        finally:
-            self.abandon()
-        return _DIGEST.unpack(answer)[0] if status == 0 and len(answer) == _DIGEST.size else None
-
-    def abandon(self) -> None:
-        """Stop the child if it is still running, and close what is open (idempotent)."""
-        self._close_feed()
-        if self._pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self._pid, signal.SIGKILL)
-            self._reap()
-        if self._result_fd >= 0:
-            os.close(self._result_fd)
-            self._result_fd = -1
-
-    def _close_feed(self) -> None:
-        if self._feed_fd is not None:
-            os.close(self._feed_fd)
-            self._feed_fd = None
-
-    def _reap(self) -> int:
-        pid, self._pid = self._pid, None
-        return os.waitpid(pid, 0)[1] if pid is not None else -1
-
-
-def _records_from_pipe(fd: int) -> Iterator[tuple[Any, ...]]:
-    unpacker = msgpack.Unpacker(raw=False, use_list=False)
-    while data := os.read(fd, 1 << 20):
-        unpacker.feed(data)
-        yield from unpacker
 
 
 @dataclass(frozen=True, slots=True)
