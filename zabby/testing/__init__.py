@@ -1,5 +1,5 @@
 """Real zabby servers for your tests, without Java: a standalone server or an ensemble on
-127.0.0.1, in a temporary folder, on free ports, stopped (and its folder removed) at the end.
+127.0.0.1, in a temporary folder, on free ports, killed (and its folder removed) at the end.
 
     import zabby.testing
 
@@ -25,31 +25,29 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Generic, TypeVar
 
 import anyio
 
-from zabby.testing.ensemble import Ensemble, Member
+from zabby.testing.ensembles import Ensemble, Member
 from zabby.testing.processes import ServerProcess, free_port, wait_until
 
 __all__ = ["Ensemble", "Member", "Running", "ServerProcess", "ensemble", "free_port", "server", "wait_until"]
 
 STOP_S_MAX = 60.0  # an async exit waits this long at most for the servers to stop
-Servers = TypeVar("Servers", ServerProcess, Ensemble)
+Servers = TypeVar("Servers", bound=ServerProcess | Ensemble)
 
 
 class Running(Generic[Servers]):
-    """Servers started on entry (``with`` or ``async with``) and stopped on exit, in a temporary
+    """Servers started on entry (``with`` or ``async with``) and killed on exit, in a temporary
     folder of their own unless ``workdir`` was given."""
 
-    def __init__(self, make: type[Servers], size: int | None, workdir: str | Path | None, wait_s: float, settings: dict[str, object]) -> None:
-        self._make = make
-        self._size = size
+    def __init__(self, start: Callable[[Path], Servers], workdir: str | Path | None) -> None:
+        self._start: Callable[[Path], Servers] = start
         self._workdir = Path(workdir) if workdir is not None else None
-        self._wait_s = wait_s
-        self._settings = settings
         self._temporary: Path | None = None
         self._servers: Servers | None = None
 
@@ -66,28 +64,13 @@ class Running(Generic[Servers]):
             raise
         return self._servers
 
-    def _start(self, folder: Path) -> Servers:
-        if self._make is ServerProcess:
-            one = ServerProcess(folder, **self._settings)
-            one.start(self._wait_s)
-            return one  # type: ignore[return-value]  # (Servers is ServerProcess here)
-        assert self._size is not None
-        group = Ensemble(folder, self._size, **self._settings)
-        group.start(self._wait_s)
-        try:
-            group.wait_leader(self._wait_s, everyone=True)
-        except BaseException:
-            group.kill_all()
-            raise
-        return group  # type: ignore[return-value]
-
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         servers, self._servers = self._servers, None
         try:
             if isinstance(servers, Ensemble):
-                servers.stop_all()
+                servers.kill_all()
             elif servers is not None:
-                servers.stop()
+                servers.kill()
         finally:
             self._remove_folder()
 
@@ -106,7 +89,13 @@ class Running(Generic[Servers]):
 
 def server(*, workdir: str | Path | None = None, wait_s: float = 20.0, **settings: object) -> Running[ServerProcess]:
     """One standalone server: ``with zabby.testing.server() as zk_server: ... zk_server.hosts``."""
-    return Running(ServerProcess, None, workdir, wait_s, settings)
+
+    def start(folder: Path) -> ServerProcess:
+        one = ServerProcess(folder, port=None, **settings)
+        one.start(wait_s)
+        return one
+
+    return Running(start, workdir)
 
 
 def ensemble(size: int = 3, *, workdir: str | Path | None = None, wait_s: float = 30.0, **settings: object) -> Running[Ensemble]:
@@ -114,4 +103,15 @@ def ensemble(size: int = 3, *, workdir: str | Path | None = None, wait_s: float 
     on entry every server serves and one leads."""
     if size < 1:
         raise ValueError(f"an ensemble has one server or more, not {size}")
-    return Running(Ensemble, size, workdir, wait_s, settings)
+
+    def start(folder: Path) -> Ensemble:
+        group = Ensemble(folder, size, observers=0, client_ports=None, **settings)
+        group.start(wait_s)
+        try:
+            group.wait_leader(wait_s, everyone=True)
+        except BaseException:
+            group.kill_all()
+            raise
+        return group
+
+    return Running(start, workdir)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from zabby.testing.ensemble import Ensemble
+from zabby.testing.ensembles import Ensemble
 from zabby.testing.processes import ServerProcess
 
 
