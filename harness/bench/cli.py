@@ -8,7 +8,7 @@
     python -m harness.bench --profile-write --baseline-root /tmp/zabby-old   # old and this checkout, alternating
     python -m harness.bench --quick --setting forceSync=no   # an experiment: a zoo.cfg line for every server of both
 
-``python scripts/bench.py`` and the console script ``zabby-bench`` run the same.  It starts every system under test itself, in a temporary folder, on free 127.0.0.1
+``python scripts/bench.py`` runs the same.  It starts every system under test itself, in a temporary folder, on free 127.0.0.1
 ports: zabby standalone and a 3-server zabby ensemble (python -m zabby.server.main, from this
 checkout or --zabby-root), and Apache ZooKeeper 3.8 standalone and 3-server from Debian's
 `zookeeper` package (installed with apt-get by scripts/install_zookeeper.sh when missing; JVMs
@@ -49,7 +49,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-
+from harness import CHECKOUT
 from harness.bench import report
 from harness.bench.goals import goals_table, is_goal_row, scale_tables
 from harness.bench.markdown import read_records, rebuild, scale_method, trailing_profiles, write_report
@@ -58,7 +58,6 @@ from harness.bench.runner import DRIVERS, SPREAD, SPREAD_WORKLOADS, WORKLOADS, C
 from harness.bench.scale import ScaleOptions, run_scale
 from harness.bench.series import Run, measure, resync
 from harness.bench.systems import System, make_system, setting_problem, zookeeper_missing
-from harness import CHECKOUT
 
 QUICK_WORKLOADS = ["getData", "setData", "create-100B", "latency-read", "latency-write", "latency-set"]
 QUICK_LIMITS = Limits(seconds=3.0, ops=100_000, create_ops=60_000, latency_ops=1000, latency_seconds=4.0, watchers=50, watch_rounds=15)

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import checkout_env
 from harness.bench.systems import System, cpu_of, total_watches
-
-from harness import CHECKOUT
 from harness.local.javac import JAVA_DIR, JavaUnavailable, classpath, compile_java
 from harness.local.zookeeper import ZK_JAR
 
@@ -133,9 +132,8 @@ class ClientProcess:
     def __init__(self, argv: list[str], log_path: Path) -> None:
         self.log_path = log_path
         self.log = open(log_path, "ab")
-        path = os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH", "")]))  # a Python client runs this checkout
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True,
-                                     env={**os.environ, "PYTHONPATH": path})  # fmt: skip
+                                     env=checkout_env())  # fmt: skip  (a Python client runs this checkout)
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.result: dict[str, Any] | None = None
         threading.Thread(target=self._read, daemon=True).start()

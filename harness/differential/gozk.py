@@ -35,13 +35,12 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness import CHECKOUT, checkout_env
 from harness.differential.clients import CACHE, SuiteCounts, ensure_debian_clients
 from harness.differential.servers import SYSTEMS
 from harness.differential.xids import ClientProxy
-from harness import CHECKOUT
-from harness.local.zookeeper import ZOOKEEPER_LOG4J
+from harness.local.zookeeper import ZOOKEEPER_LOG4J, zookeeper_command
 from zabby.testing import free_port
-from harness.local.zookeeper import zookeeper_command
 
 PACKAGE = "github.com/samuel/go-zookeeper/zk"
 PROBE_SOURCE = Path(__file__).with_name("gozk_probe.go")
@@ -84,9 +83,8 @@ def harness_environment(system: str) -> dict[str, str]:
     folder = launcher_folder(system)
     real_java = shutil.which("java") or "java"
     return {
-        **os.environ, "ZOOKEEPER_PATH": str(folder), "PATH": f"{folder / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        **checkout_env(), "ZOOKEEPER_PATH": str(folder), "PATH": f"{folder / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
         SYSTEM_ENV: system, REAL_JAVA_ENV: real_java,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH", "")])),
     }  # fmt: skip
 
 

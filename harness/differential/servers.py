@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import zabby.testing
 from harness.local.zookeeper import ZooKeeperEnsemble, ZooKeeperProcess
 from zabby.testing import ServerProcess
-from zabby.testing.ensemble import QUORUM_LIMITS, started_ensemble
+from zabby.testing.ensembles import QUORUM_LIMITS
 
 REAP_INTERVAL_MS = 200
 SUPER_USER, SUPER_PASSWORD = "super", "differential"
@@ -109,6 +110,5 @@ def running_system(system: str, size: int, workdir: Path, **settings: Any) -> It
         finally:
             server.kill()
         return
-    with started_ensemble(workdir, size, **merged) as ensemble:
-        ensemble.wait_leader(60, everyone=True)
+    with zabby.testing.ensemble(size, workdir=workdir, wait_s=60, **merged) as ensemble:
         yield RunningSystem(system, ensemble.hosts, [server.log_path for server in ensemble.servers.values()])

@@ -26,9 +26,9 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import threading
 import time
-import tempfile
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,7 +38,7 @@ from harness.local.netproxy import LinkProxy, ProxyHub
 from harness.local.zookeeper import launch_zookeeper, zookeeper_command
 from zabby.client.fourletter import mntr, server_mode, srvr_zxid
 from zabby.membership import Membership
-from zabby.testing.ensemble import Member
+from zabby.testing.ensembles import Member
 from zabby.testing.processes import launch_server, write_config, write_myid
 
 SERVING_MODES = frozenset({"leader", "follower", "observer"})

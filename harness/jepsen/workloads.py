@@ -22,6 +22,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from harness import checkout_env
 from harness.jepsen import clients
 from harness.jepsen.checker import EphemeralSession
 from harness.jepsen.history import FAIL, OK, UNKNOWN, History
@@ -211,7 +212,7 @@ class SessionChurner(threading.Thread):
         """A client process that creates the ephemeral and is SIGKILLed: no close is sent."""
         op_id = self.history.invoke(self.name, "session", name, kind)
         command = [sys.executable, "-m", "harness.jepsen.doomed_client", kind, self.hosts, f"{EPHEMERALS}/{name}", str(self.spec.churn_session_timeout_s), str(CHILD_LIFETIME_S)]
-        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=checkout_env())
         try:
             line = _read_line(child, CHILD_READY_TIMEOUT_S)
             self.stop_event.wait(self.rng.uniform(*self.spec.churn_hold_s))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.local.netproxy import LinkProxy, Mode, ProxyHub
-from zabby.testing.ensemble import Ensemble
+from zabby.testing.ensembles import Ensemble
 from zabby.testing.processes import free_port
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from harness import CHECKOUT
 from harness.local.javac import JAVA_DIR
 from zabby.client.fourletter import four_letter, server_mode
-from zabby.testing.ensemble import Member, server_lines
+from zabby.testing.ensembles import Member, server_lines
 from zabby.testing.processes import KILL_WAIT_S, free_port, wait_serving, write_config, write_myid
 
 ZK_JAR = JAVA_DIR / "zookeeper.jar"  # Debian's; its manifest's Class-Path names jute, netty, slf4j-api, ...

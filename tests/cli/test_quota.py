@@ -16,7 +16,7 @@ from kazoo.exceptions import QuotaExceededError
 
 from zabby.cli import BufferWriter, Shell
 from zabby.cli.shell import FAILED, OK
-from zabby.local.processes import ServerProcess, wait_until
+from zabby.testing import ServerProcess, wait_until
 
 
 @pytest.fixture

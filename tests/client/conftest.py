@@ -1,14 +1,16 @@
 from __future__ import annotations
 
-from zabby.local.processes import wait_until  # noqa: F401  (re-exported for this folder's tests)
-
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from zabby import SyncClient
-from zabby.local.processes import Ensemble, ServerProcess
+from zabby.testing import (
+    Ensemble,
+    ServerProcess,
+    wait_until,  # noqa: F401  (re-exported for this folder's tests)
+)
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 
 from zabby import SyncClient
 from zabby.client.states import EventType, WatchedEvent
-from zabby.local.processes import Ensemble, ServerProcess, wait_until
 from zabby.opcodes import AddWatchMode
+from zabby.testing import Ensemble, ServerProcess, wait_until
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.local.proxied import ProxiedEnsemble
 from tests.server.wire import OPEN_ACL, raw_session
 from zabby import SyncClient
-from zabby.local.processes import Ensemble
 from zabby.storage.snapshot import list_snapshots, read_snapshot
+from zabby.testing import Ensemble
 from zabby.tree.datatree import DataTree
 
 TICK_MS = 200
@@ -191,7 +192,7 @@ def test_no_quorum_means_not_serving(ensemble: Ensemble) -> None:
 
 
 def test_partitioned_leader_stops_serving_and_rejoins(tmp_path: Path) -> None:
-    group = Ensemble(tmp_path, 3, proxied=True, tickTime=TICK_MS)
+    group = ProxiedEnsemble(tmp_path, 3, tickTime=TICK_MS)
     group.start()
     try:
         old = group.wait_leader()

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from tests import ROOT
-from zabby.local import process_alive
 from zabby.membership import Membership
+from zabby.testing.processes import process_alive
 
 SIDS = range(1, 5)
 
