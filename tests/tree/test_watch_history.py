@@ -164,12 +164,12 @@ def test_the_history_is_bounded_in_bytes_and_a_resume_reads_only_its_own_events(
     """200 multis of 5,000 setData held 295 MB of history (bounded in txns only); a resume of
     a quiet path scanned all of it: 0.22 s per 26-byte request against 500,000 events."""
     history = WatchHistory(100_000, 0, bytes_max=2 * 2**20)
-    for zxid in range(1, 201):
+    for zxid in range(1, 401):
         history.record(zxid, [(CHANGED, f"/busy/n{n}", OPEN) for n in range(100)])
-    history.record(201, [(CHANGED, "/quiet/x", OPEN)])
+    history.record(401, [(CHANGED, "/quiet/x", OPEN)])
     assert history.bytes <= 2 * 2**20 and history.since > 0  # the oldest txns went to stay within it
     read_checks: list[object] = []
     monkeypatch.setattr("zabby.tree.watches._may_read", lambda watcher, acl: read_checks.append(acl) or True)
-    assert history.replay(Session("s"), "/quiet", True, history.since, BYTES_MAX) == [(201, CHANGED, "/quiet/x")]
+    assert history.replay(Session("s"), "/quiet", True, history.since, BYTES_MAX) == [(401, CHANGED, "/quiet/x")]
     assert history.replay(Session("s"), "/elsewhere", True, history.since, BYTES_MAX) == []
     assert len(read_checks) == 1  # the /busy events were never looked at
