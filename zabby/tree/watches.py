@@ -260,7 +260,7 @@ class WatchHistory:
                 tops = top
             elif top != tops and (tops.__class__ is str or top not in tops):
                 tops = (tops, top) if tops.__class__ is str else (*tops, top)
-        entry = (zxid, size, tops, *[field for event in events for field in event])
+        entry = sum(events, (zxid, size, tops))  # the events' fields after the three: tuple concatenation, in C
         self._txns.append(entry)
         by_top = self._by_top
         for key in (tops,) if tops.__class__ is str else tops:
