@@ -25,6 +25,7 @@ was then.  History replay and live triggers match by the one rule (``recursive_p
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 from collections.abc import Hashable, Iterable, Iterator
 from typing import Any
 
@@ -202,13 +203,15 @@ REPLAY_BYTES_PER_EVENT = 24  # an event's frame without its path: the length pre
 HISTORY_TXN_BYTES = 120  # what the history holds for a txn: its entry, its place in an index or two
 HISTORY_EVENT_BYTES = 80  # and for each of its events beside the path
 Kept = tuple[int, int, str, tuple[acls.ACL, ...]]  # an event in the history: (zxid, type, path, acl)
-# A txn in the history: (zxid, bytes, the first names of its events' paths (one, or a tuple),
-# then each event's type, path and ACL), one flat tuple: a txn kept costs the cyclic collector
-# one object, which it stops tracking at its first look (its contents are ints, strings and
-# ACL tuples).  Kept as the apply's list of event tuples, it cost three or four, walked in
-# every young collection: 2.5 µs of a pipelined create's CPU on each server.
+# A txn in the history: (zxid, bytes, then each event's type, path and ACL), one flat tuple: a
+# txn kept costs the cyclic collector one object, which it stops tracking at its first look
+# (its contents are ints, strings and ACL tuples).  Kept as the apply's list of event tuples,
+# it cost three or four, walked in every young collection: 2.5 µs of a pipelined create's CPU
+# on each server.
 Entry = tuple[Any, ...]
-_EVENTS_AT = 3
+_EVENTS_AT = 2
+_COMPACT_AT = 4096  # forgotten entries at the front of the list before it is cut
+INDEX_BACKLOG_MAX = 16_384  # txns recorded and not indexed: what a resume may have to index first (~10 ms)
 
 
 def _top(path: str) -> str:
@@ -225,12 +228,14 @@ class WatchHistory:
     from ``since`` on.  A history starts at the zxid of the tree it follows and is started
     again whenever the tree is replaced (a SNAP, a reload from disk).
 
-    Each txn is indexed by the first names of its events' paths (nearly always one), so a
-    resume reads only the txns of its top-level subtree (every txn for a watch on ``/``),
-    newest first down to its zxid: it costs about what it returns, not the history's size,
-    and recording a txn is one look-up.  The entries are tuples of ints, strings and ACL
-    tuples, which the cyclic collector stops tracking after its first look: a full history
-    adds nothing to its walks."""
+    Recording a txn is one tuple appended to a list (every server records every write; a
+    resume is rare).  The txns are indexed by the first names of their events' paths (nearly
+    always one) in bulk, when a resume needs the index or ``INDEX_BACKLOG_MAX`` txns wait for
+    it, from where the last indexing left it, so a resume reads only the txns of its
+    top-level subtree (every txn for a watch on ``/``), newest first down to its zxid: it
+    costs about what it returns, not the history's size.  The index holds the txns' sequence
+    numbers; the ones of forgotten txns are dropped from it once as many txns were forgotten
+    as it has names."""
 
     def __init__(self, txns_max: int, since: int, bytes_max: int = 64 * 2**20) -> None:
         if txns_max < 0 or bytes_max < 0:
@@ -239,11 +244,15 @@ class WatchHistory:
         self.bytes_max = bytes_max
         self.since = since
         self.bytes = 0
-        self._txns: deque[Entry] = deque()  # oldest first
-        self._by_top: dict[str, deque[Entry]] = {}  # a first name → the txns with an event under it, oldest first
+        self._entries: list[Entry | None] = []  # oldest first; None where forgotten, before ``_head``
+        self._head = 0  # the index in ``_entries`` of the oldest kept
+        self._base = 0  # the sequence number of ``_entries[0]``
+        self._indexed = 0  # the sequence number of the first txn not in the index yet
+        self._by_top: dict[str, deque[int]] = {}  # a first name → the sequence numbers of the txns with an event under it
+        self._forgotten_unpruned = 0  # txns forgotten since the index was last pruned
 
     def __len__(self) -> int:
-        return len(self._txns)
+        return len(self._entries) - self._head
 
     def record(self, zxid: int, events: list[Event]) -> None:
         """The events txn ``zxid`` made, as it was applied (after every zxid recorded before)."""
@@ -251,43 +260,77 @@ class WatchHistory:
             self.since = zxid
             return
         size = HISTORY_TXN_BYTES
-        tops: Any = None  # the one first name of the events' paths, or a tuple of them (a multi across subtrees: rare)
-        for _, path, _ in events:
-            size += HISTORY_EVENT_BYTES + len(path)
-            cut = path.find("/", 1)
-            top = path[1:cut] if cut > 0 else path[1:]
-            if tops is None:
-                tops = top
-            elif top != tops and (tops.__class__ is str or top not in tops):
-                tops = (tops, top) if tops.__class__ is str else (*tops, top)
-        entry = sum(events, (zxid, size, tops))  # the events' fields after the three: tuple concatenation, in C
-        self._txns.append(entry)
-        by_top = self._by_top
-        for key in (tops,) if tops.__class__ is str else tops:
-            found = by_top.get(key)
-            if found is None:
-                found = by_top[key] = deque()
-            found.append(entry)
+        for event in events:
+            size += HISTORY_EVENT_BYTES + len(event[1])
+        entries = self._entries
+        entries.append(sum(events, (zxid, size)))  # the events' fields after the two: tuple concatenation, in C
         self.bytes += size
-        while len(self._txns) > self.txns_max or self.bytes > self.bytes_max:
+        if len(entries) - self._head > self.txns_max or self.bytes > self.bytes_max:
             self._forget_oldest()
+        if self._base + len(entries) - self._indexed >= INDEX_BACKLOG_MAX:
+            self._index()
 
     def _forget_oldest(self) -> None:
-        zxid, size, tops = self._txns.popleft()[:_EVENTS_AT]
-        self.since = zxid
-        self.bytes -= size
-        by_top = self._by_top
-        for key in (tops,) if tops.__class__ is str else tops:  # the oldest entry of each index it is in
-            found = by_top[key]
-            found.popleft()
-            if not found:
-                del by_top[key]
+        """Forget the oldest txns until both bounds hold."""
+        entries, head = self._entries, self._head
+        while len(entries) - head > self.txns_max or self.bytes > self.bytes_max:
+            oldest = entries[head]
+            assert oldest is not None
+            entries[head] = None
+            head += 1
+            self.since = oldest[0]
+            self.bytes -= oldest[1]
+            self._forgotten_unpruned += 1
+        if head >= _COMPACT_AT and head * 2 >= len(entries):
+            del entries[:head]
+            self._base += head
+            head = 0
+        self._head = head
+
+    def _index(self) -> dict[str, deque[int]]:
+        """The index, brought up to the newest txn, without the forgotten ones."""
+        by_top, entries, base = self._by_top, self._entries, self._base
+        first = base + self._head
+        seq = max(self._indexed, first)
+        for entry in islice(entries, seq - base, None):
+            path = entry[3]  # type: ignore[index]  # kept entries are never None
+            cut = path.find("/", 1)
+            top = path[1:cut] if cut > 0 else path[1:]
+            found = by_top.get(top)
+            if found is None:
+                found = by_top[top] = deque()
+            found.append(seq)
+            if len(entry) > 5:  # type: ignore[arg-type]  # more than one event: under other first names too?
+                for at in range(6, len(entry), 3):  # type: ignore[arg-type]
+                    other = _top(entry[at])  # type: ignore[index]
+                    if other != top and (not by_top.get(other) or by_top[other][-1] != seq):
+                        by_top.setdefault(other, deque()).append(seq)
+            seq += 1
+        self._indexed = seq
+        if self._forgotten_unpruned >= len(by_top):  # as many forgotten as names: the pruning costs about what they did
+            for key in list(by_top):
+                found = by_top[key]
+                while found and found[0] < first:
+                    found.popleft()
+                if not found:
+                    del by_top[key]
+            self._forgotten_unpruned = 0
+        return by_top
 
     def _newest_first(self, watch_path: str, recursive: bool) -> Iterator[Kept]:
         """The events a watch on ``watch_path`` may see, newest first: a recursive one on ``/``
         every txn's, any other the events of the txns of its top-level subtree."""
-        entries = self._txns if watch_path == "/" and recursive else self._by_top.get(_top(watch_path), ())
-        for entry in reversed(entries):
+        entries, base = self._entries, self._base
+        first = base + self._head
+        if watch_path == "/" and recursive:
+            seqs: Iterable[int] = range(base + len(entries) - 1, first - 1, -1)
+        else:
+            seqs = reversed(self._index().get(_top(watch_path), ()))
+        for seq in seqs:
+            if seq < first:
+                return
+            entry = entries[seq - base]
+            assert entry is not None
             zxid = entry[0]
             for at in range(len(entry) - 3, _EVENTS_AT - 1, -3):
                 yield zxid, entry[at], entry[at + 1], entry[at + 2]
