@@ -10,7 +10,7 @@
 * ``zabby.wire`` is sans-I/O: no sockets, clocks, threads, randomness, files or event loop;
   ``zabby.core`` and ``zabby.tree`` import no trio, socket, os, time or threading either.
 * Layers (errors/opcodes/membership < tree, wire < core, storage < engine < server): no
-  module imports a layer above its own, but for the exceptions named in ``LAYER_EXCEPTIONS``.
+  module imports a layer above its own.
 * The product (``zabby``) never imports the repository's tooling (``harness``: the fault
   harness, the differential runs, the benchmarks, ZooKeeper's processes, link proxies), nor
   kazoo or pytest (test dependencies; pytest only in ``zabby.testing.pytest_plugin``, which
@@ -163,8 +163,6 @@ LAYERS = (
     ("zabby.engine",),
     ("zabby.server",),
 )
-# Known exceptions, each a debt to pay: the engine counts into the server's stats object.
-LAYER_EXCEPTIONS = {("zabby.engine", "zabby.server.stats")}
 
 
 def _layer(module: str) -> int | None:
@@ -192,8 +190,7 @@ def test_no_module_imports_a_layer_above_it() -> None:
             continue
         for target in targets:
             target_rank = _layer(target)
-            exempt = any(name.startswith(a) and target.startswith(b) for a, b in LAYER_EXCEPTIONS)
-            assert target_rank is None or target_rank <= rank or exempt, f"{name} imports {target}, a layer above it"
+            assert target_rank is None or target_rank <= rank, f"{name} imports {target}, a layer above it"
 
 
 TESTING = ("zabby.testing",)
