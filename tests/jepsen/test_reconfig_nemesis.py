@@ -131,11 +131,9 @@ def test_redirect_library_sends_a_connect_to_the_link_proxy() -> None:
 
 
 def test_servers_run_this_checkouts_code() -> None:
-    import inspect
-
     from harness import CHECKOUT
     from harness.jepsen import cluster
-    from zabby.testing.processes import launch_server
+    from zabby.testing.processes import code_root
 
-    assert (CHECKOUT / "zabby" / "jepsen" / "cluster.py").resolve() == Path(cluster.__file__).resolve()
-    assert inspect.signature(launch_server).parameters["root"].default == CHECKOUT  # the cluster's servers launch from it
+    assert (CHECKOUT / "harness" / "jepsen" / "cluster.py").resolve() == Path(cluster.__file__).resolve()
+    assert code_root() == CHECKOUT  # launch_server's default: the cluster's servers run the zabby of this checkout
