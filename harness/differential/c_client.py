@@ -12,6 +12,7 @@ running system:
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -37,10 +38,12 @@ def build() -> Path:
     if binary.exists():
         return binary
     binary.parent.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["gcc", "-O1", "-Wall", "-o", str(binary), str(SOURCE), "-lzookeeper_mt", "-lpthread"], capture_output=True, text=True,
+    partial = binary.with_name(f"{binary.name}.{os.getpid()}")  # renamed into place whole: parallel test workers may build it at once
+    done = subprocess.run(["gcc", "-O1", "-Wall", "-o", str(partial), str(SOURCE), "-lzookeeper_mt", "-lpthread"], capture_output=True, text=True,
                           timeout=RUN_TIMEOUT_S, check=False)  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"gcc c_scenario.c failed:\n{done.stderr[-2000:]}")
+    os.replace(partial, binary)
     return binary
 
 
@@ -57,6 +60,7 @@ def run_scenario(hosts: str, root: str = "/c-scenario", threads: int = 8, reques
 _CLI_MASKS = [(re.compile(r"\b(c|m|p)zxid=\w+"), r"\1zxid=*"), (re.compile(r"\b(c|m)time ?= ?.*"), r"\1time=*"),
               (re.compile(r"session id: 0x\w+"), "session id: *"),
               (re.compile(r"ephemeralOwner=\w+"), "ephemeralOwner=*"), (re.compile(r"\d+(\.\d+)?ms"), "*ms")]  # fmt: skip
+SESSION_LINE = "Got a new session id"
 
 
 def run_cli_mt(hosts: str) -> list[str]:
@@ -68,12 +72,17 @@ def run_cli_mt(hosts: str) -> list[str]:
     for command in CLI_COMMANDS:
         done = subprocess.run([str(ZOOKEEPER_BIN / "cli_mt"), "-h", hosts, "-c", command], capture_output=True, text=True, timeout=20, check=False)
         lines.append(f"> {command} (exit {done.returncode})")
+        answer: list[str] = []
+        sessions: list[str] = []
         for line in (done.stdout + done.stderr).splitlines():  # cli_mt answers on stderr, among its log lines
             if not line.strip() or "ZOO_" in line or line.startswith(("Watcher", "time = ")):
                 continue
             for pattern, replacement in _CLI_MASKS:
                 line = pattern.sub(replacement, line)
-            lines.append(line)
+            # Its watcher thread prints the session line when the session is up, before or
+            # after the main thread's "Creating ...", as the threads happen to run: after the answer.
+            (sessions if line.startswith(SESSION_LINE) else answer).append(line)
+        lines += answer + sessions
     return lines
 
 
