@@ -148,9 +148,11 @@ def run_probe(hosts: str, root: str = "/gozk-probe", goroutines: int = 8, reques
         source.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(PROBE_SOURCE, source)
         env = {**os.environ, "GOPATH": str(GOPATH), "GO111MODULE": "off", "GOCACHE": str(CACHE / "go" / "build-cache")}
-        built = subprocess.run(["go", "build", "-o", str(binary), str(source)], env=env, capture_output=True, text=True, timeout=600, check=False)
+        partial = binary.with_name(f"{binary.name}.{os.getpid()}")  # renamed into place whole: parallel test workers may build it at once
+        built = subprocess.run(["go", "build", "-o", str(partial), str(source)], env=env, capture_output=True, text=True, timeout=600, check=False)
         if built.returncode != 0:
             raise RuntimeError(f"go build gozk_probe.go failed:\n{built.stderr[-2000:]}")
+        os.replace(partial, binary)
     done = subprocess.run([str(binary), hosts, root, str(goroutines), str(requests)], capture_output=True, text=True, timeout=300, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"gozk_probe exited with {done.returncode}: {done.stdout[-500:]}{done.stderr[-1500:]}")

@@ -6,15 +6,18 @@ suite: each is one or a few ``.java`` files beside the Python that runs it."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 JAVA_DIR = Path("/usr/share/java")
 JAVAC_TIMEOUT_S = 300
+BUILT = ".built"  # the marker of a finished build
 
 
 class JavaUnavailable(RuntimeError):
@@ -43,13 +46,21 @@ def compile_java(name: str, sources: Sequence[Path], jars: Sequence[Path], cache
         if item in sources:
             digest.update(item.read_bytes())
     build = (cache or default_cache()) / f"{name}-{digest.hexdigest()[:12]}"
-    marker = build / ".built"
-    if marker.exists():
+    if (build / BUILT).exists():
         return build
-    build.mkdir(parents=True, exist_ok=True)
-    argv = ["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(build), "-cp", classpath(*jars), *map(str, sources)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=JAVAC_TIMEOUT_S, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"javac {name} failed:\n{done.stderr[-2000:]}")
-    marker.touch()
+    build.parent.mkdir(parents=True, exist_ok=True)
+    # Compiled aside and renamed into place whole: parallel test workers may compile the same
+    # tool at once, and none may load the classes another is still writing.
+    scratch = Path(tempfile.mkdtemp(prefix=f".{build.name}-", dir=build.parent))
+    try:
+        argv = ["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(scratch), "-cp", classpath(*jars), *map(str, sources)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=JAVAC_TIMEOUT_S, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"javac {name} failed:\n{done.stderr[-2000:]}")
+        (scratch / BUILT).touch()
+        shutil.rmtree(build, ignore_errors=True)  # a build left unfinished by an older, in-place compile
+        with contextlib.suppress(OSError):  # ENOTEMPTY/EEXIST: another worker's build is in place, the same classes
+            scratch.rename(build)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return build

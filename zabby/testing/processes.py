@@ -47,12 +47,15 @@ _PORTS_TAKEN: set[int] = set()
 def free_port() -> int:
     """A free port below the kernel's ephemeral range, so no outgoing connection can take it
     while a server that will listen on it is down (a restart must find its ports free).
-    Ports handed out once are not handed out again by this process; ports are drawn at random,
-    so processes that pick ports side by side (parallel test workers) seldom meet."""
+    Ports handed out once are not handed out again by this process.  Under pytest-xdist each
+    worker draws from its own residue class (port % workers == its index), so two workers of a
+    run never hand out the same port; other processes that pick ports side by side seldom meet,
+    as ports are drawn at random."""
     rng = random.Random()
     high = min(_ephemeral_low(), 32768)
+    index, workers = xdist_worker()
     for _ in range(1000):
-        port = rng.randrange(PORT_LOW, high)
+        port = rng.randrange(PORT_LOW + index, high, workers)
         if port in _PORTS_TAKEN:
             continue
         with socket.socket() as sock:
@@ -63,6 +66,16 @@ def free_port() -> int:
         _PORTS_TAKEN.add(port)
         return port
     raise RuntimeError("no free port below the ephemeral range")
+
+
+def xdist_worker() -> tuple[int, int]:
+    """(this process's worker index, the number of workers) under pytest-xdist, which sets
+    PYTEST_XDIST_WORKER=gw<N> in its workers (their subprocesses inherit it); (0, 1) elsewhere."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (name.startswith("gw") and name[2:].isdigit() and count.isdigit() and int(name[2:]) < int(count)):
+        return 0, 1
+    return int(name[2:]), int(count)
 
 
 def _ephemeral_low() -> int:
