@@ -14,6 +14,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import QuotaExceededError
 
+import zabby.testing
 from zabby.cli import BufferWriter, Shell
 from zabby.cli.shell import FAILED, OK
 from zabby.testing import ServerProcess, wait_until
@@ -22,12 +23,8 @@ from zabby.testing import ServerProcess, wait_until
 @pytest.fixture
 def zabby_server(tmp_path: Path) -> Iterator[ServerProcess]:
     """The server of the ``shell`` fixture, with zookeeper.enforceQuota on."""
-    server = ServerProcess(tmp_path, enforceQuota="true")
-    server.start()
-    try:
+    with zabby.testing.server(workdir=tmp_path, enforceQuota="true") as server:
         yield server
-    finally:
-        server.kill()
 
 
 @contextlib.contextmanager

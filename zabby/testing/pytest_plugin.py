@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import zabby.testing
 from zabby.testing.ensembles import Ensemble
 from zabby.testing.processes import ServerProcess
 
@@ -21,22 +22,13 @@ from zabby.testing.processes import ServerProcess
 @pytest.fixture
 def zabby_server(tmp_path: Path) -> Iterator[ServerProcess]:
     """A started standalone server process on 127.0.0.1 (tickTime 200 ms); killed after the test."""
-    server = ServerProcess(tmp_path / "zabby-server")
-    server.start()
-    try:
+    with zabby.testing.server(workdir=tmp_path / "zabby-server") as server:
         yield server
-    finally:
-        server.kill()
 
 
 @pytest.fixture
 def zabby_ensemble(tmp_path: Path) -> Iterator[Ensemble]:
     """Three started servers on 127.0.0.1 (tickTime 200 ms), every one serving and one leading;
     killed after the test."""
-    group = Ensemble(tmp_path / "zabby-ensemble", 3)
-    group.start()
-    try:
-        group.wait_leader(everyone=True)
+    with zabby.testing.ensemble(3, workdir=tmp_path / "zabby-ensemble") as group:
         yield group
-    finally:
-        group.kill_all()
