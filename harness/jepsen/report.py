@@ -100,6 +100,7 @@ def run_line(record: dict[str, Any]) -> str:
         f"({ops.get('ok', 0)} ok, {ops.get('fail', 0)} fail, {ops.get('unknown', 0)} unknown), "
         f"faults {sum(record.get('faults', {}).values())}, linearizable {record.get('linearizable')}, "
         f"converged in {record.get('converge_s')} s, longest write gap {record.get('longest_write_gap_s')} s"
+        + (f", all killed and restarted: serving the same tree in {record['restart_s']} s" if record.get("restart_s") is not None else "")
         + (f", reconfigs {_outcomes(record['reconfigs'])}" if record.get("reconfigs") else "")
         + _bystander_text(record.get("bystander"))
         + _watch_text(record.get("watch"))

@@ -188,7 +188,7 @@ def _note_slow_disk(cluster: Cluster, result: dict[str, Any]) -> None:
 
 
 def _budget_s(spec: RunSpec) -> float:
-    return spec.duration_s + 2 * spec.converge_s + 3 * spec.workload.churn_session_timeout_s + WATCHDOG_SLACK_S
+    return spec.duration_s + 3 * spec.converge_s + 3 * spec.workload.churn_session_timeout_s + WATCHDOG_SLACK_S
 
 
 def _fire_watchdog(cluster: Cluster, abort: threading.Event, result: dict[str, Any]) -> None:
@@ -350,8 +350,36 @@ class _Run:
                     self.notes.append("watch events not checked: the servers never agreed on a final tree")
             if self.cluster.spec.reconfig:
                 self._check_membership(inspector)
+            if tree is not None:
+                self._check_restart(inspector)
         finally:
             inspector.close()
+
+    def _check_restart(self, inspector: Inspector) -> None:
+        """Every server killed (SIGKILL) at once and started again: all serve within
+        ``converge_s`` and agree on the tree they held (an ephemeral may expire meanwhile;
+        nothing else changes, and nothing appears)."""
+        held = inspector.wait_converged(self.spec.converge_s)
+        if not held.converged:
+            self.failures.append(f"the servers disagree before the restart of all: {held.reason}")
+            return
+        tree = next(iter(held.trees.values()))
+        started = time.monotonic()
+        for sid in self.cluster.servers:
+            self.cluster.kill(sid)
+        for sid in self.cluster.servers:
+            self.cluster.restart(sid)
+        found = inspector.wait_converged(self.spec.converge_s)
+        self.result["restart_s"] = round(time.monotonic() - started, 3) if found.converged else None
+        if not found.converged:
+            self.failures.append(f"every server killed and started again: not converged within {self.spec.converge_s:g}s: {found.reason}")
+            return
+        after = next(iter(found.trees.values()))
+        changed = sorted(path for path, (data, version, owner) in tree.items() if not owner and after.get(path) != (data, version, owner))
+        appeared = sorted(set(after) - set(tree))
+        if changed or appeared:
+            self.failures.append(f"every server killed and started again: persistent znodes lost or changed {changed[:REPORTED_MAX]}, "
+                                 f"znodes that appeared {appeared[:REPORTED_MAX]}")  # fmt: skip
 
     def _record_convergence(self, found: Convergence, after_s: float) -> None:
         """Converged: the trees agreed within the bound.  The time is from the heal to when srvr

@@ -134,6 +134,7 @@ def test_short_run_of_hostile_clients_on_three_servers(tmp_path: Path) -> None:
     record = run_once(spec)
     assert record["ok"], "\n".join([*record["failures"], f"evidence: {record['dir']}", f"reproduce: {record['reproduce']}"])
     assert record["ops"]["ok"] > 0 and record["linearizable"] is True and not record["deaths"]
+    assert record["restart_s"] is not None  # every server killed at once and started again: the same tree
     made = {kind: n for kind, n in record["faults"].items() if kind in HOSTILE_KINDS}
     assert sum(made.values()) >= 3, record["attacks"]
     assert sum(a["raised"] for a in record["attacks"].values()) == 0, record["attacks"]  # nothing killed or stopped a server
