@@ -53,6 +53,8 @@ def run(count: int, servers: int, kinds: list[str] | None, scale: float, random_
                 @settings(max_examples=examples, deadline=None, database=None, phases=[Phase.generate])
                 @given(attack=attacks(kinds, scale))
                 def one(attack: Attack) -> None:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        return  # the rest of the round is drawn and passed over
                     verdict = arena.attack(attack)
                     verdicts.append(verdict)
                     print(f"{len(verdicts):5d} {verdict.line()}", flush=True)
