@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The generative adversary's long run (issue 56; zabby.jepsen.adversary): hypothesis draws
+"""The generative adversary's long run (issue 56; harness.jepsen.adversary): hypothesis draws
 attacks of every kind the harness knows, their sizes up to the findings' own, and each is run
 against real servers restarted after it, with a well-behaved client beside them.
 
@@ -27,7 +27,9 @@ from pathlib import Path
 
 from hypothesis import Phase, given, seed, settings
 
-from zabby.jepsen.adversary import SIZES, Arena, Attack, Verdict, attacks
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its harness/ is not installed
+
+from harness.jepsen.adversary import SIZES, Arena, Attack, Verdict, attacks
 
 
 ROUND = 100  # attacks drawn per seed when a run is bounded in time

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from zabby.jepsen import hostile_load
-from zabby.jepsen.history import FAIL, OK, History
-from zabby.jepsen.attacks import ATTACKS
-from zabby.jepsen.hostile import Outcome
-from zabby.jepsen.hostile_load import Attack, HostileLoad, hostile_plan
-from zabby.jepsen.nemesis import GROUPS, HOSTILE_KINDS, KINDS, hostile_kinds, kinds_for, schedule
-from zabby.jepsen.report import markdown_table, run_line
-from zabby.jepsen.runner import RunSpec, run_once
-from zabby.jepsen.workloads import WorkloadSpec
+from harness.jepsen import hostile_load
+from harness.jepsen.attacks import ATTACKS
+from harness.jepsen.history import FAIL, OK, History
+from harness.jepsen.hostile import Outcome
+from harness.jepsen.hostile_load import Attack, HostileLoad, hostile_plan
+from harness.jepsen.nemesis import GROUPS, HOSTILE_KINDS, KINDS, hostile_kinds, kinds_for, schedule
+from harness.jepsen.report import markdown_table, run_line
+from harness.jepsen.runner import RunSpec, run_once
+from harness.jepsen.workloads import WorkloadSpec
 
 
 def test_groups_and_kinds_combine_each_kind_once() -> None:

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from harness.jepsen import amplify, hostile
+from harness.local.jute_session import JuteSession, read_all
 from tests.server.wire import raw_session
 from zabby.errors import Err
-from zabby.jepsen import amplify, hostile
-from zabby.local.jute_session import JuteSession, read_all
-from zabby.local.processes import ServerProcess, wait_until
 from zabby.opcodes import OpCode
+from zabby.testing import ServerProcess, wait_until
 from zabby.wire import jute
 from zabby.wire.messages import pack_frame
 

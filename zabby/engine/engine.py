@@ -57,7 +57,7 @@ from zabby.engine.effects import (
 )  # fmt: skip
 from zabby.errors import Inconsistency, InvariantError
 from zabby.opcodes import OpCode
-from zabby.server.stats import ServerStats
+from zabby.engine.stats import ServerStats
 from zabby.storage.files import DiskFailure, DiskFull
 from zabby.tree.datatree import DataTree, TreeBuilder
 from zabby.tree.prep import Caller, Preparer, PrepLimits

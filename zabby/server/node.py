@@ -61,7 +61,7 @@ from zabby.server.kernel_sync import KernelSync, SubmitRefused
 from zabby.server.session import ClientSession
 from zabby.server.sources import source_of
 from zabby.server.throttle import GuessThrottle
-from zabby.server.stats import ServerStats
+from zabby.engine.stats import ServerStats
 from zabby.server.transport import Transport
 from zabby.storage import faults
 from zabby.storage.datadir import DataDir, RecoveryError
