@@ -130,6 +130,10 @@ def test_txn_types_zookeeper_would_log_for_zabby_creates() -> None:
     assert zk_quorum.zk_from_txn(ttl)[4:6] == (OpCode.CREATE_TTL, ("/t", b"", acl, 4, 5000))
     multi = plain._replace(type=OpCode.MULTI, body=(((OpCode.CREATE, plain.body), (OpCode.DELETE, ("/x",))),))
     assert zk_quorum.zk_from_txn(multi).body == (((OpCode.CREATE, ("/a", b"x", acl, False, 1)), (OpCode.DELETE, ("/x",))),)
+    # a failed multi as ZooKeeper's leader logs it: the ops before the failure as they were
+    logged = zk_quorum.ZkTxn(0x55, 3, 9, 7, OpCode.MULTI, (((OpCode.SET_DATA, ("/a", b"x", 2)), (OpCode.ERROR, (-114,)),
+                                                            (OpCode.ERROR, (-2,))),))  # fmt: skip
+    assert zk_quorum.txn_from_zk(logged).body == (((OpCode.ERROR, (0,)), (OpCode.ERROR, (-114,)), (OpCode.ERROR, (-2,))),)
     failed = plain._replace(type=OpCode.ERROR, body=(-101, "no node /a"))
     assert zk_quorum.zk_from_txn(failed).body == (-101,)
     closed = plain._replace(type=OpCode.CLOSE_SESSION, body=(None,))  # zabby: "all it owns"; ZooKeeper deletes them all too

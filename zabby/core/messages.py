@@ -215,7 +215,8 @@ class TreeDigest:
 class Revalidate:
     """Learner → leader: a client re-attached to ``session_id`` here; the leader touches it,
     makes this learner its owner, and answers whether it is still open (ZooKeeper's
-    REVALIDATE; shell level, like TreeDigest: the engine keeps the sessions)."""
+    REVALIDATE; shell level, like TreeDigest: the engine keeps the sessions).  Only in
+    ZooKeeper's protocol: zabby's leader keeps no session owners."""
 
     TYPE: ClassVar[int] = 6
     session_id: int
@@ -236,10 +237,11 @@ Message = (
     | FollowerInfo | UpToDate | Diff | Trunc | Snap | LeaderInfo | AckEpoch | SnapChunk | TreeDigest | Revalidate | Revalidated
 )  # fmt: skip
 
+# zabby's wire; Revalidate and Revalidated travel only in ZooKeeper's protocol (zabby.core.zk_link)
 _TYPES: dict[int, type[Any]] = {
     cls.TYPE: cls
-    for cls in (Notification, Request, Proposal, Ack, Commit, Logged, Ping, Sync, Inform, NewLeader, FollowerInfo,
-                UpToDate, Diff, Trunc, Snap, LeaderInfo, AckEpoch, SnapChunk, TreeDigest, Revalidate, Revalidated)  # fmt: skip
+    for cls in (Notification, Request, Proposal, Ack, Commit, Logged, Ping, Sync, Inform, NewLeader,
+                FollowerInfo, UpToDate, Diff, Trunc, Snap, LeaderInfo, AckEpoch, SnapChunk, TreeDigest)  # fmt: skip
 }
 _FIELDS = {type_: tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("wire", True)) for type_, cls in _TYPES.items()}
 _unpackb = msgpack.unpackb

@@ -6,9 +6,10 @@ packets, but it batches where ZooKeeper sends one packet per txn, and keeps some
 that ZooKeeper sends along.  A link object holds what the translation needs of its stream:
 
 * ``LearnerLink`` (this server learns from a leader speaking ZooKeeper's protocol).  A cumulative
-  ACK of the core becomes one ACK per PROPOSAL it covers (ZooKeeper's leader counts acks per
-  proposal), the NEWLEADER ack also acks the sync's proposals that are not committed yet (a
-  ZooKeeper learner acks them once it logged them); a PING is answered with the touched
+  ACK of the core becomes one ACK per PROPOSAL it covers, committed or not (ZooKeeper's leader
+  counts acks per proposal, and drops a learner that leaves one unacked for syncLimit), and the
+  NEWLEADER ack also acks the sync's proposals (a ZooKeeper learner acks them once it logged
+  them); a PING is answered with the touched
   sessions and their timeouts; a sync is forwarded as a REQUEST and the leader's SYNC answers
   the oldest one; REVALIDATE asks the leader to make this server a session's owner.
   A SNAP's tree is *fuzzy*: ZooKeeper's leader serializes it while it goes on applying, and
@@ -22,8 +23,10 @@ that ZooKeeper sends along.  A link object holds what the translation needs of i
   yet (a ZooKeeper learner exits on a COMMIT that is not for its oldest pending proposal);
   an observer gets the sync's txns as PROPOSAL and COMMIT pairs only once they are committed
   (ZooKeeper's observer fails its sync on a proposal left uncommitted at UPTODATE) and
-  INFORMs afterwards; each learner's PING answer is matched with the round of the PING it
-  answers (``zabby.core.rounds``), the second ACK of NEWLEADER (sent after UPTODATE) dropped.
+  INFORMs afterwards; PINGs start at UPTODATE (a ZooKeeper learner exits on one before its
+  sync and answers none during it), and each answer is matched with the round of the PING it
+  answers (``zabby.core.rounds``), the second ACK of NEWLEADER (sent after UPTODATE) dropped,
+  and a COMMIT due between NEWLEADER and UPTODATE sent right after UPTODATE.
 
 Votes go through ``vote_to_zk`` and ``vote_from_zk``; a ZooKeeper vote's membership text is
 not zabby's, so it is not passed on (zabby does not follow a reconfig made by ZooKeeper).
@@ -59,6 +62,7 @@ from zabby.wire.zk_txn import ZkTxn, ZkTxnError
 
 SNAP_BYTES_MAX = 64 * 2**30  # a SNAP's tree: ZooKeeper sets no limit; this only stops a stream that never ends
 SNAP_CHUNK_RECORDS = 4096  # records per SnapChunk handed to the core
+SUPER_ID = ("super", "")  # the id ZooKeeper gives a session that proved its superDigest; its leader trusts it
 
 _STATES = {ServerState.LOOKING.value: ElectionState.LOOKING, ServerState.FOLLOWING.value: ElectionState.FOLLOWING,
            ServerState.LEADING.value: ElectionState.LEADING, ServerState.OBSERVING.value: ElectionState.OBSERVING}  # fmt: skip
@@ -152,7 +156,7 @@ class LearnerLink:
         self._tree: TreeStream | None = None  # a SNAP's tree arriving
         self._snap_zxid = 0
         self._fuzzy: _FuzzySnap | None = None  # the tree in, NEWLEADER not yet
-        self._unacked: deque[int] = deque()  # proposals received, not acked and not committed
+        self._unacked: deque[int] = deque()  # proposals received and not acked (committed or not: the leader waits for each)
         self._syncs: deque[Sync] = deque()  # forwarded, not answered
         self._ping_zxid = 0
 
@@ -230,8 +234,6 @@ class LearnerLink:
         if self._fuzzy is not None:
             self._fuzzy.commit(zxid)
             return
-        while self._unacked and self._unacked[0] <= zxid:
-            self._unacked.popleft()
         out.append(Commit(zxid=zxid))
 
     def _new_leader(self, zxid: int, out: list[Message]) -> None:
@@ -254,8 +256,10 @@ class LearnerLink:
             return self._acks(message.zxid)
         if isinstance(message, Request):
             body = encode_request(message.session_id, message.cxid, message.op, request_body(message.op, message.args))
-            auth = [Id(scheme, ident) for scheme, ident in message.auth_ids] or None
-            return packet(PacketType.REQUEST, -1, body, auth)
+            auth = [Id(scheme, ident) for scheme, ident in message.auth_ids]
+            if message.superuser:
+                auth.append(Id(*SUPER_ID))  # as ZooKeeper's learner adds it for a client that proved superDigest
+            return packet(PacketType.REQUEST, -1, body, auth or None)
         if isinstance(message, Ping):
             touches = [(s, t) for s in message.sessions if (t := self.session_timeout(s)) is not None]
             return packet(PacketType.PING, self._ping_zxid, encode_touches(touches))
@@ -299,7 +303,9 @@ class LeaderLink:
         self._last_zxid = 0  # the last zxid sent
         self._rounds: deque[int] = deque()  # the rounds of the pings not answered yet
         self._newleader_acked = False
+        self._newleader_sent = False
         self._uptodate = False
+        self._commits_after_uptodate: list[bytes] = []  # COMMITs that must wait for UPTODATE
 
     # ----------------------------------------------------------------- learner → us
     def receive(self, data: bytes) -> list[Message]:
@@ -363,6 +369,8 @@ class LeaderLink:
         if isinstance(message, Inform):
             return self._inform(message.txns)
         if isinstance(message, Ping):
+            if not self._uptodate:
+                return b""  # a ZooKeeper learner exits on a PING before its sync, and answers none until UPTODATE
             self._rounds.append(message.round)
             return packet(PacketType.PING, self._last_zxid)
         if isinstance(message, Sync):
@@ -378,10 +386,12 @@ class LeaderLink:
             self._committed = self._last_zxid = message.zxid
             return packet(kind, message.zxid)
         if isinstance(message, NewLeader):
+            self._newleader_sent = True
             return packet(PacketType.NEWLEADER, message.zxid)
         if isinstance(message, UpToDate):
             self._uptodate = True
-            return packet(PacketType.UPTODATE, -1)
+            waiting, self._commits_after_uptodate = self._commits_after_uptodate, []
+            return packet(PacketType.UPTODATE, -1) + b"".join(waiting)
         return b""
 
     def _proposal(self, txns: tuple[Txn, ...]) -> bytes:
@@ -400,11 +410,18 @@ class LeaderLink:
                 txn = self._held.pop(0)
                 out += (packet(PacketType.PROPOSAL, txn.zxid, encode_txn(txn)), packet(PacketType.COMMIT, txn.zxid))
                 self._committed = self._last_zxid = txn.zxid
+        commits = []
         sent = self._sent
         while sent and sent[0] <= zxid:
             self._committed = sent.popleft()
-            out.append(packet(PacketType.COMMIT, self._committed))
-        return b"".join(out)
+            commits.append(packet(PacketType.COMMIT, self._committed))
+        if self._newleader_sent and not self._uptodate:
+            # A ZooKeeper learner reads a COMMIT between NEWLEADER and UPTODATE against the
+            # proposals that came after NEWLEADER, and fails its sync when there are none
+            # (Learner.syncWithLeader's NullPointerException): after UPTODATE it commits them.
+            self._commits_after_uptodate += commits
+            return b"".join(out)
+        return b"".join(out + commits)
 
     def _inform(self, txns: tuple[Txn, ...]) -> bytes:
         out = []

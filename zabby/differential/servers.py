@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zabby.local.processes import QUORUM_LIMITS, ServerProcess, ZooKeeperEnsemble, ZooKeeperProcess, started_ensemble
+from zabby.local.processes import QUORUM_LIMITS, MixedEnsemble, ServerProcess, ZooKeeperEnsemble, ZooKeeperProcess, started_ensemble
 
 REAP_INTERVAL_MS = 200
 SUPER_USER, SUPER_PASSWORD = "super", "differential"
@@ -39,6 +39,16 @@ def zookeeper_server(workdir: Path) -> ZooKeeperProcess:
     interval and the super digest as system properties (ZooKeeper reads them only so)."""
     properties = {"znode.container.checkIntervalMs": REAP_INTERVAL_MS, "zookeeper.DigestAuthenticationProvider.superDigest": SUPER_DIGEST}
     return ZooKeeperProcess(workdir, heap="256m", jvm_options=("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"), properties=properties, **COMMON)
+
+
+def mixed_ensemble(workdir: Path, kinds: dict[int, str], *, observers: tuple[int, ...] = (), **settings: Any) -> MixedEnsemble:
+    """ZooKeeper and zabby servers in one ensemble (``MixedEnsemble``; not started) with the
+    settings ``zookeeper_server`` and ``zabby_server`` use, so that the differential can run
+    through any member; ``settings`` go to the zabby members."""
+    properties = {"znode.container.checkIntervalMs": REAP_INTERVAL_MS, "zookeeper.DigestAuthenticationProvider.superDigest": SUPER_DIGEST}
+    shared = {key: value for key, value in COMMON.items() if key not in ("tickTime", "4lw.commands.whitelist", "admin.enableServer")}
+    return MixedEnsemble(workdir, kinds, observers=observers, tick_ms=COMMON["tickTime"], zk_settings=shared, zk_properties=properties,
+                         **shared, **{"znode.container.checkIntervalMs": REAP_INTERVAL_MS, "superDigest": SUPER_DIGEST, **settings})  # fmt: skip
 
 
 def zabby_server(workdir: Path) -> ServerProcess:

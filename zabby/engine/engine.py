@@ -44,9 +44,10 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from zabby.config import ServerConfig
-from zabby.core.messages import Ack, Diff, Logged, Message, Proposal, Request, Snap, SnapChunk, TreeDigest, Trunc
+from zabby.config import ZOOKEEPER_PROTOCOL, ServerConfig
+from zabby.core.messages import Ack, Diff, Logged, Message, Proposal, Request, Revalidate, Revalidated, Snap, SnapChunk, TreeDigest, Trunc
 from zabby.core.peer import Peer, PeerConfig
+from zabby.core.zk_link import SUPER_ID
 from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
 from zabby.engine.clients import ClientCalls, Waiters, ZxidWaiters, first_session_id, txn_answers
@@ -95,6 +96,7 @@ def core_timing(config: ServerConfig) -> tuple[int, PeerConfig]:
         notify_interval_ticks_max=math.ceil(2000 / core_tick_ms),
         commit_log_count=config.commit_log_count,
         zxid_counter_last=config.zxid_counter_last,
+        logged_commits=config.quorum_protocol != ZOOKEEPER_PROTOCOL,
     )
 
 
@@ -226,6 +228,11 @@ class Engine(ClientCalls):
     def receive(self, sid: int, message: Message) -> None:
         self._inputs.append((_MESSAGE, sid, message))
 
+    def heard_from(self, sid: int) -> None:
+        """Part of a stream from ``sid`` arrived that is no message yet (a SNAP's tree in
+        ZooKeeper's protocol): its sender is alive."""
+        self.peer.heard_from(sid)
+
     def link_down(self, sid: int) -> None:
         self._inputs.append((_LINK_DOWN, sid, None))
 
@@ -331,6 +338,12 @@ class Engine(ClientCalls):
                     self.digests.expect(b.zxid, b.digest, a, self.tree)
             elif isinstance(b, (Snap, SnapChunk)):
                 yield from self._receive_snapshot(a, b)
+            elif isinstance(b, Revalidate):
+                if self.peer.established_leader:
+                    yield Send([(a, self.revalidate(a, b))])
+            elif isinstance(b, Revalidated):
+                if self.soft.leader == a:
+                    self.revalidated(b)
             else:
                 self.peer.step(a, b)
             if self._snap_in:
@@ -531,8 +544,11 @@ class Engine(ClientCalls):
     def _forwarded_caller(self, sid: int, request: Request) -> Caller | None:
         """Who a learner's forwarded write is for: the session and the identities its client
         proved to the learner (as ZooKeeper forwards authInfo).  Superuser is this server's
-        judgement of those ids (skipACL, superDigest), never the packet's word; None, and the
-        request dropped, if the ids are not (scheme, id) pairs of strings."""
+        judgement of those ids (skipACL, superDigest), never the packet's word, but for the
+        ``super`` id a ZooKeeper learner adds for a client that proved its superDigest, which
+        ZooKeeper's leader trusts (with ``quorum.protocol=zookeeper`` only: its links carry no
+        proof anyway); None, and the request dropped, if the ids are not (scheme, id) pairs of
+        strings."""
         auth_ids = request.auth_ids
         if not all(isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) and isinstance(a[1], str) for a in auth_ids):
             LOGGER.warning("dropping a request forwarded by server %d: its identities are not (scheme, id) pairs", sid)
@@ -540,6 +556,8 @@ class Engine(ClientCalls):
         ids = [(scheme, ident) for scheme, ident in auth_ids]
         super_digest = self.config.super_digest
         superuser = self.config.skip_acl or (super_digest is not None and ("digest", super_digest) in ids)
+        if self.config.quorum_protocol == ZOOKEEPER_PROTOCOL and SUPER_ID in ids:
+            superuser = True
         return Caller(request.session_id, ids, superuser)
 
     def _replace_tree(self, tree: DataTree, history: WatchHistory | None = None) -> None:

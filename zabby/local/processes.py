@@ -495,6 +495,59 @@ class Ensemble:
             self.hub.close()
 
 
+ZOOKEEPER, ZABBY = "zookeeper", "zabby"
+
+
+class MixedEnsemble(Ensemble):
+    """ZooKeeper 3.8 servers and zabby servers in one ensemble, on 127.0.0.1: ``kinds`` maps
+    each server id to ``"zookeeper"`` or ``"zabby"`` (those speak ZooKeeper's peer protocol:
+    ``quorum.protocol=zookeeper``); ``observers``: the ids that observe.  Both kinds have the
+    same zoo.cfg server lines, tickTime, initLimit and syncLimit (``zk_settings`` and
+    ``zk_properties`` go to the ZooKeeper servers only, ``overrides`` to the zabby ones)."""
+
+    def __init__(self, workdir: Path, kinds: Mapping[int, str], *, observers: Iterable[int] = (), tick_ms: int = 200,
+                 zk_settings: Mapping[str, object] | None = None, zk_properties: Mapping[str, object] | None = None,
+                 **overrides: object) -> None:  # fmt: skip
+        self.servers: dict[int, ServerProcess | ZooKeeperProcess] = {}  # type: ignore[assignment]
+        self.proxies = {}
+        self.hub = None
+        self.workdir = workdir
+        self.overrides = overrides
+        self.kinds = dict(kinds)
+        self.ports = {sid: (free_port(), free_port(), free_port()) for sid in sorted(kinds)}
+        watching = set(observers)
+        lines = {f"server.{sid}": f"127.0.0.1:{q}:{e}" + (":observer" if sid in watching else "") for sid, (q, e, _) in self.ports.items()}
+        self.common = {"tickTime": tick_ms, **QUORUM_LIMITS, **lines}
+        self.zk_settings = dict(zk_settings or {})
+        self.zk_properties = dict(zk_properties or {})  # -D options of the ZooKeeper JVMs
+        for sid, kind in self.kinds.items():
+            folder = workdir / f"server{sid}"
+            write_myid(folder / "data", sid)
+            self.servers[sid] = self._server(folder, kind, sid)
+
+    def _server(self, folder: Path, kind: str, sid: int) -> ServerProcess | ZooKeeperProcess:
+        client = self.ports[sid][2]
+        if kind == ZOOKEEPER:
+            settings: dict[str, Any] = {"4lw.commands.whitelist": "*", "admin.enableServer": "false", **self.common, **self.zk_settings}
+            return ZooKeeperProcess(folder, port=client, properties=self.zk_properties, **settings)
+        if kind != ZABBY:
+            raise ValueError(f"server {sid}: kind {kind!r} is neither {ZOOKEEPER!r} nor {ZABBY!r}")
+        return ServerProcess(folder, port=client, **{**self.common, "quorum.protocol": "zookeeper", **self.overrides})
+
+    def replace(self, sid: int, kind: str) -> ServerProcess | ZooKeeperProcess:
+        """Server ``sid`` as the other kind (not started): same id, ports and server lines, its
+        old folder kept aside as ``server<sid>.<n>``; the caller moves its data."""
+        folder = self.workdir / f"server{sid}"
+        aside = 1
+        while folder.with_name(f"server{sid}.{aside}").exists():
+            aside += 1
+        folder.rename(folder.with_name(f"server{sid}.{aside}"))
+        write_myid(folder / "data", sid)
+        self.kinds[sid] = kind
+        server = self.servers[sid] = self._server(folder, kind, sid)
+        return server
+
+
 @contextlib.contextmanager
 def started_ensemble(folder: Path, size: int, **settings: Any) -> Iterator[Ensemble]:
     """``size`` servers with a leader elected; every process killed afterwards."""
@@ -535,6 +588,11 @@ class ZooKeeperProcess:
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def check_running(self) -> None:
+        """Raises RuntimeError, with the log's tail, if the JVM was launched and has exited."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"zookeeper on {self.port} exited with {self.proc.returncode}:\n{self.log_tail()}")
 
     def start(self, wait_s: float = 90.0) -> None:
         self.launch()

@@ -351,9 +351,16 @@ def _zabby_body(txn_type: int, body: tuple[Any, ...] | None, session_id: int) ->
         return OpCode.ERROR, (body[0], "")  # type: ignore[index]
     if txn_type == OpCode.MULTI:
         ops = []
+        failed = any(op_type == OpCode.ERROR for op_type, _ in body[0])  # type: ignore[index]
         for op_type, op_body in body[0]:  # type: ignore[index]
             if op_body is None:
                 raise ZkTxnError(f"a multi with an op of type {op_type}")
+            if failed and op_type != OpCode.ERROR:
+                # ZooKeeper's leader logs the ops before the one that failed as they were,
+                # and every server's DataTree.processTxn reads them as errors of code 0: a
+                # failed multi changes nothing (zabby's leader logs the errors themselves)
+                ops.append((OpCode.ERROR, (0,)))
+                continue
             sub_type, sub_body = _zabby_body(op_type, op_body, session_id)
             ops.append((sub_type, sub_body[:1] if sub_type == OpCode.ERROR else sub_body))
         return OpCode.MULTI, (tuple(ops),)

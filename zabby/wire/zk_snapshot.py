@@ -263,6 +263,22 @@ def serialize_tree(sessions: dict[int, int], records: list[tuple[Any, ...]]) -> 
     yield b"".join(parts)
 
 
+def snap_stream(records: Iterable[tuple[Any, ...]], signature: str) -> Iterator[bytes]:
+    """What a leader writes after a SNAP packet for zabby's snapshot records (its tree's
+    ``records()``: the header, the sessions, the znodes): the serialized tree, then
+    ``signature``, in chunks of about ``CHUNK_BYTES``."""
+    records = iter(records)
+    _, _, session_count, _ = next(records)
+    sessions = {}
+    for _ in range(session_count):
+        _, session_id, timeout_ms, _ = next(records)
+        sessions[session_id] = timeout_ms
+    yield from serialize_tree(sessions, list(records))
+    writer = Writer()
+    writer.ustring(signature)
+    yield writer.getvalue()
+
+
 
 # ----------------------------------------------------------------------------- a tree as it arrives
 class TreeStream:
