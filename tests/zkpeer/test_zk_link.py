@@ -6,13 +6,14 @@ exact, an observer's sync in PROPOSAL/COMMIT pairs)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from tests.zkpeer.helpers import packets, recorded
 from zabby.core.messages import (
     Ack, AckEpoch, Commit, Diff, FollowerInfo, Inform, LeaderInfo, NewLeader, Notification, Ping, Proposal, Request,
-    Revalidate, Revalidated, Snap, SnapChunk, Sync, UpToDate,
+    Message, Revalidate, Revalidated, Snap, SnapChunk, Sync, UpToDate,
 )  # fmt: skip
 from zabby.core.zk_link import LeaderLink, LearnerLink, vote_from_zk, vote_to_zk
 from zabby.errors import RemoteProtocolError
@@ -99,7 +100,7 @@ def test_a_zookeeper_leaders_stream_as_a_learners_core_reads_it(step: int) -> No
     assert Sync(session_id=0x0100_0085_CFB9_0000, cxid=12) in messages
 
 
-def _snap_records(link: LearnerLink, data: bytes) -> tuple[list[object], list[tuple[object, ...]]]:
+def _snap_records(link: LearnerLink, data: bytes) -> tuple[list[Message], list[tuple[Any, ...]]]:
     messages = link.receive(data)
     records = [record for m in messages if isinstance(m, SnapChunk) for record in m.records]
     return messages, records

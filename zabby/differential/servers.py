@@ -41,11 +41,13 @@ def zookeeper_server(workdir: Path) -> ZooKeeperProcess:
     return ZooKeeperProcess(workdir, heap="256m", jvm_options=("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"), properties=properties, **COMMON)
 
 
-def mixed_ensemble(workdir: Path, kinds: dict[int, str], *, observers: tuple[int, ...] = (), **settings: Any) -> MixedEnsemble:
+def mixed_ensemble(workdir: Path, kinds: dict[int, str], *, observers: tuple[int, ...] = (), zk_properties: dict[str, Any] | None = None,
+                   **settings: Any) -> MixedEnsemble:  # fmt: skip
     """ZooKeeper and zabby servers in one ensemble (``MixedEnsemble``; not started) with the
     settings ``zookeeper_server`` and ``zabby_server`` use, so that the differential can run
-    through any member; ``settings`` go to the zabby members."""
-    properties = {"znode.container.checkIntervalMs": REAP_INTERVAL_MS, "zookeeper.DigestAuthenticationProvider.superDigest": SUPER_DIGEST}
+    through any member; ``settings`` go to the zabby members, ``zk_properties`` to the JVMs."""
+    properties = {"znode.container.checkIntervalMs": REAP_INTERVAL_MS, "zookeeper.DigestAuthenticationProvider.superDigest": SUPER_DIGEST,
+                  **(zk_properties or {})}  # fmt: skip
     shared = {key: value for key, value in COMMON.items() if key not in ("tickTime", "4lw.commands.whitelist", "admin.enableServer")}
     return MixedEnsemble(workdir, kinds, observers=observers, tick_ms=COMMON["tickTime"], zk_settings=shared, zk_properties=properties,
                          **shared, **{"znode.container.checkIntervalMs": REAP_INTERVAL_MS, "superDigest": SUPER_DIGEST, **settings})  # fmt: skip

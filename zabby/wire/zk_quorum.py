@@ -350,7 +350,7 @@ def _zabby_body(txn_type: int, body: tuple[Any, ...] | None, session_id: int) ->
     if txn_type == OpCode.ERROR:
         return OpCode.ERROR, (body[0], "")  # type: ignore[index]
     if txn_type == OpCode.MULTI:
-        ops = []
+        ops: list[tuple[int, tuple[Any, ...]]] = []
         failed = any(op_type == OpCode.ERROR for op_type, _ in body[0])  # type: ignore[index]
         for op_type, op_body in body[0]:  # type: ignore[index]
             if op_body is None:
