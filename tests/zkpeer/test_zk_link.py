@@ -272,3 +272,11 @@ def test_a_snap_tree_of_a_zabby_tree_builds_the_same_tree() -> None:
     assert got[0] == ("tree", tree.last_zxid, 0, len(records) - 1)
     assert got[1:] == [tuple(r) for r in records[1:]]
     assert messages[-1] == NewLeader(zxid=NEWLEADER_ZXID)
+
+
+def test_proposals_and_informs_carry_the_leaders_digest() -> None:
+    txns = _txns(1, 2)
+    link = LeaderLink(digest_of=lambda zxid: (2, zxid * 10) if zxid == txns[0].zxid else None)
+    link.receive(packets(recorded("follower1-to-leader.bin"))[0][0].encode())
+    sent, _ = packets(link.send(Proposal(txns=txns)))
+    assert [zk_quorum.decode_txn(p.data).digest for p in sent] == [(2, txns[0].zxid * 10), None]

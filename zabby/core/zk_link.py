@@ -293,7 +293,10 @@ class LeaderLink:
     """A ZooKeeper learner's link to this server, which leads (see the module's docstring).
     ``sid`` is None until its FOLLOWERINFO or OBSERVERINFO came."""
 
-    def __init__(self, packet_bytes_max: int = PACKET_BYTES_MAX) -> None:
+    def __init__(self, packet_bytes_max: int = PACKET_BYTES_MAX, digest_of: Callable[[int], tuple[int, int] | None] = lambda zxid: None) -> None:
+        """``digest_of``: ZooKeeper's tree digest after a txn (``zabby.engine.zk_digests``), which
+        its learners check; None: the txn goes without one, and is not checked."""
+        self.digest_of = digest_of
         self.sid: int | None = None
         self.observer = False
         self.reader = PacketReader(packet_bytes_max)
@@ -401,14 +404,17 @@ class LeaderLink:
             return b""
         self._sent.extend(txn.zxid for txn in txns)
         self._last_zxid = txns[-1].zxid
-        return b"".join(packet(PacketType.PROPOSAL, txn.zxid, encode_txn(txn)) for txn in txns)
+        return b"".join(packet(PacketType.PROPOSAL, txn.zxid, self._entry(txn)) for txn in txns)
+
+    def _entry(self, txn: Txn) -> bytes:
+        return encode_txn(txn, self.digest_of(txn.zxid))
 
     def _commit(self, zxid: int) -> bytes:
         out: list[bytes] = []
         if self.observer:
             while self._held and self._held[0].zxid <= zxid:
                 txn = self._held.pop(0)
-                out += (packet(PacketType.PROPOSAL, txn.zxid, encode_txn(txn)), packet(PacketType.COMMIT, txn.zxid))
+                out += (packet(PacketType.PROPOSAL, txn.zxid, self._entry(txn)), packet(PacketType.COMMIT, txn.zxid))
                 self._committed = self._last_zxid = txn.zxid
         commits = []
         sent = self._sent
@@ -430,7 +436,7 @@ class LeaderLink:
                 continue
             if self._held and self._held[0].zxid <= txn.zxid:
                 self._held = [held for held in self._held if held.zxid > txn.zxid]
-            out.append(packet(PacketType.INFORM, txn.zxid, encode_txn(txn)))
+            out.append(packet(PacketType.INFORM, txn.zxid, self._entry(txn)))
             self._committed = self._last_zxid = txn.zxid
         return b"".join(out)
 

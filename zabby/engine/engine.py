@@ -52,6 +52,7 @@ from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
 from zabby.engine.clients import ClientCalls, Waiters, ZxidWaiters, first_session_id, txn_answers
 from zabby.engine.digests import DigestCheck
+from zabby.engine.zk_digests import ZkDigests
 from zabby.engine.effects import (
     Append, CheckSpace, ClientSink, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
     Install, Pause, Persist, Purge, Reconfigure, Recovered, Reload, Send, StageSnapshot, SyncDone, WriteSnapshot,
@@ -148,6 +149,8 @@ class Engine(ClientCalls):
         self.space_low = False
         self.last_proposal_bytes = (0, 0, 0)  # last, min, max
         self.digests = DigestCheck(self.stats)
+        # ZooKeeper's digest of each proposal, for ZooKeeper learners (None: zabby's protocol)
+        self.zk_digests = ZkDigests() if config.quorum_protocol == ZOOKEEPER_PROTOCOL else None
         self._inputs: deque[tuple[int, Any, Any]] = deque()
         self._proposals: list[Txn] = []
         self._turn_ops = 0  # ops applied in the driver's turn (``begin_turn``)
@@ -290,6 +293,8 @@ class Engine(ClientCalls):
             if self._proposals and self.peer.established_leader:  # the core's state: it may have just stepped down
                 batch = self._next_batch()
                 self.peer.propose(batch)
+                if self.zk_digests is not None:
+                    self.zk_digests.proposed(batch)
                 if zxid_counter(batch[-1].zxid) == self.peer_config.zxid_counter_last:
                     LOGGER.warning("the zxid counter of epoch %d is used up at 0x%x: this leader steps down, and the "
                                    "election that follows starts a new epoch", batch[-1].zxid >> 32, batch[-1].zxid)  # fmt: skip
@@ -617,6 +622,8 @@ class Engine(ClientCalls):
                 self.zxid_waiting.applied(tree.last_zxid)
             if self.is_leader:  # once for the batch: what it prepared stays ahead of the tree meanwhile
                 self.preparer.applied(txns[-1].zxid)
+                if self.zk_digests is not None:
+                    self.zk_digests.applied(txns[-1].zxid)
             self._tree_committed = True
             if self.is_leader and not self.standalone:  # ZooKeeper's commit_count: the leader's commits only
                 self.stats.commit_count += len(txns)
@@ -829,6 +836,11 @@ class Engine(ClientCalls):
             self.leading_since_ms = self.clock.monotonic_ms()
         if leading:
             self._track_tree_sessions()
+        if self.zk_digests is not None:
+            if leading and soft.serving and not old.serving:
+                self.zk_digests.start(self.tree)  # the tree holds every txn logged: the Ready that established us applied them
+            elif not (leading and soft.serving):
+                self.zk_digests.stop()
 
     def _track_tree_sessions(self) -> None:
         """A serving leader tracks every session of its tree, each from now: a session its

@@ -139,6 +139,7 @@ class ZabbyServer:
         if config.peers and config.quorum_protocol == ZOOKEEPER_PROTOCOL:
             self.transport = ZkTransport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
                                          session_timeout=self._session_timeout, heard=self.engine.heard_from, gate=self.input_gate,
+                                         digest_of=self._zk_digest_of,
                                          membership_version=config.membership_version, warn=self.warn_rate_limited)  # fmt: skip
         elif config.peers:  # peer links' unread input counts in the same budget as the clients'
             self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
@@ -324,6 +325,10 @@ class ZabbyServer:
         """The engine has work (called from inside it: never carry effects out here)."""
         if not (self._feeding or self._running_effects):
             self._wake.set()
+
+    def _zk_digest_of(self, zxid: int) -> tuple[int, int] | None:
+        digests = self.engine.zk_digests
+        return None if digests is None else digests.digest_of(zxid)
 
     def _session_timeout(self, session_id: int) -> int | None:
         entry = self.engine.tree.sessions.get(session_id)

@@ -9,8 +9,8 @@ Theory of operation: ZooKeeper's links are not zabby's.
   says who it is first (``zk_quorum.encode_initial_message``); a connection survives only if
   the dialler has the larger id, so a server with the smaller one hangs up after saying who
   it is and waits to be dialled back, and a server dialled by a smaller one hangs up and
-  dials it (``QuorumCnxManager``).  A vote for a server with no connection waits (the last
-  one only, as ZooKeeper keeps it) until one is made.
+  dials it (``QuorumCnxManager``).  The last vote for each server is sent again on each new
+  connection with it, as ZooKeeper's ``SendWorker`` does, so none is lost with a connection.
 * Quorum port: a learner dials its leader and both talk on that one connection; the leader
   learns the learner's id from its FOLLOWERINFO.  Each connection has a link object of
   ``zabby.core.zk_link`` that turns the core's messages into packets and back.
@@ -93,10 +93,12 @@ class ZkTransport:
         session_timeout: a session's timeout, for the touches a learner reports in its pings.
         heard: called with the leader's id while a SNAP's tree arrives, which the core does
             not see until it is whole (its initLimit counts from the last thing it heard).
+        digest_of: ZooKeeper's digest after a txn this server proposed, for its learners.
     """
 
     def __init__(self, sid: int, peers: dict[int, PeerAddress], deliver: Deliver, link_down: LinkDown, *,
                  session_timeout: SessionTimeout, heard: Callable[[int], None] = lambda sid: None,
+                 digest_of: Callable[[int], tuple[int, int] | None] = lambda zxid: None,
                  gate: InputGate | None = None, membership_version: int = 0,
                  warn: Callable[[str, str], None] | None = None) -> None:  # fmt: skip
         self.sid = sid
@@ -105,13 +107,14 @@ class ZkTransport:
         self.link_down = link_down
         self.session_timeout = session_timeout
         self.heard = heard
+        self.digest_of = digest_of
         self.gate = gate
         self.membership_version = membership_version
         self.warn = warn or (lambda kind, message: LOGGER.warning("%s", message))
         self.bytes_sent = 0
         self._config = self._config_bytes()
         self._election: dict[int, _Connection] = {}  # the one election connection per peer
-        self._votes_waiting: dict[int, bytes] = {}  # the last vote for a peer with no connection
+        self._last_votes: dict[int, bytes] = {}  # the last vote sent to each peer: sent again on each new connection
         self._dialling: set[int] = set()
         self._quorum: dict[int, _Connection] = {}  # the quorum connection with each peer
         self._unflushed: list[_Connection] = []
@@ -238,12 +241,11 @@ class ZkTransport:
 
     # ----------------------------------------------------------------- the election port
     def _send_vote(self, sid: int, note: Notification) -> None:
-        frame = zk_quorum.election_frame(zk_quorum.encode_vote(vote_to_zk(note, self._config)))
+        frame = self._last_votes[sid] = zk_quorum.election_frame(zk_quorum.encode_vote(vote_to_zk(note, self._config)))
         conn = self._election.get(sid)
         if conn is not None and not conn.closed:
             self._queue(conn, frame)
             return
-        self._votes_waiting[sid] = frame
         self._dial_election(sid)
 
     def _dial_election(self, sid: int) -> None:
@@ -294,9 +296,9 @@ class ZkTransport:
         if old is not None:
             self._close(old, report=False)
         conn = self._election[sid] = _Connection(sid, ELECTION, stream)
-        waiting = self._votes_waiting.pop(sid, None)
-        if waiting is not None:
-            self._queue(conn, waiting)
+        last = self._last_votes.get(sid)
+        if last is not None:  # as ZooKeeper's SendWorker sends its last message on a new connection: a vote lost with the old one
+            self._queue(conn, last)
             conn.wake.set()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._writer, conn)
@@ -354,7 +356,7 @@ class ZkTransport:
         await self._serve_quorum(conn, stream)
 
     async def _accept_quorum(self, stream: trio.abc.Stream) -> None:
-        conn = _Connection(0, QUORUM, stream, link=LeaderLink())
+        conn = _Connection(0, QUORUM, stream, link=LeaderLink(digest_of=self.digest_of))
         await self._serve_quorum(conn, stream)
 
     async def _serve_quorum(self, conn: _Connection, stream: trio.abc.Stream) -> None:
