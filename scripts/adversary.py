@@ -5,6 +5,7 @@ against real servers restarted after it, with a well-behaved client beside them.
 
     python scripts/adversary.py --attacks 200                 # 200 attacks on a standalone server
     python scripts/adversary.py --attacks 50 --servers 3      # on a 3-server ensemble (a follower attacked)
+    python scripts/adversary.py --attacks 50 --servers 3 --at-leader
     python scripts/adversary.py --kinds auth-expansion,acl-bytes --attacks 20 --scale 1.0
     python scripts/adversary.py --attacks 200 --seed 7        # replays that run's draws
 
@@ -27,10 +28,10 @@ from hypothesis import Phase, given, seed, settings
 from zabby.jepsen.adversary import SIZES, Arena, Attack, Verdict, attacks
 
 
-def run(count: int, servers: int, kinds: list[str] | None, scale: float, random_seed: int) -> list[Verdict]:
+def run(count: int, servers: int, kinds: list[str] | None, scale: float, random_seed: int, at_leader: bool = False) -> list[Verdict]:
     verdicts: list[Verdict] = []
     with tempfile.TemporaryDirectory(prefix="zabby-adversary-") as folder:
-        arena = Arena(Path(folder), servers)
+        arena = Arena(Path(folder), servers, at_leader=at_leader)
         arena.start()
         try:
 
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", help=f"a comma-separated list of: {', '.join(sorted(SIZES))} (default: all)")
     parser.add_argument("--scale", type=float, default=1.0, help="the largest sizes drawn, as a fraction of the findings' (default 1)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--at-leader", action="store_true", help="on 3 servers, attack the leader (default: a follower)")
     args = parser.parse_args(argv)
     kinds = args.kinds.split(",") if args.kinds else None
     unknown = sorted(set(kinds or ()) - set(SIZES))
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.attacks < 1 or not 0 < args.scale <= 1:
         parser.error("--attacks must be at least 1 and --scale in (0, 1]")
     started = time.monotonic()
-    verdicts = run(args.attacks, args.servers, kinds, args.scale, args.seed)
+    verdicts = run(args.attacks, args.servers, kinds, args.scale, args.seed, args.at_leader)
     broken = [verdict for verdict in verdicts if verdict.problems]
     print(f"\n{len(verdicts)} attacks in {time.monotonic() - started:.0f} s on {args.servers} server(s), seed {args.seed}: "
           f"{dict(sorted(Counter(v.attack.kind for v in verdicts).items()))}")  # fmt: skip

@@ -13,7 +13,7 @@ Pure data: parsing, printing and the changes a ``reconfig`` asks for.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 
 class MembershipError(ValueError):
@@ -72,6 +72,15 @@ def _client_address(key: str, text: str) -> tuple[str | None, int | None]:
 class Membership:
     members: tuple[Member, ...]  # sorted by sid
     version: int = 0
+    # the sets every message and every quorum count looks at, made once (a frozen membership)
+    _sids: frozenset[int] = field(init=False, repr=False, compare=False)
+    _voters: frozenset[int] = field(init=False, repr=False, compare=False)
+    _observers: frozenset[int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_sids", frozenset(m.sid for m in self.members))
+        object.__setattr__(self, "_voters", frozenset(m.sid for m in self.members if not m.observer))
+        object.__setattr__(self, "_observers", frozenset(m.sid for m in self.members if m.observer))
 
     @classmethod
     def of(cls, members: Iterable[Member], version: int = 0) -> Membership:
@@ -84,15 +93,15 @@ class Membership:
 
     @property
     def voters(self) -> frozenset[int]:
-        return frozenset(m.sid for m in self.members if not m.observer)
+        return self._voters
 
     @property
     def observers(self) -> frozenset[int]:
-        return frozenset(m.sid for m in self.members if m.observer)
+        return self._observers
 
     @property
     def sids(self) -> frozenset[int]:
-        return frozenset(m.sid for m in self.members)
+        return self._sids
 
     def member(self, sid: int) -> Member | None:
         return next((m for m in self.members if m.sid == sid), None)

@@ -112,10 +112,10 @@ def test_the_report_shows_the_well_behaved_clients_figures_only_where_measured()
     figures = {"server": 1, "reads": 5000, "failures": 2, "p50_ms": 0.9, "p99_ms": 12.5, "max_ms": 5003.2, "fresh_connects": 40, "fresh_failures": 0, "fresh_max_ms": 40.0}
     hostile = [{**base, "seed": s, "nemesis": "mixed,clients", "bystander": {**figures, "p99_ms": p99}} for s, p99 in ((2, 12.5), (3, 30.0), (4, 20.0))]
     assert "well-behaved" not in run_line(plain) and "well-behaved" not in markdown_table([plain])
-    assert "p99 12.5 ms, max 5003 ms, 2 of 5000 reads failed" in run_line(hostile[0])
+    assert "p99 12.5 ms, max 5003 ms, 5000 reads answered, 2 attempts failed" in run_line(hostile[0])
     table = markdown_table([plain, *hostile]).splitlines()
     assert all(line.count("|") == table[0].count("|") for line in table)
-    assert "20.0 / 30.0 ms, max 5003 ms, 6 of 15000 reads failed (p99 per run: 12.5, 30.0, 20.0)" in table[3]
+    assert "20.0 / 30.0 ms, max 5003 ms, 15000 reads answered, 6 attempts failed (while its server was cut off or down; p99 per run: 12.5, 30.0, 20.0)" in table[3]
     assert table[2].split(" | ")[-2] == "-"  # the plain row
     broken = {**base, "seed": 5, "nemesis": "clients", "bystander": {"server": 1, "error": "TimeoutError: no report"}}
     assert "no figures (TimeoutError: no report)" in run_line(broken) and "not reported (1 runs)" in markdown_table([broken])

@@ -160,16 +160,51 @@ def test_a_replay_is_the_kept_events_that_the_watch_sees(txns: list[list[tuple[i
         assert history.replay(Session("s"), watch_path, recursive, since, BYTES_MAX) == expected
 
 
+resume = st.none() | st.tuples(paths, st.booleans(), st.integers(0, 14))  # a watch path, recursive, how many zxids back
+
+
+@given(txns=st.lists(st.tuples(st.lists(st.tuples(event_types, paths), min_size=1, max_size=3), resume), min_size=1, max_size=60),
+       txns_max=st.integers(1, 12), backlog=st.integers(1, 100))  # fmt: skip
+def test_resumes_between_records_see_what_a_scan_sees(txns: list[tuple[list[tuple[int, str]], tuple[str, bool, int] | None]],
+                                                      txns_max: int, backlog: int) -> None:  # fmt: skip
+    """The index is brought up to date by the resumes, from where the last one left it, while
+    txns are recorded and forgotten between them (and the list of txns is cut): each resume
+    gives what a scan of the kept events gives, and the index keeps no forgotten txn for long."""
+    history = WatchHistory(txns_max, 0)
+    patch = pytest.MonkeyPatch()
+    patch.setattr("zabby.tree.watches._COMPACT_AT", 2)  # cut the list often
+    patch.setattr("zabby.tree.watches.INDEX_BACKLOG_MAX", backlog)  # index in bulk between resumes too
+    try:
+        for zxid, (events, resumed) in enumerate(txns, start=1):
+            history.record(zxid, [(event_type, path, OPEN) for event_type, path in events])
+            if resumed is None:
+                continue
+            watch_path, recursive, back = resumed
+            since = max(0, zxid - back)
+            if since < history.since:
+                with pytest.raises(HistoryCompacted):
+                    history.replay(Session("s"), watch_path, recursive, since, BYTES_MAX)
+                continue
+            kept = [(z, t, p) for z, (evs, _) in enumerate(txns[:zxid], start=1) if z > since for t, p in evs]
+            expected = [(z, t, p) for z, t, p in kept if sees(watch_path, recursive, t, p)]
+            assert history.replay(Session("s"), watch_path, recursive, since, BYTES_MAX) == expected
+            first = history._base + history._head  # the oldest kept txn's sequence number
+            forgotten_in_index = sum(1 for seqs in history._by_top.values() for seq in seqs if seq < first)
+            assert forgotten_in_index <= 3 * len(history._by_top)  # pruned once as many were forgotten as it has names
+    finally:
+        patch.undo()
+
+
 def test_the_history_is_bounded_in_bytes_and_a_resume_reads_only_its_own_events(monkeypatch: pytest.MonkeyPatch) -> None:
     """200 multis of 5,000 setData held 295 MB of history (bounded in txns only); a resume of
     a quiet path scanned all of it: 0.22 s per 26-byte request against 500,000 events."""
     history = WatchHistory(100_000, 0, bytes_max=2 * 2**20)
-    for zxid in range(1, 201):
+    for zxid in range(1, 401):
         history.record(zxid, [(CHANGED, f"/busy/n{n}", OPEN) for n in range(100)])
-    history.record(201, [(CHANGED, "/quiet/x", OPEN)])
+    history.record(401, [(CHANGED, "/quiet/x", OPEN)])
     assert history.bytes <= 2 * 2**20 and history.since > 0  # the oldest txns went to stay within it
     read_checks: list[object] = []
     monkeypatch.setattr("zabby.tree.watches._may_read", lambda watcher, acl: read_checks.append(acl) or True)
-    assert history.replay(Session("s"), "/quiet", True, history.since, BYTES_MAX) == [(201, CHANGED, "/quiet/x")]
+    assert history.replay(Session("s"), "/quiet", True, history.since, BYTES_MAX) == [(401, CHANGED, "/quiet/x")]
     assert history.replay(Session("s"), "/elsewhere", True, history.since, BYTES_MAX) == []
     assert len(read_checks) == 1  # the /busy events were never looked at

@@ -278,7 +278,10 @@ def _check_kinds(type_: int, values: tuple[Any, ...]) -> None:
 
 
 def _check_txn(txn: tuple[Any, ...]) -> None:
-    if len(txn) != 6 or not isinstance(txn[5], tuple) or not all(type(field) is int for field in txn[:5]):
+    """[zxid, session, cxid, time, type, body]: five ints (not bools) and a tuple, as msgpack
+    decodes them (exact classes: a check a PROPOSAL pays for each of its txns)."""
+    if (len(txn) != 6 or txn[5].__class__ is not tuple or txn[0].__class__ is not int or txn[1].__class__ is not int
+            or txn[2].__class__ is not int or txn[3].__class__ is not int or txn[4].__class__ is not int):  # fmt: skip
         raise TypeError("a txn is not [zxid, session, cxid, time, type, body]")
 
 

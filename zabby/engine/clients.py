@@ -84,6 +84,15 @@ class Waiters(Generic[T]):
                     del self._more[key]
         return value
 
+    def pop_answered(self, key: tuple[int, int], txn_type: int) -> T | None:
+        """The oldest value of ``key`` if a txn of ``txn_type`` answers it (its first field is
+        the write's op: ``txn_answers``), else None and the values left as they are: ``pop``
+        without a function made per txn."""
+        value = self._first.get(key)
+        if value is None or not txn_answers(value[0], txn_type):  # type: ignore[index]
+            return None
+        return self.pop(key)
+
     def clear(self) -> None:
         self._first.clear()
         self._more.clear()

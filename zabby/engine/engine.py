@@ -50,7 +50,7 @@ from zabby.core.peer import Peer, PeerConfig
 from zabby.core.zk_link import SUPER_ID
 from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
-from zabby.engine.clients import ClientCalls, Waiters, ZxidWaiters, first_session_id, txn_answers
+from zabby.engine.clients import ClientCalls, Waiters, ZxidWaiters, first_session_id
 from zabby.engine.digests import DigestCheck
 from zabby.engine.zk_digests import ZkDigests
 from zabby.engine.effects import (
@@ -70,6 +70,7 @@ from zabby.tree.watches import WatchHistory, WatchManager
 LOGGER = logging.getLogger("zabby.server")
 
 CORE_TICK_MS_MAX = 50
+FORWARDED_CALLERS_MAX = 4096  # the Callers of forwarded writes kept, by session and ids: each write made one anew
 # config.turn_ops_max: the ops a turn of the driver applies before the engine starts no more
 # work in it (2,000: about 15 ms of applies); the driver lets its other tasks run, and the next
 # turn goes on.  Without it, a burst of big multis from many connections was applied in one go
@@ -154,6 +155,7 @@ class Engine(ClientCalls):
         self._inputs: deque[tuple[int, Any, Any]] = deque()
         self._proposals: list[Txn] = []
         self._turn_ops = 0  # ops applied in the driver's turn (``begin_turn``)
+        self._forwarded_callers: dict[tuple[int, Any], Caller] = {}  # (session, its ids) → the Caller its forwarded writes run as
         self._snap_in: dict[int, tuple[Snap, TreeBuilder]] = {}
         self._work: Work | None = None
         self._logged_zxid = self._durable_zxid = recovered.durable.last_logged  # the log holds, and durably
@@ -555,6 +557,13 @@ class Engine(ClientCalls):
         proof anyway); None, and the request dropped, if the ids are not (scheme, id) pairs of
         strings."""
         auth_ids = request.auth_ids
+        key = (request.session_id, auth_ids)
+        try:
+            caller = self._forwarded_callers.get(key)
+        except TypeError:  # not hashable: not a tuple of (scheme, id) pairs of strings
+            caller = None
+        if caller is not None:
+            return caller
         if not all(isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) and isinstance(a[1], str) for a in auth_ids):
             LOGGER.warning("dropping a request forwarded by server %d: its identities are not (scheme, id) pairs", sid)
             return None
@@ -563,7 +572,11 @@ class Engine(ClientCalls):
         superuser = self.config.skip_acl or (super_digest is not None and ("digest", super_digest) in ids)
         if self.config.quorum_protocol == ZOOKEEPER_PROTOCOL and SUPER_ID in ids:
             superuser = True
-        return Caller(request.session_id, ids, superuser)
+        caller = Caller(request.session_id, ids, superuser)
+        if len(self._forwarded_callers) >= FORWARDED_CALLERS_MAX:  # sessions come and go: start again
+            self._forwarded_callers.clear()
+        self._forwarded_callers[key] = caller
+        return caller
 
     def _replace_tree(self, tree: DataTree, history: WatchHistory | None = None) -> None:
         """The one place the tree is replaced: the watch history starts again with it (from
@@ -597,7 +610,7 @@ class Engine(ClientCalls):
         tree, watches, history, on_applied = self.tree, self.watches, self.history, self.on_applied
         waiting = self.waiting
         for txn in txns:
-            waiter = waiting.pop((txn.session_id, txn.cxid), lambda w: txn_answers(w[0], txn.type)) if waiting else None
+            waiter = waiting.pop_answered((txn.session_id, txn.cxid), txn.type) if waiting else None
             done, weight = (waiter[1], waiter[2]) if waiter is not None else (None, 0)
             result, events = tree.apply(txn, done is not None)  # no waiter: no Stat to make
             if on_applied is not None:

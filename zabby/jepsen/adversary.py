@@ -62,6 +62,7 @@ SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "ephemeral-close": {"count": (1, 2_000), "path_bytes": (10, 1_000)},
     "bad-ops": {"connections": (1, 200)},
     "multi-flood": {"connections": (1, 60), "ops": (1, 5_000)},
+    "set-watches-flood": {"sessions": (1, 8), "paths": (1, 20_000)},
 }
 SHORT_HOLDS = {"never-read": {"hold_s": 1.0}, "slowloris": {"hold_s": 1.0}, "watch-hoard": {"hold_s": 0.2}, "connection-flood": {"hold_s": 0.5}}
 
@@ -119,11 +120,14 @@ def _rss_kb(pid: int, key: str) -> int:
 
 class Arena:
     """Servers under attack: 1 standalone or a 3-server ensemble on 127.0.0.1, started with a
-    known memory budget, restarted after every attack.  The attack goes to the last server
-    (a follower, on 3) from 127.0.0.2, so maxClientCnxns is the attacker's alone."""
+    known memory budget, restarted after every attack.  The attack goes from 127.0.0.2, so
+    maxClientCnxns is the attacker's alone, to the last server or, on 3 with ``at_leader``,
+    to the leader; on 3 an attack that made the ensemble elect again (a stall past syncLimit:
+    tickTime 200 ms x 5) is a problem."""
 
-    def __init__(self, workdir: Path, servers: int = 1, **settings: Any) -> None:
+    def __init__(self, workdir: Path, servers: int = 1, *, at_leader: bool = False, **settings: Any) -> None:
         self.settings = {"clientMemoryBudget": BUDGET_BYTES, "maxSessionTimeout": 60_000, **settings}
+        self.at_leader = at_leader
         self.ensemble: Ensemble | None = None
         if servers == 1:
             self.servers = [ServerProcess(workdir, **self.settings)]
@@ -148,7 +152,15 @@ class Arena:
 
     @property
     def target(self) -> ServerProcess:
+        if self.at_leader and self.ensemble is not None:
+            leader = self.ensemble.leader()
+            if leader is not None:
+                return self.ensemble.servers[leader]
         return self.servers[-1]
+
+    def _epoch(self) -> int:
+        """The newest epoch of the servers' last zxids: an election's leader logs a txn in its own."""
+        return max((zxid >> 32 for zxid in (server.zxid() for server in self.servers) if zxid is not None), default=0)
 
     @contextmanager
     def _session(self) -> Iterator[JuteSession]:
@@ -159,15 +171,19 @@ class Arena:
     def attack(self, attack: Attack) -> Verdict:
         pids = [server.proc.pid for server in self.servers if server.proc is not None]
         before = {pid: _rss_kb(pid, "VmRSS") for pid in pids}
-        bystander = hostile.Bystander(("127.0.0.1", self.target.port)).start()
+        target = self.target
+        epoch = self._epoch()
+        bystander = hostile.Bystander(("127.0.0.1", target.port)).start()
         time.sleep(0.5)  # its interpreter starts
         hostile.attack_from("127.0.0.2")
         try:
-            outcome = attack.run(("127.0.0.1", self.target.port))
+            outcome = attack.run(("127.0.0.1", target.port))
         finally:
             hostile.attack_from(None)
         figures = bystander.stop()
         problems: list[str] = []
+        if self.ensemble is not None and self._epoch() != epoch:
+            problems.append(f"the ensemble elected a leader again (epoch {epoch} -> {self._epoch()}): a stall past syncLimit")
         growth_mb = max((_rss_kb(pid, "VmHWM") - before[pid]) / 1024 for pid in pids) if pids else 0.0
         if growth_mb > BUDGET_BYTES / MiB + RSS_SLACK_MB:
             problems.append(f"memory grew {growth_mb:.0f} MB, over the budget plus {RSS_SLACK_MB:.0f} MB")

@@ -320,3 +320,24 @@ def multi_flood(address: Address, connections: int = 60, ops: int = 5_000) -> Ou
 
 
 ATTACKS["multi-flood"] = multi_flood
+
+
+def set_watches_flood(address: Address, sessions: int = 8, paths: int = 20_000) -> Outcome:
+    """One setWatches of ``paths`` paths on each of ``sessions`` sessions at once (jute's
+    reconnect request: up to a megabyte of paths), half of them data watches on missing nodes
+    (each a NodeDeleted to queue), half existence watches to keep: eight of them stalled a
+    leader of 3 servers for 0.4-1.3 s each, past syncLimit."""
+
+    def body(outcome: Outcome) -> None:
+        with ExitStack() as stack:
+            missing = [f"/amp-set-watches/{n:06d}" for n in range(paths)]
+            opened = [stack.enter_context(Session(address, outcome)) for _ in range(sessions)]
+            for session in opened:
+                session.send(OpCode.SET_WATCHES, 0, missing[: paths // 2], missing[paths // 2 :], [], [], [], xid=-8)
+            for session in opened:
+                session.answers(1)
+
+    return _attack("set-watches-flood", body)
+
+
+ATTACKS["set-watches-flood"] = set_watches_flood

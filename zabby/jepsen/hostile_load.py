@@ -52,6 +52,7 @@ ATTACK_BOUNDS: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     "ephemeral-close": lambda r: {"count": r.randint(200, 2_000), "path_bytes": r.randint(100, 1_000)},
     "bad-ops": lambda r: {"connections": r.randint(50, 200)},
     "multi-flood": lambda r: {"connections": r.randint(10, 50), "ops": r.randint(500, 5_000)},
+    "set-watches-flood": lambda r: {"sessions": r.randint(2, 8), "paths": r.randint(2_000, 20_000)},
 }
 OUTCOME_COUNTS = ("connections", "refused", "closed_by_server", "replies")  # an Outcome's counts, summed per kind
 UNSTOPPABLE = frozenset({"duplicate-xids", "decreasing-xids"}) | set(amplify.ATTACKS)  # bounded by their sizes; they take no stop

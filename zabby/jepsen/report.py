@@ -57,7 +57,7 @@ def bystander_cell(runs: list[dict[str, Any]]) -> str:
     p99s = [f["p99_ms"] for f in figures]
     reads, failed = sum(f.get("reads", 0) for f in figures), sum(f.get("failures", 0) for f in figures)
     text = (f"{statistics.median(p99s):.1f} / {max(p99s):.1f} ms, max {max(f['max_ms'] for f in figures):.0f} ms, "
-            f"{failed} of {reads} reads failed (p99 per run: {', '.join(f'{p:.1f}' for p in p99s)})")  # fmt: skip
+            f"{reads} reads answered, {failed} attempts failed (while its server was cut off or down; p99 per run: {', '.join(f'{p:.1f}' for p in p99s)})")  # fmt: skip
     return text + (f"; not reported in {missing} runs" if missing else "")
 
 
@@ -129,7 +129,7 @@ def _bystander_text(figures: dict[str, Any] | None) -> str:
     if figures.get("p99_ms") is None:
         return f", well-behaved client: no figures ({figures.get('error', '?')})"
     return (f", well-behaved client on server {figures.get('server')}: p99 {figures['p99_ms']:.1f} ms, max {figures['max_ms']:.0f} ms, "
-            f"{figures.get('failures', 0)} of {figures.get('reads', 0)} reads failed, fresh connect max {figures.get('fresh_max_ms', 0):.0f} ms")  # fmt: skip
+            f"{figures.get('reads', 0)} reads answered, {figures.get('failures', 0)} attempts failed, fresh connect max {figures.get('fresh_max_ms', 0):.0f} ms")  # fmt: skip
 
 
 def _outcomes(counts: dict[str, int]) -> str:

@@ -187,14 +187,33 @@ class SharedMetas:
 
     def __init__(self) -> None:
         self.acls: dict[tuple[acls.ACL, ...], list[Any]] = {}  # ACL → [the shared tuple, znodes holding it]
-        self.metas: dict[Meta, list[Any]] = {}  # meta → [the shared tuple, znodes holding it]
+        self.metas: dict[Meta, list[Any]] = {}  # meta → [the shared tuple, znodes holding it, its ACL's entry]
 
     def take(self, acl: Iterable[Iterable[Any]], aversion: int, owner: int) -> Meta:
-        """The shared meta for a znode that now holds it (and its ACL)."""
+        """The shared meta for a znode that now holds it (and its ACL): one look-up for a meta
+        the tree holds already (nearly every create's), two or three for a new one."""
+        if not is_session_owner(owner):
+            try:  # a txn's ACL is a tuple of tuples already (msgpack's, the preparer's): no copy to look it up
+                held = self.metas.get((acl, aversion, owner))  # type: ignore[arg-type]
+            except TypeError:  # lists: not hashable
+                held = None
+            if held is not None:
+                held[1] += 1
+                held[2][1] += 1
+                return held[0]
+        entry = self._acl_entry(acl)
+        entry[1] += 1
+        meta = (entry[0], aversion, owner)
+        if is_session_owner(owner):
+            return meta
+        held = self.metas[meta] = [meta, 1, entry]
+        return meta
+
+    def _acl_entry(self, acl: Iterable[Iterable[Any]]) -> list[Any]:
         table = self.acls
-        try:  # a txn's ACL is a tuple of tuples already (msgpack's, the preparer's): no copy to look it up
+        try:
             entry = table.get(acl)  # type: ignore[call-overload]
-        except TypeError:  # lists: not hashable
+        except TypeError:
             entry = None
         if entry is None:
             key = tuple(tuple(item) for item in acl)
@@ -202,28 +221,22 @@ class SharedMetas:
             if entry is None:
                 key = tuple((perms, sys.intern(scheme), sys.intern(ident)) for perms, scheme, ident in key)
                 entry = table[key] = [key, 0]
-        entry[1] += 1
-        meta = (entry[0], aversion, owner)
-        if is_session_owner(owner):
-            return meta
-        held = self.metas.get(meta)
-        if held is None:
-            held = self.metas[meta] = [meta, 0]
-        held[1] += 1
-        return held[0]
+        return entry
 
     def drop(self, meta: Meta) -> None:
         """A znode no longer holds ``meta`` (it was deleted, or took another ACL)."""
         acl, _, owner = meta
-        entry = self.acls[acl]
-        entry[1] -= 1
-        if not entry[1]:
-            del self.acls[acl]
-        if not is_session_owner(owner):
+        if is_session_owner(owner):
+            entry = self.acls[acl]
+        else:
             held = self.metas[meta]
             held[1] -= 1
             if not held[1]:
                 del self.metas[meta]
+            entry = held[2]
+        entry[1] -= 1
+        if not entry[1]:
+            del self.acls[acl]
 
     def entries(self) -> int:
         """The ACL entries held, all ACLs together (each shared ACL once)."""

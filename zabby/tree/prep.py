@@ -207,7 +207,8 @@ class Preparer:
         Raises:
             TxnTooLarge: the txn would pass ``maxTxnBytes``.
         """
-        size = self._txn_bytes + OP_OVERHEAD_BYTES + acls.packed_text_bytes(path) + data_bytes + (acls.acl_bytes(acl) if acl else 0)
+        path_bytes = len(path) if path.isascii() else acls.text_bytes(path)
+        size = self._txn_bytes + OP_OVERHEAD_BYTES + 5 + path_bytes + data_bytes + (acls.acl_bytes(acl) if acl else 0)  # 5: the path's header, at most
         if size > self.limits.txn_bytes_max:
             raise TxnTooLarge(Err.BADARGUMENTS, f"the transaction would be over {size} bytes, more than maxTxnBytes "
                                                 f"({self.limits.txn_bytes_max}): its ACLs expanded into the session's ids, "

@@ -25,6 +25,7 @@ was then.  History replay and live triggers match by the one rule (``recursive_p
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 from collections.abc import Hashable, Iterable, Iterator
 from typing import Any
 
@@ -199,8 +200,18 @@ def _may_read(watcher: Any, acl: tuple[acls.ACL, ...]) -> bool:
 
 
 REPLAY_BYTES_PER_EVENT = 24  # an event's frame without its path: the length prefix, six msgpack values, the xid
-HISTORY_EVENT_BYTES = 200  # what the history holds for an event beside its path: its record, its place in its index
+HISTORY_TXN_BYTES = 120  # what the history holds for a txn: its entry, its place in an index or two
+HISTORY_EVENT_BYTES = 80  # and for each of its events beside the path
 Kept = tuple[int, int, str, tuple[acls.ACL, ...]]  # an event in the history: (zxid, type, path, acl)
+# A txn in the history: (zxid, bytes, then each event's type, path and ACL), one flat tuple: a
+# txn kept costs the cyclic collector one object, which it stops tracking at its first look
+# (its contents are ints, strings and ACL tuples).  Kept as the apply's list of event tuples,
+# it cost three or four, walked in every young collection: 2.5 µs of a pipelined create's CPU
+# on each server.
+Entry = tuple[Any, ...]
+_EVENTS_AT = 2
+_COMPACT_AT = 4096  # forgotten entries at the front of the list before it is cut
+INDEX_BACKLOG_MAX = 16_384  # txns recorded and not indexed: what a resume may have to index first (~10 ms)
 
 
 def _top(path: str) -> str:
@@ -217,11 +228,14 @@ class WatchHistory:
     from ``since`` on.  A history starts at the zxid of the tree it follows and is started
     again whenever the tree is replaced (a SNAP, a reload from disk).
 
-    The events are indexed by the first name of their path, so a resume reads only the events
-    of its top-level subtree (all of them for a watch on ``/``), newest first down to its zxid:
-    a resume costs about what it returns, not the history's size, and recording an event is one
-    look-up.  (An index by every ancestor made each write record depth-many entries: a few
-    percent of a pipelined write's CPU.)"""
+    Recording a txn is one tuple appended to a list (every server records every write; a
+    resume is rare).  The txns are indexed by the first names of their events' paths (nearly
+    always one) in bulk, when a resume needs the index or ``INDEX_BACKLOG_MAX`` txns wait for
+    it, from where the last indexing left it, so a resume reads only the txns of its
+    top-level subtree (every txn for a watch on ``/``), newest first down to its zxid: it
+    costs about what it returns, not the history's size.  The index holds the txns' sequence
+    numbers; the ones of forgotten txns are dropped from it once as many txns were forgotten
+    as it has names."""
 
     def __init__(self, txns_max: int, since: int, bytes_max: int = 64 * 2**20) -> None:
         if txns_max < 0 or bytes_max < 0:
@@ -230,59 +244,96 @@ class WatchHistory:
         self.bytes_max = bytes_max
         self.since = since
         self.bytes = 0
-        self._txns: deque[tuple[int, list[Event]]] = deque()  # (zxid, its events), oldest first
-        # the first name of a path → the zxids and the events under it, oldest first (two deques:
-        # no tuple made per event, so the collector has nothing more to walk than the events)
-        self._by_top: dict[str, tuple[deque[int], deque[Event]]] = {}
+        self._entries: list[Entry | None] = []  # oldest first; None where forgotten, before ``_head``
+        self._head = 0  # the index in ``_entries`` of the oldest kept
+        self._base = 0  # the sequence number of ``_entries[0]``
+        self._indexed = 0  # the sequence number of the first txn not in the index yet
+        self._by_top: dict[str, deque[int]] = {}  # a first name → the sequence numbers of the txns with an event under it
+        self._forgotten_unpruned = 0  # txns forgotten since the index was last pruned
 
     def __len__(self) -> int:
-        return len(self._txns)
+        return len(self._entries) - self._head
 
     def record(self, zxid: int, events: list[Event]) -> None:
         """The events txn ``zxid`` made, as it was applied (after every zxid recorded before)."""
         if not self.txns_max or not self.bytes_max:
             self.since = zxid
             return
-        by_top, size = self._by_top, 0
+        size = HISTORY_TXN_BYTES
         for event in events:
-            path = event[1]
-            top = _top(path)
-            found = by_top.get(top)
-            if found is None:
-                found = by_top[top] = (deque(), deque())
-            found[0].append(zxid)
-            found[1].append(event)
-            size += HISTORY_EVENT_BYTES + len(path)
+            size += HISTORY_EVENT_BYTES + len(event[1])
+        entries = self._entries
+        entries.append(sum(events, (zxid, size)))  # the events' fields after the two: tuple concatenation, in C
         self.bytes += size
-        self._txns.append((zxid, events))
-        while len(self._txns) > self.txns_max or self.bytes > self.bytes_max:
+        if len(entries) - self._head > self.txns_max or self.bytes > self.bytes_max:
             self._forget_oldest()
+        if self._base + len(entries) - self._indexed >= INDEX_BACKLOG_MAX:
+            self._index()
 
     def _forget_oldest(self) -> None:
-        zxid, events = self._txns.popleft()
-        self.since = zxid
-        by_top = self._by_top
-        for _, path, _ in events:  # each the oldest of its index
-            top = _top(path)
-            zxids, kept = by_top[top]
-            zxids.popleft()
-            kept.popleft()
-            if not zxids:
-                del by_top[top]
-            self.bytes -= HISTORY_EVENT_BYTES + len(path)
+        """Forget the oldest txns until both bounds hold."""
+        entries, head = self._entries, self._head
+        while len(entries) - head > self.txns_max or self.bytes > self.bytes_max:
+            oldest = entries[head]
+            assert oldest is not None
+            entries[head] = None
+            head += 1
+            self.since = oldest[0]
+            self.bytes -= oldest[1]
+            self._forgotten_unpruned += 1
+        if head >= _COMPACT_AT and head * 2 >= len(entries):
+            del entries[:head]
+            self._base += head
+            head = 0
+        self._head = head
+
+    def _index(self) -> dict[str, deque[int]]:
+        """The index, brought up to the newest txn, without the forgotten ones."""
+        by_top, entries, base = self._by_top, self._entries, self._base
+        first = base + self._head
+        seq = max(self._indexed, first)
+        for entry in islice(entries, seq - base, None):
+            path = entry[3]  # type: ignore[index]  # kept entries are never None
+            cut = path.find("/", 1)
+            top = path[1:cut] if cut > 0 else path[1:]
+            found = by_top.get(top)
+            if found is None:
+                found = by_top[top] = deque()
+            found.append(seq)
+            if len(entry) > 5:  # type: ignore[arg-type]  # more than one event: under other first names too?
+                for at in range(6, len(entry), 3):  # type: ignore[arg-type]
+                    other = _top(entry[at])  # type: ignore[index]
+                    if other != top and (not by_top.get(other) or by_top[other][-1] != seq):
+                        by_top.setdefault(other, deque()).append(seq)
+            seq += 1
+        self._indexed = seq
+        if self._forgotten_unpruned >= len(by_top):  # as many forgotten as names: the pruning costs about what they did
+            for key in list(by_top):
+                found = by_top[key]
+                while found and found[0] < first:
+                    found.popleft()
+                if not found:
+                    del by_top[key]
+            self._forgotten_unpruned = 0
+        return by_top
 
     def _newest_first(self, watch_path: str, recursive: bool) -> Iterator[Kept]:
         """The events a watch on ``watch_path`` may see, newest first: a recursive one on ``/``
-        every txn's, any other the events of its top-level subtree."""
+        every txn's, any other the events of the txns of its top-level subtree."""
+        entries, base = self._entries, self._base
+        first = base + self._head
         if watch_path == "/" and recursive:
-            for zxid, events in reversed(self._txns):
-                for event_type, path, acl in reversed(events):
-                    yield zxid, event_type, path, acl
+            seqs: Iterable[int] = range(base + len(entries) - 1, first - 1, -1)
         else:
-            found = self._by_top.get(_top(watch_path))
-            if found is not None:
-                for zxid, (event_type, path, acl) in zip(reversed(found[0]), reversed(found[1])):
-                    yield zxid, event_type, path, acl
+            seqs = reversed(self._index().get(_top(watch_path), ()))
+        for seq in seqs:
+            if seq < first:
+                return
+            entry = entries[seq - base]
+            assert entry is not None
+            zxid = entry[0]
+            for at in range(len(entry) - 3, _EVENTS_AT - 1, -3):
+                yield zxid, entry[at], entry[at + 1], entry[at + 2]
 
     def replay(self, watcher: Any, watch_path: str, recursive: bool, since_zxid: int, bytes_max: int) -> list[Replayed]:
         """What a persistent watch of ``watcher`` on ``watch_path`` would have fired for the
