@@ -280,3 +280,54 @@ def test_proposals_and_informs_carry_the_leaders_digest() -> None:
     link.receive(packets(recorded("follower1-to-leader.bin"))[0][0].encode())
     sent, _ = packets(link.send(Proposal(txns=txns)))
     assert [zk_quorum.decode_txn(p.data).digest for p in sent] == [(2, txns[0].zxid * 10), None]
+
+
+def _uptodate_follower() -> LeaderLink:
+    link = LeaderLink()
+    link.receive(packets(recorded("follower1-to-leader.bin"))[0][0].encode())
+    for message in (LeaderInfo(epoch=1), Diff(zxid=0), NewLeader(zxid=NEWLEADER_ZXID), UpToDate()):
+        link.send(message)
+    return link
+
+
+def _forward(link: LeaderLink, session_id: int, cxid: int, op: int) -> None:
+    body = zk_quorum.encode_request(session_id, cxid, op, b"" if op == OpCode.SYNC else zk_quorum.request_body(op, ("/x", b"v", -1)))
+    link.receive(packet(PacketType.REQUEST, -1, body))
+
+
+def _set(zxid_counter: int, session_id: int, cxid: int) -> Txn:
+    return Txn(make_zxid(1, zxid_counter), session_id, cxid, 0, OpCode.SET_DATA, ("/x", b"v", zxid_counter))
+
+
+def test_a_followers_writes_and_syncs_are_answered_in_the_order_it_forwarded_them() -> None:
+    """A ZooKeeper follower matches each COMMIT and SYNC with the oldest write or sync it
+    forwarded, and takes any other for another server's (answering its client out of order, or
+    never): zabby's leader answers a sync after a round of PINGs, so a write forwarded after it
+    may commit first (its COMMIT waits for the SYNC), and one forwarded just before may not be
+    proposed yet when the sync is answered (the SYNC waits for its COMMIT)."""
+    link = _uptodate_follower()
+    _forward(link, 9, 1, OpCode.SET_DATA)
+    _forward(link, 9, 2, OpCode.SYNC)
+    _forward(link, 9, 3, OpCode.SET_DATA)
+    other, first, after = _set(1, 5, 40), _set(2, 9, 1), _set(3, 9, 3)
+    link.send(Proposal(txns=(other, first, after)))
+    commit = {t.zxid: packet(PacketType.COMMIT, t.zxid) for t in (other, first, after)}
+    assert link.send(Commit(zxid=after.zxid)) == commit[other.zxid] + commit[first.zxid]  # the write after the sync waits
+    assert link.send(Sync(session_id=9, cxid=2)) == packet(PacketType.SYNC, 0) + commit[after.zxid]
+    _forward(link, 9, 4, OpCode.SET_DATA)
+    _forward(link, 9, 5, OpCode.SYNC)
+    assert link.send(Sync(session_id=9, cxid=5)) == b""  # before the write forwarded ahead of it
+    late = _set(4, 9, 4)
+    link.send(Proposal(txns=(late,)))
+    assert link.send(Commit(zxid=late.zxid)) == packet(PacketType.COMMIT, late.zxid) + packet(PacketType.SYNC, 0)
+
+
+def test_a_forwarded_write_that_made_no_txn_holds_nothing_back() -> None:
+    link = _uptodate_follower()
+    _forward(link, 9, 1, OpCode.SET_DATA)  # (dropped by the leader: no txn answers it)
+    _forward(link, 9, 2, OpCode.SET_DATA)
+    txn = _set(1, 9, 2)
+    link.send(Proposal(txns=(txn,)))
+    assert link.send(Commit(zxid=txn.zxid)) == packet(PacketType.COMMIT, txn.zxid)
+    _forward(link, 9, 3, OpCode.SYNC)
+    assert link.send(Sync(session_id=9, cxid=3)) == packet(PacketType.SYNC, 0)

@@ -26,7 +26,15 @@ that ZooKeeper sends along.  A link object holds what the translation needs of i
   INFORMs afterwards; PINGs start at UPTODATE (a ZooKeeper learner exits on one before its
   sync and answers none during it), and each answer is matched with the round of the PING it
   answers (``zabby.core.rounds``), the second ACK of NEWLEADER (sent after UPTODATE) dropped,
-  and a COMMIT due between NEWLEADER and UPTODATE sent right after UPTODATE.
+  and a COMMIT due between NEWLEADER and UPTODATE sent right after UPTODATE.  The learner's
+  own writes and syncs are answered in the order it forwarded them: a ZooKeeper learner
+  matches each COMMIT (or INFORM) and SYNC against the oldest write or sync it forwarded
+  (CommitProcessor's queuedWriteRequests, Learner's pendingSyncs), and takes any other for
+  another server's, answering its client out of order or never.  zabby's leader answers a
+  sync once a round of PINGs confirmed its leadership (``zabby.core.rounds``), so the writes
+  the learner forwarded after the sync may commit first, and the writes it forwarded just
+  before may not be proposed yet when the sync arrives: the link holds those COMMITs back
+  behind the SYNC, or the SYNC behind those COMMITs.
 
 Votes go through ``vote_to_zk`` and ``vote_from_zk``; a ZooKeeper vote's membership text is
 not zabby's, so it is not passed on (zabby does not follow a reconfig made by ZooKeeper).
@@ -37,7 +45,7 @@ the shell drops the link and the core resynchronises, as it does for its own pro
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from zabby.core.messages import (
@@ -289,6 +297,9 @@ class LearnerLink:
 
 
 # ----------------------------------------------------------------------------- leader side
+Forwarded = tuple[bool, int, int]  # a learner's forwarded sync (True) or write (False): its session and cxid
+
+
 class LeaderLink:
     """A ZooKeeper learner's link to this server, which leads (see the module's docstring).
     ``sid`` is None until its FOLLOWERINFO or OBSERVERINFO came."""
@@ -309,6 +320,12 @@ class LeaderLink:
         self._newleader_sent = False
         self._uptodate = False
         self._commits_after_uptodate: list[bytes] = []  # COMMITs that must wait for UPTODATE
+        # the learner's forwarded writes and syncs not answered on this link, in its order: (a sync?, session, cxid)
+        self._forwarded: deque[Forwarded] = deque()
+        self._forwarded_count: dict[Forwarded, int] = {}  # how many times each is in _forwarded
+        self._answers_of: dict[int, Forwarded] = {}  # zxid -> the forwarded write it answers (sent, not committed)
+        self._commits_held: deque[tuple[bytes, Forwarded | None]] = deque()  # COMMIT and INFORM packets held back, in zxid order
+        self._syncs_held: deque[Forwarded] = deque()  # SYNCs held back
 
     # ----------------------------------------------------------------- learner → us
     def receive(self, data: bytes) -> list[Message]:
@@ -333,7 +350,11 @@ class LeaderLink:
             touched = decode_touches(p.data)
             return Ping(sessions=tuple(session_id for session_id, _ in touched), round=self._rounds.popleft() if self._rounds else 0)
         if kind == PacketType.REQUEST:
-            return self._request(p)
+            message = self._request(p)
+            entry = (isinstance(message, Sync), message.session_id, message.cxid)
+            self._forwarded.append(entry)
+            self._forwarded_count[entry] = self._forwarded_count.get(entry, 0) + 1
+            return message
         if kind == PacketType.REVALIDATE:
             session_id, timeout_ms = decode_revalidate(p.data)
             return Revalidate(session_id=session_id, timeout_ms=timeout_ms)
@@ -351,7 +372,7 @@ class LeaderLink:
         raise RemoteProtocolError(f"a {_name(kind)} packet from a learner")
 
     @staticmethod
-    def _request(p: QuorumPacket) -> Message:
+    def _request(p: QuorumPacket) -> Request | Sync:
         session_id, cxid, op, body = decode_request(p.data)
         if op == OpCode.SYNC:
             return Sync(session_id=session_id, cxid=cxid)
@@ -377,7 +398,8 @@ class LeaderLink:
             self._rounds.append(message.round)
             return packet(PacketType.PING, self._last_zxid)
         if isinstance(message, Sync):
-            return packet(PacketType.SYNC, 0)
+            self._syncs_held.append((True, message.session_id, message.cxid))
+            return self._in_order()
         if isinstance(message, Revalidated):
             return packet(PacketType.REVALIDATE, -1, encode_revalidated(message.session_id, message.valid))
         if isinstance(message, LeaderInfo):
@@ -386,6 +408,7 @@ class LeaderLink:
             kind = PacketType.DIFF if isinstance(message, Diff) else PacketType.TRUNC if isinstance(message, Trunc) else PacketType.SNAP
             self._sent.clear()
             self._held.clear()
+            self._answers_of.clear()
             self._committed = self._last_zxid = message.zxid
             return packet(kind, message.zxid)
         if isinstance(message, NewLeader):
@@ -404,7 +427,57 @@ class LeaderLink:
             return b""
         self._sent.extend(txn.zxid for txn in txns)
         self._last_zxid = txns[-1].zxid
+        for txn in txns:
+            self._note_answer(txn)
         return b"".join(packet(PacketType.PROPOSAL, txn.zxid, self._entry(txn)) for txn in txns)
+
+    def _note_answer(self, txn: Txn) -> None:
+        """Whether ``txn`` answers a write the learner forwarded (its session and cxid)."""
+        entry = (False, txn.session_id, txn.cxid)
+        if entry in self._forwarded_count:
+            self._answers_of[txn.zxid] = entry
+
+    def _answer_key(self, zxid: int) -> Forwarded | None:
+        return self._answers_of.pop(zxid, None)
+
+    def _in_order(self, commits: Iterable[tuple[bytes, Forwarded | None]] = ()) -> bytes:
+        """The COMMIT or INFORM packets of ``commits`` (each with the forwarded write it
+        answers, if any) and the SYNCs held that may go now, in order: a COMMIT answering the
+        learner's write waits until every sync it forwarded before has its SYNC (and the
+        COMMITs after it wait with it), a SYNC until every write it forwarded before has its
+        COMMIT."""
+        held, syncs = self._commits_held, self._syncs_held
+        held.extend(commits)
+        out = []
+        while True:
+            if held and self._answerable(held[0][1]):
+                out.append(held.popleft()[0])
+            elif syncs and self._answerable(syncs[0]):
+                syncs.popleft()
+                out.append(packet(PacketType.SYNC, 0))
+            else:
+                return b"".join(out)
+
+    def _answerable(self, key: Forwarded | None) -> bool:
+        """Whether an answer to ``key`` may go now (None: it answers none of the learner's); if
+        so, ``key`` leaves the forwarded ones, with any write before it that never became a
+        txn (the leader proposes the learner's writes in the order they came)."""
+        forwarded = self._forwarded
+        if key is None or key not in self._forwarded_count:
+            return True
+        while forwarded[0] != key:
+            if forwarded[0][0] or key[0]:
+                return False  # a sync before it, or a write before a sync: that one is answered first
+            self._forget(forwarded.popleft())
+        self._forget(forwarded.popleft())
+        return True
+
+    def _forget(self, entry: Forwarded) -> None:
+        left = self._forwarded_count[entry] - 1
+        if left:
+            self._forwarded_count[entry] = left
+        else:
+            del self._forwarded_count[entry]
 
     def _entry(self, txn: Txn) -> bytes:
         return encode_txn(txn, self.digest_of(txn.zxid))
@@ -420,14 +493,14 @@ class LeaderLink:
         sent = self._sent
         while sent and sent[0] <= zxid:
             self._committed = sent.popleft()
-            commits.append(packet(PacketType.COMMIT, self._committed))
+            commits.append((packet(PacketType.COMMIT, self._committed), self._answer_key(self._committed)))
         if self._newleader_sent and not self._uptodate:
             # A ZooKeeper learner reads a COMMIT between NEWLEADER and UPTODATE against the
             # proposals that came after NEWLEADER, and fails its sync when there are none
             # (Learner.syncWithLeader's NullPointerException): after UPTODATE it commits them.
-            self._commits_after_uptodate += commits
+            self._commits_after_uptodate += [data for data, _ in commits]
             return b"".join(out)
-        return b"".join(out + commits)
+        return b"".join(out) + self._in_order(commits)
 
     def _inform(self, txns: tuple[Txn, ...]) -> bytes:
         out = []
@@ -436,9 +509,10 @@ class LeaderLink:
                 continue
             if self._held and self._held[0].zxid <= txn.zxid:
                 self._held = [held for held in self._held if held.zxid > txn.zxid]
-            out.append(packet(PacketType.INFORM, txn.zxid, self._entry(txn)))
+            self._note_answer(txn)
+            out.append((packet(PacketType.INFORM, txn.zxid, self._entry(txn)), self._answer_key(txn.zxid)))
             self._committed = self._last_zxid = txn.zxid
-        return b"".join(out)
+        return self._in_order(out)
 
 
 def _name(kind: int) -> str:
