@@ -495,15 +495,16 @@ class Ensemble:
             self.hub.close()
 
 
-ZOOKEEPER, ZABBY = "zookeeper", "zabby"
+ZOOKEEPER, ZABBY, ZABBY_NATIVE = "zookeeper", "zabby", "zabby-native"
 
 
 class MixedEnsemble(Ensemble):
     """ZooKeeper 3.8 servers and zabby servers in one ensemble, on 127.0.0.1: ``kinds`` maps
-    each server id to ``"zookeeper"`` or ``"zabby"`` (those speak ZooKeeper's peer protocol:
-    ``quorum.protocol=zookeeper``); ``observers``: the ids that observe.  Both kinds have the
-    same zoo.cfg server lines, tickTime, initLimit and syncLimit (``zk_settings`` and
-    ``zk_properties`` go to the ZooKeeper servers only, ``overrides`` to the zabby ones)."""
+    each server id to ``"zookeeper"``, ``"zabby"`` (speaking ZooKeeper's peer protocol:
+    ``quorum.protocol=zookeeper``) or ``"zabby-native"`` (zabby's own, as an ensemble of zabby
+    servers switches to); ``observers``: the ids that observe.  Every kind has the same zoo.cfg
+    server lines, tickTime, initLimit and syncLimit (``zk_settings`` and ``zk_properties`` go to
+    the ZooKeeper servers only, ``overrides`` to the zabby ones)."""
 
     def __init__(self, workdir: Path, kinds: Mapping[int, str], *, observers: Iterable[int] = (), tick_ms: int = 200,
                  zk_settings: Mapping[str, object] | None = None, zk_properties: Mapping[str, object] | None = None,
@@ -530,21 +531,33 @@ class MixedEnsemble(Ensemble):
         if kind == ZOOKEEPER:
             settings: dict[str, Any] = {"4lw.commands.whitelist": "*", "admin.enableServer": "false", **self.common, **self.zk_settings}
             return ZooKeeperProcess(folder, port=client, properties=self.zk_properties, **settings)
-        if kind != ZABBY:
-            raise ValueError(f"server {sid}: kind {kind!r} is neither {ZOOKEEPER!r} nor {ZABBY!r}")
-        return ServerProcess(folder, port=client, **{**self.common, "quorum.protocol": "zookeeper", **self.overrides})
+        if kind not in (ZABBY, ZABBY_NATIVE):
+            raise ValueError(f"server {sid}: kind {kind!r} is none of {ZOOKEEPER!r}, {ZABBY!r}, {ZABBY_NATIVE!r}")
+        protocol = {"quorum.protocol": "zookeeper"} if kind == ZABBY else {}
+        return ServerProcess(folder, port=client, **{**self.common, **protocol, **self.overrides})
 
-    def replace(self, sid: int, kind: str) -> ServerProcess | ZooKeeperProcess:
-        """Server ``sid`` as the other kind (not started): same id, ports and server lines, its
-        old folder kept aside as ``server<sid>.<n>``; the caller moves its data."""
+    def replace(self, sid: int, kind: str) -> tuple[ServerProcess | ZooKeeperProcess, Path]:
+        """Server ``sid`` as another kind (not started): same id, ports and server lines, in a
+        fresh folder holding only its myid; its old folder kept aside as ``server<sid>.<n>``
+        (returned, with the new server): the caller moves its data."""
         folder = self.workdir / f"server{sid}"
         aside = 1
         while folder.with_name(f"server{sid}.{aside}").exists():
             aside += 1
-        folder.rename(folder.with_name(f"server{sid}.{aside}"))
+        old = folder.rename(folder.with_name(f"server{sid}.{aside}"))
         write_myid(folder / "data", sid)
         self.kinds[sid] = kind
         server = self.servers[sid] = self._server(folder, kind, sid)
+        return server, old
+
+    def switch_protocol(self, sid: int, kind: str) -> ServerProcess:
+        """Zabby server ``sid`` (not running) on the other peer protocol: ``kind`` ZABBY for
+        ZooKeeper's, ZABBY_NATIVE for zabby's own; its folder and data kept."""
+        if self.kinds[sid] not in (ZABBY, ZABBY_NATIVE) or kind not in (ZABBY, ZABBY_NATIVE):
+            raise ValueError(f"server {sid} is {self.kinds[sid]}: only a zabby server switches between {ZABBY!r} and {ZABBY_NATIVE!r}, not to {kind!r}")
+        self.kinds[sid] = kind
+        server = self.servers[sid] = self._server(self.workdir / f"server{sid}", kind, sid)
+        assert isinstance(server, ServerProcess)
         return server
 
 
