@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zabby.local.processes import QUORUM_LIMITS, MixedEnsemble, ServerProcess, ZooKeeperEnsemble, ZooKeeperProcess, started_ensemble
+from zabby.local.processes import ZABBY, QUORUM_LIMITS, MixedEnsemble, ServerProcess, ZooKeeperEnsemble, ZooKeeperProcess, started_ensemble
 
 REAP_INTERVAL_MS = 200
 SUPER_USER, SUPER_PASSWORD = "super", "differential"
@@ -70,6 +70,28 @@ def running_pair(workdir: Path) -> Iterator[tuple[ZooKeeperProcess, ServerProces
         yield reference, zabby
     finally:
         zabby.kill()
+        reference.kill()
+
+
+@contextmanager
+def running_mixed_pair(workdir: Path, kinds: dict[int, str]) -> Iterator[tuple[ZooKeeperProcess, ServerProcess, str]]:
+    """A standalone ZooKeeper and a mixed ensemble of ``kinds`` (``mixed_ensemble``), every
+    member serving; the ensemble's zabby member of the lowest id (what the differential talks
+    to, in place of a standalone zabby) and what it is ("server 3 of 3, leader"); all killed
+    at the end."""
+    members = [sid for sid, kind in sorted(kinds.items()) if kind == ZABBY]
+    if not members or len(kinds) < 3:
+        raise ValueError(f"a mixed ensemble of at least 3 servers with a zabby member, not {kinds}")
+    reference, ensemble = zookeeper_server(workdir / "zookeeper"), mixed_ensemble(workdir / "mixed", kinds)
+    try:
+        reference.start()
+        ensemble.start(90)
+        ensemble.wait_leader(60, everyone=True)
+        member = ensemble.servers[members[0]]
+        assert isinstance(member, ServerProcess)
+        yield reference, member, f"server {members[0]} of {len(kinds)}, {member.mode()}"
+    finally:
+        ensemble.kill_all()
         reference.kill()
 
 
