@@ -22,7 +22,7 @@ from kazoo.exceptions import ConnectionLoss
 from tests.zkpeer.mixed import KINDS_NODES, assert_converged, client_of, need_zookeeper, write_every_kind, zookeeper_log_problems
 from zabby.differential.java_client import build_driver
 from zabby.differential.runner import Pair, run_ops
-from zabby.differential.servers import mixed_ensemble, zookeeper_server
+from zabby.differential.servers import mixed_ensemble, running_mixed_pair, zookeeper_server
 from zabby.differential.workload import Workload
 from zabby.local.javac import JavaUnavailable
 from zabby.local.processes import ZABBY, ZOOKEEPER, MixedEnsemble, ServerProcess, ZooKeeperProcess
@@ -196,3 +196,9 @@ def test_sessions_move_between_zookeeper_and_zabby_members(tmp_path: Path) -> No
         assert not zookeeper_log_problems(ensemble)
     finally:
         ensemble.kill_all()
+
+
+def test_the_differential_through_a_mixed_ensemble_needs_its_zabby_member(tmp_path: Path) -> None:
+    for kinds in ({1: ZK, 2: ZK, 3: ZK}, {1: ZABBY, 2: ZK}):
+        with pytest.raises(ValueError), running_mixed_pair(tmp_path, kinds):
+            pass
