@@ -17,7 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from zabby.local.backup_drill import run_drill
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its harness/ is not installed
+
+from harness.local.backup_drill import run_drill
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,7 @@
 
     python scripts/bench_clients.py [--ops 20000] [--in-flight 64] [--latency-ops 2000] [--rounds 3]
 
-Starts one standalone server (zabby.local's launcher, on 127.0.0.1; ``--hosts`` uses a
+Starts one standalone server (zabby.testing's launcher, on 127.0.0.1; ``--hosts`` uses a
 running one instead).  The clients are ``zabby.Client`` under asyncio, ``zabby.Client`` under
 trio, and ``SyncClient``; the workloads:
 
@@ -36,7 +36,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from zabby import AsyncResult, Client, SyncClient  # noqa: E402
-from zabby.local.processes import ServerProcess  # noqa: E402
+from zabby.testing import ServerProcess  # noqa: E402
 
 NODE = "/bench-clients"
 VALUE = b"x" * 100

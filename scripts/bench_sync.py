@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
-"""``python -m zabby.bench.sync``, kept so that ``python scripts/bench_sync.py`` works (see zabby/bench/sync.py)."""
+"""``python -m harness.bench.sync``, kept so that ``python scripts/bench_sync.py`` works (see harness/bench/sync.py)."""
 
-from zabby.bench.sync import main
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its harness/ is not installed
+
+from harness.bench.sync import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

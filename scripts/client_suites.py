@@ -2,9 +2,9 @@
 """Run the other ZooKeeper clients against zabby and against ZooKeeper 3.8 (Debian's), standalone
 and on 3 servers, and print the counts table of docs/zookeeper-compat.md:
 
-* aiozk's own suite (85 tests; ``zabby.differential.aiozk_suite``), on each layout;
+* aiozk's own suite (85 tests; ``harness.differential.aiozk_suite``), on each layout;
 * go-zookeeper's own suite (Debian's samuel/go-zookeeper; its harness starts 1 and 3 servers
-  itself, so it has one count per system; ``zabby.differential.gozk``);
+  itself, so it has one count per system; ``harness.differential.gozk``);
 * node-zookeeper-client's and the C client's scenarios (+ cli_mt), compared line by line
   with ZooKeeper's on the same layout, and load_gen's cycles;
 * on 3 servers, 3 aiozk clients x 10 bursts of 100 null-data creates and setData (with
@@ -28,9 +28,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from zabby.differential import aiozk_suite, c_client, gozk, node_client  # noqa: E402
-from zabby.differential.servers import SYSTEMS, running_system  # noqa: E402
-from zabby.local.processes import ensure_zookeeper  # noqa: E402
+from harness.differential import aiozk_suite, c_client, gozk, node_client  # noqa: E402
+from harness.differential.servers import SYSTEMS, running_system  # noqa: E402
+from harness.local.zookeeper import ensure_zookeeper  # noqa: E402
 
 PARTS = ("aiozk", "go", "node", "c", "bursts")
 LAYOUTS = {1: "standalone", 3: "3 servers"}

@@ -9,7 +9,7 @@ scenario; a table of pass/FAIL, SUSPENDED (S) and leadership losses (L) per syst
 A scenario fails on a check of its own, a SUSPENDED/LOST or a leadership loss no kill caused,
 or an error Curator could not handle; the two systems must also agree on each scenario's
 facts.  Exit 0 when everything passed alike, 1 otherwise, 2 when Curator or ZooKeeper
-cannot run here.  See zabby/differential/curator.py.
+cannot run here.  See harness/differential/curator.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from zabby.differential.curator import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its harness/ is not installed
+
+from harness.differential.curator import (
     LAYOUTS,
     SCENARIOS,
     SYSTEMS,
@@ -32,7 +34,7 @@ from zabby.differential.curator import (
     run_layout,
     table,
 )
-from zabby.local.processes import ZooKeeperUnavailable
+from harness.local.zookeeper import ZooKeeperUnavailable
 
 LAYOUT_KEYS = dict(zip(("standalone", "follower", "leader"), LAYOUTS, strict=True))
 

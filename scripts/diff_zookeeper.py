@@ -24,9 +24,12 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from zabby.differential.runner import CLIENT_KINDS, Pair, SeedResult, run_seeds, seed_range, summary
-from zabby.differential.servers import running_mixed_pair, running_pair
-from zabby.local.processes import ZABBY, ZOOKEEPER, zookeeper_unavailable
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its harness/ is not installed
+
+from harness.differential.runner import CLIENT_KINDS, Pair, SeedResult, run_seeds, seed_range, summary
+from harness.differential.servers import running_mixed_pair, running_pair
+from harness.local.mixed import ZABBY, ZOOKEEPER
+from harness.local.zookeeper import zookeeper_unavailable
 
 
 def main() -> int:

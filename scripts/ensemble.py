@@ -30,13 +30,15 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its harness/ is not installed
+
+from harness import CHECKOUT
 from zabby import SyncClient
+from zabby.client.fourletter import srvr
 from zabby.client.security import make_digest_acl_credential
-from zabby.local import CHECKOUT, process_alive, srvr
-from zabby.local.processes import (
-    QUORUM_LIMITS, kill_pids, launch_server, local_settings, server_spec, stop_pids, wait_serving, write_config, write_myid,
-)  # fmt: skip
 from zabby.membership import Membership
+from zabby.testing.ensembles import QUORUM_LIMITS, Member
+from zabby.testing.processes import kill_pids, launch_server, local_settings, process_alive, stop_pids, wait_serving, write_config, write_myid
 
 RUN = Path(os.environ.get("ZABBY_ENSEMBLE_DIR", CHECKOUT / "run" / "ensemble")).resolve()
 STATE = RUN / "servers.json"
@@ -53,7 +55,7 @@ def client_port(sid: int) -> int:
 
 def server_line(sid: int) -> str:
     """Server ``sid``'s ``server.N=`` line (a participant on this machine)."""
-    return f"server.{sid}={server_spec(BASE_PORT + 707 + sid, BASE_PORT + 1707 + sid, client_port(sid))}"
+    return Member(sid, BASE_PORT + 707 + sid, BASE_PORT + 1707 + sid, client_port(sid)).line()
 
 
 def folder_of(sid: int) -> Path:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The long fuzz run of the client port (``zabby.jepsen.fuzz``), to replay by seed.
+"""The long fuzz run of the client port (``harness.jepsen.fuzz``), to replay by seed.
 
     python scripts/fuzz_clients.py --seed 7 --examples 5000
     python scripts/fuzz_clients.py --seed 7 --examples 5000 --servers 3     # against a follower of an ensemble
@@ -23,8 +23,10 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, seed, settings
 
-from zabby.jepsen import fuzz
-from zabby.local.processes import Ensemble, ServerProcess
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its harness/ is not installed
+
+from harness.jepsen import fuzz
+from zabby.testing import Ensemble, ServerProcess
 
 
 def run(seed_value: int, examples: int, servers: int, workdir: Path) -> int:

@@ -4,7 +4,7 @@ docs/reliability.md's "Hostile clients" table.
 
     python scripts/hostile.py --findings        # the issue's three floods, each against a fresh standalone server
     python scripts/hostile.py --stalls          # how long the largest legal requests stop other clients
-    python scripts/hostile.py --ports           # the peer-port and admin-port attacks of issue 56 (zabby.jepsen.hostile_ports)
+    python scripts/hostile.py --ports           # the peer-port and admin-port attacks of issue 56 (harness.jepsen.hostile_ports)
     python scripts/hostile.py --findings --stalls --servers 3
 
 Each line gives what was sent, what the server did, its memory (peak RSS growth, VmHWM), the
@@ -25,10 +25,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zabby.jepsen import hostile, hostile_ports
-from zabby.local.jute_session import OPEN_ACL, JuteSession
-from zabby.local.processes import LOCAL_ADMIN, Ensemble, ServerProcess, admin_settings, wait_until
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its harness/ is not installed
+
+from harness.jepsen import hostile, hostile_ports
+from harness.local.admin import LOCAL_ADMIN, admin_settings
+from harness.local.jute_session import OPEN_ACL, JuteSession
 from zabby.opcodes import OpCode
+from zabby.testing import Ensemble, ServerProcess, wait_until
 from zabby.wire import jute
 
 MiB = 2**20

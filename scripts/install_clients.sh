@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the Debian packages the other ZooKeeper clients' runs need (zabby.differential.clients,
+# Install the Debian packages the other ZooKeeper clients' runs need (harness.differential.clients,
 # scripts/client_suites.py) when any is missing: the Go toolchain (golang-go) and go-zookeeper's
 # sources with its tests (golang-github-samuel-go-zookeeper-dev), the C client's tools
 # (zookeeper-bin: cli_mt, load_gen) and library (libzookeeper-mt-dev), gcc.  Idempotent and

@@ -26,13 +26,15 @@ import sys
 from pathlib import Path
 from typing import cast
 
-from zabby.jepsen import report
-from zabby.jepsen.cluster import MIXED
-from zabby.jepsen.nemesis import ALL_KINDS, GROUPS, kinds_for
-from zabby.jepsen.runner import RunSpec, run_once
-from zabby.jepsen.workloads import WorkloadSpec
-from zabby.local import CHECKOUT
-from zabby.local.processes import ZK_JAR
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its harness/ is not installed
+
+from harness import CHECKOUT
+from harness.jepsen import report
+from harness.jepsen.cluster import MIXED
+from harness.jepsen.nemesis import ALL_KINDS, GROUPS, kinds_for
+from harness.jepsen.runner import RunSpec, run_once
+from harness.jepsen.workloads import WorkloadSpec
+from harness.local.zookeeper import ZK_JAR
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -53,7 +53,7 @@ def main() -> int:
     command = [sys.executable, "-m", "pytest", "--pyargs", "kazoo.tests", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
                "--timeout", "300", "-o", "addopts=", "--rootdir", str(work)]  # fmt: skip
     if args.system == "zabby":
-        command += ["-p", "zabby.differential.kazoo_suite"]
+        command += ["-p", "harness.differential.kazoo_suite"]
     if args.keyword:
         command += ["-k", args.keyword]
     if args.junit:

@@ -7,7 +7,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test,spark]'
-.venv/bin/python -m ruff check zabby tests scripts
-.venv/bin/python -m mypy zabby
+.venv/bin/python -m ruff check zabby harness tests scripts examples
+.venv/bin/python -m mypy zabby harness  # harness: the repository's tooling, run from a checkout
 .venv/bin/python -m mypy --strict --follow-imports=silent zabby/client  # the client's public API is fully typed (its imports are checked by the line above)
-exec .venv/bin/python -m pytest -q "$@"
+# Two workers (ZABBY_TEST_WORKERS=0: one process), each given whole files: a module's shared
+# servers (and Spark) start once; most tests wait on servers, so two overlap well on two cores.
+exec .venv/bin/python -m pytest -q -n "${ZABBY_TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The reconnect soak of the watch feed (``zabby.jepsen.reconnects``): a 3-server zabby
+"""The reconnect soak of the watch feed (``harness.jepsen.reconnects``): a 3-server zabby
 ensemble, a steady write load, and one watching client whose connection is reset N times
 (each reconnect to the next server); its events are then checked against the servers' txn
 logs.  Prints the figures as one JSON object; exit code 1 if anything was missed, duplicated,
@@ -18,7 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from zabby.jepsen.reconnects import SoakSpec, soak
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its harness/ is not installed
+
+from harness.jepsen.reconnects import SoakSpec, soak
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,15 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from zabby.local import free_port
-from zabby.local.jute_session import JuteSession
-from zabby.local.processes import ZooKeeperProcess, ensure_zookeeper, wait_until, write_myid
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its harness/ is not installed
+
+from harness.local.jute_session import JuteSession
+from harness.local.zookeeper import ZooKeeperProcess, ensure_zookeeper
+from zabby.testing.processes import free_port, wait_until, write_myid
 
 CHUNK_BYTES = 65536
 

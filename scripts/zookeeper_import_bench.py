@@ -29,9 +29,11 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
-from zabby.local import free_port
-from zabby.local.processes import ZooKeeperProcess, zookeeper_unavailable
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its harness/ is not installed
+
+from harness.local.zookeeper import ZooKeeperProcess, zookeeper_unavailable
 from zabby.storage import zk_files
+from zabby.testing import free_port
 from zabby.tree.datatree import DataTree
 from zabby.wire.zk_snapshot import tree_digest
 

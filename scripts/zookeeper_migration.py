@@ -1,5 +1,5 @@
 """A ZooKeeper 3.8 deployment moved onto zabby and back, seed by seed
-(``zabby.differential.migration``): a seeded workload on Debian's ZooKeeper, its data dir
+(``harness.differential.migration``): a seeded workload on Debian's ZooKeeper, its data dir
 imported, a zabby server answering every read as ZooKeeper did, exported, ZooKeeper answering
 the same again, every session re-attached to each; prints one line per seed and a summary.
 
@@ -16,9 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from zabby.differential.migration import SeedRun, run_seed
-from zabby.differential.runner import seed_range
-from zabby.local.processes import zookeeper_unavailable
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its harness/ is not installed
+
+from harness.differential.migration import SeedRun, run_seed
+from harness.differential.runner import seed_range
+from harness.local.zookeeper import zookeeper_unavailable
 
 
 def line(run: SeedRun) -> str:

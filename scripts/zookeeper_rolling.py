@@ -1,5 +1,5 @@
 """A 3-server ZooKeeper 3.8 ensemble replaced by zabby one server at a time, switched to zabby's
-own peer protocol, and back, under load (``zabby.differential.rolling``; docs/operations.md,
+own peer protocol, and back, under load (``harness.differential.rolling``; docs/operations.md,
 "Replacing ZooKeeper one server at a time"): kazoo and ZooKeeper's Java client writing, a
 recursive watcher and two Curator LeaderLatches connected throughout.  Prints a line per step
 (its write outage) and per round (its checks), then the outages per phase and role.
@@ -19,9 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from zabby.differential.curator import CuratorUnavailable, build, ensure_curator
-from zabby.differential.rolling import DATA_MODES, Rolling, summary
-from zabby.local.processes import ZooKeeperUnavailable
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its harness/ is not installed
+
+from harness.differential.curator import CuratorUnavailable, build, ensure_curator
+from harness.differential.rolling import DATA_MODES, Rolling, summary
+from harness.local.zookeeper import ZooKeeperUnavailable
 
 
 def main() -> int:

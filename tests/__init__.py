@@ -1,4 +1,4 @@
-"""zabby's tests.  The harness that starts real servers is ``zabby.local.processes``."""
+"""zabby's tests.  They start real servers with ``zabby.testing`` (the product's, for users' tests too) and the repository's ``harness``."""
 
 from pathlib import Path
 

@@ -10,13 +10,15 @@
 * ``zabby.wire`` is sans-I/O: no sockets, clocks, threads, randomness, files or event loop;
   ``zabby.core`` and ``zabby.tree`` import no trio, socket, os, time or threading either.
 * Layers (errors/opcodes/membership < tree, wire < core, storage < engine < server): no
-  module imports a layer above its own, but for the exceptions named in ``LAYER_EXCEPTIONS``.
-* The harness that starts servers as subprocesses or drives them through kazoo
-  (``HARNESS``: ``zabby.local.processes``, ``netproxy``, ``backup_drill``,
-  ``zabby.differential``, the fault harness ``zabby.jepsen`` and the benchmarks ``zabby.bench``) is imported by no other zabby module but the demo's throw-away
-  ensemble (``HARNESS_USERS``), and kazoo (a test dependency) only by ``zabby.differential``,
-  ``zabby.jepsen`` and ``zabby.bench``: the tests, the scripts and the demo use the harnesses, the service
-  never does.
+  module imports a layer above its own.
+* The product (``zabby``) never imports the repository's tooling (``harness``: the fault
+  harness, the differential runs, the benchmarks, ZooKeeper's processes, link proxies), nor
+  kazoo or pytest (test dependencies; pytest only in ``zabby.testing.pytest_plugin``, which
+  pytest loads).  ``zabby.testing`` (real servers for tests) is imported by no product module
+  but the demo's throw-away ensemble (``TESTING_USERS``): the tests, the harness, the scripts
+  and the demo start servers with it, the service never does.
+* No import cycle anywhere in ``zabby`` or ``harness``, and the harness sits above the product:
+  no product module reaches it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "zabby"
+TOOLING = ROOT / "harness"
 
 LAYERED = ("zabby.server.session", "zabby.server.statistics", "zabby.server.fourletter", "zabby.server.reads")
 FORBIDDEN = ("zabby.server.node", "zabby.server.client_conn")
@@ -42,7 +45,7 @@ def _module_name(path: Path) -> str:
 
 
 def _modules() -> dict[str, Path]:
-    return {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    return {_module_name(path): path for folder in (PACKAGE, TOOLING) for path in folder.rglob("*.py")}
 
 
 def _absolute(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
@@ -62,8 +65,10 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             module = _absolute(node, name, path.name == "__init__.py")
-            found.add(module)
-            found.update(f"{module}.{alias.name}" for alias in node.names if f"{module}.{alias.name}" in modules)
+            submodules = {f"{module}.{alias.name}" for alias in node.names if f"{module}.{alias.name}" in modules}
+            found.update(submodules)
+            if len(submodules) < len(node.names):  # names of the module itself, not only its submodules
+                found.add(module)
     return found
 
 
@@ -158,8 +163,6 @@ LAYERS = (
     ("zabby.engine",),
     ("zabby.server",),
 )
-# Known exceptions, each a debt to pay: the engine counts into the server's stats object.
-LAYER_EXCEPTIONS = {("zabby.engine", "zabby.server.stats")}
 
 
 def _layer(module: str) -> int | None:
@@ -187,33 +190,46 @@ def test_no_module_imports_a_layer_above_it() -> None:
             continue
         for target in targets:
             target_rank = _layer(target)
-            exempt = any(name.startswith(a) and target.startswith(b) for a, b in LAYER_EXCEPTIONS)
-            assert target_rank is None or target_rank <= rank or exempt, f"{name} imports {target}, a layer above it"
+            assert target_rank is None or target_rank <= rank, f"{name} imports {target}, a layer above it"
 
 
-HARNESS = ("zabby.local.processes", "zabby.local.netproxy", "zabby.local.backup_drill", "zabby.differential", "zabby.jepsen", "zabby.bench")
-KAZOO_USERS = ("zabby.differential", "zabby.jepsen", "zabby.bench")  # the harnesses that compare with ZooKeeper through kazoo
+TESTING = ("zabby.testing",)
 # The demo's local ensemble (``zabby-demo``, the main job) starts real servers as subprocesses,
-# as the tests do: it runs them with ``zabby.local.processes`` rather than a copy of its
-# launch, probes and stop.  The demo reaches the harness through it, and only through it.
-HARNESS_USERS = ("zabby.spark.local_ensemble",)
+# as the tests do: with ``zabby.testing`` rather than a copy of its launch, probes and stop.
+TESTING_USERS = ("zabby.spark.local_ensemble",)
+PRODUCT_NEVER_IMPORTS = ("harness", "kazoo", "pytest", "_pytest")
 
 
 def _in(module: str, prefixes: tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
-def test_nothing_but_the_harness_reaches_the_harness() -> None:
-    graph = {name: set() if _in(name, HARNESS_USERS) else targets for name, targets in _graph().items()}
-    for name in (m for m in graph if not _in(m, HARNESS)):
+def _product() -> dict[str, Path]:
+    return {name: path for name, path in _modules().items() if _in(name, ("zabby",))}
+
+
+def test_the_product_imports_no_tooling_kazoo_or_pytest() -> None:
+    modules = _modules()
+    for name, path in _product().items():
+        if name == "zabby.testing.pytest_plugin":
+            continue
+        bad = [m for m in imports_of(name, path, modules) if _in(m, PRODUCT_NEVER_IMPORTS)]
+        assert not bad, f"{name} imports {bad}"
+
+
+def test_only_the_demo_reaches_zabby_testing() -> None:
+    graph = {name: set() if _in(name, TESTING_USERS) else targets for name, targets in _graph().items()}
+    for name in (m for m in _product() if not _in(m, TESTING)):
         via = _reachable(graph, name)
-        reached = [m for m in via if _in(m, HARNESS)]
+        reached = [m for m in via if _in(m, TESTING)]
         assert not reached, " -> ".join(_path_to(via, name, reached[0]))
 
 
-def test_only_the_zookeeper_harnesses_import_kazoo() -> None:
-    modules = _modules()
-    for name, path in modules.items():
-        if _in(name, KAZOO_USERS):
-            continue
-        assert not [m for m in imports_of(name, path, modules) if _in(m, ("kazoo",))], name
+def test_no_import_cycle_anywhere() -> None:
+    """Every module of the product and the tooling, TYPE_CHECKING imports included; a module's
+    own packages are not counted (importing a module runs its packages' ``__init__`` first
+    whatever it names)."""
+    graph = {name: {t for t in targets if not name.startswith(t + ".")} for name, targets in _graph().items()}
+    for module in sorted(graph):
+        cycle = _cycle_from(graph, module)
+        assert cycle is None, "import cycle: " + " -> ".join(cycle or ())

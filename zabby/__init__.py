@@ -54,7 +54,8 @@ if TYPE_CHECKING:  # what a type checker sees (py.typed); at run time the names 
         make_digest_acl_credential as make_digest_acl_credential,
     )
     from zabby.client.states import EventType as EventType, KazooState as KazooState, KeeperState as KeeperState, WatchedEvent as WatchedEvent, ZnodeStat as ZnodeStat
-    from zabby.client.sync import AsyncResult as AsyncResult, SyncClient as SyncClient
+    from zabby.client.blocking import AsyncResult as AsyncResult
+    from zabby.client.sync import SyncClient as SyncClient
     from zabby.client.watching import WatchStream as WatchStream
     from zabby.opcodes import AddWatchMode as AddWatchMode, WatcherType as WatcherType
     from zabby.errors import *  # noqa: F403 - every exception class, as __getattr__ serves them
@@ -63,7 +64,7 @@ _CLIENT_NAMES = {
     "Client": "zabby.client.aio",
     "TransactionRequest": "zabby.client.aio",
     "SyncClient": "zabby.client.sync",
-    "AsyncResult": "zabby.client.sync",
+    "AsyncResult": "zabby.client.blocking",
     "WatchStream": "zabby.client.watching",
     "KazooTimeoutError": "zabby.client.exceptions",
     "KazooRetry": "zabby.client.retry",

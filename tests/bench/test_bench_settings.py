@@ -1,4 +1,4 @@
-"""python -m zabby.bench --setting: zoo.cfg lines for every server of both systems, for experiments
+"""python -m harness.bench --setting: zoo.cfg lines for every server of both systems, for experiments
 (forceSync=no, a huge snapCount).  Nothing is started or measured here: the systems are only
 built, which writes their zoo.cfg files."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from zabby.bench import cli as bench
-from zabby.bench.systems import ZabbySystem, ZooKeeperSystem
+from harness.bench import cli as bench
+from harness.bench.systems import ZabbySystem, ZooKeeperSystem
 
 
 def _zoo_cfg(path: Path) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""``python -m zabby.bench`` (and its entry point ``scripts/bench.py``) end to end on a tiny subset, so the harness cannot silently rot: zabby
+"""``python -m harness.bench`` (and its entry point ``scripts/bench.py``) end to end on a tiny subset, so the harness cannot silently rot: zabby
 standalone only, its msgpack client (no Java, no ZooKeeper), two short workloads (getData and
 setData one at a time)."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from zabby.bench import cli as bench
-from zabby.local import CHECKOUT
+from harness import CHECKOUT
+from harness.bench import cli as bench
 
 
 @pytest.mark.parametrize("script", ["bench.py", "bench_standalone.py", "bench_ensemble.py", "bench_sync.py"])

@@ -1,4 +1,4 @@
-"""The parts of zabby.bench that turn records into tables and pictures, on made-up
+"""The parts of harness.bench that turn records into tables and pictures, on made-up
 records: the Goals table, the --scale tables, the icicle graph, the layouts per workload, the
 profile summaries.
 Nothing is measured here."""
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zabby.bench.flame import write_svg
-from zabby.bench.goals import goals_table, scale_tables
-from zabby.bench.report import print_side_by_side, summarise_profile
-from zabby.bench.runner import SPREAD, SPREAD_WORKLOADS
+from harness.bench.flame import write_svg
+from harness.bench.goals import goals_table, scale_tables
+from harness.bench.report import print_side_by_side, summarise_profile
+from harness.bench.runner import SPREAD, SPREAD_WORKLOADS
 
 
 def _throughput(system: str, deployment: str, workload: str, rate: float, layout: str = "default") -> dict:
@@ -104,7 +104,7 @@ def test_a_row_measured_in_rounds_is_its_median_round() -> None:
 
 
 def test_rounds_go_to_the_rows_the_goals_read() -> None:
-    from zabby.bench.goals import is_goal_row
+    from harness.bench.goals import is_goal_row
 
     assert is_goal_row("3-server", "kazoo", "default", "latency-write")
     assert is_goal_row("3-server", "java", "spread", "getData")

@@ -1,12 +1,12 @@
-"""``python -m zabby.bench.write_path`` end to end on a few writes: every span of a write's path is
+"""``python -m harness.bench.write_path`` end to end on a few writes: every span of a write's path is
 timed on the server that sees it, so the tool cannot silently lose one to a renamed hook."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from zabby.bench import write_path
-from zabby.bench import write_path_hooks as hooks
+from harness.bench import write_path
+from harness.bench import write_path_hooks as hooks
 
 
 def test_every_span_of_a_write_is_timed_where_it_happens(tmp_path: Path) -> None:

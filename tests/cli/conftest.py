@@ -6,7 +6,7 @@ import pytest
 
 from zabby import SyncClient
 from zabby.cli import BufferWriter, Shell
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess
 
 
 @pytest.fixture

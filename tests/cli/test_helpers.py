@@ -19,11 +19,10 @@ from zabby.cli.shell import (
     split_line,
     validate_path,
 )
-from zabby.cli.status import parse_mntr
 from zabby.client.security import ACL, Id
 from zabby.client.states import EventType, KeeperState, WatchedEvent, ZnodeStat
-from zabby.local import parse_srvr
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess
+from zabby.wire.fourletter import parse_mntr, parse_srvr
 
 
 def test_parse_options() -> None:

@@ -10,8 +10,7 @@ import time
 
 from tests import ROOT
 from zabby import SyncClient
-from zabby.local import free_port
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess, free_port
 
 
 def cli(*args: str, stdin: str | None = None, timeout_s: float = 20.0) -> subprocess.CompletedProcess[str]:

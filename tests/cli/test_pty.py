@@ -13,7 +13,7 @@ import pytest
 
 from tests import ROOT
 from zabby import SyncClient
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")
 

@@ -14,20 +14,17 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import QuotaExceededError
 
+import zabby.testing
 from zabby.cli import BufferWriter, Shell
 from zabby.cli.shell import FAILED, OK
-from zabby.local.processes import ServerProcess, wait_until
+from zabby.testing import ServerProcess, wait_until
 
 
 @pytest.fixture
 def zabby_server(tmp_path: Path) -> Iterator[ServerProcess]:
     """The server of the ``shell`` fixture, with zookeeper.enforceQuota on."""
-    server = ServerProcess(tmp_path, enforceQuota="true")
-    server.start()
-    try:
+    with zabby.testing.server(workdir=tmp_path, enforceQuota="true") as server:
         yield server
-    finally:
-        server.kill()
 
 
 @contextlib.contextmanager

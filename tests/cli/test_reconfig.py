@@ -8,18 +8,19 @@ from pathlib import Path
 
 import pytest
 
+import zabby.testing
 from tests.cli.helpers import run
 from tests.cli.test_main import cli
 from zabby.cli import BufferWriter, Shell
-from zabby.local.processes import Ensemble, ServerProcess, started_ensemble
 from zabby.membership import Membership
+from zabby.testing import Ensemble, ServerProcess
 
 SETTINGS = {"tickTime": 200, "reconfigEnabled": "true", "skipACL": "yes"}
 
 
 @pytest.fixture
 def ensemble(tmp_path: Path) -> Iterator[Ensemble]:
-    with started_ensemble(tmp_path, 3, **SETTINGS) as group:
+    with zabby.testing.ensemble(3, workdir=tmp_path, **SETTINGS) as group:
         yield group
 
 

@@ -7,8 +7,7 @@ import re
 from zabby import SyncClient
 from zabby.cli import BufferWriter, Shell
 from zabby.cli.shell import FAILED, NOT_CONNECTED, OK, USAGE
-from zabby.local import free_port
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess, free_port
 
 from .helpers import run
 

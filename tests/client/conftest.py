@@ -1,14 +1,16 @@
 from __future__ import annotations
 
-from zabby.local.processes import wait_until  # noqa: F401  (re-exported for this folder's tests)
-
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
+import zabby.testing
 from zabby import SyncClient
-from zabby.local.processes import Ensemble, ServerProcess
+from zabby.testing import (
+    Ensemble,
+    ServerProcess,
+    wait_until,  # noqa: F401  (re-exported for this folder's tests)
+)
 
 
 @pytest.fixture
@@ -27,10 +29,5 @@ def client(zabby_server: ServerProcess) -> Iterator[SyncClient]:
 @pytest.fixture(scope="module")
 def ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ensemble]:
     """A 3-server ensemble shared by a module's tests, every server following its leader."""
-    servers = Ensemble(Path(tmp_path_factory.mktemp("ensemble")), 3)
-    servers.start()
-    try:
-        servers.wait_leader(everyone=True)
+    with zabby.testing.ensemble(3, workdir=tmp_path_factory.mktemp("ensemble")) as servers:
         yield servers
-    finally:
-        servers.kill_all()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import functools
 
-import trio
 import pytest
+import trio
 
 from zabby import Client, EventType, KazooState, ZnodeStat, make_digest_acl
 from zabby.errors import (
@@ -20,8 +20,8 @@ from zabby.errors import (
     RuntimeInconsistency,
     SessionExpiredError,
 )
-from zabby.local.processes import ServerProcess
 from zabby.opcodes import AddWatchMode, WatcherType
+from zabby.testing import ServerProcess
 
 
 def run(fn, *args):  # type: ignore[no-untyped-def]

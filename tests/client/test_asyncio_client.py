@@ -14,12 +14,11 @@ import pytest
 import trio
 import uvloop
 
+from harness.local.netproxy import ProxyHub
 from zabby import Client, EventType, KazooState, KazooTimeoutError, WatchedEvent, ZnodeStat
 from zabby.errors import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
-from zabby.local import free_port
-from zabby.local.netproxy import ProxyHub
-from zabby.local.processes import ServerProcess
 from zabby.opcodes import AddWatchMode
+from zabby.testing import ServerProcess, free_port
 
 
 async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from zabby import SyncClient
-from zabby.local.processes import ServerProcess, wait_until
+from zabby.testing import ServerProcess, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "asyncio_service.py"

@@ -12,7 +12,7 @@ import pytest
 from tests.client.conftest import wait_until
 from zabby import SyncClient, TreeEvent
 from zabby.errors import LockTimeout, NoNodeError
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess
 
 
 def test_lock_mutual_exclusion_threads_and_fencing(client: SyncClient) -> None:

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from harness.local.netproxy import Mode, ProxyHub
 from tests.client.conftest import wait_until
 from zabby import AsyncResult, KazooRetry, KazooState, KazooTimeoutError, SyncClient
 from zabby.errors import (
@@ -19,8 +20,7 @@ from zabby.errors import (
     RetryFailedError,
     SessionExpiredError,
 )
-from zabby.local.netproxy import Mode, ProxyHub
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess
 
 
 def test_blocking_api_and_async_variants(client: SyncClient) -> None:
@@ -72,7 +72,7 @@ def test_every_call_has_a_timeout(zabby_server: ServerProcess) -> None:
 
 
 def test_start_times_out_without_server() -> None:
-    from zabby.local import free_port
+    from zabby.testing import free_port
 
     c = SyncClient(f"127.0.0.1:{free_port()}", timeout=2.0)
     t0 = time.monotonic()

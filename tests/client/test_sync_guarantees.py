@@ -16,10 +16,10 @@ from collections.abc import Iterator
 import pytest
 import trio
 
+from harness.local.netproxy import LinkProxy, Mode, ProxyHub
 from zabby import EventType, KazooTimeoutError, SyncClient, WatchedEvent
 from zabby.errors import ForkedClientError
-from zabby.local.netproxy import LinkProxy, Mode, ProxyHub
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess
 
 from .conftest import wait_until
 

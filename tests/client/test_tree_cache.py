@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.local.netproxy import Mode, ProxyHub
 from tests.client.test_recipes import _storm
 from zabby import SyncClient, TreeEvent
 from zabby.client.recipes.cache import NodeData, TreeCache
 from zabby.client.states import ZnodeStat
 from zabby.errors import NoNodeError
-from zabby.local.netproxy import Mode, ProxyHub
-from zabby.local.processes import Ensemble, ServerProcess, wait_until
+from zabby.testing import Ensemble, ServerProcess, wait_until
 
 WAIT_S = 15.0
 

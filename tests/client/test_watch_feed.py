@@ -9,20 +9,17 @@ from pathlib import Path
 
 import pytest
 
+import zabby.testing
 from zabby import SyncClient
 from zabby.client.states import EventType, WatchedEvent
-from zabby.local.processes import Ensemble, ServerProcess, wait_until
 from zabby.opcodes import AddWatchMode
+from zabby.testing import Ensemble, ServerProcess, wait_until
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(Path(tmp_path_factory.mktemp("feed")))
-    process.start()
-    try:
+    with zabby.testing.server(workdir=tmp_path_factory.mktemp("feed")) as process:
         yield process
-    finally:
-        process.kill()
 
 
 @pytest.fixture

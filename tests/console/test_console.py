@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import ROOT
 from tests.console.cdp import Browser, Page
 from tests.debian import installed
-from tests import ROOT
 from zabby import SyncClient
-from zabby.local.processes import Ensemble, ServerProcess
+from zabby.testing import Ensemble, ServerProcess
 
 DIGEST = "admin:fvr2cB/fjGeAiX8g1aGhUm3ZICk="  # zabby-admin digest admin:secret
 BASIC = "Basic " + base64.b64encode(b"admin:secret").decode()

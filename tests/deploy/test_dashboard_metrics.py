@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests import ROOT
-from zabby.local.processes import Ensemble
+from zabby.testing import Ensemble
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "zabby-dashboard.json"
 RULES = ROOT / "deploy" / "prometheus" / "zabby-alerts.yml"

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 from tests import ROOT
-from zabby.local.processes import ServerProcess
 from zabby.server.disk import EXIT_DISK_FAILURE
 from zabby.server.main import build_parser
+from zabby.testing import ServerProcess
 
 DEPLOY = ROOT / "deploy"
 

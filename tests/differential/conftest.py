@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from zabby.differential.curator import CuratorUnavailable, build, ensure_curator
-from zabby.local.processes import ZooKeeperUnavailable
+from harness.differential.curator import CuratorUnavailable, build, ensure_curator
+from harness.local.zookeeper import ZooKeeperUnavailable
 
 
 @pytest.fixture(scope="session")

@@ -3,10 +3,10 @@ workload's steering."""
 
 from __future__ import annotations
 
-from zabby.differential.compare import TIME_OK, Normalizer, first_difference, kind_of
-from zabby.differential.known import BOB_ONLY, OPEN
-from zabby.differential.model import Op, Outcome, Stat
-from zabby.differential.workload import PERSISTENT_WATCHER, Workload
+from harness.differential.compare import TIME_OK, Normalizer, first_difference, kind_of
+from harness.differential.known import BOB_ONLY, OPEN
+from harness.differential.model import Op, Outcome, Stat
+from harness.differential.workload import PERSISTENT_WATCHER, Workload
 
 
 def stat(czxid: int, mzxid: int, pzxid: int, ctime: int = 1000, mtime: int = 1000, owner: int = 0) -> Stat:

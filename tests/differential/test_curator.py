@@ -1,5 +1,5 @@
 """Apache Curator's recipes (Debian's libcurator-*-java 5.4) on zabby and on ZooKeeper 3.8
-(zabby/differential/curator.py, zabby/differential/CuratorSuite.java): each recipe's own
+(harness/differential/curator.py, harness/differential/CuratorSuite.java): each recipe's own
 checks pass, no client goes SUSPENDED or loses leadership without a server killed under it,
 and both systems agree on each scenario's facts.  The default run takes a share of the
 recipes on standalone servers; the whole matrix (3 servers, a follower or the leader killed
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from zabby.differential.curator import (
+from harness.differential.curator import (
     LAYOUTS,
     SCENARIOS,
-    Outcome,
     Kill,
+    Outcome,
     fact_differences,
     judge,
     run_layout,

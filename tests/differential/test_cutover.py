@@ -1,5 +1,5 @@
 """The cut-over of docs/operations.md ("Moving from ZooKeeper"), rehearsed: three ZooKeeper 3.8
-servers moved onto three zabby servers and back (``zabby.differential.cutover``) while a kazoo
+servers moved onto three zabby servers and back (``harness.differential.cutover``) while a kazoo
 client holds an ephemeral znode, a kazoo writer writes, and a Curator LeaderLatch holds its
 leadership; each keeps its session through both moves, and each move's write outage is
 reported (``-s`` shows it)."""
@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from zabby.differential.curator import run_suite
-from zabby.differential.cutover import CutOver, Phase, client
-from zabby.local.processes import wait_until
+from harness.differential.curator import run_suite
+from harness.differential.cutover import CutOver, Phase, client
+from zabby.testing import wait_until
 
 HOLDER = "/cutover/kazoo-holder"
 

@@ -1,10 +1,10 @@
 """The same seeded random operations through kazoo, and through ZooKeeper's own Java client, to
 Apache ZooKeeper 3.8 (Debian's jars) and to zabby, both standalone; every result, error,
-Stat, watch event and its order must match (zabby/differential/runner.py says how they are
+Stat, watch event and its order must match (harness/differential/runner.py says how they are
 compared).  A failure names the seed and the op:
 ``python scripts/diff_zookeeper.py [--client java] --seeds N --ops M --verbose`` replays it.
 
-The differences ZooKeeper 3.8.0 is known to have are listed in zabby/differential/known.py
+The differences ZooKeeper 3.8.0 is known to have are listed in harness/differential/known.py
 and docs/zookeeper-compat.md; the workload steers around them, and each one's example is
 checked here to still be what the list says.
 """
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from zabby.differential.known import KNOWN, KnownDifference, example_ops, under
-from zabby.differential.java_client import build_driver
-from zabby.differential.runner import CLIENT_KINDS, Pair, Script, run_ops, run_seed, run_seeds, summary
-from zabby.differential.servers import running_pair
-from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
-from zabby.local.javac import JavaUnavailable
+from harness.differential.java_client import build_driver
+from harness.differential.known import KNOWN, KnownDifference, example_ops, under
+from harness.differential.runner import CLIENT_KINDS, Pair, Script, run_ops, run_seed, run_seeds, summary
+from harness.differential.servers import running_pair
+from harness.local.javac import JavaUnavailable
+from harness.local.zookeeper import ZooKeeperUnavailable, ensure_zookeeper
 
 SHORT_SEEDS = range(10)
 SHORT_OPS = 300
@@ -73,7 +73,7 @@ def test_known_difference_is_still_as_documented(pair: Pair, known: KnownDiffere
     result = run_ops(pair, 0, root, Script(example_ops(known, root)), len(known.example))
     divergence = result.divergence
     assert divergence is not None, (
-        f"{known.name!r} is gone: drop it from zabby/differential/known.py, docs/zookeeper-compat.md "
+        f"{known.name!r} is gone: drop it from harness/differential/known.py, docs/zookeeper-compat.md "
         "and the workload's steering"
     )
     found = (divergence.index, divergence.where, divergence.reference, divergence.zabby)

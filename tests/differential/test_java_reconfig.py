@@ -1,5 +1,5 @@
 """reconfig and getConfig through ZooKeeper's own Java client on three servers: a ZooKeeper 3.8
-ensemble and a zabby ensemble answer the same script alike (zabby/differential/reconfig.py:
+ensemble and a zabby ensemble answer the same script alike (harness/differential/reconfig.py:
 results, errors, the configuration's text by role, Stats and watch events)."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from zabby.differential.java_client import build_driver
-from zabby.differential.reconfig import first_divergence, run_leg
-from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
-from zabby.local.javac import JavaUnavailable
+from harness.differential.java_client import build_driver
+from harness.differential.reconfig import first_divergence, run_leg
+from harness.local.javac import JavaUnavailable
+from harness.local.zookeeper import ZooKeeperUnavailable, ensure_zookeeper
 
 
 @pytest.mark.timeout(600)

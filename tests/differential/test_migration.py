@@ -1,4 +1,4 @@
-"""A ZooKeeper 3.8 deployment moved onto zabby and back (``zabby.differential.migration``): every
+"""A ZooKeeper 3.8 deployment moved onto zabby and back (``harness.differential.migration``): every
 read identical on all three servers, sessions re-attached, and damaged directories handled as
 ZooKeeper handles them, each compared with ZooKeeper itself started on the same directory.
 
@@ -14,11 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from zabby.differential.migration import (
-    damage_an_owner, damage_newest_snapshot, differences, lose_a_log, run_seed, tear_last_record, zabby_view, zookeeper_data,
+from harness.differential.migration import (
+    damage_an_owner,
+    damage_newest_snapshot,
+    differences,
+    lose_a_log,
+    run_seed,
+    tear_last_record,
+    zabby_view,
+    zookeeper_data,
     zookeeper_view,
 )  # fmt: skip
-from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
+from harness.local.zookeeper import ZooKeeperUnavailable, ensure_zookeeper
 from zabby.ops.errors import DataError
 from zabby.ops.zk_import import import_zookeeper
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from zabby.differential.servers import running_pair
-from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
-from zabby.local import mntr as zabby_mntr
-from zabby.local import srvr
+from harness.differential.servers import running_pair
+from harness.local.zookeeper import ZooKeeperUnavailable, ensure_zookeeper
+from zabby.client.fourletter import mntr as zabby_mntr
+from zabby.client.fourletter import srvr
 
 # The same number on both after the same workload.
 EQUAL = (

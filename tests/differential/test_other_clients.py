@@ -1,4 +1,4 @@
-"""The other ZooKeeper clients against zabby and ZooKeeper 3.8 (issue 55; zabby/differential/
+"""The other ZooKeeper clients against zabby and ZooKeeper 3.8 (issue 55; harness/differential/
 clients.py, scripts/client_suites.py): node-zookeeper-client's and the C client's scenarios the
 same on both from the first request on, a handful of aiozk's own tests, and the xids each client
 really sends (recorded by a proxy) all answered by zabby.  The whole suites on 1 and 3 servers
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from zabby.differential import aiozk_suite, c_client, gozk, node_client, zkcli
-from zabby.differential.clients import ClientUnavailable, ensure_debian_clients, npm_packages
-from zabby.differential.servers import RunningSystem, running_system
-from zabby.differential.xids import ConnectionLog, recording_proxy
-from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
+from harness.differential import aiozk_suite, c_client, gozk, node_client, zkcli
+from harness.differential.clients import ClientUnavailable, ensure_debian_clients, npm_packages
+from harness.differential.servers import RunningSystem, running_system
+from harness.differential.xids import ConnectionLog, recording_proxy
+from harness.local.zookeeper import ZooKeeperUnavailable, ensure_zookeeper
 
 AIOZK_QUICK = ["aiozk/test/test_client.py", "aiozk/test/test_counter.py"]  # 11 of its 85 tests, 3 s on zabby
 

@@ -1,5 +1,5 @@
 """The rolling replacement of docs/operations.md ("Replacing ZooKeeper one server at a time"),
-rehearsed (``zabby.differential.rolling``): ZooKeeper 3.8 servers replaced by zabby servers one
+rehearsed (``harness.differential.rolling``): ZooKeeper 3.8 servers replaced by zabby servers one
 at a time under load from kazoo and ZooKeeper's Java client, with a recursive watcher and two
 Curator LeaderLatches connected throughout.  The default run replaces one ZooKeeper follower
 and checks everything; the slow one goes the whole way and back, with imported and with synced
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from zabby.differential.rolling import PHASES, Rolling, Step, summary
+from harness.differential.rolling import PHASES, Rolling, Step, summary
 
 STEPS_PER_ROUND = 3 * len(PHASES)
 # A step that does not elect leaves the others writing: its outage is the machine's (a loaded

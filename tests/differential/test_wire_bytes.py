@@ -1,7 +1,7 @@
 """Every client opcode's reply, byte for byte, as ZooKeeper 3.8's server sends it: the same raw
 jute requests (successes and errors) to ZooKeeper (Debian's jars) and to zabby, standalone,
 each reply and watch event compared once zxids, times and session ids are masked
-(zabby/differential/wire.py says how).  This is what ZooKeeper's Java client reads: it broke
+(harness/differential/wire.py says how).  This is what ZooKeeper's Java client reads: it broke
 on addWatch when zabby sent no ErrorResponse, and a null znode's data read back as empty."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from zabby.differential.servers import running_pair
-from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
-from zabby.differential.wire import differences, normalised, run_steps, steps
+from harness.differential.servers import running_pair
+from harness.differential.wire import differences, normalised, run_steps, steps
+from harness.local.zookeeper import ZooKeeperUnavailable, ensure_zookeeper
 from zabby.opcodes import OpCode
 from zabby.wire import jute
 

@@ -1,4 +1,4 @@
-"""zkCli.sh 3.8 runs every command of its help (zabby/differential/zkcli.py) against ZooKeeper
+"""zkCli.sh 3.8 runs every command of its help (harness/differential/zkcli.py) against ZooKeeper
 3.8 and against zabby with the same output, times, ids and ports aside: addWatch included
 (it broke ZooKeeper's Java client before zabby answered its ErrorResponse)."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from zabby.differential import zkcli
-from zabby.differential.servers import running_pair
-from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
+from harness.differential import zkcli
+from harness.differential.servers import running_pair
+from harness.local.zookeeper import ZooKeeperUnavailable, ensure_zookeeper
 
 
 def test_zkcli_prints_the_same_on_both(tmp_path: Path) -> None:

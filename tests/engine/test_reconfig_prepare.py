@@ -27,7 +27,7 @@ def _prepare(joining: str | None, leaving: str | None, caller: Caller = NOBODY, 
     (None, "abc", Err.MARSHALLINGERROR), ("server.x=127.0.0.1:1:2;3", None, Err.MARSHALLINGERROR),
 ])  # fmt: skip
 def test_a_malformed_request_is_refused_before_the_acl_is_checked(joining: str | None, leaving: str | None, code: Err) -> None:
-    """As ZooKeeper 3.8 answers (compared through its Java client: zabby/differential/reconfig.py):
+    """As ZooKeeper 3.8 answers (compared through its Java client: harness/differential/reconfig.py):
     fewer than two voters is BADARGUMENTS; an id that is no number MARSHALLINGERROR (its
     NumberFormatException is not caught)."""
     with pytest.raises(ZabbyError) as info:

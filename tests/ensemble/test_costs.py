@@ -10,11 +10,11 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadArgumentsError
 
+from harness.differential.kazoo_ops import kazoo_call
 from tests.jute.conftest import start_kazoo, stop_kazoo
-from zabby.differential.kazoo_ops import kazoo_call
-from zabby.local.processes import Ensemble
 from zabby.opcodes import OpCode
 from zabby.storage.txnlog import list_segments, read_segment
+from zabby.testing import Ensemble
 from zabby.wire import jute
 
 TXN_BYTES_MAX = 256 * 1024  # maxTxnBytes, low so the test stays small: the rule is the same at 2 MiB
@@ -90,7 +90,7 @@ def test_at_global_outstanding_limit_only_connections_with_writes_in_flight_wait
     import time
 
     from tests.server.wire import raw_session
-    from zabby.local.processes import wait_until
+    from zabby.testing import wait_until
 
     limit = 20
     ensemble = Ensemble(tmp_path, 3, globalOutstandingLimit=limit)

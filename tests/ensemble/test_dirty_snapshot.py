@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from zabby import SyncClient
-from zabby.local import srvr
-from zabby.local.processes import Ensemble, wait_until
+from zabby.client.fourletter import srvr
 from zabby.opcodes import OpCode
 from zabby.storage.datadir import DataDir
 from zabby.storage.snapshot import list_snapshots
+from zabby.testing import Ensemble, wait_until
 from zabby.tree.acl import OPEN_ACL_UNSAFE
 from zabby.tree.prep import Caller, Preparer
 from zabby.tree.txns import Txn, encode_txn

@@ -14,7 +14,7 @@ import pytest
 
 from zabby import SyncClient
 from zabby.errors import NodeExistsError
-from zabby.local.processes import Ensemble, wait_until
+from zabby.testing import Ensemble, wait_until
 
 TICK_MS = 200
 

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 from tests.server.wire import raw_session
-from zabby.local import free_port, srvr
+from zabby.client.fourletter import srvr
 from zabby.errors import Err
-from zabby.local.processes import Ensemble, ServerProcess, wait_until
 from zabby.opcodes import EventType
+from zabby.testing import Ensemble, ServerProcess, free_port, wait_until
 
 TICK_MS = 200
 

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from harness.differential.kazoo_ops import kazoo_call
 from tests.jute.conftest import start_kazoo, stop_kazoo
 from tests.jute.helpers import OPEN_ACL
 from zabby import SyncClient
 from zabby.client.states import WatchedEvent
-from zabby.local.processes import Ensemble, wait_until
-from zabby.differential.kazoo_ops import kazoo_call
 from zabby.opcodes import AddWatchMode, OpCode
+from zabby.testing import Ensemble, wait_until
 from zabby.wire import jute
 
 TICK_MS = 200

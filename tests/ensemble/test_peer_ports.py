@@ -7,10 +7,10 @@ import threading
 import time
 from pathlib import Path
 
+from harness.jepsen import hostile_ports
 from tests.ensemble.forged_peer import closed_by_peer, listening, open_as, vm_kb
-from zabby.jepsen import hostile_ports
-from zabby.local.processes import Ensemble, wait_until
 from zabby.server.transport import MEMBER_FRAME_BYTES_MAX
+from zabby.testing import Ensemble, wait_until
 
 SECRET = b"0123456789abcdef-the-secret"
 

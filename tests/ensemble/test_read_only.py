@@ -16,7 +16,7 @@ from tests import ROOT
 from zabby import SyncClient
 from zabby.client.states import KeeperState
 from zabby.errors import NotReadOnlyCallError
-from zabby.local.processes import Ensemble, wait_until
+from zabby.testing import Ensemble, wait_until
 
 TICK_MS = 200
 

@@ -19,13 +19,15 @@ from pathlib import Path
 
 import pytest
 
+from harness.local.admin import admin_json, admin_settings
+from harness.local.proxied import ProxiedEnsemble
 from tests.server.wire import raw_session
 from zabby import SyncClient
-from zabby.local.processes import Ensemble, ServerProcess, admin_json, admin_settings, wait_until
 from zabby.errors import Err
 from zabby.membership import Membership
 from zabby.opcodes import OpCode
 from zabby.ops.logtool import dump
+from zabby.testing import Ensemble, ServerProcess, wait_until
 
 TICK_MS = 200
 SETTINGS = {"tickTime": TICK_MS, "reconfigEnabled": "true", "skipACL": "yes"}
@@ -340,7 +342,7 @@ def test_a_reconfig_in_a_partition_commits_only_where_both_quorums_are(tmp_path:
     quorum of the old membership can ack it: it fails and changes nothing anywhere.  The
     majority elects a leader, and a different reconfig asked there commits; when the partition
     heals, the old leader drops its uncommitted proposal and takes the majority's membership."""
-    ensemble = Ensemble(tmp_path, 5, proxied=True, syncLimit=10, **SETTINGS)  # 2 s: no election by a loaded machine
+    ensemble = ProxiedEnsemble(tmp_path, 5, syncLimit=10, **SETTINGS)  # 2 s: no election by a loaded machine
     tmp_ensembles.append(ensemble)
     ensemble.start()
     leader = ensemble.wait_leader()

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.ensemble.test_reconfig import SETTINGS, SERVING, reconfigure
+from harness import CHECKOUT
+from tests.ensemble.test_reconfig import SERVING, SETTINGS, reconfigure
 from tests.tmpfs import small_tmpfs
-from zabby.local import CHECKOUT
-from zabby.local.processes import Ensemble, wait_until
 from zabby.membership import Membership
+from zabby.testing import Ensemble, wait_until
 
 
 def _read_only(mount_point: Path) -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from zabby import SyncClient
-from zabby.local.processes import Ensemble, wait_until
 from zabby.storage.datadir import QUARANTINE_DIR, REPAIR_MARKER, VERSION_DIR
 from zabby.storage.txnlog import read_segment
+from zabby.testing import Ensemble, wait_until
 
 WRITES = 40
 

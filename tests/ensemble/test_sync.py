@@ -17,83 +17,44 @@ from pathlib import Path
 
 import pytest
 
+from harness.local.proxied import ProxiedEnsemble
 from zabby import SyncClient
 from zabby.errors import KazooException
-from zabby.local.netproxy import LinkProxy, Mode, ProxyHub
-from zabby.local import free_port
-from zabby.local.processes import ServerProcess, wait_until
+from zabby.testing import ServerProcess, wait_until
 
 TICK_MS = 200
 LEADER_SYNC_LIMIT = 30  # 6 s before the old leader notices
 FOLLOWER_SYNC_LIMIT = 2  # 0.4 s before the followers do
 
 
-class ProxiedEnsemble:
-    def __init__(self, workdir: Path) -> None:
-        self.hub = ProxyHub()
-        self.workdir = workdir
-        self.ports = {sid: (free_port(), free_port()) for sid in (1, 2, 3)}
-        self.links: dict[tuple[int, int], tuple[LinkProxy, LinkProxy]] = {}
-        self.servers = {sid: self._server(sid, LEADER_SYNC_LIMIT) for sid in (1, 2, 3)}
-
-    def _server(self, sid: int, sync_limit: int) -> ServerProcess:
-        lines = {}
-        for other, (quorum, election) in self.ports.items():
-            if other != sid:
-                if (sid, other) not in self.links:
-                    self.links[(sid, other)] = (self.hub.add(quorum), self.hub.add(election))
-                quorum, election = (proxy.port for proxy in self.links[(sid, other)])
-            lines[f"server.{other}"] = f"127.0.0.1:{quorum}:{election}"
-        folder = self.workdir / f"server{sid}"
-        (folder / "data").mkdir(parents=True, exist_ok=True)
-        (folder / "data" / "myid").write_text(f"{sid}\n")
-        return ServerProcess(folder, tickTime=TICK_MS, initLimit=10, syncLimit=sync_limit, **lines)
-
-    def restart_with_sync_limit(self, sid: int, sync_limit: int) -> None:
-        self.servers[sid].kill()
-        self.servers[sid] = self._server(sid, sync_limit)
-        self.servers[sid].start(30)
-
-    def isolate(self, sid: int) -> None:
-        for (source, target), pair in self.links.items():
-            if sid in (source, target):
-                for proxy in pair:
-                    proxy.set_mode(Mode.BLACKHOLE)
-
-    def leader(self) -> int | None:
-        leaders = [sid for sid, server in self.servers.items() if server.mode() == "leader"]
-        return leaders[0] if len(leaders) == 1 else None
-
-    def close(self) -> None:
-        for server in self.servers.values():
-            server.kill()
-        self.hub.close()
-
-
 @pytest.fixture
 def ensemble(tmp_path: Path) -> Iterator[ProxiedEnsemble]:
-    group = ProxiedEnsemble(tmp_path)
+    group = ProxiedEnsemble(tmp_path, 3, tickTime=TICK_MS, syncLimit=LEADER_SYNC_LIMIT)
     try:
-        for server in group.servers.values():
-            server.launch()
-        for server in group.servers.values():
-            server.wait_serving(30)
+        group.start()
         yield group
     finally:
-        group.close()
+        group.kill_all()
+
+
+def restart_with_sync_limit(server: ServerProcess, sync_limit: int) -> None:
+    server.kill()
+    server.settings["syncLimit"] = sync_limit
+    server.write_config()
+    server.start(30)
 
 
 def test_sync_on_a_leader_cut_off_from_its_quorum_never_reads_a_stale_value(ensemble: ProxiedEnsemble) -> None:
     old = wait_until_leader(ensemble)
     for sid in (1, 2, 3):
         if sid != old:  # the followers notice a silent leader soon
-            ensemble.restart_with_sync_limit(sid, FOLLOWER_SYNC_LIMIT)
+            restart_with_sync_limit(ensemble.servers[sid], FOLLOWER_SYNC_LIMIT)
     wait_until(lambda: all(ensemble.servers[s].mode() == "follower" for s in (1, 2, 3) if s != old), 30, "followers back")
     assert ensemble.leader() == old
     on_old = SyncClient(ensemble.servers[old].hosts, timeout=20.0)
     on_old.start()
     on_old.create("/x", b"old")
-    ensemble.isolate(old)
+    ensemble.blackhole({old})
     others = ",".join(ensemble.servers[s].hosts for s in (1, 2, 3) if s != old)
     writer = SyncClient(others, timeout=10.0)
     writer.start(timeout=20)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.certs import Certs, make_certs
 from zabby import SyncClient
-from zabby.local.processes import Ensemble, wait_until
+from zabby.testing import Ensemble, wait_until
 from zabby.tree import quota
 
 

@@ -12,11 +12,11 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 
 from tests.ensemble.forged_peer import closed_by_peer, listening, open_as, send_as, vm_kb
+from zabby.client.fourletter import srvr
 from zabby.core.messages import Commit, FollowerInfo, Notification, Proposal, Request
-from zabby.local import srvr
-from zabby.local.processes import Ensemble, wait_until
 from zabby.membership import Member, Membership
 from zabby.opcodes import OpCode
+from zabby.testing import Ensemble, wait_until
 from zabby.tree.txns import Txn
 
 

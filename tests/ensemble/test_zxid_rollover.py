@@ -22,13 +22,13 @@ import time
 from pathlib import Path
 
 from zabby import SyncClient
+from zabby.client.fourletter import srvr_zxid
 from zabby.errors import ConnectionLoss, NodeExistsError
-from zabby.local import srvr_zxid
-from zabby.local.processes import Ensemble, wait_until
 from zabby.opcodes import OpCode
 from zabby.storage import ACCEPTED_EPOCH, CURRENT_EPOCH, TxnLog, read_epoch, write_epoch, write_snapshot
 from zabby.storage.datadir import VERSION_DIR
 from zabby.storage.txnlog import list_segments, read_segment
+from zabby.testing import Ensemble, wait_until
 from zabby.tree.acl import OPEN_ACL_UNSAFE
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import ZXID_COUNTER_LAST, Txn, encode_txn, follows, make_zxid, zxid_counter, zxid_epoch, zxid_hex

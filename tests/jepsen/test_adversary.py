@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from zabby.jepsen.adversary import Arena, Attack, attacks
+from harness.jepsen.adversary import Arena, Attack, attacks
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import math
 import random
 from dataclasses import replace
 
-from zabby.jepsen.checker import (
+from harness.jepsen.checker import (
     EphemeralSession,
     RegisterOp,
     check_creates,
@@ -18,7 +18,7 @@ from zabby.jepsen.checker import (
     register_ops,
     step,
 )
-from zabby.jepsen.history import FAIL, OK, UNKNOWN, History, Operation, longest_write_gap_s, pair_events
+from harness.jepsen.history import FAIL, OK, UNKNOWN, History, Operation, longest_write_gap_s, pair_events
 
 INIT = ("init", 0)
 _ids = iter(range(1_000_000))
@@ -254,7 +254,7 @@ def test_longest_write_gap_and_pairing() -> None:
 
 
 def test_nemesis_schedule_is_seeded_and_ends_with_a_fault_at_the_end() -> None:
-    from zabby.jepsen.nemesis import GROUPS, kinds_for, schedule, supported
+    from harness.jepsen.nemesis import GROUPS, kinds_for, schedule, supported
 
     first = schedule(5, 60.0, GROUPS["mixed"], 8.0, 4.0)
     assert first == schedule(5, 60.0, GROUPS["mixed"], 8.0, 4.0)
@@ -282,8 +282,8 @@ class _StubCluster:
 
 
 def test_partitions_touch_exactly_the_links_across_the_cut() -> None:
-    from zabby.jepsen.nemesis import isolate, one_way
-    from zabby.local.netproxy import Direction, Mode
+    from harness.jepsen.nemesis import isolate, one_way
+    from harness.local.netproxy import Direction, Mode
 
     cluster = _StubCluster(5)
     isolate(cluster, {1, 2}, Mode.CUT)  # type: ignore[arg-type]
@@ -298,7 +298,7 @@ def test_partitions_touch_exactly_the_links_across_the_cut() -> None:
 
 
 def test_report_table_has_a_row_per_configuration() -> None:
-    from zabby.jepsen.report import markdown_table
+    from harness.jepsen.report import markdown_table
 
     base = {"system": "zabby", "servers": 3, "clients": ["zabby", "kazoo"], "nemesis": "mixed", "ok": True, "ops": {"total": 10, "ok": 8, "fail": 1, "unknown": 1},
             "faults": {"kill-leader": 2}, "linearizable": True, "creates": {"lost": 0, "duplicated": 0}, "deaths": [], "longest_write_gap_s": 3.5, "converged": True, "converge_s": 1.5, "commit": "abc"}

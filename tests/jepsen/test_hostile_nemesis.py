@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from zabby.jepsen import hostile_load
-from zabby.jepsen.history import FAIL, OK, History
-from zabby.jepsen.attacks import ATTACKS
-from zabby.jepsen.hostile import Outcome
-from zabby.jepsen.hostile_load import Attack, HostileLoad, hostile_plan
-from zabby.jepsen.nemesis import GROUPS, HOSTILE_KINDS, KINDS, hostile_kinds, kinds_for, schedule
-from zabby.jepsen.report import markdown_table, run_line
-from zabby.jepsen.runner import RunSpec, run_once
-from zabby.jepsen.workloads import WorkloadSpec
+from harness.jepsen import hostile_load
+from harness.jepsen.attacks import ATTACKS
+from harness.jepsen.history import FAIL, OK, History
+from harness.jepsen.hostile import Outcome
+from harness.jepsen.hostile_load import Attack, HostileLoad, hostile_plan
+from harness.jepsen.nemesis import GROUPS, HOSTILE_KINDS, KINDS, hostile_kinds, kinds_for, schedule
+from harness.jepsen.report import markdown_table, run_line
+from harness.jepsen.runner import RunSpec, run_once
+from harness.jepsen.workloads import WorkloadSpec
 
 
 def test_groups_and_kinds_combine_each_kind_once() -> None:
@@ -134,6 +134,7 @@ def test_short_run_of_hostile_clients_on_three_servers(tmp_path: Path) -> None:
     record = run_once(spec)
     assert record["ok"], "\n".join([*record["failures"], f"evidence: {record['dir']}", f"reproduce: {record['reproduce']}"])
     assert record["ops"]["ok"] > 0 and record["linearizable"] is True and not record["deaths"]
+    assert record["restart_s"] is not None  # every server killed at once and started again: the same tree
     made = {kind: n for kind, n in record["faults"].items() if kind in HOSTILE_KINDS}
     assert sum(made.values()) >= 3, record["attacks"]
     assert sum(a["raised"] for a in record["attacks"].values()) == 0, record["attacks"]  # nothing killed or stopped a server

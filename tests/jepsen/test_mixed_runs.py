@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.jepsen.test_runs import SHORT, _assert_passed
-from zabby.jepsen.cluster import Cluster, ClusterSpec, Server
-from zabby.jepsen.nemesis import supported
-from zabby.jepsen.runner import RunSpec, effective_clients, reproduce_command, run_once, system_label
-from zabby.jepsen.watch_checker import same_txn
-from zabby.local import CHECKOUT
+from harness import CHECKOUT
+from harness.jepsen.cluster import Cluster, ClusterSpec, Server
+from harness.jepsen.nemesis import supported
+from harness.jepsen.runner import RunSpec, effective_clients, reproduce_command, run_once, system_label
+from harness.jepsen.watch_checker import same_txn
 from zabby.opcodes import OpCode
 from zabby.tree.txns import Txn
 

@@ -1,4 +1,4 @@
-"""Each fault of ``zabby.local.netproxy`` does what it says, seen from both ends of a link: a
+"""Each fault of ``harness.local.netproxy`` does what it says, seen from both ends of a link: a
 target that greets every connection and echoes what it receives, and a client on the proxy."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from zabby.local.netproxy import Direction, LinkProxy, Mode, ProxyHub
+from harness.local.netproxy import Direction, LinkProxy, Mode, ProxyHub
 
 GREETING = b"hi\n"
 WAIT_S = 5.0

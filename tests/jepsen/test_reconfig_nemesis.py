@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from zabby.jepsen.nemesis import GROUPS, KINDS, kinds_for, reconfigures, schedule, spares_for
-from zabby.jepsen.reconfig import RECONFIG_KINDS, Change, NotPossible, applied, plan_fault, plan_restore, roles
+from harness.jepsen.nemesis import GROUPS, KINDS, kinds_for, reconfigures, schedule, spares_for
+from harness.jepsen.reconfig import RECONFIG_KINDS, Change, NotPossible, applied, plan_fault, plan_restore, roles
 from zabby.membership import Membership
 
 FIVE = {sid: "participant" for sid in range(1, 6)}
@@ -94,7 +94,7 @@ def test_roles_read_zookeeper_and_zabby_config_text() -> None:
 
 
 def test_redirect_library_sends_a_connect_to_the_link_proxy() -> None:
-    from zabby.jepsen.cluster import REDIRECT_ENV, build_redirect
+    from harness.jepsen.cluster import REDIRECT_ENV, build_redirect
 
     try:
         library = build_redirect()
@@ -131,11 +131,9 @@ def test_redirect_library_sends_a_connect_to_the_link_proxy() -> None:
 
 
 def test_servers_run_this_checkouts_code() -> None:
-    import inspect
+    from harness import CHECKOUT
+    from harness.jepsen import cluster
+    from zabby.testing.processes import code_root
 
-    from zabby.jepsen import cluster
-    from zabby.local import CHECKOUT
-    from zabby.local.processes import launch_server
-
-    assert (CHECKOUT / "zabby" / "jepsen" / "cluster.py").resolve() == Path(cluster.__file__).resolve()
-    assert inspect.signature(launch_server).parameters["root"].default == CHECKOUT  # the cluster's servers launch from it
+    assert (CHECKOUT / "harness" / "jepsen" / "cluster.py").resolve() == Path(cluster.__file__).resolve()
+    assert code_root() == CHECKOUT  # launch_server's default: the cluster's servers run the zabby of this checkout

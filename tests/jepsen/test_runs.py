@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from zabby.jepsen.nemesis import GROUPS
-from zabby.jepsen.runner import RUN_GC_THRESHOLDS, RunSpec, _collections_kept_short, run_once
-from zabby.jepsen.workloads import WorkloadSpec
+from harness.jepsen.nemesis import GROUPS
+from harness.jepsen.runner import RUN_GC_THRESHOLDS, RunSpec, _collections_kept_short, run_once
+from harness.jepsen.workloads import WorkloadSpec
 
 pytest.importorskip("kazoo")
 

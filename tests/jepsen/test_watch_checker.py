@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from zabby.jepsen.txn_logs import LogKeeper
-from zabby.jepsen.watch_checker import (
+from harness.jepsen.txn_logs import LogKeeper
+from harness.jepsen.watch_checker import (
     CHANGED,
     CREATED,
     DELETED,

@@ -1,5 +1,5 @@
 """The reconnect soak of the watch feed: a watching client cut again and again under a write
-load must hear every change once, in zxid order (``zabby.jepsen.reconnects``)."""
+load must hear every change once, in zxid order (``harness.jepsen.reconnects``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from zabby.jepsen.reconnects import SoakSpec, soak
+from harness.jepsen.reconnects import SoakSpec, soak
 
 
 def _assert_clean(result: dict, reconnects: int) -> None:  # type: ignore[type-arg]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zabby.jepsen import report
+from harness.jepsen import report
 
 
 def _run(system: str, missed: int, caught_up: bool = True) -> dict:  # type: ignore[type-arg]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess
 
 # kazoo logs every reconnect attempt at WARNING; the tests provoke many on purpose
 logging.getLogger("kazoo").setLevel(logging.ERROR)

@@ -12,8 +12,8 @@ from kazoo.client import KazooClient
 
 from tests.jute.helpers import OPEN_ACL, JuteSession, jute_session, read_all, wait_until
 from tests.server.wire import raw_session
-from zabby.local.processes import ServerProcess
 from zabby.opcodes import OpCode
+from zabby.testing import ServerProcess
 from zabby.wire import jute
 
 

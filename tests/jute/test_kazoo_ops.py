@@ -20,8 +20,8 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
-    ReconfigDisabledError,
     NoWatcherError,
+    ReconfigDisabledError,
     RolledBackError,
     RuntimeInconsistency,
     UnimplementedError,
@@ -31,12 +31,12 @@ from kazoo.security import ACL as KazooACL
 from kazoo.security import Id as KazooId
 from kazoo.security import make_digest_acl
 
+from harness.differential.kazoo_ops import kazoo_call
 from tests.jute.conftest import start_kazoo, stop_kazoo
 from tests.jute.helpers import OPEN_ACL, jute_session
 from tests.server.wire import raw_session
-from zabby.differential.kazoo_ops import kazoo_call
-from zabby.local.processes import ServerProcess
 from zabby.opcodes import CreateMode, OpCode, WatcherType
+from zabby.testing import ServerProcess
 from zabby.wire import jute
 
 

@@ -12,7 +12,7 @@ from kazoo.recipe.cache import TreeCache, TreeEvent
 
 from tests.jute.conftest import start_kazoo, stop_kazoo
 from tests.jute.helpers import wait_until
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess
 
 
 @pytest.fixture

@@ -12,15 +12,16 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoAuthError, UnimplementedError
 from kazoo.security import make_digest_acl_credential
 
+import zabby.testing
 from tests.jute.conftest import start_kazoo, stop_kazoo
-from zabby.local.processes import Ensemble, ServerProcess, started_ensemble
 from zabby.membership import Membership
+from zabby.testing import Ensemble, ServerProcess
 
 
 @pytest.fixture
 def ensemble(tmp_path: Path) -> Iterator[Ensemble]:
     super_digest = make_digest_acl_credential("super", "secret")
-    with started_ensemble(tmp_path, 3, tickTime=200, reconfigEnabled="true", superDigest=super_digest) as group:
+    with zabby.testing.ensemble(3, workdir=tmp_path, tickTime=200, reconfigEnabled="true", superDigest=super_digest) as group:
         yield group
 
 

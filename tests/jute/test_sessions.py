@@ -13,8 +13,8 @@ from kazoo.protocol.states import EventType, KazooState
 
 from tests.jute.conftest import start_kazoo, stop_kazoo
 from tests.jute.helpers import JuteSession, jute_session, read_all, wait_until
-from zabby.local.processes import Ensemble, ServerProcess
 from zabby.opcodes import OpCode
+from zabby.testing import Ensemble, ServerProcess
 from zabby.wire import jute
 
 

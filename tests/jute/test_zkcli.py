@@ -13,7 +13,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.debian import installed
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess
+
 
 @pytest.fixture(scope="module")
 def zkcli() -> str:

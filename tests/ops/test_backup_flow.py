@@ -1,4 +1,4 @@
-"""The disaster drill (``zabby/local/backup_drill.py``): back up a live ensemble under write
+"""The disaster drill (``harness/local/backup_drill.py``): back up a live ensemble under write
 load, delete every data dir, restore a new ensemble; the tree and digest are the backup's."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from zabby.local.backup_drill import run_drill
+from harness.local.backup_drill import run_drill
 
 
 def _assert_restored(result, znodes: int) -> None:  # type: ignore[no-untyped-def]

@@ -14,19 +14,21 @@ import sys
 from pathlib import Path
 
 from tests import ROOT
-from zabby.local import process_alive
 from zabby.membership import Membership
+from zabby.testing.processes import PORT_LOW, process_alive
 
 SIDS = range(1, 5)
+OFFSETS = (0, 707, 1707, 5899)  # scripts/ensemble.py's client, quorum, election and admin ports from its base
 
 
 def free_base() -> int:
     """A base port whose every derived port (client, quorum, election, admin of servers 1..4)
-    is free, all below the ephemeral range."""
+    is free, all below the range ``zabby.testing.free_port`` draws from (so a test on a parallel
+    worker cannot pick one of them)."""
     rng = random.Random()
     for _ in range(200):
-        base = rng.randrange(10_000, 26_000)
-        ports = [base + offset + sid for offset in (0, 707, 1707, 5899) for sid in SIDS]
+        base = rng.randrange(10_000, PORT_LOW - max(OFFSETS) - max(SIDS))
+        ports = [base + offset + sid for offset in OFFSETS for sid in SIDS]
         try:
             for port in ports:
                 with socket.socket() as sock:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.jepsen.runner import RunSpec, run_once
+from harness.jepsen.workloads import WorkloadSpec
 from tests.ops.helpers import admin
-from zabby.jepsen.runner import RunSpec, run_once
-from zabby.jepsen.workloads import WorkloadSpec
 
 pytest.importorskip("kazoo")
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.local.admin import admin_settings, digest_at
 from tests.ops.helpers import admin, read_tree, tree_nodes
 from tests.storage.helpers import TxnMaker, tree_of
 from zabby import SyncClient
-from zabby.local.processes import Ensemble, admin_settings, digest_at
 from zabby.storage.epochs import read_epoch
 from zabby.storage.snapshot import write_snapshot
+from zabby.testing import Ensemble
 from zabby.tree.txns import zxid_epoch
 
 EPOCH = 4

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.local.admin import LOCAL_ADMIN, admin_settings
 from tests.ops.helpers import admin
 from tests.storage.helpers import TxnMaker, tree_of
 from zabby import SyncClient
-from zabby.local import free_port
-from zabby.local.processes import LOCAL_ADMIN, ServerProcess, admin_settings
 from zabby.ops.snapfile import status
 from zabby.storage.snapshot import write_snapshot
+from zabby.testing import ServerProcess, free_port
 
 DIGEST = "admin:fvr2cB/fjGeAiX8g1aGhUm3ZICk="  # zabby-admin digest admin:secret
 

@@ -8,16 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from harness.local.admin import LOCAL_ADMIN, admin_settings
 from tests.ops.helpers import admin, write_log
 from tests.ops.zk_history import History, zabby_body
 from zabby import SyncClient
-from zabby.local.processes import LOCAL_ADMIN, ServerProcess, admin_settings
 from zabby.ops.errors import DataError
 from zabby.ops.zk_export import export_zookeeper
 from zabby.ops.zk_import import import_zookeeper
 from zabby.storage.epochs import write_epoch
 from zabby.storage.snapshot import list_snapshots, read_snapshot, write_snapshot
-from zabby.storage.zk_files import read_epochs, read_snapshot as read_zk_snapshot
+from zabby.storage.zk_files import read_epochs
+from zabby.storage.zk_files import read_snapshot as read_zk_snapshot
+from zabby.testing import ServerProcess
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn
 from zabby.wire.zk_snapshot import tree_digest

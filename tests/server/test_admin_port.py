@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from zabby.jepsen import hostile, hostile_ports
-from zabby.jepsen.hostile_ports import http_request
-from zabby.local.jute_session import OPEN_ACL, JuteSession
-from zabby.local.processes import LOCAL_ADMIN, ServerProcess, admin_json, admin_settings, wait_until
+from harness.jepsen import hostile, hostile_ports
+from harness.jepsen.hostile_ports import http_request
+from harness.local.admin import LOCAL_ADMIN, admin_json, admin_settings
+from harness.local.jute_session import OPEN_ACL, JuteSession
+from zabby.opcodes import OpCode
 from zabby.server.browsers import page_policy
 from zabby.server.throttle import ATTEMPTS_BURST, ATTEMPTS_PER_S
-from zabby.opcodes import OpCode
+from zabby.testing import ServerProcess, wait_until
 from zabby.tree.acl import digest
 from zabby.wire import jute
 

@@ -8,7 +8,7 @@ import time
 
 from tests.server.wire import OPEN_ACL, raw_session
 from zabby.errors import Err
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess
 from zabby.wire.messages import pack_frame
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.local.jute_session import JuteSession, read_all
 from tests.jute.conftest import start_kazoo, stop_kazoo
-from zabby.local.jute_session import JuteSession, read_all
-from zabby.local.processes import ServerProcess, wait_until
 from zabby.errors import Err
 from zabby.opcodes import OpCode
+from zabby.testing import ServerProcess, wait_until
 from zabby.wire import jute
 
 MiB = 2**20

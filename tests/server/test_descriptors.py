@@ -15,12 +15,12 @@ import pytest
 import trio
 import trio.testing
 
-from zabby.jepsen import hostile, hostile_ports
-from zabby.local.jute_session import OPEN_ACL, JuteSession
-from zabby.local.processes import ServerProcess
+from harness.jepsen import hostile, hostile_ports
+from harness.local.jute_session import OPEN_ACL, JuteSession
+from zabby.opcodes import OpCode
 from zabby.server.descriptors import Descriptors
 from zabby.server.listeners import serve_listeners
-from zabby.opcodes import OpCode
+from zabby.testing import ServerProcess
 from zabby.wire import jute
 
 DESCRIPTORS_MAX = 256

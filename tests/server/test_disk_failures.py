@@ -20,8 +20,8 @@ import pytest
 from tests.tmpfs import fill, small_tmpfs
 from zabby import SyncClient
 from zabby.errors import ConnectionLoss, SystemZookeeperError
-from zabby.local.processes import ServerProcess, wait_until
 from zabby.server.disk import EXIT_DISK_FAILURE
+from zabby.testing import ServerProcess, wait_until
 
 
 @pytest.fixture

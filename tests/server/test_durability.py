@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from tests.server.wire import OPEN_ACL, raw_session
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess
 
 WINDOW = 64
 

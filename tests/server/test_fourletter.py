@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.local.admin import admin_json, admin_settings
 from tests.server.wire import raw_session
-from zabby.local.processes import ServerProcess, admin_json, admin_settings
 from zabby.server import fourletter
+from zabby.testing import ServerProcess
 
 
 def test_ruok_srvr_mntr_have_true_values(zabby_server: ServerProcess) -> None:

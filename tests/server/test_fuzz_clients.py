@@ -1,4 +1,4 @@
-"""Structured fuzzing of both client protocols against a real server (``zabby.jepsen.fuzz``):
+"""Structured fuzzing of both client protocols against a real server (``harness.jepsen.fuzz``):
 valid sessions, mutated.  Whatever a connection sends, the server answers or closes that
 connection, stays up, serves a well-behaved client beside it, keeps what it acknowledged to
 that client (across a restart too) and logs no error of its own.  A short run here; a long one
@@ -10,10 +10,10 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 
-from zabby.jepsen import fuzz
-from zabby.local.jute_session import JuteSession
-from zabby.local.processes import ServerProcess
+from harness.jepsen import fuzz
+from harness.local.jute_session import JuteSession
 from zabby.opcodes import OpCode
+from zabby.testing import ServerProcess
 from zabby.wire import jute
 
 EXAMPLES = 150

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from tests.server.wire import OPEN_ACL, raw_session
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess
 
 
 def test_corrupt_newest_snapshot_falls_back(tmp_path: Path) -> None:

@@ -15,13 +15,13 @@ from kazoo.exceptions import AuthFailedError, NoAuthError, SessionClosedRequireS
 from kazoo.protocol.states import KazooState
 from kazoo.security import ACL, Id
 
-from zabby.config import ConfigError, from_dict
-from zabby.local.processes import ServerProcess, wait_until
 from zabby import SyncClient
+from zabby.config import ConfigError, from_dict
 from zabby.errors import AuthFailedError as ClientAuthFailedError
 from zabby.errors import ConfigurationError as ClientConfigurationError
-from zabby.server.session import AUTH_FAILURE_DELAY_S
 from zabby.sasl import DigestMd5Client, DigestMd5Server, JaasError, SaslFailure, jaas_users
+from zabby.server.session import AUTH_FAILURE_DELAY_S
+from zabby.testing import ServerProcess, wait_until
 
 puresasl_client = pytest.importorskip("puresasl.client")
 
@@ -172,7 +172,7 @@ def test_enforce_auth_lets_only_sasl_sessions_in(tmp_path: Path) -> None:
 
 
 def test_zookeepers_java_client_authenticates_by_sasl(sasl_server: ServerProcess, tmp_path: Path) -> None:
-    from zabby.local.processes import ZooKeeperUnavailable, ensure_zookeeper
+    from harness.local.zookeeper import ZooKeeperUnavailable, ensure_zookeeper
 
     try:
         ensure_zookeeper()
@@ -215,7 +215,7 @@ def test_zabbys_sync_client_authenticates_by_sasl(sasl_server: ServerProcess) ->
 def test_sasl_replies_are_zookeepers_records(sasl_server: ServerProcess) -> None:
     """processSasl's replies: header zxid 0, a SetSASLResponse even with an error (then the
     connection closes)."""
-    from zabby.local.jute_session import JuteSession
+    from harness.local.jute_session import JuteSession
     from zabby.opcodes import OpCode
     from zabby.wire import jute
 
@@ -252,7 +252,7 @@ def test_sasl_guessing_is_slowed_by_source_address_not_by_connection(tmp_path: P
     and a right answer came at once, so silence already meant "wrong".  Now each address has
     a bucket of attempts taken before the response is read: past it, even the right password
     is refused unread (AUTHFAILED, as for a wrong one), whichever connection it comes on."""
-    from zabby.local.jute_session import JuteSession
+    from harness.local.jute_session import JuteSession
     from zabby.opcodes import OpCode
     from zabby.server.throttle import ATTEMPTS_BURST
     from zabby.wire import jute

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from zabby.errors import Err, ZabbyError
-from zabby.server.stats import ServerStats
+from zabby.engine.stats import ServerStats
 from zabby.server.session import ClientSession
 from zabby.wire.codec import ConnectRequest
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from tests.server.wire import raw_session
 from zabby.errors import Err
-from zabby.local.processes import ServerProcess
 from zabby.opcodes import EventType
+from zabby.testing import ServerProcess
 
 
 def _wait_event(session, deadline_s: float) -> list:  # type: ignore[no-untyped-def]

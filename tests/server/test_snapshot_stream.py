@@ -18,18 +18,26 @@ import pytest
 from tests import ROOT
 from tests.storage.helpers import OPEN_ACL, TxnMaker, as_records, tree_of
 from zabby.core.messages import SnapChunk, decode, encode
-from zabby.local import process_alive
-from zabby.local.processes import wait_until
-from zabby.server.forks import (
-    SNAP_CHUNK_BYTES, SNAP_CHUNK_RECORDS, SNAPSHOT_IDLE_S, SNAPSHOT_NICENESS, BackgroundPriority, DigestChild, ForkFreezer, _can_leave_idle,
-    fork_child, write_snapshot_frames,
-)  # fmt: skip
 from zabby.opcodes import OpCode
+from zabby.server.forks import (
+    SNAP_CHUNK_BYTES,
+    SNAP_CHUNK_RECORDS,
+    SNAPSHOT_IDLE_S,
+    SNAPSHOT_NICENESS,
+    BackgroundPriority,
+    DigestChild,
+    ForkFreezer,
+    _can_leave_idle,
+    fork_child,
+    write_snapshot_frames,
+)  # fmt: skip
+from zabby.server.transport import MEMBER_FRAME_BYTES_MAX
 from zabby.storage.datadir import DataDir
 from zabby.storage.snapshot import SnapshotWriter, read_snapshot, write_snapshot
+from zabby.testing import wait_until
+from zabby.testing.processes import process_alive
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn, make_zxid
-from zabby.server.transport import MEMBER_FRAME_BYTES_MAX
 from zabby.wire.framing import FrameDecoder
 
 

@@ -14,13 +14,12 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError as KazooLibTimeout
 
-from tests.certs import Certs, make_certs, secure_port_settings
 from tests import ROOT
+from tests.certs import Certs, make_certs, secure_port_settings
 from zabby import SyncClient
 from zabby.client.exceptions import KazooTimeoutError
 from zabby.errors import AuthFailedError
-from zabby.local import free_port
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess, free_port
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import time
 
+from harness.local.jute_session import JuteSession
 from tests.server.wire import raw_session
 from zabby.engine.clients import ZXID_WAITS_PER_SESSION_MAX, ZxidWaiters
 from zabby.errors import Err
-from zabby.local.jute_session import JuteSession
-from zabby.local.processes import ServerProcess
 from zabby.opcodes import OpCode
+from zabby.testing import ServerProcess
 from zabby.wire import jute
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tests.server.wire import raw_session
 from zabby.errors import Err
-from zabby.local.processes import ServerProcess
 from zabby.opcodes import AddWatchMode, EventType, OpCode
+from zabby.testing import ServerProcess
 
 
 def test_the_reply_comes_first_then_the_history_addressed_to_the_request(zabby_server: ServerProcess) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tests.server.wire import raw_session
 from zabby.errors import Err
-from zabby.local.processes import ServerProcess
 from zabby.opcodes import AddWatchMode, EventType, WatcherType
+from zabby.testing import ServerProcess
 
 
 def _events(session) -> list[tuple[int, str]]:  # type: ignore[no-untyped-def]

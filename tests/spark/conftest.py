@@ -3,8 +3,6 @@ SparkSession (skipped, with the reason, only when Java or pyspark is missing).""
 
 from __future__ import annotations
 
-from zabby.local.processes import wait_until  # noqa: F401  (re-exported for this folder's tests)
-
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -13,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from zabby import SyncClient
-from zabby.local.processes import Ensemble
-
-
+from zabby.testing import (
+    Ensemble,
+    wait_until,  # noqa: F401  (re-exported for this folder's tests)
+)
 
 
 def java_missing() -> str | None:

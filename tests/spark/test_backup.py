@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from tests.ops.helpers import admin
 from tests import ROOT
+from tests.ops.helpers import admin
 from tests.spark.test_metastore import CUBE, driver, segment
 from zabby import SyncClient
-from zabby.local.processes import ServerProcess
 from zabby.spark.backup import BackupError, backup_project, load_backup, node_file, restore_project
 from zabby.spark.demo import metadata_round_trip
 from zabby.spark.epoch import EpochTaken, ProjectEpoch
 from zabby.spark.metastore import MetaStore
 from zabby.spark.model import CubeInstance, CubeStatistics, Layout, sales_cube_desc, sales_model, sales_project
+from zabby.testing import ServerProcess
 
 
 def build_project(store: MetaStore, builds: int) -> None:

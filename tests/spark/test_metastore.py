@@ -7,10 +7,10 @@ import threading
 import pytest
 
 from tests.spark.conftest import wait_until
-from zabby.local.processes import Ensemble
 from zabby.spark.epoch import EpochTaken, FencedError, ProjectEpoch
 from zabby.spark.metastore import ConflictError, MetaStore
 from zabby.spark.model import CubeStatistics, Layout, PlanError, Segment, sales_cube_desc, sales_model, sales_project, segment_name
+from zabby.testing import Ensemble
 
 CUBE = "sales_cube"
 

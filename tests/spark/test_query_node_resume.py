@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from zabby import SyncClient
-from zabby.local.processes import ServerProcess
 from zabby.spark.epoch import ProjectEpoch
 from zabby.spark.metastore import MetaStore
 from zabby.spark.model import Layout, sales_cube_desc, sales_model, sales_project
 from zabby.spark.query_node import QueryNode
 from zabby.spark.scale import metadata_only_build, metadata_only_merge
+from zabby.testing import ServerProcess
 
 CUBE = sales_cube_desc().name
 

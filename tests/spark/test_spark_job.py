@@ -9,15 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from tests import ROOT
 from tests.spark.conftest import wait_until
-from zabby.local.processes import Ensemble
 from zabby.spark.epoch import ProjectEpoch
 from zabby.spark.job import FAULT_ENV, CubeJob
 from zabby.spark.metastore import MetaStore
 from zabby.spark.model import Layout, sales_cube_desc, sales_model, sales_project
 from zabby.spark.query_node import QueryNode, prefer_host
+from zabby.testing import Ensemble
 
 ROWS = 20_000
 CUBE = "sales_cube"

@@ -56,6 +56,27 @@ def test_an_acl_over_max_acl_entries_is_refused() -> None:
         h.set_acl("/few", AUTH, caller=h.caller(auth_ids=_ids(9)))
 
 
+def test_an_acl_refused_for_its_entries_is_neither_validated_whole_nor_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """44 setACL of 18,036 ip entries each (the adversary's acl-churn): every one was validated
+    whole (0.4 s of a stopped server each) and then kept in the validated-ACL cache, refused or
+    not (+209 MB).  An ACL longer than maxAclEntries is refused as sent, and the cache keeps
+    small ACLs only."""
+    monkeypatch.setattr(acls, "_FIXED_CACHE", {})
+    h = Harness(PrepLimits(acl_entries_max=256))
+    h.create("/victim")
+    admin = h.caller(superuser=True)
+    validated: list[int] = []
+    real_fix_acl = acls.fix_acl
+    monkeypatch.setattr(acls, "fix_acl", lambda acl, *a, **k: validated.append(len(acl)) or real_fix_acl(acl, *a, **k))
+    for round_ in range(3):
+        with pytest.raises(ZabbyError, match=r"an ACL of 18036 entries, more than maxAclEntries \(256\)"):
+            h.set_acl("/victim", [(31, "ip", f"10.{round_}.{n // 250}.{n % 250}") for n in range(18_036)], caller=admin)
+    assert validated == []
+    for round_ in range(3):  # within the bound: validated, but too large to keep
+        h.set_acl("/victim", [(31, "ip", f"10.{round_}.{n // 250}.{n % 250}") for n in range(200)], caller=admin)
+    assert validated == [200] * 3 and all(len(acl) <= 16 for acl in acls._FIXED_CACHE)
+
+
 def _ops() -> st.SearchStrategy[tuple[Any, ...]]:
     paths = st.sampled_from(["/a", "/b", "/a/c", "/é", "/" + "x" * 300])
     data = st.one_of(st.none(), st.binary(max_size=600), st.text(max_size=200).map(str.encode))

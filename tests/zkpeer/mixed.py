@@ -14,9 +14,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.security import make_digest_acl
 
-from zabby.differential.kazoo_ops import kazoo_call
-from zabby.differential.servers import SUPER_PASSWORD, SUPER_USER
-from zabby.local.processes import MixedEnsemble, ZooKeeperProcess, ZooKeeperUnavailable, ensure_zookeeper
+from harness.differential.kazoo_ops import kazoo_call
+from harness.differential.servers import SUPER_PASSWORD, SUPER_USER
+from harness.local.mixed import MixedEnsemble
+from harness.local.zookeeper import ZooKeeperProcess, ZooKeeperUnavailable, ensure_zookeeper
 from zabby.opcodes import CreateMode, OpCode
 from zabby.wire import jute
 

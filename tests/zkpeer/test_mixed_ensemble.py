@@ -20,12 +20,14 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 
 from tests.zkpeer.mixed import KINDS_NODES, assert_converged, client_of, need_zookeeper, write_every_kind, zookeeper_log_problems
-from zabby.differential.java_client import build_driver
-from zabby.differential.runner import Pair, run_ops
-from zabby.differential.servers import mixed_ensemble, running_mixed_pair, zookeeper_server
-from zabby.differential.workload import Workload
-from zabby.local.javac import JavaUnavailable
-from zabby.local.processes import ZABBY, ZOOKEEPER, MixedEnsemble, ServerProcess, ZooKeeperProcess
+from harness.differential.java_client import build_driver
+from harness.differential.runner import Pair, run_ops
+from harness.differential.servers import mixed_ensemble, running_mixed_pair, zookeeper_server
+from harness.differential.workload import Workload
+from harness.local.javac import JavaUnavailable
+from harness.local.mixed import ZABBY, ZOOKEEPER, MixedEnsemble
+from harness.local.zookeeper import ZooKeeperProcess
+from zabby.testing.processes import ServerProcess
 
 ZK = ZOOKEEPER
 # name: (kinds, observers, the roles expected of some servers)

@@ -11,7 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from zabby.client.connection import parse_hosts
-from zabby.local import four_letter, parse_srvr
+from zabby.client.fourletter import four_letter
+from zabby.wire.fourletter import parse_mntr, parse_srvr
 
 COLUMNS = ("HOST", "MODE", "ZXID", "DIGEST", "CONNECTIONS", "OUTSTANDING", "LATENCY min/avg/max", "NODES")
 
@@ -40,15 +41,6 @@ class ServerStatus:
             return (self.address, "unreachable", "-", "-", "-", "-", "-", "-")
         return (self.address, self.mode or "-", self.zxid or "-", self.digest or "-", self.connections or "-",
                 self.outstanding or "-", self.latency or "-", self.nodes or "-")  # fmt: skip
-
-
-def parse_mntr(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("\t")
-        if sep and key.startswith("zk_"):
-            out[key] = value.strip()
-    return out
 
 
 def _num(text: str) -> str:

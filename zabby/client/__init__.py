@@ -20,7 +20,8 @@ from .security import (
     make_digest_acl_credential,
 )
 from .states import EventType, KazooState, KeeperState, WatchedEvent, ZnodeStat
-from .sync import AsyncResult, SyncClient
+from .blocking import AsyncResult
+from .sync import SyncClient
 from .watching import WatchStream
 
 __all__ = [

@@ -895,7 +895,7 @@ class Client:
 
         The ``async with`` block removes the watch when it exits; ``async for`` alone adds it
         at the first event asked for, and ``aclose()`` removes it.  See ``WatchStream``."""
-        return WatchStream(self, path, AddWatchMode(int(mode)), since_zxid)
+        return WatchStream(path, AddWatchMode(int(mode)), since_zxid, add=self.add_watch, remove=self._remove_watcher)
 
     async def _remove_watcher(self, path: str, watcher: Callable[[WatchedEvent], Any], mode: AddWatchMode) -> None:
         """Drop one persistent watcher; the server's watch goes too when it was the last of its

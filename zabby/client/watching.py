@@ -14,8 +14,9 @@ event after a reconnect) is delivered and the iteration goes on: re-read, then c
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -25,8 +26,9 @@ from zabby.opcodes import AddWatchMode
 
 from .states import EventType, WatchedEvent
 
-if TYPE_CHECKING:
-    from .aio import Client
+Watcher = Callable[[WatchedEvent], Any]
+AddWatch = Callable[[str, Watcher, AddWatchMode, "int | None"], Awaitable[None]]  # Client.add_watch
+RemoveWatcher = Callable[[str, Watcher, AddWatchMode], Awaitable[None]]  # Client._remove_watcher
 
 _LAST_EVENTS = (EventType.NONE, EventType.PERSISTENT_WATCH_REMOVED)
 
@@ -34,11 +36,13 @@ _LAST_EVENTS = (EventType.NONE, EventType.PERSISTENT_WATCH_REMOVED)
 class WatchStream:
     """``async for event in client.watch(path)``; ``async with`` removes the watch at exit."""
 
-    def __init__(self, client: Client, path: str, mode: AddWatchMode, since_zxid: int | None) -> None:
+    def __init__(self, path: str, mode: AddWatchMode, since_zxid: int | None, *, add: AddWatch, remove: RemoveWatcher) -> None:
+        """``add`` and ``remove`` are the client's: the stream knows its client by them alone."""
         self.path = path
         self.mode = mode
         self.since_zxid = since_zxid
-        self._client = client
+        self._add = add
+        self._remove = remove
         self._send: MemoryObjectSendStream[WatchedEvent] | None = None
         self._receive: MemoryObjectReceiveStream[WatchedEvent] | None = None
         self._closed = False
@@ -52,7 +56,7 @@ class WatchStream:
         send, receive = anyio.create_memory_object_stream[WatchedEvent](math.inf)
         self._send, self._receive = send, receive
         try:
-            await self._client.add_watch(self.path, self._deliver, self.mode, self.since_zxid)
+            await self._add(self.path, self._deliver, self.mode, self.since_zxid)
         except BaseException:
             self._send = self._receive = None
             send.close()
@@ -70,7 +74,7 @@ class WatchStream:
             send.close()
         if receive is not None:
             receive.close()
-            await self._client._remove_watcher(self.path, self._deliver, self.mode)
+            await self._remove(self.path, self._deliver, self.mode)
 
     def _deliver(self, event: WatchedEvent) -> None:
         send = self._send

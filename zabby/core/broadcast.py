@@ -46,11 +46,13 @@ def propose(peer: Replica, leader: LeaderRole, txns: list[Txn]) -> None:
     Raises:
         InvariantError: a txn's zxid is not the next one, or past the epoch's last counter.
     """
-    for txn in txns:
-        expected = next_zxid(leader)
-        if txn.zxid != expected or zxid_counter(txn.zxid) > peer.config.zxid_counter_last:
+    expected = next_zxid(leader)  # in the leader's epoch, as every zxid it proposes
+    last_allowed = make_zxid(leader.epoch, peer.config.zxid_counter_last)
+    for txn in txns:  # without a call per txn: a batch holds up to turn_ops_max of them
+        if txn.zxid != expected or expected > last_allowed:
             raise InvariantError(f"proposal 0x{txn.zxid:x}, expected 0x{expected:x} (counters up to 0x{peer.config.zxid_counter_last:x})")
-        leader.last_proposed = txn.zxid
+        leader.last_proposed = expected
+        expected += 1
     peer._log(txns)
     if not leader.learners and peer.quorum.has_quorum((peer.sid,)):
         # A quorum of one (standalone): logging is committing.  The txns are applied in

@@ -270,6 +270,8 @@ def _check_kinds(type_: int, values: tuple[Any, ...]) -> None:
     """Every field has its type: a packet that lies about one is refused here, as malformed,
     rather than failing somewhere in the core (a forged ``Ack(zxid="x")`` would have)."""
     kinds = _KINDS[type_]
+    if tuple(map(type, values)) == kinds:  # every field of its exact type, as msgpack decodes them
+        return
     if len(values) > len(kinds):
         raise TypeError(f"{len(values)} fields for {len(kinds)}")
     for value, kind in zip(values, kinds):

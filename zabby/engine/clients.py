@@ -88,10 +88,14 @@ class Waiters(Generic[T]):
         """The oldest value of ``key`` if a txn of ``txn_type`` answers it (its first field is
         the write's op: ``txn_answers``), else None and the values left as they are: ``pop``
         without a function made per txn."""
-        value = self._first.get(key)
+        first = self._first
+        value = first.get(key)
         if value is None or not txn_answers(value[0], txn_type):  # type: ignore[index]
             return None
-        return self.pop(key)
+        if key in self._more:
+            return self.pop(key)
+        del first[key]  # nearly always: the key's only value
+        return value
 
     def clear(self) -> None:
         self._first.clear()

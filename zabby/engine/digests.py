@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 
 from zabby.errors import Inconsistency
-from zabby.server.stats import ServerStats
+from zabby.engine.stats import ServerStats
 from zabby.tree.datatree import DataTree
 
 EXPECTED_MAX = 256

@@ -59,7 +59,7 @@ from zabby.engine.effects import (
 )  # fmt: skip
 from zabby.errors import Inconsistency, InvariantError
 from zabby.opcodes import OpCode
-from zabby.server.stats import ServerStats
+from zabby.engine.stats import ServerStats
 from zabby.storage.files import DiskFailure, DiskFull
 from zabby.tree.datatree import DataTree, TreeBuilder
 from zabby.tree.prep import Caller, Preparer, PrepLimits
@@ -609,27 +609,32 @@ class Engine(ClientCalls):
     def _apply(self, txns: list[Txn]) -> None:
         tree, watches, history, on_applied = self.tree, self.watches, self.history, self.on_applied
         waiting = self.waiting
+        # Watches are set by reads, never while a batch is applied: whether any is set is
+        # asked once (a fired one-shot watch only makes the later triggers find less).
+        watched = bool(watches.data or watches.child or watches.persistent or watches.recursive)
+        ops = 0
         for txn in txns:
-            waiter = waiting.pop_answered((txn.session_id, txn.cxid), txn.type) if waiting else None
-            done, weight = (waiter[1], waiter[2]) if waiter is not None else (None, 0)
-            result, events = tree.apply(txn, done is not None)  # no waiter: no Stat to make
+            kind = txn.type
+            waiter = waiting.pop_answered((txn.session_id, txn.cxid), kind) if waiting else None
+            result, events = tree.apply(txn, waiter is not None)  # no waiter: no Stat to make
             if on_applied is not None:
                 on_applied(txn, result)
             if events:
                 history.record(txn.zxid, events)
-                if watches.data or watches.child or watches.persistent or watches.recursive:
+                if watched:
                     for sink, event_type, path in watches.trigger(events):
                         sink.send_event(event_type, path, txn.zxid)  # type: ignore[attr-defined]
-            if done is not None:
-                self.outstanding -= weight
+            if waiter is not None:
+                self.outstanding -= waiter[2]
                 try:
-                    done(txn, result)
+                    waiter[1](txn, result)
                 except Exception:  # a client's answer must never stop the engine
                     LOGGER.exception("answering the write of session 0x%x cxid %d (zxid 0x%x) failed",
                                      txn.session_id, txn.cxid, txn.zxid)  # fmt: skip
-            if txn.type in _SESSION_AND_REAP_TXNS:
+            if kind in _SESSION_AND_REAP_TXNS:
                 self._after_apply(txn)
-            self._turn_ops += len(txn.body[0]) if txn.type == OpCode.MULTI else 1
+            ops += len(txn.body[0]) if kind == OpCode.MULTI else 1
+        self._turn_ops += ops
         if txns:
             if self.zxid_waiting:
                 self.zxid_waiting.applied(tree.last_zxid)

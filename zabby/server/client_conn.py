@@ -54,11 +54,13 @@ TLS_HANDSHAKE_RECORD = 0x16  # the first byte a TLS client sends (a handshake re
 LOGGER = logging.getLogger("zabby.server.conn")
 
 RECEIVE_BYTES_MAX = 256 * 1024
-# A request frame this large (a multi of thousands of ops, a megabyte of data) is decoded and
+# A request frame this large (a multi of hundreds of ops or more, a large value) is decoded and
 # prepared holding the server's heavy lane, one at a time, with a checkpoint after each: trio
 # runs every ready task once before it looks at the sockets again, so sixty connections
-# each handing in a multi of 5,000 ops kept a small read waiting 1.5 s behind all of them.
-HEAVY_FRAME_BYTES = 64 * 1024
+# each handing in a multi of 5,000 ops kept a small read waiting 1.5 s behind all of them,
+# and at 64 KiB, 48 multis of 698 setData (29 KB each) 1.3 s.  16 KiB is a multi of about 400
+# ops: a few ms to prepare.
+HEAVY_FRAME_BYTES = 16 * 1024
 FRAME_PREFIX_BYTES = 4  # every frame of both protocols starts with its length
 HANDSHAKE_TIMEOUT_S = 10.0
 LINGER_S = 1.0

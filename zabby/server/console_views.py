@@ -19,6 +19,7 @@ from zabby.errors import ZabbyError
 from zabby.tree import acl as acls
 from zabby.tree.datatree import DataTree, shown_data
 from zabby.tree.paths import validate_path
+from zabby.wire.fourletter import parse_mntr
 
 CHILDREN_PAGE_MAX = 1000
 SERVING_MODES = frozenset({"leader", "follower", "observer", "standalone"})
@@ -95,22 +96,16 @@ class ServerRow:
         return row
 
 
-def parse_mntr(text: str) -> dict[str, str]:
-    """``mntr``'s ``zk_key<TAB>value`` lines as a dict (keys without ``zk_``)."""
-    pairs = (line.split("\t", 1) for line in text.splitlines() if line.startswith("zk_") and "\t" in line)
-    return {key[3:]: value for key, value in pairs}
-
-
 def row_from_mntr(sid: int, address: str, answer: str) -> ServerRow:
     """A server's row from its ``mntr`` answer (or what it said instead)."""
     figures = parse_mntr(answer)
-    if "server_state" not in figures:
+    if "zk_server_state" not in figures:
         mode = "not serving" if "not currently serving" in answer else "error"
         return ServerRow(sid, address, mode, note=answer.strip()[:200])
     return ServerRow(
-        sid, address, figures["server_state"], zxid=int(figures["last_zxid"], 16), digest=figures.get("digest"),
-        connections=int(figures["num_alive_connections"]), latency_avg_ms=float(figures["avg_latency"]),
-        latency_max_ms=float(figures["max_latency"]),
+        sid, address, figures["zk_server_state"], zxid=int(figures["zk_last_zxid"], 16), digest=figures.get("zk_digest"),
+        connections=int(figures["zk_num_alive_connections"]), latency_avg_ms=float(figures["zk_avg_latency"]),
+        latency_max_ms=float(figures["zk_max_latency"]),
     )  # fmt: skip
 
 

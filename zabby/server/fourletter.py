@@ -22,7 +22,7 @@ from zabby.config import ServerConfig
 from zabby.membership import Membership
 from zabby.errors import InvariantError
 from zabby.server.statistics import Part, Reset, ServerStatistics
-from zabby.server.stats import LatencyFigures
+from zabby.engine.stats import LatencyFigures
 
 T = TypeVar("T")
 ResetHook = Callable[[Reset], None]

@@ -61,7 +61,7 @@ from zabby.server.kernel_sync import KernelSync, SubmitRefused
 from zabby.server.session import ClientSession
 from zabby.server.sources import source_of
 from zabby.server.throttle import GuessThrottle
-from zabby.server.stats import ServerStats
+from zabby.engine.stats import ServerStats
 from zabby.server.transport import Transport
 from zabby.server.zk_transport import ZkTransport
 from zabby.storage import faults

@@ -32,7 +32,7 @@ from zabby.opcodes import WRITE_OPS, KeeperState, OpCode
 from zabby.sasl import DigestMd5Server, SaslFailure
 from zabby.server.reads import READ_HANDLERS, missed_events, resume_watch
 from zabby.server.statistics import ConnectionStatistics
-from zabby.server.stats import LatencyStat, ServerStats
+from zabby.engine.stats import LatencyStat, ServerStats
 from zabby.tree import acl as acls
 from zabby.tree.datatree import DataTree
 from zabby.tree.prep import Caller

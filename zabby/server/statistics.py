@@ -24,7 +24,7 @@ from zabby.config import ServerConfig
 from zabby.membership import Membership
 from zabby.engine import ClientSink
 from zabby.server.budget import ClientMemory
-from zabby.server.stats import Counters, LatencyFigures, ServerStats
+from zabby.engine.stats import Counters, LatencyFigures, ServerStats
 from zabby.tree.quota import QuotaFigures, figures
 
 if TYPE_CHECKING:

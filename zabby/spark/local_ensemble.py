@@ -1,7 +1,7 @@
 """A throw-away zabby ensemble on 127.0.0.1 for the demo: generated configs, free ports,
 ``python -m zabby.server.main`` subprocesses, and a stop that always runs.
 
-Built on ``zabby.local.processes.Ensemble`` (the servers the tests start), each server in a
+Built on ``zabby.testing.Ensemble`` (the servers the tests start), each server in a
 session of its own, so a Ctrl-C in the terminal reaches the demo, whose stop then ends them.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zabby.local.processes import Ensemble
+from zabby.testing import Ensemble
 
 
 class LocalEnsemble:

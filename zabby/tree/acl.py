@@ -168,6 +168,7 @@ def _valid_entry(scheme: str, acl_id: str, sasl: bool) -> bool:
 
 _FIXED_CACHE: dict[Any, tuple[ACL, ...]] = {}  # keyed by the ACL as requested (a tuple of tuples)
 _FIXED_CACHE_SIZE_MAX = 256
+_FIXED_CACHE_ENTRIES_MAX = 16  # larger ACLs are validated each time: the cache holds at most 256 x 16 entries
 
 
 def fix_acl(acl: object, auth_ids: list[AuthId], *, sasl: bool = False) -> tuple[ACL, ...]:
@@ -188,7 +189,8 @@ def fix_acl(acl: object, auth_ids: list[AuthId], *, sasl: bool = False) -> tuple
     if cached is not None:
         return cached
     fixed = _fix_acl(acl, auth_ids, sasl)
-    if key is not None and len(_FIXED_CACHE) < _FIXED_CACHE_SIZE_MAX and not any(e[1] in ("auth", "sasl") for e in acl):
+    if (key is not None and len(_FIXED_CACHE) < _FIXED_CACHE_SIZE_MAX and len(acl) <= _FIXED_CACHE_ENTRIES_MAX
+            and not any(e[1] in ("auth", "sasl") for e in acl)):  # fmt: skip
         _FIXED_CACHE[key] = fixed
     return fixed
 

@@ -221,10 +221,13 @@ class Preparer:
         Raises:
             ZabbyError: INVALIDACL, for what fix_acl refuses and an ACL over ``maxAclEntries``.
         """
+        entries_max = self.limits.acl_entries_max
+        if isinstance(acl, (list, tuple)) and len(acl) > entries_max:  # refused before 30,000 entries are validated
+            raise ZabbyError(Err.INVALIDACL, f"an ACL of {len(acl)} entries, more than maxAclEntries ({entries_max})")
         fixed = acls.fix_acl(acl, caller.auth_ids, sasl=self.limits.sasl_acls)
-        if len(fixed) > self.limits.acl_entries_max:
+        if len(fixed) > entries_max:
             raise ZabbyError(Err.INVALIDACL, f"an ACL of {len(fixed)} entries (with auth expanded into the session's ids), "
-                                             f"more than maxAclEntries ({self.limits.acl_entries_max})")  # fmt: skip
+                                             f"more than maxAclEntries ({entries_max})")  # fmt: skip
         return fixed
 
     def _existing(self, path: str) -> Pending:

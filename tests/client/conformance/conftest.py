@@ -11,8 +11,8 @@ from typing import Any
 import anyio
 import pytest
 
-from zabby.local.netproxy import ProxyHub
-from zabby.local.processes import ServerProcess
+from harness.local.netproxy import ProxyHub
+from zabby.testing import ServerProcess
 
 from .adapter import FLAVORS, Zk
 

@@ -3,14 +3,13 @@ client's server dies, the session moves to another, and its node, watch and call
 
 from __future__ import annotations
 
-
 import anyio
 import anyio.to_thread
 import pytest
 
 from zabby import EventType, KazooState, WatchedEvent
-from zabby.local.processes import Ensemble
 from zabby.opcodes import AddWatchMode
+from zabby.testing import Ensemble
 
 from .adapter import eventually
 from .conftest import MakeClient

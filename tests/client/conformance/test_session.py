@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import os
 import threading
-import traceback
 import time
+import traceback
 from collections.abc import Callable
+
 import anyio
 import anyio.to_thread
 import pytest
 
+from harness.local.netproxy import LinkProxy, Mode, ProxyHub
 from zabby import EventType, KazooState, WatchedEvent
 from zabby.errors import ForkedClientError, SessionExpiredError
-from zabby.local.netproxy import LinkProxy, Mode, ProxyHub
-from zabby.local.processes import ServerProcess
 from zabby.opcodes import AddWatchMode
+from zabby.testing import ServerProcess
 
 from .adapter import Zk, eventually
 from .conftest import MakeClient

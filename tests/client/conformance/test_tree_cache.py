@@ -12,10 +12,10 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from harness.local.netproxy import LinkProxy, Mode, ProxyHub
 from zabby import TreeEvent
 from zabby.errors import NoNodeError
-from zabby.local.netproxy import LinkProxy, Mode, ProxyHub
-from zabby.local.processes import ServerProcess
+from zabby.testing import ServerProcess
 
 from .adapter import WAIT_S, Surface, Zk, eventually
 from .conftest import MakeClient

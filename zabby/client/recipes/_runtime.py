@@ -37,7 +37,7 @@ import anyio
 
 if TYPE_CHECKING:
     from ..aio import Client
-    from ..sync import SyncClient
+    from ..blocking import BlockingClient
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -66,7 +66,7 @@ class ThreadRuntime:
     """A recipe on ``SyncClient``: its code runs on the client's loop thread, the user's
     functions on the client's callback thread (see the module docstring)."""
 
-    def __init__(self, sync_client: SyncClient) -> None:
+    def __init__(self, sync_client: BlockingClient) -> None:
         self.sync_client = sync_client
         self.client: Client = sync_client._client
 

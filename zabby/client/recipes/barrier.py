@@ -31,7 +31,7 @@ from ._runtime import AsyncRuntime, Runtime, ThreadRuntime
 
 if TYPE_CHECKING:
     from ..aio import Client
-    from ..sync import SyncClient
+    from ..blocking import BlockingClient
 
 WAIT_SLICE_S = 1.0
 READY = "ready"
@@ -189,7 +189,7 @@ class AsyncDoubleBarrier:
 class Barrier:
     """kazoo's Barrier for ``SyncClient``."""
 
-    def __init__(self, client: SyncClient, path: str) -> None:
+    def __init__(self, client: BlockingClient, path: str) -> None:
         self.client = client
         self._runtime = ThreadRuntime(client)
         self._barrier = AsyncBarrier(client._client, path, runtime=self._runtime)
@@ -211,7 +211,7 @@ class Barrier:
 class DoubleBarrier:
     """kazoo's DoubleBarrier for ``SyncClient``."""
 
-    def __init__(self, client: SyncClient, path: str, num_clients: int, identifier: str | None = None) -> None:
+    def __init__(self, client: BlockingClient, path: str, num_clients: int, identifier: str | None = None) -> None:
         self.client = client
         self._runtime = ThreadRuntime(client)
         self._barrier = AsyncDoubleBarrier(client._client, path, num_clients, identifier, runtime=self._runtime)

@@ -87,7 +87,7 @@ from ._mirror import AddWatch, Effect, Fault, Flow, Item, Moved, NodeData, Notif
 
 if TYPE_CHECKING:
     from ..aio import Client
-    from ..sync import SyncClient
+    from ..blocking import BlockingClient
 
 log = logging.getLogger("zabby.client.cache")
 
@@ -326,7 +326,7 @@ class AsyncTreeCache(_MirrorFront):
 class TreeCache(_MirrorFront):
     """kazoo's TreeCache for ``SyncClient``: the mirror driven from the client's callback thread."""
 
-    def __init__(self, client: SyncClient, path: str, *, saved_state: dict[str, Any] | None = None) -> None:
+    def __init__(self, client: BlockingClient, path: str, *, saved_state: dict[str, Any] | None = None) -> None:
         self._client = client
         self._lock = threading.Lock()  # the mirror's guard: readers on other threads
         self._applied = threading.Condition(self._lock)  # notified when ``zxid`` moves

@@ -24,7 +24,7 @@ from ._runtime import ThreadRuntime
 
 if TYPE_CHECKING:
     from ..aio import Client
-    from ..sync import SyncClient
+    from ..blocking import BlockingClient
 
 Number = int | float
 _CURATOR = struct.Struct(">i")
@@ -102,7 +102,7 @@ class AsyncCounter:
 class Counter:
     """kazoo's Counter for ``SyncClient``: ``counter += 2``, ``counter -= 1``, ``counter.value``."""
 
-    def __init__(self, client: SyncClient, path: str, default: Number = 0, support_curator: bool = False) -> None:
+    def __init__(self, client: BlockingClient, path: str, default: Number = 0, support_curator: bool = False) -> None:
         self.client = client
         self._runtime = ThreadRuntime(client)
         self._counter = AsyncCounter(client._client, path, default, support_curator)

@@ -17,7 +17,7 @@ from .lock import AsyncLock, Lock
 
 if TYPE_CHECKING:
     from ..aio import Client
-    from ..sync import SyncClient
+    from ..blocking import BlockingClient
 
 
 def _check_callable(func: object) -> None:
@@ -48,7 +48,7 @@ class AsyncElection:
 
 
 class Election:
-    def __init__(self, client: SyncClient, path: str, identifier: str | None = None) -> None:
+    def __init__(self, client: BlockingClient, path: str, identifier: str | None = None) -> None:
         self.lock = Lock(client, path, identifier)
 
     def run(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -32,7 +32,7 @@ from ._runtime import AsyncRuntime, Runtime, ThreadRuntime, on_loop
 
 if TYPE_CHECKING:
     from ..aio import Client
-    from ..sync import SyncClient
+    from ..blocking import BlockingClient
 
 WAIT_SLICE_S = 1.0  # re-check the children this often even without a watch event
 CLEANUP_S = 5.0  # how long a cancelled acquire may spend deleting its node
@@ -243,7 +243,7 @@ class Lock:
     """kazoo's blocking Lock for ``SyncClient`` (``with lock:``): ``AsyncLock`` run on the
     client's loop thread."""
 
-    def __init__(self, client: SyncClient, path: str, identifier: str | None = None, extra_lock_patterns: tuple[str, ...] = ()) -> None:
+    def __init__(self, client: BlockingClient, path: str, identifier: str | None = None, extra_lock_patterns: tuple[str, ...] = ()) -> None:
         self.client = client
         self._runtime = ThreadRuntime(client)
         self._lock = AsyncLock(client._client, path, identifier, extra_lock_patterns, runtime=self._runtime)

@@ -28,7 +28,7 @@ from ._runtime import AsyncRuntime, Runtime, ThreadRuntime, on_loop
 
 if TYPE_CHECKING:
     from ..aio import Client
-    from ..sync import SyncClient
+    from ..blocking import BlockingClient
 
 _FLICKER_READS = 100  # a node that comes and goes between get and exists: read again, bounded
 
@@ -191,7 +191,7 @@ class _BlockingWatch:
     """kazoo's blocking shape: the first call in the caller's thread (kazoo's), later calls
     on the client's callback thread."""
 
-    def __init__(self, client: SyncClient, runtime: ThreadRuntime, watch: _AsyncWatch, func: Callable[..., Any] | None) -> None:
+    def __init__(self, client: BlockingClient, runtime: ThreadRuntime, watch: _AsyncWatch, func: Callable[..., Any] | None) -> None:
         self.client = client
         self._runtime = runtime
         self._watch = watch
@@ -211,7 +211,7 @@ class _BlockingWatch:
 class DataWatch(_BlockingWatch):
     """kazoo's DataWatch for ``SyncClient``: ``func(data, stat)`` or ``func(data, stat, event)``."""
 
-    def __init__(self, client: SyncClient, path: str, func: Callable[..., Any] | None = None, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, client: BlockingClient, path: str, func: Callable[..., Any] | None = None, *args: Any, **kwargs: Any) -> None:
         runtime = ThreadRuntime(client)
         super().__init__(client, runtime, AsyncDataWatch(client._client, path, runtime=runtime), func)
 
@@ -219,6 +219,6 @@ class DataWatch(_BlockingWatch):
 class ChildrenWatch(_BlockingWatch):
     """kazoo's ChildrenWatch for ``SyncClient``: ``func(children)`` or ``func(children, event)``."""
 
-    def __init__(self, client: SyncClient, path: str, func: Callable[..., Any] | None = None, allow_session_lost: bool = True, send_event: bool = False) -> None:
+    def __init__(self, client: BlockingClient, path: str, func: Callable[..., Any] | None = None, allow_session_lost: bool = True, send_event: bool = False) -> None:
         runtime = ThreadRuntime(client)
         super().__init__(client, runtime, AsyncChildrenWatch(client._client, path, None, allow_session_lost, send_event, runtime=runtime), func)

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""An old commit against this working tree, side by side, on the rows users feel (issue 57):
+
+    python -m harness.bench.compare 50448ec                 # 3 rounds, 8 s windows
+    python -m harness.bench.compare 55ce23b --rounds 5 --rows pipelined
+
+The old commit is checked out into a temporary git worktree of this repository; both run the
+same load driver (ZooKeeper's own async Java client, harness/bench/ZkLoad.java, from this
+checkout) against zabby servers of their own code, up side by side (an idle server costs
+nothing), the order swapped each round.  The rows:
+
+* 3-server pipelined create and setData (4 client processes x 1 connection x 32 in flight,
+  each connection given every server in turn: the ``spread`` layout), in ops/s;
+* one-at-a-time create, setData and getData (1 connection, 1 outstanding), standalone and on
+  3 servers, in ops/s (their median latency beside).
+
+For each row: both systems' value in every round, the ratio new/old per round, its median and
+spread, and the servers' CPU per op (the leader's and the followers', from /proc).  A row whose
+median ratio is more than 5% below 1.0 is FLAGGED, and the command exits 1.  ``--profile DIR``
+runs each row once more on each side with py-spy on every server (docs/bench shows how to read
+them).  A quiet machine
+matters: it waits (``--wait-quiet``) for the 1-minute load to fall below ``--quiet-load``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.bench import report
+from harness.bench.cli import Session, wait_quiet
+from harness.bench.runner import SPREAD, Context, Limits, Shape, build_java
+from harness.bench.series import Run, measure
+from harness.bench.systems import System
+from harness import CHECKOUT
+
+FLAG_BELOW = 0.95
+
+
+@dataclass(frozen=True)
+class Row:
+    deployment: str
+    workload: str
+    shape: Shape | None
+
+    @property
+    def name(self) -> str:
+        kind = "pipelined" if self.shape else "one at a time"
+        return f"{self.deployment} {kind} {self.workload.removeprefix('latency-').replace('write', 'create').replace('read', 'getData')}"
+
+
+PIPELINED = [Row("3-server", "create-100B", SPREAD), Row("3-server", "setData", SPREAD)]
+ONE_AT_A_TIME = [Row(deployment, workload, None) for deployment in ("standalone", "3-server")
+                 for workload in ("latency-write", "latency-set", "latency-read")]  # fmt: skip
+ROWS = {"pipelined": PIPELINED, "one-at-a-time": ONE_AT_A_TIME, "all": PIPELINED + ONE_AT_A_TIME}
+
+
+def old_worktree(commit: str, folder: Path) -> tuple[Path, str]:
+    """``commit`` checked out at ``folder`` (a detached worktree of this repository), and its hash."""
+    resolved = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "--verify", f"{commit}^{{commit}}"], capture_output=True, text=True)
+    if resolved.returncode:
+        raise SystemExit(f"{commit}: no such commit in {CHECKOUT} ({resolved.stderr.strip()})")
+    subprocess.run(["git", "-C", str(CHECKOUT), "worktree", "add", "--detach", "--quiet", str(folder), resolved.stdout.strip()], check=True)
+    return folder, resolved.stdout.strip()[:10]
+
+
+def cpu_per_op(record: dict[str, Any]) -> dict[str, float]:
+    """The servers' CPU microseconds per op, by role (leader, follower: their sum; standalone)."""
+    ops = max(1, record.get("ops", 0))
+    return {mode: round(1e6 * seconds / ops, 1) for mode, seconds in record.get("server_cpu_by_mode", {}).items()}
+
+
+def profiled(ctx: Context, out: Run, system: System, row: Row, side: str, folder: Path) -> None:
+    """One more run of ``row`` with py-spy on every server (each non-idle thread, and the GIL
+    holder alone), written as ``<folder>/<side>-<row>-<role>[-gil].txt`` with their summaries."""
+    modes = system.modes()
+    roles: dict[str, int] = {}
+    for sid in sorted(system.ports):
+        role = "server" if system.deployment == "standalone" else modes.get(sid, "unknown")
+        roles[f"{role}{sum(1 for name in roles if name.startswith(role)) + 1 if role == 'follower' else ''}"] = sid
+    stem = row.name.replace(" ", "-")
+    paths = {role: folder / f"{side}-{stem}-{role}.txt" for role in roles}
+    measure(ctx, out, system, "java", row.workload, "profile", row.shape, profile={system.pid(sid) or 0: paths[role] for role, sid in roles.items()},
+            extra={"side": side})  # fmt: skip
+    for role, path in paths.items():
+        for raw in (path, path.with_name(path.stem + "-gil.txt")):
+            if raw.exists():
+                raw.with_suffix(".json").write_text(json.dumps(report.summarise_profile(raw, top=40), indent=1))
+
+
+def run_rows(rows: list[Row], old_root: Path, rounds: int, limits: Limits, workdir: Path, out: Run,
+             profile: Path | None = None) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
+    """Every row, ``rounds`` times on each side, alternating (and profiled once more, with
+    ``profile``); the records by row name."""
+    java = build_java(workdir / "java")
+    if isinstance(java, str):
+        raise SystemExit(f"the Java load driver cannot be built: {java}")
+    ctx = Context(workdir, java, limits)
+    session = Session(workdir, CHECKOUT, "512m")
+    found: dict[str, list[dict[str, Any]]] = {}
+    try:
+        for deployment in dict.fromkeys(row.deployment for row in rows):
+            sides = {"old": session.bring_up("zabby", deployment, "old", old_root), "new": session.bring_up("zabby", deployment, "new", CHECKOUT)}
+            for row in (row for row in rows if row.deployment == deployment):
+                for number in range(rounds):
+                    for side in ("old", "new") if number % 2 == 0 else ("new", "old"):
+                        print(f"{row.name}: {side}, round {number + 1}/{rounds}", flush=True)
+                        record = measure(ctx, out, sides[side], "java", row.workload, "compare", row.shape, extra={"side": side, "round": number})
+                        found.setdefault(row.name, []).append(record)
+                if profile is not None:
+                    for side in ("old", "new"):
+                        profiled(ctx, out, sides[side], row, side, profile)
+            for system in sides.values():
+                session.bring_down(system)
+    finally:
+        session.stop_all()
+    return found
+
+
+def table(found: dict[str, list[dict[str, Any]]], old_label: str) -> tuple[str, list[str]]:
+    """The comparison's Markdown table, and the rows flagged."""
+    lines = [f"| row | old ({old_label}) ops/s by round | new ops/s by round | new/old by round | median (spread) | CPU µs/op old → new |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    flagged = []
+    for name, records in found.items():
+        by_side: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+        for record in sorted(records, key=lambda r: r.get("round", 0)):
+            by_side[record["side"]].append(record)
+        old, new = ([r.get("rate", 0.0) for r in by_side[side]] for side in ("old", "new"))
+        ratios = [n / o if o else 0.0 for o, n in zip(old, new)]
+        median = statistics.median(ratios) if ratios else 0.0
+        if median < FLAG_BELOW:
+            flagged.append(name)
+        cpu = " → ".join("/".join(f"{mode} {value}" for mode, value in sorted(cpu_per_op(by_side[side][len(by_side[side]) // 2]).items()))
+                         for side in ("old", "new") if by_side[side])  # fmt: skip
+        latency = ""
+        if "p50_ms" in by_side["new"][0]:
+            latency = f" (p50 {statistics.median(r['p50_ms'] for r in by_side['old']):.2f} → {statistics.median(r['p50_ms'] for r in by_side['new']):.2f} ms)"
+        lines.append(f"| {name}{latency} | {', '.join(f'{v:,.0f}' for v in old)} | {', '.join(f'{v:,.0f}' for v in new)} | "
+                     f"{', '.join(f'{r:.2f}' for r in ratios)} | **{median:.2f}×** ({min(ratios, default=0):.2f}–{max(ratios, default=0):.2f})"
+                     f"{' FLAGGED' if median < FLAG_BELOW else ''} | {cpu} |")  # fmt: skip
+    return "\n".join(lines), flagged
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("old", help="the commit to compare this working tree with (a hash, a tag, HEAD~3)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=8.0, help="each pipelined window (default 8)")
+    parser.add_argument("--latency-ops", type=int, default=3000, help="requests of each one-at-a-time row (default 3,000)")
+    parser.add_argument("--rows", choices=sorted(ROWS), default="all")
+    parser.add_argument("--json", type=Path, help="also write every run's record here (JSON lines)")
+    parser.add_argument("--profile", type=Path, metavar="DIR", help="then profile each row once more on each side (py-spy), into DIR")
+    parser.add_argument("--wait-quiet", type=float, default=10.0, help="minutes to wait for a quiet machine (default 10)")
+    parser.add_argument("--quiet-load", type=float, default=0.7)
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.seconds <= 0 or args.latency_ops < 1:
+        parser.error("--rounds, --seconds and --latency-ops must be positive")
+    quiet, load = wait_quiet(args.wait_quiet, args.quiet_load)
+    if not quiet:
+        print(f"warning: the machine is not quiet (1-minute load {load:.2f}): the figures are noisier", flush=True)
+    limits = replace(Limits(), seconds=args.seconds, latency_ops=args.latency_ops)
+    with tempfile.TemporaryDirectory(prefix="zabby-compare-") as folder:
+        workdir = Path(folder)
+        old_root, old_hash = old_worktree(args.old, workdir / "old")
+        try:
+            out = Run(workdir / "records")
+            if args.profile:
+                args.profile.mkdir(parents=True, exist_ok=True)
+            found = run_rows(ROWS[args.rows], old_root, args.rounds, limits, workdir, out, args.profile)
+            if args.json:
+                args.json.write_text("".join(json.dumps(record) + "\n" for record in out.records))
+        finally:
+            subprocess.run(["git", "-C", str(CHECKOUT), "worktree", "remove", "--force", str(old_root)], check=False)
+    text, flagged = table(found, old_hash)
+    print(f"\n{args.old} ({old_hash}) against the working tree, {args.rounds} rounds, alternating:\n\n{text}\n")
+    if flagged:
+        print(f"FLAGGED (median more than {100 * (1 - FLAG_BELOW):.0f}% below the old commit): {', '.join(flagged)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

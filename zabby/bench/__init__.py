@@ -1,9 +1,0 @@
-"""The benchmarks: zabby against Apache ZooKeeper 3.8 on this machine (``python -m zabby.bench``
-or ``zabby-bench``; ``zabby.bench.cli``), and the smaller ones of zabby alone
-(``python -m zabby.bench.standalone``, ``.ensemble``, ``.sync``, ``.write_path``).
-
-Every system under test is started by ``zabby.local.processes`` (``systems``); load comes
-from client processes (``runner``: ZkLoad.java, or ``pyload`` run as a module); records
-become tables, plots and docs/benchmarks.md (``report``, ``goals``, ``markdown``, ``flame``).
-``scripts/bench.py`` and ``scripts/bench_*.py`` are thin entry points to these modules.
-"""
