@@ -4,6 +4,10 @@
     python scripts/jepsen.py --servers 3 --runs 50 --duration 60 --nemesis mixed
     python scripts/jepsen.py --system zookeeper --servers 5 --runs 10 --duration 60
     python scripts/jepsen.py --servers 3 --runs 20 --duration 60 --nemesis mixed,clients
+    python scripts/jepsen.py --mix zookeeper,zookeeper,zabby --runs 10 --duration 60 --nemesis mixed
+
+``--mix`` makes a mixed ensemble, one kind per server id: ZooKeeper 3.8 servers and zabby
+servers speaking ZooKeeper's peer protocol (``quorum.protocol=zookeeper``), under kazoo.
 
 Each run prints one line; at the end a summary and the markdown table.  Results go to
 ``--out`` (default ``results/jepsen``): ``results.jsonl`` (a line per run, appended),
@@ -20,11 +24,13 @@ import random
 import signal
 import sys
 from pathlib import Path
+from typing import cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its harness/ is not installed
 
 from harness import CHECKOUT
 from harness.jepsen import report
+from harness.jepsen.cluster import MIXED
 from harness.jepsen.nemesis import ALL_KINDS, GROUPS, kinds_for
 from harness.jepsen.runner import RunSpec, run_once
 from harness.jepsen.workloads import WorkloadSpec
@@ -33,8 +39,10 @@ from harness.local.zookeeper import ZK_JAR
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--system", choices=["zabby", "zookeeper"], default="zabby")
-    parser.add_argument("--servers", type=int, choices=[3, 5], default=3)
+    parser.add_argument("--system", choices=["zabby", "zookeeper"], help="default zabby")
+    parser.add_argument("--servers", type=int, choices=[3, 5], help="default 3")
+    parser.add_argument("--mix", type=mix_kinds, default=(), help="a mixed ensemble: each server's kind by id, zookeeper (zk) or zabby, "
+                        "comma-separated (zk,zk,zabby); sets the servers' number, instead of --system")  # fmt: skip
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of workload under faults, per run")
     parser.add_argument("--nemesis", default="mixed", help=f"groups {sorted(GROUPS)} and/or kinds {list(ALL_KINDS)}, comma-separated: "
@@ -56,7 +64,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quorum-auth", action="store_true", help="zabby: every peer link authenticates (quorum.auth, a secret file per run)")
     parser.add_argument("--no-watch", dest="watch", action="store_false",
                         help="without the watch workload (a persistent recursive watcher per server, its events checked against the txn logs)")  # fmt: skip
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.mix:
+        if args.system is not None or args.servers is not None:
+            parser.error("--mix names every server's kind: give neither --system nor --servers")
+        if args.quorum_auth:
+            parser.error("--quorum-auth: ZooKeeper's peer protocol has no quorum.auth of zabby's")
+        args.system, args.servers = MIXED, len(args.mix)
+    return argparse.Namespace(**{**vars(args), "system": args.system or "zabby", "servers": args.servers or 3})
+
+
+def mix_kinds(text: str) -> tuple[str, ...]:
+    """``zk,zk,zabby`` -> ("zookeeper", "zookeeper", "zabby"): 3 or 5 servers, both kinds."""
+    names = {"zk": "zookeeper", "zookeeper": "zookeeper", "zabby": "zabby"}
+    kinds = tuple(names.get(part.strip()) for part in text.split(","))
+    if None in kinds or len(kinds) not in (3, 5) or len(set(kinds)) != 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: 3 or 5 kinds, each zookeeper (zk) or zabby, with both kinds present")
+    return cast("tuple[str, ...]", kinds)
 
 
 def spec_for(args: argparse.Namespace, seed: int) -> RunSpec:
@@ -66,7 +90,7 @@ def spec_for(args: argparse.Namespace, seed: int) -> RunSpec:
         seed=seed, out_dir=args.out, system=args.system, servers=args.servers, duration_s=args.duration, nemesis=args.nemesis,
         clients=tuple(c.strip() for c in args.clients.split(",") if c.strip()), workers=args.workers, tick_ms=args.tick_ms,
         init_limit=args.init_limit, sync_limit=args.sync_limit, fault_s=args.fault_s, quiet_s=args.quiet_s,
-        workload=workload, keep_data=args.keep_data, quorum_auth=args.quorum_auth, watch=args.watch,
+        workload=workload, keep_data=args.keep_data, quorum_auth=args.quorum_auth, watch=args.watch, mix=args.mix,
     )  # fmt: skip
 
 
@@ -77,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
-    if args.system == "zookeeper" and not ZK_JAR.exists():
+    if args.system != "zabby" and not ZK_JAR.exists():
         print(f"ZooKeeper not installed ({ZK_JAR} missing): run scripts/install_zookeeper.sh", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so every run's finally stops its servers

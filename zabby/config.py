@@ -34,6 +34,10 @@ TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 CLIENT_AUTH_MODES = ("none", "want", "need")
 
 
+ZABBY_PROTOCOL, ZOOKEEPER_PROTOCOL = "zabby", "zookeeper"
+QUORUM_PROTOCOLS = (ZABBY_PROTOCOL, ZOOKEEPER_PROTOCOL)
+
+
 class ConfigError(ValueError):
     """A zoo.cfg value is missing or malformed."""
 
@@ -147,6 +151,7 @@ class ServerConfig:
     initial_text: str = ""  # that file's text at start (the admin's initial_configuration)
     peers: tuple[PeerAddress, ...] = ()
     server_id: int = 0
+    quorum_protocol: str = ZABBY_PROTOCOL  # quorum.protocol: what the peer ports speak, zabby's or ZooKeeper 3.8's
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -386,6 +391,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         peers=peers,
     )
     config = _with_security(config, raw, base)
+    config = _with_quorum_protocol(config, raw)
     election_alg = raw.pop("electionAlg", "3")
     if election_alg.strip() != "3":
         raise ConfigError(f"electionAlg={election_alg}: only 3 (fast leader election) exists")
@@ -404,6 +410,21 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
     for key in raw:
         LOGGER.info("config key %s is not used by zabby", key)
     return dataclasses.replace(config, extra=raw)
+
+
+def _with_quorum_protocol(config: ServerConfig, raw: dict[str, str]) -> ServerConfig:
+    """``quorum.protocol``: ``zookeeper`` makes the peer ports speak ZooKeeper 3.8's protocol,
+    so that ZooKeeper servers and zabby servers make one ensemble (docs/operations.md).  What
+    only zabby's protocol has is refused with it."""
+    protocol = raw.pop("quorum.protocol", ZABBY_PROTOCOL).strip().lower()
+    if protocol not in QUORUM_PROTOCOLS:
+        raise ConfigError(f"quorum.protocol={protocol}: one of {', '.join(QUORUM_PROTOCOLS)}")
+    if protocol == ZOOKEEPER_PROTOCOL:
+        for on, key in ((config.quorum_tls, "sslQuorum"), (config.quorum_auth, "quorum.auth.enabled"), (config.reconfig_enabled, "reconfigEnabled")):
+            if on:
+                raise ConfigError(f"quorum.protocol=zookeeper does not go with {key}=true: zabby speaks ZooKeeper's peer "
+                                  f"protocol in plain text, without reconfig")  # fmt: skip
+    return dataclasses.replace(config, quorum_protocol=protocol)
 
 
 def _check_client_memory(config: ServerConfig) -> None:

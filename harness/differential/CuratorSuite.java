@@ -89,6 +89,7 @@ public class CuratorSuite {
     static final Pattern REMOTE = Pattern.compile("remoteserver:\\S*?:(\\d+)");
     static final int SESSION_MS = 15000;
     static final int CUTOVER_SESSION_MS = 60000;  // the move's outage, with room to spare
+    static final int ROLLING_STEPS_MAX = 10000;
     static volatile Ctx ctx;
 
     interface Check { boolean ok() throws Exception; }
@@ -193,12 +194,14 @@ public class CuratorSuite {
         }
     }
 
-    static void handshake(String event) throws Exception {
-        if (!midpointMode) return;
+    /** Say {@code event} and wait for the driver's answer line (what it returns). */
+    static String handshake(String event) throws Exception {
+        if (!midpointMode) return "";
         System.out.println(json(obj("event", event, "scenario", ctx.scenario, "t", System.currentTimeMillis())));
         System.out.flush();
         String answer = STDIN.readLine();
         if (answer == null) throw new IllegalStateException("driver closed stdin");
+        return answer;
     }
 
     static void midpoint() throws Exception { handshake("midpoint"); }
@@ -945,6 +948,50 @@ public class CuratorSuite {
         latch.close();
     }
 
+    /** The rolling replacement (docs/operations.md, "Replacing ZooKeeper one server at a time"):
+     * the driver replaces or restarts one server at each "step" handshake, until it answers "end".
+     * Two LeaderLatches, one per client: "holder" counts only a lost session as an error
+     * (SessionConnectionStateErrorPolicy) and must keep its session, its latch node and its
+     * leadership through every step; "standard" gives leadership up on any SUSPENDED (Curator's
+     * default policy) and takes it again once reconnected, its losses recorded for the driver to
+     * judge (each must follow a disconnection of its client).  Neither session may change. */
+    static void rolling() throws Exception {
+        Client holder = new Client("holder", CUTOVER_SESSION_MS, new SessionConnectionStateErrorPolicy());
+        Client standard = new Client("standard", CUTOVER_SESSION_MS, new StandardConnectionStateErrorPolicy());
+        LeaderLatch held = recordedLatch(holder, base + "/rolling-holder");
+        LeaderLatch retaken = recordedLatch(standard, base + "/rolling-standard");
+        ctx.check(held.await(20, TimeUnit.SECONDS) && retaken.await(20, TimeUnit.SECONDS), "leadership taken");
+        long session = holder.sessionId(), standardSession = standard.sessionId();
+        String node = held.getOurPath();
+        int steps = 0;
+        while (midpointMode && !"end".equals(handshake("step"))) {  // (without a driver: no step)
+            if (++steps > ROLLING_STEPS_MAX) throw new IllegalStateException("the driver never said end");
+            String step = "step " + steps + ": ";
+            boolean back = waitFor(() -> holder.fw.getZookeeperClient().isConnected() && holder.fw.checkExists().forPath(node) != null, 60000);
+            ctx.check(back, step + "the holder is not connected again, or its latch node is gone");
+            ctx.check(holder.sessionId() == session, step + "the holder has a new session");
+            ctx.check(node.equals(held.getOurPath()), step + "the holder's latch node changed");
+            ctx.check(held.hasLeadership(), step + "the holder lost leadership");
+            ctx.check(waitFor(retaken::hasLeadership, 60000), step + "the standard latch did not lead again");
+            ctx.check(standard.sessionId() == standardSession, step + "the standard latch's client has a new session");
+        }
+        ctx.figures.put("steps", steps);
+        ctx.facts.put("holder_session_kept", holder.sessionId() == session);
+        ctx.facts.put("standard_session_kept", standard.sessionId() == standardSession);
+        held.close();
+        retaken.close();
+    }
+
+    static LeaderLatch recordedLatch(Client client, String path) throws Exception {
+        LeaderLatch latch = new LeaderLatch(client.fw, path, client.name);
+        latch.addListener(new LeaderLatchListener() {
+            public void isLeader() {}
+            public void notLeader() { ctx.loss(client.name); }
+        });
+        latch.start();
+        return latch;
+    }
+
     // --- main ------------------------------------------------------------------------------------
 
     static final Map<String, Body> SCENARIOS = new LinkedHashMap<>();
@@ -966,6 +1013,7 @@ public class CuratorSuite {
         SCENARIOS.put("transaction", CuratorSuite::transaction);
         SCENARIOS.put("hold", CuratorSuite::hold);
         SCENARIOS.put("cutover", CuratorSuite::cutover);
+        SCENARIOS.put("rolling", CuratorSuite::rolling);
     }
 
     public static void main(String[] args) throws Exception {

@@ -141,10 +141,11 @@ def judge(raw: dict[str, Any], kills: list[Kill]) -> Outcome:
 
 
 def run_suite(build_dir: Path, connect: str, scenarios: Iterable[str], *, seconds: int = 3, hold_s: int = 60, reap_ms: int = REAP_INTERVAL_MS,
-              on_event: Callable[[dict[str, Any]], None] | None = None, plant: bool = False, log: Path | None = None,
+              on_event: Callable[[dict[str, Any]], str | None] | None = None, plant: bool = False, log: Path | None = None,
               timeout_s: float = 1800.0) -> list[dict[str, Any]]:  # fmt: skip
     """CuratorSuite's result lines for ``scenarios`` on ``connect``; with ``on_event``, it is
-    called at each scenario's start and midpoint (and the suite waits for it)."""
+    called at each scenario's start, midpoint and step (and the suite waits for it, then reads
+    its answer: ``go`` if it returns None; the rolling scenario's steps end at ``end``)."""
     argv = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
             "-Dorg.slf4j.simpleLogger.showDateTime=true", "-cp", classpath(build_dir, *JARS, LOGGER), "CuratorSuite", connect,
             ",".join(scenarios), f"--seconds={seconds}", f"--hold={hold_s}", f"--reap-ms={reap_ms}"]  # fmt: skip
@@ -165,9 +166,8 @@ def run_suite(build_dir: Path, connect: str, scenarios: Iterable[str], *, second
                     continue
                 record = json.loads(line)
                 if "event" in record:
-                    if on_event is not None:
-                        on_event(record)
-                    proc.stdin.write("go\n")
+                    answer = on_event(record) if on_event is not None else None
+                    proc.stdin.write(f"{answer or 'go'}\n")
                     proc.stdin.flush()
                 else:
                     results.append(record)

@@ -24,6 +24,7 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from zabby.cli.admin import main_captured
+from harness.jepsen.history import longest_gap_s
 from zabby.client.fourletter import mntr, server_mode, srvr
 from harness.local.zookeeper import ZooKeeperEnsemble, ZooKeeperProcess
 from zabby.testing import Ensemble, ServerProcess, wait_until
@@ -85,8 +86,7 @@ class Writer(threading.Thread):
 
     def outage_s(self, since: float, until: float) -> float:
         """The longest time without a successful write between ``since`` and ``until``."""
-        times = [since] + [t for t in self.done if since < t < until] + [until]
-        return max(b - a for a, b in zip(times, times[1:], strict=False))
+        return longest_gap_s(self.done, since, until)
 
 
 def client(hosts: str) -> KazooClient:

@@ -83,9 +83,12 @@ CLIENTS: dict[str, tuple[type[Workload], type[Executor]]] = {"kazoo": (Workload,
 CLIENT_KINDS = tuple(CLIENTS)
 
 
-def run_seed(pair: Pair, seed: int, ops: int, client: str = "kazoo") -> SeedResult:
+def run_seed(pair: Pair, seed: int, ops: int, client: str = "kazoo", *, membership_ops: bool = True) -> SeedResult:
+    """``membership_ops=False``: the Java client's workload without getConfig and reconfig (their
+    answers are the ensemble's membership: a standalone reference has none, an ensemble's
+    member its own)."""
     root = f"/diff-{seed}" if client == "kazoo" else f"/diff-{client}-{seed}"
-    workload = CLIENTS[client][0](seed, root)
+    workload = (CLIENTS[client][0] if membership_ops else Workload)(seed, root)
     return run_ops(pair, seed, root, workload, ops, client)
 
 
@@ -124,9 +127,9 @@ def seed_range(text: str) -> range:
     return range(int(first), int(last or first) + 1)
 
 
-def run_seeds(pair: Pair, seeds: Iterable[int], ops: int, client: str = "kazoo") -> Iterator[SeedResult]:
+def run_seeds(pair: Pair, seeds: Iterable[int], ops: int, client: str = "kazoo", *, membership_ops: bool = True) -> Iterator[SeedResult]:
     for seed in seeds:
-        yield run_seed(pair, seed, ops, client)
+        yield run_seed(pair, seed, ops, client, membership_ops=membership_ops)
 
 
 def summary(results: list[SeedResult]) -> str:

@@ -22,6 +22,7 @@ import zabby.testing
 from harness.local.zookeeper import ZooKeeperEnsemble, ZooKeeperProcess
 from zabby.testing import ServerProcess
 from zabby.testing.ensembles import QUORUM_LIMITS
+from harness.local.mixed import ZABBY, MixedEnsemble
 
 REAP_INTERVAL_MS = 200
 SUPER_USER, SUPER_PASSWORD = "super", "differential"
@@ -44,6 +45,18 @@ def zookeeper_server(workdir: Path) -> ZooKeeperProcess:
     return ZooKeeperProcess(workdir, heap="256m", jvm_options=("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"), properties=properties, **COMMON)
 
 
+def mixed_ensemble(workdir: Path, kinds: dict[int, str], *, observers: tuple[int, ...] = (), zk_properties: dict[str, Any] | None = None,
+                   **settings: Any) -> MixedEnsemble:  # fmt: skip
+    """ZooKeeper and zabby servers in one ensemble (``MixedEnsemble``; not started) with the
+    settings ``zookeeper_server`` and ``zabby_server`` use, so that the differential can run
+    through any member; ``settings`` go to the zabby members, ``zk_properties`` to the JVMs."""
+    properties = {"znode.container.checkIntervalMs": REAP_INTERVAL_MS, "zookeeper.DigestAuthenticationProvider.superDigest": SUPER_DIGEST,
+                  **(zk_properties or {})}  # fmt: skip
+    shared = {key: value for key, value in COMMON.items() if key not in ("tickTime", "4lw.commands.whitelist", "admin.enableServer")}
+    return MixedEnsemble(workdir, kinds, observers=observers, tick_ms=COMMON["tickTime"], zk_settings=shared, zk_properties=properties,
+                         **shared, **{"znode.container.checkIntervalMs": REAP_INTERVAL_MS, "superDigest": SUPER_DIGEST, **settings})  # fmt: skip
+
+
 def zabby_server(workdir: Path) -> ServerProcess:
     """A standalone zabby server with the settings ``zookeeper_server`` uses (not yet started)."""
     settings: dict[str, Any] = {**COMMON, "znode.container.checkIntervalMs": REAP_INTERVAL_MS, "superDigest": SUPER_DIGEST}
@@ -61,6 +74,28 @@ def running_pair(workdir: Path) -> Iterator[tuple[ZooKeeperProcess, ServerProces
         yield reference, zabby
     finally:
         zabby.kill()
+        reference.kill()
+
+
+@contextmanager
+def running_mixed_pair(workdir: Path, kinds: dict[int, str]) -> Iterator[tuple[ZooKeeperProcess, ServerProcess, str]]:
+    """A standalone ZooKeeper and a mixed ensemble of ``kinds`` (``mixed_ensemble``), every
+    member serving; the ensemble's zabby member of the lowest id (what the differential talks
+    to, in place of a standalone zabby) and what it is ("server 3 of 3, leader"); all killed
+    at the end."""
+    members = [sid for sid, kind in sorted(kinds.items()) if kind == ZABBY]
+    if not members or len(kinds) < 3:
+        raise ValueError(f"a mixed ensemble of at least 3 servers with a zabby member, not {kinds}")
+    reference, ensemble = zookeeper_server(workdir / "zookeeper"), mixed_ensemble(workdir / "mixed", kinds)
+    try:
+        reference.start()
+        ensemble.start(90)
+        ensemble.wait_leader(60, everyone=True)
+        member = ensemble.servers[members[0]]
+        assert isinstance(member, ServerProcess)
+        yield reference, member, f"server {members[0]} of {len(kinds)}, {member.mode()}"
+    finally:
+        ensemble.kill_all()
         reference.kill()
 
 

@@ -55,6 +55,9 @@ TRACEBACK_MARKERS = {
     "zookeeper": (" FATAL ", "Unexpected exception, exiting abnormally", "java.lang.OutOfMemoryError"),
 }
 ERROR_MARKER = " ERROR "
+# a server whose tree digest differs from its leader's: ZooKeeper's DataTree.compareDigest (its
+# first mismatch at ERROR, then rate-limited), zabby's DigestCheck (then it resyncs by SNAP)
+DIGEST_MISMATCH = re.compile(r"digest mismatch|Digests are not matching|the tree digest at 0x[0-9a-f]+ is", re.IGNORECASE)
 # the line that ends a Python traceback: "[  | ]pkg.module.SomeError: message"
 EXCEPTION_LINE = re.compile(r"^[\s|+]*((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?)$")
 
@@ -67,9 +70,13 @@ def _kill_leftovers() -> None:
         cluster.stop()
 
 
+MIXED = "mixed"  # the system of an ensemble of both kinds (``ClusterSpec.kinds``)
+SERVER_KINDS = ("zabby", "zookeeper")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterSpec:
-    system: str  # "zabby" | "zookeeper"
+    system: str  # "zabby" | "zookeeper" | "mixed"
     servers: int
     workdir: Path
     tick_ms: int = 2000
@@ -82,6 +89,17 @@ class ClusterSpec:
     quorum_auth: bool = False  # zabby: quorum.auth on every peer link, with a secret file in the run's folder
     extended_types: bool = False  # extendedTypesEnabled=true (TTL nodes; zabby's default, not ZooKeeper's)
     reap_interval_ms: int | None = None  # the container/TTL reaper's interval (ZooKeeper: a system property only)
+    kinds: tuple[str, ...] = ()  # "mixed": server i's kind is kinds[i - 1]; its zabby servers speak ZooKeeper's peer protocol
+
+    def __post_init__(self) -> None:
+        if (self.system == MIXED) != bool(self.kinds) or any(kind not in SERVER_KINDS for kind in self.kinds):
+            raise ValueError(f"a mixed ensemble names each server's kind ({' or '.join(SERVER_KINDS)}), and only a mixed one: {self.system} {self.kinds}")
+        if self.kinds and (len(self.kinds) != self.servers + self.spares or self.reconfig or self.quorum_auth):
+            raise ValueError("a mixed ensemble has one kind per server, no spares, no reconfig and no quorum.auth (ZooKeeper's peer protocol has neither)")
+
+    def kind(self, sid: int) -> str:
+        """Server ``sid``'s kind: "zabby" or "zookeeper"."""
+        return self.kinds[sid - 1] if self.kinds else self.system
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +115,7 @@ class Server:
     def __init__(self, spec: ClusterSpec, sid: int) -> None:
         self.spec = spec
         self.sid = sid
+        self.kind = spec.kind(sid)
         self.dir = spec.workdir / f"server{sid}"
         self.data_dir = self.dir / "data"
         write_myid(self.data_dir, sid)
@@ -114,7 +133,7 @@ class Server:
 
     @property
     def log_paths(self) -> list[Path]:
-        if self.spec.system == "zabby":
+        if self.kind == "zabby":
             return [self.dir / "server.log"]
         return [self.dir / "zookeeper.log", self.dir / "stdout.log"]
 
@@ -136,9 +155,11 @@ class Server:
             settings.update({"reconfigEnabled": "true", "skipACL": "yes"})
         if self.spec.extended_types:
             settings["extendedTypesEnabled"] = "true"
-        if self.spec.reap_interval_ms is not None and self.spec.system == "zabby":
+        if self.spec.reap_interval_ms is not None and self.kind == "zabby":
             settings["znode.container.checkIntervalMs"] = self.spec.reap_interval_ms
-        if self.spec.quorum_auth and self.spec.system == "zabby":
+        if self.spec.system == MIXED and self.kind == "zabby":
+            settings["quorum.protocol"] = "zookeeper"
+        if self.spec.quorum_auth and self.kind == "zabby":
             secret = self.spec.workdir / "quorum.secret"
             if not secret.exists():
                 secret.write_text(os.urandom(24).hex())
@@ -154,7 +175,7 @@ class Server:
         env = {"ZABBY_DISK_FAULTS": str(self.disk_faults_path), REDIRECT_ENV: ",".join(f"{a}={b}" for a, b in sorted(self.redirect.items()))}
         if self.redirect_library is not None:
             env["LD_PRELOAD"] = " ".join(filter(None, [str(self.redirect_library), os.environ.get("LD_PRELOAD", "")]))
-        if self.spec.system == "zabby":
+        if self.kind == "zabby":
             self.proc = launch_server(self.config_path, self.dir / "server.log", environment=env, new_session=True, cwd=self.dir)
         else:
             self.proc = launch_zookeeper(self.dir, self.zookeeper_command(), environment=env, cwd=self.dir)
@@ -198,9 +219,10 @@ class Server:
             return {}
 
     def log_findings(self) -> tuple[list[str], int]:
-        """(what the crash and traceback lines say, count of ERROR lines) over this server's logs.
-        A Python traceback is summed up by its exception line, e.g. ``InvariantError: ...``."""
-        markers = TRACEBACK_MARKERS[self.spec.system]
+        """(what the crash, traceback and digest mismatch lines say, count of ERROR lines) over
+        this server's logs.  A Python traceback is summed up by its exception line, e.g.
+        ``InvariantError: ...``."""
+        markers = TRACEBACK_MARKERS[self.kind]
         crashes, errors = [], 0
         for path in self.log_paths:
             try:
@@ -210,7 +232,9 @@ class Server:
             in_traceback = False
             for line in lines:
                 errors += ERROR_MARKER in line
-                if any(marker in line for marker in markers):
+                if DIGEST_MISMATCH.search(line):
+                    crashes.append(f"{path.name}: {line.strip()[:300]}")
+                elif any(marker in line for marker in markers):
                     in_traceback = "Traceback" in line
                     if not in_traceback:
                         crashes.append(f"{path.name}: {line.strip()[:300]}")

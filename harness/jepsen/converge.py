@@ -14,13 +14,15 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from harness.jepsen import clients
 from harness.jepsen.cluster import SERVING_MODES, Cluster
 from harness.jepsen.workloads import ROOT
 
 Tree = dict[str, tuple[bytes, int, int]]  # path -> (data, version, ephemeral owner)
+T = TypeVar("T")
 NODES_MAX = 1_000_000
 POLL_S = 0.25
 READ_TIMEOUT_S = 20.0
@@ -44,8 +46,14 @@ def reader_kind(system: str) -> str:
 
 def read_tree(client: Any, root: str = ROOT) -> Tree:
     """Every node under ``root`` (pipelined gets, one level at a time) after a sync."""
+    return read_nodes(client, root, lambda data, stat: (data, stat.version, stat.ephemeralOwner))
+
+
+def read_nodes(client: Any, root: str, view: Callable[[bytes, Any], T]) -> dict[str, T]:
+    """Every node under ``root`` (pipelined gets, one level at a time) after a sync, as
+    ``view(data, stat)``."""
     clients.call(client.sync_async, root, timeout_s=READ_TIMEOUT_S)
-    tree: Tree = {}
+    tree: dict[str, T] = {}
     level = [root]
     while level and len(tree) < NODES_MAX:
         gets = [(path, client.get_async(path), client.get_children_async(path)) for path in level]
@@ -58,8 +66,8 @@ def read_tree(client: Any, root: str = ROOT) -> Tree:
                 if type(exc).__name__ == "NoNodeError":
                     continue  # went away between the listing and the read (an expiring session)
                 raise
-            tree[path] = (data, stat.version, stat.ephemeralOwner)
-            level += [f"{path}/{name}" for name in names]
+            tree[path] = view(data, stat)
+            level += [f"{path.rstrip('/')}/{name}" for name in names]
     return tree
 
 

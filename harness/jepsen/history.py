@@ -20,6 +20,7 @@ import json
 import math
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,15 @@ def read_json(path: Path) -> list[Event]:
 
 def longest_write_gap_s(operations: list[Operation], start_s: float, end_s: float) -> float:
     """The longest stretch of [start_s, end_s] in which no write was acknowledged."""
-    acks = sorted(op.complete_s for op in operations if op.f in WRITE_FUNCTIONS and op.status == OK and start_s <= op.complete_s <= end_s)
-    edges = [start_s, *acks, end_s]
-    return max((later - earlier for earlier, later in zip(edges, edges[1:])), default=end_s - start_s)
+    return longest_gap_s((op.complete_s for op in operations if op.f in WRITE_FUNCTIONS and op.status == OK), start_s, end_s)
+
+
+def longest_gap_s(times: Iterable[float], start_s: float, end_s: float) -> float:
+    """The longest stretch of [start_s, end_s] without one of ``times`` in it."""
+    return longest_gap(times, start_s, end_s)[0]
+
+
+def longest_gap(times: Iterable[float], start_s: float, end_s: float) -> tuple[float, float]:
+    """(the length, the start) of the longest stretch of [start_s, end_s] without one of ``times``."""
+    edges = [start_s, *sorted(t for t in times if start_s <= t <= end_s), end_s]
+    return max(((later - earlier, earlier) for earlier, later in zip(edges, edges[1:])), default=(end_s - start_s, start_s))

@@ -131,7 +131,7 @@ def _write_marker(hosts: str) -> int:
 
 
 def _check(keeper: LogKeeper, watcher: ZabbyWatcher, start_zxid: int, end_zxid: int, caught_up: bool, result: dict[str, Any]) -> None:
-    history = committed_history(keeper, "zabby")
+    history = committed_history(keeper, lambda sid: "zabby")
     holes = history.holes(start_zxid, end_zxid)
     verdict = check_zxid_events(watcher.events, history.expected(WATCH_PATH, start_zxid, end_zxid), start_zxid, end_zxid, history.covers)
     result.update({"watcher_reconnects": watcher.figures()["reconnects"], "caught_up": caught_up, "holes": len(holes),

@@ -104,6 +104,7 @@ def run_line(record: dict[str, Any]) -> str:
         + (f", reconfigs {_outcomes(record['reconfigs'])}" if record.get("reconfigs") else "")
         + _bystander_text(record.get("bystander"))
         + _watch_text(record.get("watch"))
+        + (f", roles polled {record['roles']}" if record.get("roles") else "")
     )
 
 

@@ -74,11 +74,12 @@ class RunSpec:
     keep_data: bool = False  # keep the servers' data dirs of a passing run too
     quorum_auth: bool = False  # zabby's peer links authenticate (quorum.auth)
     watch: bool = True  # the watch workload (watch_side): a recursive watcher per server, checked after the run
+    mix: tuple[str, ...] = ()  # system "mixed": each server's kind ("zookeeper" or "zabby"), by id
 
 
 def reproduce_command(spec: RunSpec) -> str:
     args = [
-        "python", "scripts/jepsen.py", "--system", spec.system, "--servers", str(spec.servers), "--runs", "1",
+        "python", "scripts/jepsen.py", *(["--mix", ",".join(spec.mix)] if spec.mix else ["--system", spec.system, "--servers", str(spec.servers)]), "--runs", "1",
         "--seed", str(spec.seed), "--duration", f"{spec.duration_s:g}", "--nemesis", spec.nemesis,
         "--clients", ",".join(spec.clients), "--workers", str(spec.workers), "--tick-ms", str(spec.tick_ms),
         "--init-limit", str(spec.init_limit), "--sync-limit", str(spec.sync_limit),
@@ -90,22 +91,29 @@ def reproduce_command(spec: RunSpec) -> str:
     return shlex.join(args)
 
 
+def system_label(spec: RunSpec) -> str:
+    """The system as results and tables name it: a mixed ensemble's with its kinds by server id
+    ("mixed zookeeper+zookeeper+zabby")."""
+    return f"{spec.system} {'+'.join(spec.mix)}" if spec.mix else spec.system
+
+
 def effective_clients(spec: RunSpec) -> tuple[str, ...]:
-    """ZooKeeper speaks only jute: its runs use kazoo whatever was asked."""
-    return ("kazoo",) if spec.system == "zookeeper" else spec.clients
+    """ZooKeeper speaks only jute: its runs, and those of an ensemble with ZooKeeper servers in
+    it, use kazoo whatever was asked."""
+    return spec.clients if spec.system == "zabby" else ("kazoo",)
 
 
 def run_once(spec: RunSpec) -> dict[str, Any]:
-    run_dir = _fresh_dir(spec.out_dir.resolve() / f"{spec.system}-{spec.servers}-seed{spec.seed}")  # servers run in their own folders
+    run_dir = _fresh_dir(spec.out_dir.resolve() / f"{system_label(spec).replace(' ', '-')}-{spec.servers}-seed{spec.seed}")  # servers run in their own folders
     history = History()
-    result: dict[str, Any] = {"seed": spec.seed, "system": spec.system, "servers": spec.servers, "nemesis": spec.nemesis, "quorum_auth": spec.quorum_auth,
+    result: dict[str, Any] = {"seed": spec.seed, "system": system_label(spec), "servers": spec.servers, "nemesis": spec.nemesis, "quorum_auth": spec.quorum_auth,
                               "clients": list(effective_clients(spec)), "duration_s": spec.duration_s, "tick_ms": spec.tick_ms,
                               "dir": str(run_dir), "commit": git_commit(), "reproduce": reproduce_command(spec),
                               "failures": [], "notes": []}  # fmt: skip
     kinds = kinds_for(spec.nemesis)
     cluster = Cluster(ClusterSpec(system=spec.system, servers=spec.servers, workdir=run_dir, tick_ms=spec.tick_ms, init_limit=spec.init_limit, sync_limit=spec.sync_limit,
                                   reconfig=reconfigures(kinds), spares=spares_for(kinds), max_client_cnxns=HOSTILE_CNXNS_PER_IP if hostile_kinds(kinds) else 0,
-                                  quorum_auth=spec.quorum_auth))  # fmt: skip
+                                  quorum_auth=spec.quorum_auth, kinds=spec.mix))  # fmt: skip
     cluster.clock = history.now_s
     abort = threading.Event()
     watchdog = threading.Timer(_budget_s(spec), _fire_watchdog, args=(cluster, abort, result))
@@ -312,9 +320,15 @@ class _Run:
             clients.close_quietly(client)
 
     def _monitor(self, stop: threading.Event) -> None:
-        """Servers that die on their own are recorded (and restarted) as soon as seen."""
+        """Servers that die on their own are recorded (and restarted) as soon as seen.  In a
+        mixed ensemble, the roles each kind held are sampled too (``roles``: how many polls
+        found a server of that kind leading, following, ...: whether zabby led)."""
+        roles: Counter[str] = Counter()
         while not stop.wait(MONITOR_POLL_S):
             self.cluster.reap_deaths()
+            if self.spec.mix:
+                roles.update(f"{self.cluster.servers[sid].kind} {mode}" for sid, mode in self.cluster.modes().items())
+                self.result["roles"] = dict(sorted(roles.items()))
 
     def _join(self, threads: list[threading.Thread], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -476,7 +490,7 @@ class _Run:
             distinct = Counter(re.sub(r"0x[0-9a-f]+", "0x…", line) for line in crash_lines)
             self.result["crashes"] = dict(distinct)
             summary = "; ".join(f"{line} (x{count})" for line, count in distinct.most_common(REPORTED_MAX))
-            self.failures.append(f"{len(crash_lines)} tracebacks/critical lines in server logs: {summary}")
+            self.failures.append(f"{len(crash_lines)} tracebacks, critical lines or digest mismatches in server logs: {summary}")
         for name, error in [(w.name, w.error) for w in workers] + [("churner", churner.error), ("nemesis", nemesis.error)]:
             if error:
                 self.failures.append(f"{name} stopped: {error}")

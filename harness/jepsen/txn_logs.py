@@ -123,9 +123,10 @@ class LogKeeper(threading.Thread):
         self.join(KEEP_POLL_S * 20)
         self.look()
 
-    def server_txns(self, sid: int, system: str) -> list[Txn]:
-        """Every record of server ``sid``'s kept files, by zxid (each file read on its own)."""
-        read = _zabby_file if system == "zabby" else _zookeeper_path
+    def server_txns(self, sid: int, kind: str) -> list[Txn]:
+        """Every record of server ``sid``'s kept files (a "zabby" or a "zookeeper" server's), by
+        zxid (each file read on its own)."""
+        read = _zabby_file if kind == "zabby" else _zookeeper_path
         merged: dict[int, Txn] = {}
         for path in sorted((self.keep_dir / f"server{sid}").glob("log.*")):
             for txn in read(path):

@@ -93,6 +93,15 @@ def _body_changes(txn_type: int, body: Sequence[Any]) -> list[tuple[str, str]]:
     return []  # errors, checks, setACL, sessions, reconfigs (/zookeeper/config) change nothing watched here
 
 
+def same_txn(first: Txn, second: Txn) -> bool:
+    """Whether two logs hold the same txn: the same header, and the same body or, for logs of
+    the two kinds of server (``txn_logs``: ZooKeeper's bodies are partly kept raw, and its
+    create2 requests logged as create2 txns, zabby's as create), the same changes."""
+    if first[:4] != second[:4] or (first.type != second.type and not {first.type, second.type} <= CREATES):
+        return False
+    return first.body == second.body or txn_changes(first) == txn_changes(second)
+
+
 def under(watch_path: str, path: str) -> bool:
     """Whether a recursive watch on ``watch_path`` covers ``path``."""
     return path == watch_path or watch_path == "/" or path.startswith(watch_path + "/")
@@ -118,7 +127,7 @@ class CommittedHistory:
             held = self._txns.get(txn.zxid)
             if held is None:
                 self._txns[txn.zxid] = txn
-            elif held != txn and txn.zxid not in self.conflicts:
+            elif not same_txn(held, txn) and txn.zxid not in self.conflicts:
                 self.conflicts.append(txn.zxid)
             if previous is None or not _follows(previous, txn.zxid, snapshots):
                 self._spans.append([txn.zxid, txn.zxid])

@@ -12,6 +12,7 @@ without the changes made meanwhile).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +47,12 @@ def setup_watch(client: Any, timeout_s: float) -> int:
     return int(clients.call(client.exists_async, FIXED, timeout_s=timeout_s).czxid)
 
 
-def committed_history(keeper: LogKeeper, system: str) -> CommittedHistory:
-    """Every server's kept log merged (``watch_checker.CommittedHistory``)."""
+def committed_history(keeper: LogKeeper, kind_of: Callable[[int], str]) -> CommittedHistory:
+    """Every server's kept log merged (``watch_checker.CommittedHistory``); ``kind_of``: a
+    server's kind ("zabby" or "zookeeper"), whose log format it wrote."""
     history = CommittedHistory()
     for sid in sorted(keeper.data_dirs):
-        history.add_log(keeper.server_txns(sid, system), keeper.snapshots[sid])
+        history.add_log(keeper.server_txns(sid, kind_of(sid)), keeper.snapshots[sid])
     return history
 
 
@@ -101,7 +103,7 @@ class WatchSide:
         end_zxid = self._write_marker()
         caught_up = wait_caught_up(self.watchers, CREATED, END_MARKER, CATCH_UP_S)
         self.close()
-        history = committed_history(self.keeper, self.system)
+        history = committed_history(self.keeper, self.cluster.spec.kind)
         record.update({"end_zxid": end_zxid, "txns": len(history.changes), "uncommitted": len(history.uncommitted), "conflicts": len(history.conflicts)})
         if self.keeper.error:
             notes.append(f"log keeper: {self.keeper.error}")

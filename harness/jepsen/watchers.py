@@ -168,6 +168,7 @@ class JavaWatcher:
         self.ready = threading.Event()
         self.error = ""
         self.states: Counter[str] = Counter()
+        self.state_times: list[tuple[float, str]] = []  # (time.monotonic() when read, the session state)
         self.expiries = 0
         build = compile_java("zk-recursive-watcher", [JAVA_SOURCE], [ZK_JAR])
         argv = ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dzookeeper.sasl.client=false",
@@ -193,6 +194,7 @@ class JavaWatcher:
                 self.ready.set()
             elif word == "S":
                 self.states[rest] += 1
+                self.state_times.append((time.monotonic(), rest))
             elif word == "X":
                 self.expiries += 1
         if self.proc.poll() not in (None, 0):

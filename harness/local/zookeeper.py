@@ -92,8 +92,6 @@ def zookeeper_unavailable() -> str | None:
     return None
 
 
-
-
 class ZooKeeperProcess:
     """One Apache ZooKeeper 3.8 JVM (Debian's jars; ``ensure_zookeeper``) in its own folder and
     process group: its zoo.cfg (``settings``, then its own dataDir and client port, then the
@@ -122,6 +120,11 @@ class ZooKeeperProcess:
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def check_running(self) -> None:
+        """Raises RuntimeError, with the log's tail, if the JVM was launched and has exited."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"zookeeper on {self.port} exited with {self.proc.returncode}:\n{self.log_tail()}")
 
     def start(self, wait_s: float = 90.0) -> None:
         self.launch()

@@ -18,7 +18,7 @@ from zabby.opcodes import OpCode
 from zabby.ops.errors import DataError, UsageError
 from zabby.ops.snapfile import load_tree
 from zabby.ops.zk_import import import_zookeeper
-from zabby.ops.zk_replay import ZkTree
+from zabby.tree.zk_replay import ZkTree
 from zabby.storage import zk_files
 from zabby.storage.epochs import read_epoch
 from zabby.storage.snapshot import list_snapshots, read_snapshot

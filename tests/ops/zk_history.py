@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from zabby.opcodes import CONTAINER_OWNER, OpCode, ttl_owner
-from zabby.ops.zk_replay import parent_path
+from zabby.tree.zk_replay import parent_path
 from zabby.storage import zk_files
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn

@@ -113,7 +113,7 @@ def _tell_logged(peer: Replica, leader: LeaderRole, logged: int) -> None:
     docstring).  A regular message, so it leaves after that persist, in the Ready that
     logs the txns: a Ready of its own after ``advance`` would cost the leader a round of
     the engine per write and the follower the wait for it."""
-    if not leader.established or logged <= leader.commit_point or peer.proposed is not None:
+    if not leader.established or logged <= leader.commit_point or peer.proposed is not None or not peer.config.logged_commits:
         return
     for sid, info in leader.learners.items():
         if info.uptodate and not info.observer and info.acked < logged and peer.quorum.has_quorum((peer.sid, sid)):

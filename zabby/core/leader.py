@@ -3,8 +3,9 @@
 Theory of operation: ``Peer`` chooses ``step`` and ``tick`` here when it becomes LEADING.
 ``step`` routes each learner's message to the phase it belongs to (``discovery``, ``sync``,
 ``broadcast``, ``rounds``); ``tick`` bounds the phases in ticks: initLimit until a quorum is
-synced (then the leader looks again), syncLimit of silence per learner once established (the
-learner is dropped, and the leader looks again once it has no quorum left), and a PING every
+synced (then the leader looks again), syncLimit of silence per synced learner once established
+(initLimit while it syncs; the learner is dropped, and the leader looks again once it has no
+quorum left), and a PING every
 ``ping_interval_ticks``.  Only the leader pings; learners answer.
 """
 
@@ -23,8 +24,10 @@ def tick(peer: Replica, leader: LeaderRole) -> None:
             peer._become_looking()
         return
     for sid, info in list(leader.learners.items()):
-        if peer.now - info.heard_tick > peer.config.sync_limit_ticks:
-            discovery.drop_learner(peer, leader, sid)  # silent for syncLimit
+        # silent for syncLimit, or initLimit while it syncs: a ZooKeeper learner says nothing
+        # between its ACKEPOCH and its NEWLEADER ack, however long a SNAP takes
+        if peer.now - info.heard_tick > (peer.config.sync_limit_ticks if info.synced else peer.config.init_limit_ticks):
+            discovery.drop_learner(peer, leader, sid)
     alive = {peer.sid} | {sid for sid, info in leader.learners.items() if info.uptodate}
     if not peer.quorum.has_quorum(alive):
         peer._become_looking()

@@ -211,11 +211,33 @@ class TreeDigest:
     digest: int
 
 
+@dataclass(frozen=True, slots=True)
+class Revalidate:
+    """Learner → leader: a client re-attached to ``session_id`` here; the leader touches it,
+    makes this learner its owner, and answers whether it is still open (ZooKeeper's
+    REVALIDATE; shell level, like TreeDigest: the engine keeps the sessions).  Only in
+    ZooKeeper's protocol: zabby's leader keeps no session owners."""
+
+    TYPE: ClassVar[int] = 6
+    session_id: int
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Revalidated:
+    """Leader → learner: the answer to a ``Revalidate``."""
+
+    TYPE: ClassVar[int] = 104
+    session_id: int
+    valid: bool
+
+
 Message = (
     Notification | Request | Proposal | Ack | Commit | Logged | Ping | Sync | Inform | NewLeader
-    | FollowerInfo | UpToDate | Diff | Trunc | Snap | LeaderInfo | AckEpoch | SnapChunk | TreeDigest
+    | FollowerInfo | UpToDate | Diff | Trunc | Snap | LeaderInfo | AckEpoch | SnapChunk | TreeDigest | Revalidate | Revalidated
 )  # fmt: skip
 
+# zabby's wire; Revalidate and Revalidated travel only in ZooKeeper's protocol (zabby.core.zk_link)
 _TYPES: dict[int, type[Any]] = {
     cls.TYPE: cls
     for cls in (Notification, Request, Proposal, Ack, Commit, Logged, Ping, Sync, Inform, NewLeader,

@@ -32,7 +32,7 @@ from functools import partial
 
 from zabby.core import broadcast, discovery, leader, learner, looking, rounds, sync
 from zabby.core.election import Election, Vote
-from zabby.core.messages import FollowerInfo, Message, Notification, Request, Sync
+from zabby.core.messages import FollowerInfo, Message, Notification, Request, Revalidate, Sync
 from zabby.core.ready import Ready, SoftState
 from zabby.core.replica import DurableState, PeerConfig, Replica, static_membership
 from zabby.core.roles import FollowerRole, LeaderRole, LearnerRole, LookingRole, ObserverRole, check_transition
@@ -148,7 +148,7 @@ class Peer(Replica):
         elif isinstance(role, LearnerRole):
             self._send(role.leader, sync)
 
-    def forward(self, request: Request) -> None:
+    def forward(self, request: Request | Revalidate) -> None:
         """A client's write to the leader: early, as it promises nothing about this server's
         disk (it need not wait for the fsync of the proposals logged before it).  Always
         early, even behind a regular message, so that forwards never overtake each other; a

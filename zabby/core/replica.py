@@ -43,6 +43,7 @@ class PeerConfig:
     notify_interval_ticks_max: int = 40
     commit_log_count: int = 500
     zxid_counter_last: int = ZXID_COUNTER_LAST  # the leader steps down once it proposed this counter
+    logged_commits: bool = True  # LOGGED (zabby's own) to a follower that makes a quorum with us; not to ZooKeeper's
 
     @property
     def peers(self) -> frozenset[int]:

@@ -23,8 +23,8 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic, TypeVar
 
-from zabby.config import ServerConfig
-from zabby.core.messages import Request, Sync
+from zabby.config import ZOOKEEPER_PROTOCOL, ServerConfig
+from zabby.core.messages import Request, Revalidate, Revalidated, Sync
 from zabby.core.peer import Peer, PeerConfig
 from zabby.core.ready import SoftState
 from zabby.core.types import ServerState
@@ -37,6 +37,7 @@ from zabby.tree.prep import Caller, Preparer
 from zabby.tree.sessions import SessionTracker
 from zabby.tree.txns import Txn, zxid_counter
 from zabby.tree.watches import WatchHistory, WatchManager
+from zabby.wire.zk_snapshot import session_password
 
 LOGGER = logging.getLogger("zabby.server")
 
@@ -380,7 +381,12 @@ class ClientCalls:
 
     def create_session(self, timeout_ms: int, done: Done) -> None:
         session_id = self._take_session_id()
-        self.submit(OpCode.CREATE_SESSION, (timeout_ms, self.rng.randbytes(16)), Caller(session_id, []), 0, done)
+        self.submit(OpCode.CREATE_SESSION, (timeout_ms, self._new_password(session_id)), Caller(session_id, []), 0, done)
+
+    def _new_password(self, session_id: int) -> bytes:
+        """Random, but among ZooKeeper servers the one they derive from the id (their
+        createSession txn carries none): a client must re-attach anywhere."""
+        return session_password(session_id) if self.config.quorum_protocol == ZOOKEEPER_PROTOCOL else self.rng.randbytes(16)
 
     def close_session(self, session_id: int, cxid: int, done: Done) -> None:
         self.submit(OpCode.CLOSE_SESSION, (), Caller(session_id, []), cxid, done)
@@ -438,6 +444,25 @@ class ClientCalls:
             LOGGER.info("session 0x%x moved to a new connection; closing the old one", session_id)
             old.close_after_flush()
         self.session_sinks[session_id] = sink
+        if self.config.quorum_protocol == ZOOKEEPER_PROTOCOL and self.peer.learner is not None and session_id in self.tree.sessions:
+            # A ZooKeeper leader answers a session's writes only from the learner it last
+            # heard of it from (else SESSIONMOVED): REVALIDATE, ahead of them on the link.
+            self.peer.forward(Revalidate(session_id=session_id, timeout_ms=self.tree.sessions[session_id][0]))
+            self.wake()
+
+    def revalidate(self, sid: int, request: Revalidate) -> Revalidated:
+        """Leader: a learner's client re-attached to a session; touch it if it is open."""
+        valid = self._session_open(request.session_id)
+        if valid:
+            self.sessions.touch(request.session_id, self.clock.monotonic_ms())
+        return Revalidated(session_id=request.session_id, valid=valid)
+
+    def revalidated(self, answer: Revalidated) -> None:
+        """Learner: the leader's verdict on a session a client re-attached to here."""
+        sink = self.session_sinks.get(answer.session_id)
+        if not answer.valid and sink is not None:
+            LOGGER.info("session 0x%x is no longer open at the leader: closing its connection", answer.session_id)
+            sink.close_after_flush()
 
     def detach(self, sink: ClientSink) -> None:
         self.watches.remove_watcher(sink)

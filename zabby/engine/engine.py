@@ -44,13 +44,15 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from zabby.config import ServerConfig
-from zabby.core.messages import Ack, Diff, Logged, Message, Proposal, Request, Snap, SnapChunk, TreeDigest, Trunc
+from zabby.config import ZOOKEEPER_PROTOCOL, ServerConfig
+from zabby.core.messages import Ack, Diff, Logged, Message, Proposal, Request, Revalidate, Revalidated, Snap, SnapChunk, TreeDigest, Trunc
 from zabby.core.peer import Peer, PeerConfig
+from zabby.core.zk_link import SUPER_ID
 from zabby.core.ready import Ready, SoftState
 from zabby.core.types import ServerState
 from zabby.engine.clients import ClientCalls, Waiters, ZxidWaiters, first_session_id
 from zabby.engine.digests import DigestCheck
+from zabby.engine.zk_digests import ZkDigests
 from zabby.engine.effects import (
     Append, CheckSpace, ClientSink, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
     Install, Pause, Persist, Purge, Reconfigure, Recovered, Reload, Send, StageSnapshot, SyncDone, WriteSnapshot,
@@ -96,6 +98,7 @@ def core_timing(config: ServerConfig) -> tuple[int, PeerConfig]:
         notify_interval_ticks_max=math.ceil(2000 / core_tick_ms),
         commit_log_count=config.commit_log_count,
         zxid_counter_last=config.zxid_counter_last,
+        logged_commits=config.quorum_protocol != ZOOKEEPER_PROTOCOL,
     )
 
 
@@ -147,6 +150,8 @@ class Engine(ClientCalls):
         self.space_low = False
         self.last_proposal_bytes = (0, 0, 0)  # last, min, max
         self.digests = DigestCheck(self.stats)
+        # ZooKeeper's digest of each proposal, for ZooKeeper learners (None: zabby's protocol)
+        self.zk_digests = ZkDigests() if config.quorum_protocol == ZOOKEEPER_PROTOCOL else None
         self._inputs: deque[tuple[int, Any, Any]] = deque()
         self._proposals: list[Txn] = []
         self._turn_ops = 0  # ops applied in the driver's turn (``begin_turn``)
@@ -228,6 +233,11 @@ class Engine(ClientCalls):
     def receive(self, sid: int, message: Message) -> None:
         self._inputs.append((_MESSAGE, sid, message))
 
+    def heard_from(self, sid: int) -> None:
+        """Part of a stream from ``sid`` arrived that is no message yet (a SNAP's tree in
+        ZooKeeper's protocol): its sender is alive."""
+        self.peer.heard_from(sid)
+
     def link_down(self, sid: int) -> None:
         self._inputs.append((_LINK_DOWN, sid, None))
 
@@ -285,6 +295,8 @@ class Engine(ClientCalls):
             if self._proposals and self.peer.established_leader:  # the core's state: it may have just stepped down
                 batch = self._next_batch()
                 self.peer.propose(batch)
+                if self.zk_digests is not None:
+                    self.zk_digests.proposed(batch)
                 if zxid_counter(batch[-1].zxid) == self.peer_config.zxid_counter_last:
                     LOGGER.warning("the zxid counter of epoch %d is used up at 0x%x: this leader steps down, and the "
                                    "election that follows starts a new epoch", batch[-1].zxid >> 32, batch[-1].zxid)  # fmt: skip
@@ -333,6 +345,12 @@ class Engine(ClientCalls):
                     self.digests.expect(b.zxid, b.digest, a, self.tree)
             elif isinstance(b, (Snap, SnapChunk)):
                 yield from self._receive_snapshot(a, b)
+            elif isinstance(b, Revalidate):
+                if self.peer.established_leader:
+                    yield Send([(a, self.revalidate(a, b))])
+            elif isinstance(b, Revalidated):
+                if self.soft.leader == a:
+                    self.revalidated(b)
             else:
                 self.peer.step(a, b)
             if self._snap_in:
@@ -533,8 +551,11 @@ class Engine(ClientCalls):
     def _forwarded_caller(self, sid: int, request: Request) -> Caller | None:
         """Who a learner's forwarded write is for: the session and the identities its client
         proved to the learner (as ZooKeeper forwards authInfo).  Superuser is this server's
-        judgement of those ids (skipACL, superDigest), never the packet's word; None, and the
-        request dropped, if the ids are not (scheme, id) pairs of strings."""
+        judgement of those ids (skipACL, superDigest), never the packet's word, but for the
+        ``super`` id a ZooKeeper learner adds for a client that proved its superDigest, which
+        ZooKeeper's leader trusts (with ``quorum.protocol=zookeeper`` only: its links carry no
+        proof anyway); None, and the request dropped, if the ids are not (scheme, id) pairs of
+        strings."""
         auth_ids = request.auth_ids
         key = (request.session_id, auth_ids)
         try:
@@ -549,6 +570,8 @@ class Engine(ClientCalls):
         ids = [(scheme, ident) for scheme, ident in auth_ids]
         super_digest = self.config.super_digest
         superuser = self.config.skip_acl or (super_digest is not None and ("digest", super_digest) in ids)
+        if self.config.quorum_protocol == ZOOKEEPER_PROTOCOL and SUPER_ID in ids:
+            superuser = True
         caller = Caller(request.session_id, ids, superuser)
         if len(self._forwarded_callers) >= FORWARDED_CALLERS_MAX:  # sessions come and go: start again
             self._forwarded_callers.clear()
@@ -617,6 +640,8 @@ class Engine(ClientCalls):
                 self.zxid_waiting.applied(tree.last_zxid)
             if self.is_leader:  # once for the batch: what it prepared stays ahead of the tree meanwhile
                 self.preparer.applied(txns[-1].zxid)
+                if self.zk_digests is not None:
+                    self.zk_digests.applied(txns[-1].zxid)
             self._tree_committed = True
             if self.is_leader and not self.standalone:  # ZooKeeper's commit_count: the leader's commits only
                 self.stats.commit_count += len(txns)
@@ -829,6 +854,11 @@ class Engine(ClientCalls):
             self.leading_since_ms = self.clock.monotonic_ms()
         if leading:
             self._track_tree_sessions()
+        if self.zk_digests is not None:
+            if leading and soft.serving and not old.serving:
+                self.zk_digests.start(self.tree)  # the tree holds every txn logged: the Ready that established us applied them
+            elif not (leading and soft.serving):
+                self.zk_digests.stop()
 
     def _track_tree_sessions(self) -> None:
         """A serving leader tracks every session of its tree, each from now: a session its

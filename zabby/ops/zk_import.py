@@ -7,7 +7,7 @@ Theory of operation, step by step as ZooKeeper's own restart goes (``FileTxnSnap
 1. the newest snapshot that reads whole (``zabby.storage.zk_files``): one that does not is
    reported, with the file and the offset, and the next older one is tried, as ZooKeeper does;
 2. the txn logs from the snapshot's zxid on, replayed as ZooKeeper replays them
-   (``zabby.ops.zk_replay``).  Where ZooKeeper would replay on past a hole, this refuses: a
+   (``zabby.tree.zk_replay``).  Where ZooKeeper would replay on past a hole, this refuses: a
    txn that does not follow the one before (``zabby.tree.txns.follows``) is a gap, named with
    both files and the offset.  A torn record ends its file, as in ZooKeeper; if it is the
    last file's, it was never acknowledged and is dropped (and reported);
@@ -37,7 +37,7 @@ from typing import Any
 
 from zabby.ops.errors import DataError, UsageError
 from zabby.ops.restore import SERVER_ID_MAX
-from zabby.ops.zk_replay import ZkTree
+from zabby.tree.zk_replay import ZkTree
 from zabby.server.children import DigestChild
 from zabby.storage.datadir import MYID, VERSION_DIR
 from zabby.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH, write_epoch

@@ -29,6 +29,8 @@ from zabby.server.transport import ForkedStream
 from zabby.storage.snapshot import write_snapshot, write_snapshot_stream
 from zabby.tree.datatree import DataTree
 from zabby.wire.framing import encode_frame
+from zabby.wire.zk_quorum import SNAP_SIGNATURE
+from zabby.wire.zk_snapshot import snap_stream
 
 SNAP_CHUNK_RECORDS = 2000
 SNAP_CHUNK_BYTES = 4 * 2**20  # a chunk ends once its data passes this (one record may pass it by jute.maxbuffer)
@@ -163,17 +165,25 @@ class DiskImage:
 
 
 class ForkFreezer:
-    def __init__(self, snap_dir: Path) -> None:
+    def __init__(self, snap_dir: Path, *, zookeeper_peers: bool = False) -> None:
+        """``zookeeper_peers``: a SNAP's child writes the tree as ZooKeeper's leader does
+        (the serialized tree and its signature, ``zabby.wire.zk_snapshot.snap_stream``),
+        for peers that speak ZooKeeper's protocol."""
+        self.zookeeper_peers = zookeeper_peers
         self.snap_dir = snap_dir
 
     def image_for_peer(self, tree: DataTree, sid: int) -> ForkedStream:
         """A child streams the tree's records as it is now into a pipe (the tree is never
         held twice; the pipe is the buffer)."""
-        records = tree.records
+        records, zookeeper = tree.records, self.zookeeper_peers
 
         def stream_tree(write_fd: int) -> None:
             with os.fdopen(write_fd, "wb", buffering=1 << 20) as pipe:
-                write_snapshot_frames(pipe, records())
+                if zookeeper:
+                    for chunk in snap_stream(records(), SNAP_SIGNATURE):
+                        pipe.write(chunk)
+                else:
+                    write_snapshot_frames(pipe, records())
 
         return _forked_pipe(stream_tree, f"a snapshot at 0x{tree.last_zxid:x} to server {sid}")
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import trio
 
-from zabby.config import ServerConfig, write_dynamic_config
+from zabby.config import ZOOKEEPER_PROTOCOL, ServerConfig, write_dynamic_config
 from zabby.core.messages import Message, Snap
 from zabby.errors import InvariantError
 from zabby.engine import (
@@ -63,6 +63,7 @@ from zabby.server.sources import source_of
 from zabby.server.throttle import GuessThrottle
 from zabby.engine.stats import ServerStats
 from zabby.server.transport import Transport
+from zabby.server.zk_transport import ZkTransport
 from zabby.storage import faults
 from zabby.storage.datadir import DataDir, RecoveryError
 from zabby.storage.epochs import CorruptEpochError
@@ -122,7 +123,8 @@ class ZabbyServer:
         self.recorded_membership = config.membership  # what the configuration files say now
         self._kernel_sync = KernelSync.open()
         self.engine = Engine(config, peer_config, self.core_tick_ms, recovered, clock=SystemClock(),
-                             freezer=ForkFreezer(storage.snap_dir), rng=random.SystemRandom(), wake=self._wake_up,
+                             freezer=ForkFreezer(storage.snap_dir, zookeeper_peers=config.quorum_protocol == ZOOKEEPER_PROTOCOL),
+                             rng=random.SystemRandom(), wake=self._wake_up,
                              stats=self.stats)  # fmt: skip
         self.engine.space_low = storage.space_low
         self._wake = trio.Event()
@@ -132,9 +134,14 @@ class ZabbyServer:
         self.client_logs = RateLimitedLogs(CONN_LOGGER, CLIENT_LOG_INTERVAL_S)  # refusals and closes a flood repeats
         self.guesses = GuessThrottle()  # SASL responses, by client host
         self.heavy_lane = trio.Lock()  # large requests are taken one at a time (client_conn.HEAVY_FRAME_BYTES)
-        self.transport: Transport | None = None
+        self.transport: Transport | ZkTransport | None = None
         self.input_gate = InputGate()  # what peers queue in the engine while it awaits an effect
-        if config.peers:  # peer links' unread input counts in the same budget as the clients'
+        if config.peers and config.quorum_protocol == ZOOKEEPER_PROTOCOL:
+            self.transport = ZkTransport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
+                                         session_timeout=self._session_timeout, heard=self.engine.heard_from, gate=self.input_gate,
+                                         digest_of=self._zk_digest_of,
+                                         membership_version=config.membership_version, warn=self.warn_rate_limited)  # fmt: skip
+        elif config.peers:  # peer links' unread input counts in the same budget as the clients'
             self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
                                        config.quorum_tls,
                                        memory=self.client_memory, warn=self.warn_rate_limited, auth=config.quorum_auth,
@@ -318,6 +325,14 @@ class ZabbyServer:
         """The engine has work (called from inside it: never carry effects out here)."""
         if not (self._feeding or self._running_effects):
             self._wake.set()
+
+    def _zk_digest_of(self, zxid: int) -> tuple[int, int] | None:
+        digests = self.engine.zk_digests
+        return None if digests is None else digests.digest_of(zxid)
+
+    def _session_timeout(self, session_id: int) -> int | None:
+        entry = self.engine.tree.sessions.get(session_id)
+        return None if entry is None else entry[0]
 
     def _deliver(self, sid: int, messages: list[Message]) -> None:
         for message in messages:

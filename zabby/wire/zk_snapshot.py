@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from zabby.errors import RemoteProtocolError
@@ -262,3 +262,186 @@ def serialize_tree(sessions: dict[int, int], records: list[tuple[Any, ...]]) -> 
     parts.append(_END)
     yield b"".join(parts)
 
+
+def snap_stream(records: Iterable[tuple[Any, ...]], signature: str) -> Iterator[bytes]:
+    """What a leader writes after a SNAP packet for zabby's snapshot records (its tree's
+    ``records()``: the header, the sessions, the znodes): the serialized tree, then
+    ``signature``, in chunks of about ``CHUNK_BYTES``."""
+    records = iter(records)
+    _, _, session_count, _ = next(records)
+    sessions = {}
+    for _ in range(session_count):
+        _, session_id, timeout_ms, _ = next(records)
+        sessions[session_id] = timeout_ms
+    yield from serialize_tree(sessions, list(records))
+    writer = Writer()
+    writer.ustring(signature)
+    yield writer.getvalue()
+
+
+
+# ----------------------------------------------------------------------------- a tree as it arrives
+class TreeStream:
+    """A serialized tree read as it arrives (a SNAP's, on a quorum link), then, if
+    ``signature`` is given, the ustring that must follow it.  ``feed`` returns None until
+    all of it is in, then the bytes that came after it.  The session table, the nodes (as
+    ``parse_nodes`` makes them) and the owned paths are built meanwhile, a whole item at a
+    time: O(bytes read).
+
+    Raises (from ``feed``):
+        ZkTreeError: what ``parse_nodes`` refuses, a wrong signature, or more than
+            ``bytes_max`` bytes before the end.
+    """
+
+    def __init__(self, bytes_max: int, signature: str | None = None) -> None:
+        self.bytes_max = bytes_max
+        self.signature = signature
+        self.sessions: dict[int, int] = {}
+        self.acls: dict[int, AclTuple] = {OPEN_ACL_ID: OPEN_ACL_UNSAFE}
+        self.nodes: dict[str, list[Any]] = {}
+        self.owned: list[str] = []
+        self._buffer = bytearray()
+        self._pos = 0
+        self._offset = 0  # of the buffer's start in the stream
+        self._step: Callable[[], bool] | None = self._session_count  # None once all is in
+        self._left = 0
+
+    def feed(self, data: bytes | bytearray) -> bytes | None:
+        if self._pos > CHUNK_BYTES:
+            del self._buffer[: self._pos]
+            self._offset += self._pos
+            self._pos = 0
+        self._buffer += data
+        if self._step is None:
+            return bytes(data)
+        if self._offset + len(self._buffer) > self.bytes_max:
+            raise ZkTreeError(self._offset + self._pos, f"a tree of more than {self.bytes_max} bytes")
+        while self._step is not None:
+            if not self._step():
+                return None
+        rest = bytes(self._buffer[self._pos :])
+        self._buffer = bytearray()
+        return rest
+
+    def _int(self) -> int | None:
+        if len(self._buffer) - self._pos < 4:
+            return None
+        return int(_INT.unpack_from(self._buffer, self._pos)[0])
+
+    def _session_count(self) -> bool:
+        count = self._int()
+        if count is None:
+            return False
+        if count < 0:
+            raise ZkTreeError(self._offset + self._pos, f"a session count of {count}")
+        self._pos += 4
+        self._left, self._step = count, self._session
+        return True
+
+    def _session(self) -> bool:
+        if not self._left:
+            self._step = self._acl_count
+            return True
+        if len(self._buffer) - self._pos < _SESSION.size:
+            return False
+        session_id, timeout_ms = _SESSION.unpack_from(self._buffer, self._pos)
+        self.sessions[session_id] = timeout_ms
+        self._pos += _SESSION.size
+        self._left -= 1
+        return True
+
+    def _acl_count(self) -> bool:
+        count = self._int()
+        if count is None:
+            return False
+        if count < 0:
+            raise ZkTreeError(self._offset + self._pos, f"an ACL map of {count} entries")
+        self._pos += 4
+        self._left, self._step = count, self._acl_entry
+        return True
+
+    def _acl_entry(self) -> bool:
+        if not self._left:
+            self._step = self._node
+            return True
+        end = self._acl_entry_end()
+        if end is None:
+            return False
+        acls, _ = parse_acl_map(b"\x00\x00\x00\x01" + bytes(self._buffer[self._pos : end]), 0)
+        self.acls.update(acls)
+        self._pos = end
+        self._left -= 1
+        return True
+
+    def _acl_entry_end(self) -> int | None:
+        buf, pos = self._buffer, self._pos + 8  # the ACL id
+        if len(buf) - pos < 4:
+            return None
+        (count,) = _INT.unpack_from(buf, pos)
+        pos += 4
+        for _ in range(max(count, 0)):
+            pos += 4  # perms
+            for _ in range(2):  # scheme, id
+                if len(buf) - pos < 4:
+                    return None
+                (size,) = _INT.unpack_from(buf, pos)
+                pos += 4 + max(size, 0)
+        return pos if pos <= len(buf) else None
+
+    def _node(self) -> bool:
+        buf, pos = self._buffer, self._pos
+        size = len(buf) - pos
+        if size < 4:
+            return False
+        (plen,) = _INT.unpack_from(buf, pos)
+        if plen < 0 or plen > self.bytes_max:
+            raise ZkTreeError(self._offset + pos, f"a path length of {plen}")
+        if size < 8 + plen:
+            return False
+        raw_path = bytes(buf[pos + 4 : pos + 4 + plen])
+        if raw_path == b"/":
+            self._pos, self._step = pos + 4 + plen, self._signature if self.signature is not None else None
+            return True
+        (dlen,) = _INT.unpack_from(buf, pos + 4 + plen)
+        if dlen < -1:
+            raise ZkTreeError(self._offset + pos, f"a data length of {dlen}")
+        tail = pos + 8 + plen + max(dlen, 0)
+        if len(buf) < tail + _NODE_FIXED.size:
+            return False
+        self._add_node(raw_path, None if dlen < 0 else bytes(buf[pos + 8 + plen : tail]), _NODE_FIXED.unpack_from(buf, tail))
+        self._pos = tail + _NODE_FIXED.size
+        return True
+
+    def _add_node(self, raw_path: bytes, data: bytes | None, fields: tuple[int, ...]) -> None:
+        where = self._offset + self._pos
+        try:
+            path = raw_path.decode() or "/"
+        except UnicodeDecodeError:
+            raise ZkTreeError(where, "a path that is not UTF-8") from None
+        if not self.nodes and path != "/":
+            raise ZkTreeError(where, f"the first node is {path}, not the root")
+        if self.nodes and (path[: path.rfind("/")] or "/") not in self.nodes:
+            raise ZkTreeError(where, f"{path} comes before its parent")
+        acl_id, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid = fields
+        acl = self.acls.get(acl_id)
+        if acl is None:
+            raise ZkTreeError(where, f"ACL id {acl_id} is not in the ACL map")
+        self.nodes[path] = [path, data, acl, czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner]
+        if owner:
+            self.owned.append(path)
+
+    def _signature(self) -> bool:
+        assert self.signature is not None
+        length = self._int()
+        if length is None:
+            return False
+        if length < 0 or length > 1024:
+            raise ZkTreeError(self._offset + self._pos, f"a signature of {length} bytes")
+        if len(self._buffer) - self._pos < 4 + length:
+            return False
+        signature = bytes(self._buffer[self._pos + 4 : self._pos + 4 + length])
+        if signature != self.signature.encode():
+            raise ZkTreeError(self._offset + self._pos, f"the signature {signature!r}, not {self.signature!r}")
+        self._pos += 4 + length
+        self._step = None
+        return True

@@ -31,7 +31,7 @@ deletes need neither.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 from zabby.opcodes import CONTAINER_OWNER, OpCode, owner_ttl_ms, ttl_owner
@@ -64,10 +64,12 @@ def is_normal_owner(owner: int) -> bool:
 class ZkTree:
     """The nodes and sessions of a ZooKeeper snapshot, replayed onto (``apply``)."""
 
-    def __init__(self, nodes: dict[str, Node], sessions: dict[int, int], zxid: int, digest: int | None,
+    def __init__(self, nodes: MutableMapping[str, Node], sessions: dict[int, int], zxid: int, digest: int | None,
                  owned: list[str] | None = None) -> None:  # fmt: skip
-        """``owned``: the paths of the nodes that have an ephemeralOwner, if known (else every
-        node is looked at when the ephemerals are first needed)."""
+        """``nodes``: a dict, or any mapping that reads like one (``zabby.engine.zk_digests``
+        replays proposals over a view of zabby's tree); ``owned``: the paths of the nodes that
+        have an ephemeralOwner, if known (else every node is looked at when the ephemerals are
+        first needed)."""
         self.nodes = nodes
         self.sessions = sessions
         self.last_zxid = zxid

@@ -1,0 +1,81 @@
+"""``MixedEnsemble``: ZooKeeper 3.8 servers and zabby servers in one ensemble on 127.0.0.1, for
+the mixed-ensemble tests, the differential through a zabby member and the rolling
+replacement's rehearsal (``harness.differential.rolling``).
+
+A server's kind is ``"zookeeper"``, ``"zabby"`` (speaking ZooKeeper's peer protocol:
+``quorum.protocol=zookeeper``) or ``"zabby-native"`` (zabby's own, as an ensemble of zabby
+servers switches to).  Every kind has the same ``server.N`` lines (without client addresses,
+as ZooKeeper's static files have them), tickTime, initLimit and syncLimit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.local.zookeeper import ZooKeeperProcess
+from zabby.testing.ensembles import QUORUM_LIMITS, Ensemble, Member, server_lines
+from zabby.testing.processes import ServerProcess, write_myid
+
+ZOOKEEPER, ZABBY, ZABBY_NATIVE = "zookeeper", "zabby", "zabby-native"
+
+
+class MixedEnsemble(Ensemble):
+    """``kinds`` maps each server id (1..n) to its kind; ``observers``: the ids that observe.
+    ``zk_settings`` and ``zk_properties`` (-D options) go to the ZooKeeper servers only,
+    ``settings`` to the zabby ones."""
+
+    def __init__(self, workdir: Path, kinds: Mapping[int, str], *, observers: Iterable[int] = (), tick_ms: int = 200,
+                 zk_settings: Mapping[str, object] | None = None, zk_properties: Mapping[str, object] | None = None,
+                 **settings: object) -> None:  # fmt: skip
+        if sorted(kinds) != list(range(1, len(kinds) + 1)):
+            raise ValueError(f"server ids 1..{len(kinds)}, not {sorted(kinds)}")
+        self.servers: dict[int, ServerProcess | ZooKeeperProcess] = {}  # type: ignore[assignment]
+        self.workdir = workdir
+        self.settings = settings
+        self.kinds = dict(kinds)
+        self.members = {sid: Member.on_free_ports(sid) for sid in sorted(kinds)}
+        self.roles = {sid: "observer" for sid in observers}
+        self.common = {"tickTime": tick_ms, **QUORUM_LIMITS, **server_lines(self.members.values(), self.roles, client=False)}
+        self.zk_settings = dict(zk_settings or {})
+        self.zk_properties = dict(zk_properties or {})
+        for sid, kind in self.kinds.items():
+            write_myid(self._folder(sid) / "data", sid)
+            self.servers[sid] = self._server_of(sid, kind)
+
+    def _folder(self, sid: int) -> Path:
+        return self.workdir / f"server{sid}"
+
+    def _server_of(self, sid: int, kind: str) -> ServerProcess | ZooKeeperProcess:
+        folder, client = self._folder(sid), self.members[sid].client_port
+        if kind == ZOOKEEPER:
+            settings: dict[str, Any] = {"4lw.commands.whitelist": "*", "admin.enableServer": "false", **self.common, **self.zk_settings}
+            return ZooKeeperProcess(folder, port=client, properties=self.zk_properties, **settings)
+        if kind not in (ZABBY, ZABBY_NATIVE):
+            raise ValueError(f"server {sid}: kind {kind!r} is none of {ZOOKEEPER!r}, {ZABBY!r}, {ZABBY_NATIVE!r}")
+        protocol = {"quorum.protocol": "zookeeper"} if kind == ZABBY else {}
+        return ServerProcess(folder, port=client, **{**self.common, **protocol, **self.settings})
+
+    def replace(self, sid: int, kind: str) -> tuple[ServerProcess | ZooKeeperProcess, Path]:
+        """Server ``sid`` as another kind (not started): same id, ports and server lines, in a
+        fresh folder holding only its myid; its old folder kept aside as ``server<sid>.<n>``
+        (returned, with the new server): the caller moves its data."""
+        folder = self._folder(sid)
+        aside = 1
+        while folder.with_name(f"server{sid}.{aside}").exists():
+            aside += 1
+        old = folder.rename(folder.with_name(f"server{sid}.{aside}"))
+        write_myid(folder / "data", sid)
+        self.kinds[sid] = kind
+        server = self.servers[sid] = self._server_of(sid, kind)
+        return server, old
+
+    def switch_protocol(self, sid: int, kind: str) -> ServerProcess:
+        """Zabby server ``sid`` (not running) on the other peer protocol: ``kind`` ZABBY for
+        ZooKeeper's, ZABBY_NATIVE for zabby's own; its folder and data kept."""
+        if self.kinds[sid] not in (ZABBY, ZABBY_NATIVE) or kind not in (ZABBY, ZABBY_NATIVE):
+            raise ValueError(f"server {sid} is {self.kinds[sid]}: only a zabby server switches between {ZABBY!r} and {ZABBY_NATIVE!r}, not to {kind!r}")
+        self.kinds[sid] = kind
+        server = self.servers[sid] = self._server_of(sid, kind)
+        assert isinstance(server, ServerProcess)
+        return server
