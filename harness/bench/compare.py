@@ -15,11 +15,13 @@ nothing), the order swapped each round.  The rows:
   3 servers, in ops/s (their median latency beside).
 
 For each row: both systems' value in every round, the ratio new/old per round, its median and
-spread, and the servers' CPU per op (the leader's and the followers', from /proc).  A row whose
-median ratio is more than 5% below 1.0 is FLAGGED, and the command exits 1.  ``--profile DIR``
-runs each row once more on each side with py-spy on every server (docs/bench shows how to read
-them).  A quiet machine
-matters: it waits (``--wait-quiet``) for the 1-minute load to fall below ``--quiet-load``.
+spread, and the servers' CPU per op (the leader's and the followers', from /proc; the median of
+the rounds), with the user time of it apart: the interpreter's own work, where a regression of
+the Python code shows (the system time of sockets and fsyncs swings with the machine's load).
+A row whose median ratio is more than 5% below 1.0 is FLAGGED, and the command exits 1.
+``--profile DIR`` runs each row once more on each side with py-spy on every server (docs/bench
+shows how to read them).  A quiet machine matters: it waits (``--wait-quiet``) for the 1-minute
+load to fall below ``--quiet-load``.
 """
 
 from __future__ import annotations
@@ -71,10 +73,20 @@ def old_worktree(commit: str, folder: Path) -> tuple[Path, str]:
     return folder, resolved.stdout.strip()[:10]
 
 
-def cpu_per_op(record: dict[str, Any]) -> dict[str, float]:
-    """The servers' CPU microseconds per op, by role (leader, follower: their sum; standalone)."""
+def cpu_per_op(record: dict[str, Any], key: str = "server_cpu_by_mode") -> dict[str, float]:
+    """The servers' CPU microseconds per op, by role (leader, follower: their sum; standalone):
+    user and system time, or, with ``key="server_user_cpu_by_mode"``, the user time alone."""
     ops = max(1, record.get("ops", 0))
-    return {mode: round(1e6 * seconds / ops, 1) for mode, seconds in record.get("server_cpu_by_mode", {}).items()}
+    return {mode: round(1e6 * seconds / ops, 1) for mode, seconds in record.get(key, {}).items()}
+
+
+def median_cpu_per_op(records: list[dict[str, Any]], key: str) -> dict[str, float]:
+    """Each role's median over the rounds of ``cpu_per_op``."""
+    by_role: dict[str, list[float]] = {}
+    for record in records:
+        for role, value in cpu_per_op(record, key).items():
+            by_role.setdefault(role, []).append(value)
+    return {role: round(statistics.median(values), 1) for role, values in by_role.items()}
 
 
 def profiled(ctx: Context, out: Run, system: System, row: Row, side: str, folder: Path) -> None:
@@ -126,8 +138,8 @@ def run_rows(rows: list[Row], old_root: Path, rounds: int, limits: Limits, workd
 
 def table(found: dict[str, list[dict[str, Any]]], old_label: str) -> tuple[str, list[str]]:
     """The comparison's Markdown table, and the rows flagged."""
-    lines = [f"| row | old ({old_label}) ops/s by round | new ops/s by round | new/old by round | median (spread) | CPU µs/op old → new |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [f"| row | old ({old_label}) ops/s by round | new ops/s by round | new/old by round | median (spread) | CPU µs/op old → new | of it user µs/op old → new |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
     flagged = []
     for name, records in found.items():
         by_side: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
@@ -138,14 +150,15 @@ def table(found: dict[str, list[dict[str, Any]]], old_label: str) -> tuple[str, 
         median = statistics.median(ratios) if ratios else 0.0
         if median < FLAG_BELOW:
             flagged.append(name)
-        cpu = " → ".join("/".join(f"{mode} {value}" for mode, value in sorted(cpu_per_op(by_side[side][len(by_side[side]) // 2]).items()))
-                         for side in ("old", "new") if by_side[side])  # fmt: skip
+        cpu, user = (" → ".join("/".join(f"{mode} {value}" for mode, value in sorted(median_cpu_per_op(by_side[side], key).items()))
+                                for side in ("old", "new") if by_side[side])
+                     for key in ("server_cpu_by_mode", "server_user_cpu_by_mode"))  # fmt: skip
         latency = ""
         if "p50_ms" in by_side["new"][0]:
             latency = f" (p50 {statistics.median(r['p50_ms'] for r in by_side['old']):.2f} → {statistics.median(r['p50_ms'] for r in by_side['new']):.2f} ms)"
         lines.append(f"| {name}{latency} | {', '.join(f'{v:,.0f}' for v in old)} | {', '.join(f'{v:,.0f}' for v in new)} | "
                      f"{', '.join(f'{r:.2f}' for r in ratios)} | **{median:.2f}×** ({min(ratios, default=0):.2f}–{max(ratios, default=0):.2f})"
-                     f"{' FLAGGED' if median < FLAG_BELOW else ''} | {cpu} |")  # fmt: skip
+                     f"{' FLAGGED' if median < FLAG_BELOW else ''} | {cpu} | {user} |")  # fmt: skip
     return "\n".join(lines), flagged
 
 

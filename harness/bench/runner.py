@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import checkout_env
-from harness.bench.systems import System, cpu_of, total_watches
+from harness.bench.systems import System, cpu_split_of, total_watches
 from harness.local.javac import JAVA_DIR, JavaUnavailable, classpath, compile_java
 from harness.local.zookeeper import ZK_JAR
 
@@ -212,7 +212,7 @@ def cdf_points(values: list[float], points: int = 200) -> list[float]:
 
 
 def run_clients(ctx: Context, system: System, driver: str, cfgs: list[dict[str, Any]], during: Any = None,
-                timeout_s: float = 120.0, profile: dict[int, Path] | None = None) -> tuple[list[dict[str, Any]], float, float, dict[int, float]]:
+                timeout_s: float = 120.0, profile: dict[int, Path] | None = None) -> tuple[list[dict[str, Any]], float, float, dict[int, tuple[float, float]]]:
     """Start one process per cfg, barrier, GO; ``during(procs)`` runs after GO (watch rounds,
     then STOP).  ``profile`` maps server pids to py-spy raw outputs: each is sampled for the
     window.  Returns (results, server CPU s, wall s, server CPU s by pid)."""
@@ -235,7 +235,7 @@ def run_clients(ctx: Context, system: System, driver: str, cfgs: list[dict[str, 
         if spies:
             time.sleep(0.7)
         pids = system.pids()
-        cpu0 = {pid: cpu_of(pid) for pid in pids}
+        cpu0 = {pid: cpu_split_of(pid) for pid in pids}
         started = time.monotonic()
         for proc in procs:
             proc.send("GO")
@@ -247,13 +247,14 @@ def run_clients(ctx: Context, system: System, driver: str, cfgs: list[dict[str, 
             line = proc.expect("RESULT ", deadline)
             results.append(json.loads(line[len("RESULT "):]))
         wall = time.monotonic() - started
-        by_pid = {pid: cpu_of(pid) - cpu0[pid] for pid in pids}
+        cpu1 = {pid: cpu_split_of(pid) for pid in pids}
+        by_pid = {pid: (cpu1[pid][0] - cpu0[pid][0], cpu1[pid][1] - cpu0[pid][1]) for pid in pids}
         for spy in spies:
             try:
                 spy.wait(seconds + 60)
             except subprocess.TimeoutExpired:
                 os.killpg(spy.pid, signal.SIGKILL)
-        return results, sum(by_pid.values()), wall, by_pid
+        return results, sum(user + system for user, system in by_pid.values()), wall, by_pid
     finally:
         for proc in procs:
             proc.kill()
@@ -263,14 +264,16 @@ def run_clients(ctx: Context, system: System, driver: str, cfgs: list[dict[str, 
                 spy.wait(10)
 
 
-def cpu_by_mode(system: System, modes: dict[int, str], cpu_by_pid: dict[int, float]) -> dict[str, float]:
-    """Server CPU seconds of the window by the servers' mode (followers added up)."""
+def cpu_by_mode(system: System, modes: dict[int, str], cpu_by_pid: dict[int, tuple[float, float]], user_only: bool = False) -> dict[str, float]:
+    """Server CPU seconds of the window (user and system, or ``user_only``) by the servers'
+    mode (followers added up)."""
     out: dict[str, float] = {}
     for sid in system.ports:
         pid = system.pid(sid)
         if pid in cpu_by_pid:
             mode = modes.get(sid, "?")
-            out[mode] = round(out.get(mode, 0.0) + cpu_by_pid[pid], 2)
+            user, kernel = cpu_by_pid[pid]
+            out[mode] = round(out.get(mode, 0.0) + user + (0.0 if user_only else kernel), 2)
     return out
 
 
@@ -381,6 +384,7 @@ def run_workload(ctx: Context, system: System, driver: str, workload: Workload, 
         "elapsed_s": round(max(r["elapsed_s"] for r in results), 3), "wall_s": round(wall, 3),
         "server_cpu_s": round(server_cpu, 2), "client_cpu_s": round(sum(r["cpu_s"] for r in results), 2),
         "server_cpu_by_mode": cpu_by_mode(system, modes, cpu_by_pid),
+        "server_user_cpu_by_mode": cpu_by_mode(system, modes, cpu_by_pid, user_only=True),
     }  # fmt: skip
     if workload.kind == "throughput":
         record["rate"] = round(record["ops"] / max(record["elapsed_s"], 1e-9), 1)
