@@ -27,7 +27,6 @@ from zabby.config import ZOOKEEPER_PROTOCOL, ServerConfig
 from zabby.core.messages import Request, Revalidate, Revalidated, Sync
 from zabby.core.peer import Peer, PeerConfig
 from zabby.core.ready import SoftState
-from zabby.core.types import ServerState
 from zabby.engine.effects import ClientSink, Clock, Done, SyncDone
 from zabby.engine.reconfig import prepare_reconfig
 from zabby.errors import Err, ZabbyError
@@ -243,6 +242,7 @@ class ClientCalls:
     peer: Peer
     peer_config: PeerConfig
     soft: SoftState
+    is_leader: bool  # leading, serving or not: set with ``soft`` (asked on every request)
     tree: DataTree
     preparer: Preparer
     watches: WatchManager
@@ -265,10 +265,6 @@ class ClientCalls:
     @property
     def serving(self) -> bool:
         return self.soft.serving
-
-    @property
-    def is_leader(self) -> bool:
-        return self.soft.state == ServerState.LEADING
 
     @property
     def outside_membership(self) -> bool:

@@ -134,7 +134,7 @@ class Engine(ClientCalls):
         self.preparer = Preparer(self.tree, PrepLimits(config.jute_buffer_bytes_max, config.txn_bytes_max, config.acl_entries_max, config.ttl_enabled,
                                                        sasl_acls=config.sasl_acls))  # fmt: skip
         self.peer = Peer(peer_config, recovered.durable)
-        self.soft: SoftState = self.peer.soft_state()
+        self._set_soft(self.peer.soft_state())
         self.watches = WatchManager()
         self.history = recovered.history if recovered.history is not None else WatchHistory(config.watch_history_txns, self.tree.last_zxid, config.watch_history_bytes)
         self.sessions = SessionTracker(config.tick_ms)
@@ -517,7 +517,7 @@ class Engine(ClientCalls):
             done: list[_Tail] = []
             ops = self._turn_ops
             while tails and tails[0].needs <= self._durable_zxid:
-                ops += sum(len(txn.body[0]) if txn.type == OpCode.MULTI else 1 for txn in tails[0].committed)
+                ops += _ops_of(tails[0].committed)
                 if budgeted and done and ops > self.config.turn_ops_max:
                     break
                 done.append(tails.popleft())
@@ -608,14 +608,14 @@ class Engine(ClientCalls):
     # ----------------------------------------------------------------- apply
     def _apply(self, txns: list[Txn]) -> None:
         tree, watches, history, on_applied = self.tree, self.watches, self.history, self.on_applied
-        waiting = self.waiting
+        pop_answered = self.waiting.pop_answered if self.waiting else None  # no waiter is added meanwhile
         # Watches are set by reads, never while a batch is applied: whether any is set is
         # asked once (a fired one-shot watch only makes the later triggers find less).
         watched = bool(watches.data or watches.child or watches.persistent or watches.recursive)
         ops = 0
         for txn in txns:
             kind = txn.type
-            waiter = waiting.pop_answered((txn.session_id, txn.cxid), kind) if waiting else None
+            waiter = pop_answered((txn.session_id, txn.cxid), kind) if pop_answered is not None else None
             result, events = tree.apply(txn, waiter is not None)  # no waiter: no Stat to make
             if on_applied is not None:
                 on_applied(txn, result)
@@ -835,8 +835,13 @@ class Engine(ClientCalls):
             yield Purge()
 
     # ----------------------------------------------------------------- roles
+    def _set_soft(self, soft: SoftState) -> None:
+        self.soft = soft
+        self.is_leader = soft.state is ServerState.LEADING
+
     def _change_state(self, soft: SoftState) -> Work:
-        old, self.soft = self.soft, soft
+        old = self.soft
+        self._set_soft(soft)
         LOGGER.info("state %s, phase %s, leader %s, epoch %d%s", soft.state.value, soft.phase.value,
                     soft.leader, soft.epoch, ", serving" if soft.serving else "")  # fmt: skip
         if soft.leader != old.leader or soft.epoch != old.epoch:
@@ -930,11 +935,20 @@ class Engine(ClientCalls):
         self.peer = Peer(self.peer_config, recovered.durable)
         if not self.standalone:
             self._show_config()
-        self.soft = self.peer.soft_state()
+        self._set_soft(self.peer.soft_state())
         if _leads(self.soft):
             self._track_tree_sessions()
         self.looking_since_ms = self.clock.monotonic_ms()
         LOGGER.info("core restarted from disk at 0x%x; looking for the leader", self.tree.last_zxid)
+
+
+def _ops_of(txns: list[Txn]) -> int:
+    """The ops of ``txns``: a multi's each (a loop: a generator's resume per txn cost more)."""
+    ops = len(txns)
+    for txn in txns:
+        if txn.type == OpCode.MULTI:
+            ops += len(txn.body[0]) - 1
+    return ops
 
 
 def _leads(soft: SoftState) -> bool:
