@@ -15,11 +15,13 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from zabby.server.guard import contained
 from zabby.server.ratelog import RateLimitedLog
 
 if TYPE_CHECKING:
@@ -47,6 +49,18 @@ async def serve_listeners(handler: Handler, listeners: list[Any], *, descriptors
     async with trio.open_nursery() as nursery:
         for listener in listeners:
             nursery.start_soon(_accept_loop, listener, handler, nursery, descriptors, refused, warning)
+
+
+async def serve_peer_ports(nursery: trio.Nursery, host: str, handlers: Sequence[tuple[str, int, Handler]], logger: logging.Logger,
+                           wrap: Callable[[Any], Any] | None = None) -> None:  # fmt: skip
+    """Listen on each peer port (``(kind, port, handler)``: the quorum and the election port)
+    of ``host`` and serve it in ``nursery``, each link's handler contained (a link's failure is
+    logged by ``logger``, never the server's end); ``wrap`` each listener (TLS) first."""
+    for kind, port, handler in handlers:
+        listeners: list[Any] = list(await trio.open_tcp_listeners(port, host=host))
+        if wrap is not None:
+            listeners = [wrap(listener) for listener in listeners]
+        nursery.start_soon(serve_listeners, partial(contained, f"a link from a peer ({kind})", logger, handler), listeners)
 
 
 async def _accept_loop(listener: Any, handler: Handler, nursery: trio.Nursery, descriptors: Descriptors | None,

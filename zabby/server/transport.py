@@ -44,7 +44,7 @@ from zabby.server.guard import contained
 from zabby.server import peer_auth
 from zabby.server.budget import ClientMemory
 from zabby.server.gate import InputGate
-from zabby.server.listeners import serve_listeners
+from zabby.server.listeners import serve_peer_ports
 from zabby.server.peer_slots import STRANGER_LINKS_MAX, Slot, UnidentifiedSlots
 from zabby.server.ratelog import RateLimitedLog
 from zabby.server.sockets import receiver
@@ -206,12 +206,10 @@ class Transport:
         me = self.peers[self.sid]
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            for kind, port in ((QUORUM, me.quorum_port), (ELECTION, me.election_port)):
-                listeners: list[trio.abc.Listener[trio.abc.Stream]] = list(await trio.open_tcp_listeners(port, host=me.host))
-                if self._accept_context is not None:
-                    listeners = [trio.SSLListener(listener, self._accept_context) for listener in listeners]
-                handler = self._incoming_handler(kind)
-                nursery.start_soon(serve_listeners, partial(contained, f"a link from a peer ({kind})", LOGGER, handler), listeners)
+            context = self._accept_context
+            wrap = partial(trio.SSLListener, ssl_context=context) if context is not None else None
+            ports = [(kind, port, self._incoming_handler(kind)) for kind, port in ((QUORUM, me.quorum_port), (ELECTION, me.election_port))]
+            await serve_peer_ports(nursery, me.host, ports, LOGGER, wrap)
             task_status.started()
 
     def add_peers(self, members: Iterable[PeerAddress]) -> None:

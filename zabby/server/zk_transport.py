@@ -26,7 +26,6 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import partial
 
 import trio
 
@@ -36,7 +35,7 @@ from zabby.core.zk_link import LeaderLink, LearnerLink, vote_from_zk, vote_to_zk
 from zabby.errors import RemoteProtocolError
 from zabby.server.gate import InputGate
 from zabby.server.guard import contained
-from zabby.server.listeners import serve_listeners
+from zabby.server.listeners import serve_peer_ports
 from zabby.server.sockets import receiver
 from zabby.server.transport import ELECTION, QUORUM, Deliver, ForkedStream, LinkDown, relay_forked
 from zabby.wire import zk_quorum
@@ -128,9 +127,7 @@ class ZkTransport:
         me = self.peers[self.sid]
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            for kind, port, handler in ((QUORUM, me.quorum_port, self._accept_quorum), (ELECTION, me.election_port, self._accept_election)):
-                listeners = list(await trio.open_tcp_listeners(port, host=me.host))
-                nursery.start_soon(serve_listeners, partial(contained, f"a link from a peer ({kind})", LOGGER, handler), listeners)
+            await serve_peer_ports(nursery, me.host, [(QUORUM, me.quorum_port, self._accept_quorum), (ELECTION, me.election_port, self._accept_election)], LOGGER)
             task_status.started()
 
     def add_peers(self, members: Iterable[PeerAddress]) -> None:
