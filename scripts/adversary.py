@@ -33,12 +33,14 @@ from harness.jepsen.adversary import SIZES, Arena, Attack, Verdict, attacks
 
 
 ROUND = 100  # attacks drawn per seed when a run is bounded in time
+RENEW_EVERY = 200  # attacks on the same data dirs: their restarts slow down as the log grows
 
 
 def run(count: int, servers: int, kinds: list[str] | None, scale: float, random_seed: int, at_leader: bool = False,
-        minutes: float | None = None) -> list[Verdict]:  # fmt: skip
+        minutes: float | None = None, renew_every: int = RENEW_EVERY) -> list[Verdict]:  # fmt: skip
     """``count`` attacks drawn from ``random_seed``; with ``minutes``, in rounds of ``ROUND``
-    (seeds ``random_seed``, +1, ...) until either bound is reached."""
+    (seeds ``random_seed``, +1, ...) until either bound is reached.  The servers start afresh
+    every ``renew_every`` attacks (0: never)."""
     verdicts: list[Verdict] = []
     deadline = time.monotonic() + minutes * 60 if minutes is not None else None
     with tempfile.TemporaryDirectory(prefix="zabby-adversary-") as folder:
@@ -55,6 +57,8 @@ def run(count: int, servers: int, kinds: list[str] | None, scale: float, random_
                 def one(attack: Attack) -> None:
                     if deadline is not None and time.monotonic() >= deadline:
                         return  # the rest of the round is drawn and passed over
+                    if renew_every and verdicts and len(verdicts) % renew_every == 0:
+                        arena.renew()
                     verdict = arena.attack(attack)
                     verdicts.append(verdict)
                     print(f"{len(verdicts):5d} {verdict.line()}", flush=True)
@@ -89,15 +93,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--at-leader", action="store_true", help="on 3 servers, attack the leader (default: a follower)")
     parser.add_argument("--minutes", type=float, help="stop after this long (rounds of 100 attacks, a seed each)")
+    parser.add_argument("--renew-every", type=int, default=RENEW_EVERY,
+                        help=f"start the servers afresh (empty data dirs) every this many attacks; 0: never (default {RENEW_EVERY})")
     args = parser.parse_args(argv)
     kinds = args.kinds.split(",") if args.kinds else None
     unknown = sorted(set(kinds or ()) - set(SIZES))
     if unknown:
         parser.error(f"unknown attack kinds: {', '.join(unknown)}")
-    if args.attacks < 1 or not 0 < args.scale <= 1 or (args.minutes is not None and args.minutes <= 0):
-        parser.error("--attacks must be at least 1, --scale in (0, 1] and --minutes more than 0")
+    if args.attacks < 1 or not 0 < args.scale <= 1 or (args.minutes is not None and args.minutes <= 0) or args.renew_every < 0:
+        parser.error("--attacks must be at least 1, --scale in (0, 1], --minutes more than 0 and --renew-every 0 or more")
     started = time.monotonic()
-    verdicts = run(args.attacks, args.servers, kinds, args.scale, args.seed, args.at_leader, args.minutes)
+    verdicts = run(args.attacks, args.servers, kinds, args.scale, args.seed, args.at_leader, args.minutes, args.renew_every)
     broken = [verdict for verdict in verdicts if verdict.problems]
     print(f"\n{len(verdicts)} attacks in {time.monotonic() - started:.0f} s on {args.servers} server(s), seed {args.seed}: "
           f"{dict(sorted(Counter(v.attack.kind for v in verdicts).items()))}")  # fmt: skip

@@ -394,9 +394,16 @@ def _fresh_reads(address: Address, every_s: float, stop: Any, times: list[float]
             failures[0] += 1
 
 
-def _bystander_main(address: Address, interval_s: float, fresh_every_s: float, stop: Any, results: Any) -> None:
+def _bystander_main(address: Address | None, interval_s: float, fresh_every_s: float, stop: Any, results: Any,
+                    aimed: Any, ready: Any) -> None:  # fmt: skip
     """Reads on one session, each timed from when it was due (a read held up behind a stalled
-    one counts the wait); failed reads are counted apart, not as latencies."""
+    one counts the wait); failed reads are counted apart, not as latencies.  Without an
+    ``address`` it waits for one on ``aimed`` (started early, its interpreter is warm when
+    the server is up); ``ready`` is set once its first read is answered."""
+    if address is None:
+        address = aimed.recv()
+        if address is None:
+            return
     latencies: list[float] = []
     fresh: list[float] = []
     fresh_failures = [0]
@@ -414,6 +421,7 @@ def _bystander_main(address: Address, interval_s: float, fresh_every_s: float, s
             if header.err:
                 raise OSError(f"exists answered {header.err}")
             latencies.append(time.perf_counter() - due)
+            ready.set()
         except (OSError, AssertionError):
             failures += 1
             if session is not None:
@@ -435,18 +443,43 @@ class Bystander:
     """A well-behaved jute client in a process of its own (so the attacker's threads and the
     caller's GIL do not count in its latency): one exists("/") every ``interval_s`` on one
     session, and a fresh connection's read every ``fresh_every_s``.  ``stop()`` returns the
-    figures."""
+    figures.  Started without an address, it waits for ``aim(address)``: a process started
+    while the server restarts is ready to read the moment it serves."""
 
-    def __init__(self, address: Address, interval_s: float = 0.005, fresh_every_s: float = 0.5) -> None:
+    def __init__(self, address: Address | None, interval_s: float = 0.005, fresh_every_s: float = 0.5) -> None:
         context = multiprocessing.get_context("spawn")
         self._stop = context.Event()
+        self._ready = context.Event()
         self._results, child_end = context.Pipe(duplex=False)
-        self._process = context.Process(target=_bystander_main, args=(address, interval_s, fresh_every_s, self._stop, child_end),
+        aimed, self._aim = context.Pipe(duplex=False)
+        self._process = context.Process(target=_bystander_main, args=(address, interval_s, fresh_every_s, self._stop, child_end, aimed, self._ready),
                                         name="bystander", daemon=True)  # fmt: skip
 
     def start(self) -> Bystander:
         self._process.start()
         return self
+
+    def aim(self, address: Address) -> Bystander:
+        """Start reading from ``address`` (a bystander made without one)."""
+        self._aim.send(address)
+        return self
+
+    def wait_ready(self, timeout_s: float = 10.0) -> None:
+        """Until its first read is answered.
+
+        Raises:
+            TimeoutError: none in ``timeout_s``.
+        """
+        if not self._ready.wait(timeout_s):
+            raise TimeoutError(f"the bystander's first read was not answered within {timeout_s} s")
+
+    def discard(self) -> None:
+        """End a bystander never aimed (or whose figures are not wanted)."""
+        self._stop.set()
+        self._aim.send(None)
+        self._process.join(5.0)
+        if self._process.is_alive():
+            self._process.kill()
 
     def stop(self, timeout_s: float = 30.0) -> BystanderFigures:
         self._stop.set()

@@ -645,7 +645,7 @@ class Engine(ClientCalls):
             self._tree_committed = True
             if self.is_leader and not self.standalone:  # ZooKeeper's commit_count: the leader's commits only
                 self.stats.commit_count += len(txns)
-            self._txns_since_snapshot += len(txns)
+            self._txns_since_snapshot += ops  # a multi's ops each: a restart replays them all
 
     def _apply_and_freeze(self, ready: Ready) -> dict[tuple[int, int], Frozen]:
         """Apply the committed txns; for each SNAP in ``ready.messages``, take an image of the
