@@ -972,10 +972,11 @@ def _leads(soft: SoftState) -> bool:
 
 @dataclass(slots=True)
 class _Tail:
-    """What a Ready leaves until the log is durable up to ``needs`` (its own appends and
-    commits, and those of the Readys before it): its regular messages, the commits it could
-    not apply yet, its sync answers, and ``advance``.  ``images``: the SNAP images taken
-    when its commits were applied first (before its log); None if they were not."""
+    """What a Ready leaves for after its log (``_finish``): its regular messages, the commits
+    it did not apply first, its sync answers, and ``advance``; a broadcast Ready's wait until
+    the log is durable up to ``needs`` (its own appends and commits, and those of the Readys
+    before it).  ``images``: the SNAP images taken when its commits were applied first
+    (before its log); None if they were not."""
 
     needs: int
     ready: Ready
