@@ -216,7 +216,7 @@ def test_a_silent_session_still_expires_one_check_after_a_stall() -> None:
 
 def test_a_failure_acting_on_a_ready_that_needs_no_effects_is_repaired(monkeypatch: pytest.MonkeyPatch) -> None:
     engine, driver = learner([create(1)])
-    pending = [Ready(soft_state=engine.soft, touched_sessions=[0x77])]  # acted on without a unit of work
+    pending = [Ready(soft_state=engine.soft, touched_sessions=[0x77])]  # asks for no effect
     monkeypatch.setattr(engine.peer, "has_ready", lambda: bool(pending))
     monkeypatch.setattr(engine.peer, "ready", pending.pop)
 

@@ -18,7 +18,10 @@
    before steps 1-4: under pipelined load those txns are then answered without waiting for
    the fsync of the ones logged after them;
 6. send ``messages`` in order, each ``Snap`` followed by its image;
-7. close the links in ``drop_links``; act on ``requests``, ``touched_sessions``, ``sync_replies``;
+7. close the links in ``drop_links``; act on ``requests``, ``touched_sessions``, ``sync_replies``
+   (the requests and touched sessions ask for no effect: a shell may act on them as soon as
+   steps 1-4 are done, and ``zabby.engine`` does, so that a forwarded write is prepared
+   while the log syncs);
 8. call ``peer.advance(ready)``.
 
 ACKs and the leader's LOGGED are among the messages, so they leave only after what they tell of is on disk.

@@ -13,16 +13,16 @@ Theory of operation::
 The trio server (``zabby.server.node``) and the simulator (``zabby.sim.cluster``) are two
 drivers of this one engine; nothing that decides lives in a driver.  Work runs as a
 generator per unit (feeding queued inputs, one core Ready, a repair): it yields an effect,
-the driver carries it out and hands back the result, and the generator goes on.  A Ready
-that asks for no effect (a forwarded write to prepare, sessions a ping touched) is acted on
-at once, without a unit of its own; it fails as a unit would.  So the
-Ready contract (``zabby.core.ready``) — send early, persist, apply (or apply first, when an
-earlier Ready logged what it commits), send, drop links, then
-``advance`` — is written here once.  Driver inputs that arrive while a unit of work waits
+the driver carries it out and hands back the result, and the generator goes on.  Every
+Ready takes one path (``_process``), so the Ready contract (``zabby.core.ready``) — send
+early, persist, apply (or apply first, when an earlier Ready logged what it commits), send,
+drop links, act on it, then ``advance`` — is written here once, whether the Ready waits for
+the log's sync, changes more than the log, or asks for no effect at all (a forwarded write
+to prepare, sessions a ping touched).  Driver inputs that arrive while a unit of work waits
 for its effect are queued, and fed when it is done.  Durability is an input like the others:
 a broadcast Ready appends (``Append``) and goes on, and what must follow its fsync waits
 until the driver answers that the log is durable (at once, for a sync done inline) or
-reports it (``log_synced``, for a sync done in the background); see "the log's sync".  The
+reports it (``log_synced``, for a sync done in the background); see "one Ready".  The
 engine has this one way whichever way the driver syncs.  Client calls act at once: a write
 is prepared on the leader (or forwarded by a learner) while the previous Ready is on disk,
 as ZooKeeper's pipeline does.
@@ -271,7 +271,7 @@ class Engine(ClientCalls):
             if self._work is None:
                 try:
                     self._work = self._next_work()
-                except Exception as exc:  # a Ready acted on at once failed: as a unit of work's failure
+                except Exception as exc:  # proposing or taking a Ready failed: as a unit of work's failure
                     self._work = self._repair(exc)
                 if self._work is None:
                     return None
@@ -291,27 +291,17 @@ class Engine(ClientCalls):
             return None  # the rest in the driver's next turn: other clients are served between
         if self._durable_tails():
             return self._finish_durable()
-        while True:
-            if self._proposals and self.peer.established_leader:  # the core's state: it may have just stepped down
-                batch = self._next_batch()
-                self.peer.propose(batch)
-                if self.zk_digests is not None:
-                    self.zk_digests.proposed(batch)
-                if zxid_counter(batch[-1].zxid) == self.peer_config.zxid_counter_last:
-                    LOGGER.warning("the zxid counter of epoch %d is used up at 0x%x: this leader steps down, and the "
-                                   "election that follows starts a new epoch", batch[-1].zxid >> 32, batch[-1].zxid)  # fmt: skip
-            if not self.peer.has_ready():
-                return None
-            ready = self.peer.ready()
-            if ready.asks_for_effects() or ready.soft_state != self.soft:
-                return self._process(ready)
-            # Nothing to send, store or apply (a forwarded write, a ping's touched sessions):
-            # steps 6 and 8 at once, and a write it prepared is proposed in the next Ready.
-            if ready.sync_replies and self._tails:
-                return self._process(ready)  # its sync answers follow the commits still waiting
-            self._act_on(ready)
-            self._answer_syncs(ready)
-            self.peer.advance(ready)
+        if self._proposals and self.peer.established_leader:  # the core's state: it may have just stepped down
+            batch = self._next_batch()
+            self.peer.propose(batch)
+            if self.zk_digests is not None:
+                self.zk_digests.proposed(batch)
+            if zxid_counter(batch[-1].zxid) == self.peer_config.zxid_counter_last:
+                LOGGER.warning("the zxid counter of epoch %d is used up at 0x%x: this leader steps down, and the "
+                               "election that follows starts a new epoch", batch[-1].zxid >> 32, batch[-1].zxid)  # fmt: skip
+        if not self.peer.has_ready():
+            return None
+        return self._process(self.peer.ready())
 
     def _next_batch(self) -> list[Txn]:
         """The prepared txns to propose together: up to ``config.turn_ops_max`` ops (a bigger multi
@@ -387,34 +377,86 @@ class Engine(ClientCalls):
             self._expire(session_id)
 
     # ----------------------------------------------------------------- one Ready
+    # Every Ready takes one path, the contract's steps in order (``zabby.core.ready``):
+    # early messages (step 0); the commits the log already holds durably, when step 5 may
+    # come first (``_applies_first``); the log (steps 1-4); the requests and touched
+    # sessions (step 7's, at once: a forwarded write is prepared while the log syncs); and
+    # the rest (``_finish``: steps 5-8) now, or once the log is durable up to what it needs.
+    #
+    # A Ready of the broadcast phase (``_only_logs``) does not wait for its fsync: it
+    # appends its txns (``Append``), and what must follow the fsync waits in a ``_Tail``
+    # (its regular messages, ACKs and LOGGED among them; its other commits; its sync
+    # answers; ``advance``, which counts a leader's own log) until the log is durable: at
+    # once, when the driver synced inline, or when it reports ``log_synced``.  Meanwhile
+    # the engine goes on with the next inputs and Readys, the next fsync covering their
+    # appends, as ZooKeeper's SyncRequestProcessor does, and the tails the durable log
+    # covers are finished together (``_finish_durable``).  The tree never gets ahead of the
+    # durable log.  A Ready that does more (epochs, a truncation, a SNAP, a role change,
+    # links to drop) first makes the log durable and finishes every earlier one
+    # (``_sync_all``), then persists (``Persist``) and is finished at once.  A Ready that
+    # asks for no effect (a forwarded write, a ping's touched sessions) is the degenerate
+    # case: nothing to send, store or apply, and a tail with nothing that waits.
     def _process(self, ready: Ready) -> Work:
-        if self._only_logs(ready):
-            yield from self._process_broadcast(ready)
-            return
-        if self._tails:  # this Ready changes more than the log: every earlier one is finished first
+        broadcast = self._only_logs(ready)
+        if self._tails and not broadcast:
             yield from self._sync_all()
-        if ready.early_messages:
+        if ready.early_messages:  # the core keeps them behind what waits on their links
             yield Send(ready.early_messages)
-        if _logged_before(ready):  # step 5 first (see zabby.core.ready)
-            images = self._apply_and_freeze(ready)
-            yield from self._persist(ready)
+        tail = _Tail(0, ready, ready.committed)
+        applied_first = self._applies_first(ready)
+        if applied_first:
+            tail.images = self._apply_and_freeze(ready.committed, ready.messages)
+            tail.committed = []
+        if broadcast:
+            yield from self._append(tail)
         else:
             yield from self._persist(ready)
-            images = self._apply_and_freeze(ready)
-        messages, unsent = self._with_images(ready.messages, images)
-        if messages:
-            yield Send(messages, images)
-        if ready.committed and self.config.digest_enabled:
+        if applied_first and self.config.digest_enabled:
             yield from self._digests_after_commits()
-        if ready.drop_links or unsent:
-            yield DropLinks(tuple(ready.drop_links) + unsent)
         self._act_on(ready)
-        self._answer_syncs(ready)
-        if ready.soft_state != self.soft:
-            yield from self._change_state(ready.soft_state)
-        yield from self._maybe_snapshot()
-        yield from self._membership_changed()
-        self.peer.advance(ready)
+        tails = self._tails
+        if (tails or tail.needs > self._durable_zxid) and (ready.messages or tail.committed or ready.sync_replies or ready.append):
+            tails.append(tail)
+        else:  # nothing waits before it, or it holds nothing that must wait: finished now
+            yield from self._finish([tail])
+        if tails and tails[0].needs <= self._durable_zxid:  # an Append synced here covers them
+            yield from self._finish_durable()
+
+    def _only_logs(self, ready: Ready) -> bool:
+        if (ready.accepted_epoch is not None or ready.current_epoch is not None or ready.truncate_to is not None
+                or ready.drop_links or ready.soft_state != self.soft):  # fmt: skip
+            return False
+        for _, message in ready.messages:
+            if message.__class__ is Snap:
+                return False
+        return True
+
+    def _applies_first(self, ready: Ready) -> bool:
+        """Whether step 5 comes before steps 1-4: an earlier Ready logged every txn this one
+        commits, durably, no earlier Ready's commits wait, and this one writes no epoch and
+        cuts nothing.  Under pipelined load those txns are then answered without waiting for
+        the fsync of the ones logged after them."""
+        committed = ready.committed
+        return bool(committed and committed[-1].zxid <= self._durable_zxid and ready.truncate_to is None
+                    and ready.accepted_epoch is None and ready.current_epoch is None
+                    and not (self._tails and any(t.committed for t in self._tails)))  # fmt: skip
+
+    def _append(self, tail: _Tail) -> Work:
+        """Step 3 of a broadcast Ready: append its txns and have the log made durable, here or
+        in the background; ``tail.needs`` is where the log must be durable up to before the
+        rest of it is carried out (its appends and commits, and those of the Readys before it)."""
+        ready, committed = tail.ready, tail.committed
+        needs = max(ready.append[-1].zxid if ready.append else 0, committed[-1].zxid if committed else 0)
+        if ready.append or needs > max(self._durable_zxid, self._sync_asked_zxid):
+            sync = self._sync_enabled()
+            self.space_low, durable = yield Append(ready.append, sync)
+            if ready.append:
+                self._logged_zxid = ready.append[-1].zxid
+            if sync:
+                self._sync_asked_zxid = self._logged_zxid
+            if durable or not sync:
+                self._durable_zxid = self._logged_zxid
+        tail.needs = max(needs, self._tails[-1].needs if self._tails else 0)
 
     def _persist(self, ready: Ready) -> Work:
         sync = ready.must_sync and self._sync_enabled()
@@ -441,69 +483,39 @@ class Engine(ClientCalls):
         if sync or not self._sync_enabled():
             self._durable_zxid = self._logged_zxid
 
-    # ------------------------------------------------------------- the log's sync
-    # A Ready of the broadcast phase does not wait for its fsync: it sends its early
-    # messages (the core keeps them behind the regular messages still waiting on their
-    # links, ``Replica._send_early``), appends its txns (``Append``) and applies the commits
-    # the log already holds durably, and what must follow the fsync waits in a ``_Tail``
-    # (its regular messages, ACKs and LOGGED among them; its other commits; its sync
-    # answers; ``advance``, which counts a leader's own log) until the log is durable: at
-    # once, when the driver synced inline, or when it reports ``log_synced``.  Meanwhile
-    # the engine goes on with the next inputs and Readys, the next fsync covering their
-    # appends, as ZooKeeper's SyncRequestProcessor does.  The tree never gets ahead of the
-    # durable log.  A Ready that does more (epochs, a truncation, a SNAP, a role change,
-    # links to drop) first makes the log durable and finishes every earlier one
-    # (``_sync_all``), then persists (``Persist``).
-    def _only_logs(self, ready: Ready) -> bool:
-        return bool(ready.accepted_epoch is None and ready.current_epoch is None and ready.truncate_to is None
-                    and not ready.drop_links and ready.soft_state == self.soft
-                    and not any(m.__class__ is Snap for _, m in ready.messages))  # fmt: skip
-
-    def _process_broadcast(self, ready: Ready) -> Work:
-        if ready.early_messages:  # the core keeps them behind what waits on their links
-            yield Send(ready.early_messages)
-        committed = ready.committed
-        applied = False
-        if committed and committed[-1].zxid <= self._durable_zxid and not any(t.committed for t in self._tails):
-            self._apply(committed)  # logged durably by earlier Readys: before this one's append, as step 5 may
-            committed, applied = [], True
-        needs = max(ready.append[-1].zxid if ready.append else 0, committed[-1].zxid if committed else 0)
-        if ready.append or needs > max(self._durable_zxid, self._sync_asked_zxid):
-            sync = self._sync_enabled()
-            self.space_low, durable = yield Append(ready.append, sync)
-            if ready.append:
-                self._logged_zxid = ready.append[-1].zxid
-            if sync:
-                self._sync_asked_zxid = self._logged_zxid
-            if durable or not sync:
-                self._durable_zxid = self._logged_zxid
-        if applied and self.config.digest_enabled:
-            yield from self._digests_after_commits()
-        self._act_on(ready)
-        tail = _Tail(max(needs, self._tails[-1].needs if self._tails else 0), ready, committed)
-        must_wait = self._tails or tail.needs > self._durable_zxid
-        if must_wait and (ready.messages or committed or ready.sync_replies or ready.append):
-            self._tails.append(tail)
-        else:  # nothing waits before it, or it holds nothing that must wait: finished now
-            yield from self._finish([tail])
-        yield from self._finish_durable()
-
     def _finish(self, tails: list[_Tail]) -> Work:
-        """What ``tails`` left, in order, now that the log is durable up to their needs: one
-        apply of their commits and one Send of their messages, an ACK or LOGGED that a later
-        one covers left out (the one sync made all of them durable)."""
-        committed = [txn for tail in tails for txn in tail.committed] if len(tails) > 1 else tails[0].committed
-        if committed:
-            self._apply(committed)
-        messages = [m for tail in tails for m in tail.ready.messages] if len(tails) > 1 else tails[0].ready.messages
-        messages, _ = self._with_images(_without_superseded(messages), {})  # no SNAP among them: no image
+        """Steps 5-8 of the Readys ``tails`` left, oldest first, now that the log holds
+        durably what they wait for: apply the commits not applied first, send the messages,
+        drop links, answer the syncs, change state, then ``advance`` each Ready.  Several
+        tails are broadcast Readys (a SNAP, a link to drop or a role change comes in a
+        Ready finished alone), done with one apply and one Send, an ACK or LOGGED that a
+        later one covers left out (the one sync made all of them durable)."""
+        last = tails[-1]
+        if len(tails) == 1:
+            committed, messages, images = last.committed, last.ready.messages, last.images
+        else:
+            committed = [txn for tail in tails for txn in tail.committed]
+            messages = [m for tail in tails for m in tail.ready.messages]
+            images = None
+        if images is None:  # not applied first
+            images = self._apply_and_freeze(committed, messages) if committed or messages else {}
+        unsent: tuple[int, ...] = ()
         if messages:
-            yield Send(messages)
+            messages, unsent = self._with_images(_without_superseded(messages), images)
+            if messages:
+                yield Send(messages, images)
         if committed and self.config.digest_enabled:
             yield from self._digests_after_commits()
+        ready = last.ready
+        if ready.drop_links or unsent:
+            yield DropLinks(tuple(ready.drop_links) + unsent)
         for tail in tails:
             self._answer_syncs(tail.ready)
-        yield from self._maybe_snapshot()
+        if ready.soft_state != self.soft:
+            yield from self._change_state(ready.soft_state)
+        snapshot = self._due_snapshot()
+        if snapshot is not None:
+            yield snapshot
         yield from self._membership_changed()
         for tail in tails:
             self.peer.advance(tail.ready)
@@ -513,14 +525,14 @@ class Engine(ClientCalls):
         the driver's turn (``config.turn_ops_max``, at least one), the rest in its next turns
         (``_next_work``); all of them, not ``budgeted``."""
         tails = self._tails
-        if tails and tails[0].needs <= self._durable_zxid:
-            done: list[_Tail] = []
-            ops = self._turn_ops
-            while tails and tails[0].needs <= self._durable_zxid:
-                ops += _ops_of(tails[0].committed)
-                if budgeted and done and ops > self.config.turn_ops_max:
-                    break
-                done.append(tails.popleft())
+        done: list[_Tail] = []
+        ops = self._turn_ops
+        while tails and tails[0].needs <= self._durable_zxid:
+            ops += _ops_of(tails[0].committed)
+            if budgeted and done and ops > self.config.turn_ops_max:
+                break
+            done.append(tails.popleft())
+        if done:
             yield from self._finish(done)
 
     def _durable_tails(self) -> bool:
@@ -586,9 +598,10 @@ class Engine(ClientCalls):
         self.history = history if history is not None else WatchHistory(self.config.watch_history_txns, tree.last_zxid, self.config.watch_history_bytes)
 
     def _act_on(self, ready: Ready) -> None:
-        """Step 6 of the Ready: forwarded writes, touched sessions.  Writes that reached a
-        leader which stepped down in this Ready are dropped: their learners lose this leader
-        too, and their clients see the connection lost (nothing was acknowledged)."""
+        """Step 7 of the Ready: forwarded writes, touched sessions; as soon as its log is
+        written, as they ask for no effect.  Writes that reached a leader which stepped down
+        in this Ready are dropped: their learners lose this leader too, and their clients see
+        the connection lost (nothing was acknowledged)."""
         for sid, request in ready.requests if self.peer.established_leader else ():
             caller = self._forwarded_caller(sid, request)
             if caller is not None:
@@ -599,7 +612,7 @@ class Engine(ClientCalls):
                 self.sessions.touch(session_id, now)
 
     def _answer_syncs(self, ready: Ready) -> None:
-        """Step 6's sync answers: after the Ready's commits are applied."""
+        """Step 7's sync answers: after the Ready's commits are applied."""
         for sync in ready.sync_replies:
             done = self.sync_waiting.pop((sync.session_id, sync.cxid))
             if done is not None:
@@ -647,20 +660,21 @@ class Engine(ClientCalls):
                 self.stats.commit_count += len(txns)
             self._txns_since_snapshot += ops  # a multi's ops each: a restart replays them all
 
-    def _apply_and_freeze(self, ready: Ready) -> dict[tuple[int, int], Frozen]:
-        """Apply the committed txns; for each SNAP in ``ready.messages``, take an image of the
-        tree exactly when it is at the SNAP's zxid.  The core declared the SNAP at its applied
-        point of that moment, and later commits of the same Ready move the tree past it: an
-        image taken after all of them would hold txns the learner is then sent again."""
+    def _apply_and_freeze(self, txns: list[Txn], messages: list[tuple[int, Message]]) -> dict[tuple[int, int], Frozen]:
+        """Apply ``txns``; for each SNAP among ``messages``, take an image of the tree exactly
+        when it is at the SNAP's zxid.  The core declared the SNAP at its applied point of
+        that moment, and later commits of the same Ready move the tree past it: an image
+        taken after all of them would hold txns the learner is then sent again."""
         points: dict[int, list[int]] = {}
-        for sid, message in ready.messages:
-            if isinstance(message, Snap):
+        for sid, message in messages:
+            if message.__class__ is Snap:
                 points.setdefault(message.zxid, []).append(sid)
         if not points:
-            self._apply(ready.committed)
+            if txns:
+                self._apply(txns)
             return {}
         images: dict[tuple[int, int], Frozen] = {}
-        for txn in ready.committed:
+        for txn in txns:
             self._freeze(points, images)
             self._apply([txn])
         self._freeze(points, images)
@@ -806,9 +820,10 @@ class Engine(ClientCalls):
                 yield CloseClients()
 
     # ----------------------------------------------------------------- snapshots to disk
-    def _maybe_snapshot(self) -> Work:
+    def _due_snapshot(self) -> WriteSnapshot | None:
+        """A snapshot to write, if one is due now."""
         if not self._tree_committed or self._txns_since_snapshot < self._snapshot_due:
-            return
+            return None
         self._txns_since_snapshot = 0
         self._snapshot_due = self._snapshot_threshold()
         if self._snapshot_running:
@@ -819,9 +834,9 @@ class Engine(ClientCalls):
             self.stats.snapshots_skipped += 1
             LOGGER.warning("too busy to snapshot at 0x%x: the previous snapshot is still being written; "
                            "the next one is due in %d txns", self.tree.last_zxid, self._snapshot_due)  # fmt: skip
-            return
+            return None
         self._snapshot_running = True
-        yield WriteSnapshot(self.freezer.image_for_disk(self.tree), self.tree.last_zxid)
+        return WriteSnapshot(self.freezer.image_for_disk(self.tree), self.tree.last_zxid)
 
     def _snapshot_written(self, zxid: int, ok: bool, elapsed_ms: float) -> Work:
         self._snapshot_running = False
@@ -957,13 +972,16 @@ def _leads(soft: SoftState) -> bool:
 
 @dataclass(slots=True)
 class _Tail:
-    """What a Ready leaves until the log is durable up to ``needs`` (its own appends and
-    commits, and those of the Readys before it): its regular messages, the commits it could
-    not apply yet, its sync answers, and ``advance``."""
+    """What a Ready leaves for after its log (``_finish``): its regular messages, the commits
+    it did not apply first, its sync answers, and ``advance``; a broadcast Ready's wait until
+    the log is durable up to ``needs`` (its own appends and commits, and those of the Readys
+    before it).  ``images``: the SNAP images taken when its commits were applied first
+    (before its log); None if they were not."""
 
     needs: int
     ready: Ready
     committed: list[Txn]
+    images: dict[tuple[int, int], Frozen] | None = None
 
 
 def _without_superseded(messages: list[tuple[int, Message]]) -> list[tuple[int, Message]]:
@@ -977,14 +995,6 @@ def _without_superseded(messages: list[tuple[int, Message]]) -> list[tuple[int, 
             last[(sid, message.__class__)] = index
     return [(sid, message) for index, (sid, message) in enumerate(messages)
             if last.get((sid, message.__class__), index) == index or not zxid_counter(message.zxid)]  # type: ignore[union-attr]
-
-
-def _logged_before(ready: Ready) -> bool:
-    """Whether an earlier Ready logged every txn this one commits, while this one appends
-    more and writes no epoch and cuts nothing: then its commits may be applied (and answered)
-    before its own persist."""
-    return bool(ready.committed and ready.append and ready.truncate_to is None and ready.accepted_epoch is None
-                and ready.current_epoch is None and ready.committed[-1].zxid < ready.append[0].zxid)  # fmt: skip
 
 
 def _first(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
