@@ -166,8 +166,13 @@ class Arena:
                     shutil.rmtree(path)
                 elif path.name != "myid":
                     path.unlink()
-            self._logged[id(server)] = len(server.log_path.read_text(errors="replace")) if server.log_path.exists() else 0
+        self._mark_logs()
         self.start()
+
+    def _mark_logs(self) -> None:
+        """What each server logged so far: a traceback is looked for only in what follows."""
+        for server in self.servers:
+            self._logged[id(server)] = len(server.log_path.read_text(errors="replace")) if server.log_path.exists() else 0
 
     @property
     def target(self) -> ServerProcess:
@@ -229,8 +234,7 @@ class Arena:
         started = time.monotonic()
         self.stop()
         self._spare = hostile.Bystander(None).start()  # its interpreter starts while the servers do
-        for server in self.servers:
-            self._logged[id(server)] = len(server.log_path.read_text(errors="replace")) if server.log_path.exists() else 0
+        self._mark_logs()
         try:
             for server in self.servers:
                 server.launch()
