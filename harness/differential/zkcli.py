@@ -91,7 +91,23 @@ def _events_apart(lines: list[str]) -> list[str]:
     among the commands' output as the threads happen to run: compared as their own list."""
     events = [line for line in lines if line.startswith("WatchedEvent ")]
     rest = [line for line in lines if not line.startswith("WatchedEvent ") and line not in ("WATCHER::", "")]
-    return [*rest, "--- watch events, in order ---", *events]
+    return [*rest, "--- watch events, in order ---", *_removals_sorted(events)]
+
+
+def _removals_sorted(events: list[str]) -> list[str]:
+    """One ``removewatches`` removes several watchers at once, and the Java client delivers
+    their ``*WatchRemoved`` events in its own set's order, which varies from run to run: each
+    run of consecutive removal events is compared sorted."""
+    out: list[str] = []
+    run: list[str] = []
+    for event in [*events, ""]:
+        if "WatchRemoved " in event:
+            run.append(event)
+            continue
+        out.extend(sorted(run))
+        run = []
+        out.append(event)
+    return out[:-1]
 
 
 def _sorted_sets(lines: list[str]) -> list[str]:

@@ -28,3 +28,11 @@ def test_zkcli_prints_the_same_on_both(tmp_path: Path) -> None:
 def test_whoami_ids_are_compared_as_a_set() -> None:
     lines = ["Auth scheme: User", "ip: 127.0.0.1", "digest: bob", "[zk] 2"]
     assert zkcli._sorted_sets(lines) == ["Auth scheme: User", "digest: bob", "ip: 127.0.0.1", "[zk] 2"]
+
+
+def test_removal_events_of_one_removewatches_are_compared_sorted() -> None:
+    persistent = "WatchedEvent state:SyncConnected type:PersistentWatchRemoved path:/w"
+    child = "WatchedEvent state:SyncConnected type:ChildWatchRemoved path:/w"
+    created = "WatchedEvent state:SyncConnected type:NodeCreated path:/w"
+    assert zkcli._removals_sorted([created, persistent, child, created]) == [created, child, persistent, created]
+    assert zkcli._removals_sorted([child, created, persistent]) == [child, created, persistent]
