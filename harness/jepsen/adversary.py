@@ -172,7 +172,6 @@ class Arena:
         target = self.target
         epoch = self._epoch()
         bystander = hostile.Bystander(("127.0.0.1", target.port)).start()
-        time.sleep(0.5)  # its interpreter starts
         hostile.attack_from("127.0.0.2")
         try:
             outcome = attack.run(("127.0.0.1", target.port))

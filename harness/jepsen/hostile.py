@@ -394,9 +394,12 @@ def _fresh_reads(address: Address, every_s: float, stop: Any, times: list[float]
             failures[0] += 1
 
 
-def _bystander_main(address: Address, interval_s: float, fresh_every_s: float, stop: Any, results: Any) -> None:
+def _bystander_main(address: Address, interval_s: float, fresh_every_s: float, stop: Any, ready: Any, results: Any) -> None:
     """Reads on one session, each timed from when it was due (a read held up behind a stalled
-    one counts the wait); failed reads are counted apart, not as latencies."""
+    one counts the wait); failed reads are counted apart, not as latencies.  Opening the
+    session is no read (its createSession is a write, queued behind every write ahead of
+    it): the fresh connections' figures count that.  ``ready`` is set once the first read
+    was answered."""
     latencies: list[float] = []
     fresh: list[float] = []
     fresh_failures = [0]
@@ -410,10 +413,12 @@ def _bystander_main(address: Address, interval_s: float, fresh_every_s: float, s
             if session is None:
                 session = JuteSession(address[1], host=address[0], timeout_s=5.0)
                 session.connect(timeout_ms=10_000)
+                due = time.perf_counter()
             header, _ = session.call(OpCode.EXISTS, jute.ExistsRequest("/", False))
             if header.err:
                 raise OSError(f"exists answered {header.err}")
             latencies.append(time.perf_counter() - due)
+            ready.set()
         except (OSError, AssertionError):
             failures += 1
             if session is not None:
@@ -440,12 +445,23 @@ class Bystander:
     def __init__(self, address: Address, interval_s: float = 0.005, fresh_every_s: float = 0.5) -> None:
         context = multiprocessing.get_context("spawn")
         self._stop = context.Event()
+        self._ready = context.Event()
         self._results, child_end = context.Pipe(duplex=False)
-        self._process = context.Process(target=_bystander_main, args=(address, interval_s, fresh_every_s, self._stop, child_end),
+        self._process = context.Process(target=_bystander_main, args=(address, interval_s, fresh_every_s, self._stop, self._ready, child_end),
                                         name="bystander", daemon=True)  # fmt: skip
 
-    def start(self) -> Bystander:
+    def start(self, ready_s: float | None = 30.0) -> Bystander:
+        """Start it, and wait until its session is open and answered a first read (an
+        interpreter that starts late under load must not open its session in the middle of
+        an attack); None: do not wait.
+
+        Raises:
+            TimeoutError: no read was answered within ``ready_s`` (the process is stopped).
+        """
         self._process.start()
+        if ready_s is not None and not self._ready.wait(ready_s):
+            self._process.kill()
+            raise TimeoutError(f"the bystander's first read was not answered within {ready_s:g} s")
         return self
 
     def stop(self, timeout_s: float = 30.0) -> BystanderFigures:
