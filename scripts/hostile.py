@@ -62,7 +62,6 @@ def measured(name: str, server: ServerProcess, attack: Callable[[], Any]) -> dic
     pid = server.proc.pid  # type: ignore[union-attr]
     before = memory_kb(pid)["VmRSS"]
     bystander = hostile.Bystander(("127.0.0.1", server.port)).start()
-    time.sleep(1.0)  # the bystander's interpreter starts
     started = time.monotonic()
     outcome = attack()
     elapsed = time.monotonic() - started

@@ -112,7 +112,7 @@ class ServerConfig:
     auth_ids_max: int = 32  # maxAuthIds: the ids one session may prove (addauth, SASL), beside its ip
     acl_entries_max: int = 256  # maxAclEntries: a znode's ACL entries, after ``auth`` is expanded
     watch_history_bytes: int = 64 * 2**20  # watchHistoryBytes: what the watch history may hold
-    turn_ops_max: int = 2_000  # ops the engine applies in one turn of its driver (zabby.engine.engine; the simulator draws it small)
+    turn_ops_max: int = 1_000  # ops the engine applies in one turn of its driver (zabby.engine.engine; the simulator draws it small)
     jute_enabled: bool = True  # juteEnabled: ZooKeeper's binary client protocol on clientPort
     admin_enabled: bool = True
     admin_address: str = "0.0.0.0"

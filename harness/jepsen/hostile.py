@@ -399,7 +399,9 @@ def _bystander_main(address: Address | None, interval_s: float, fresh_every_s: f
     """Reads on one session, each timed from when it was due (a read held up behind a stalled
     one counts the wait); failed reads are counted apart, not as latencies.  Without an
     ``address`` it waits for one on ``aimed`` (started early, its interpreter is warm when
-    the server is up); ``ready`` is set once its first read is answered."""
+    the server is up); ``ready`` is set once its first read is answered.  Opening the
+    session is no read (its createSession is a write, queued behind every write ahead of
+    it): the fresh connections' figures count that."""
     if address is None:
         address = aimed.recv()
         if address is None:
@@ -417,6 +419,7 @@ def _bystander_main(address: Address | None, interval_s: float, fresh_every_s: f
             if session is None:
                 session = JuteSession(address[1], host=address[0], timeout_s=5.0)
                 session.connect(timeout_ms=10_000)
+                due = time.perf_counter()
             header, _ = session.call(OpCode.EXISTS, jute.ExistsRequest("/", False))
             if header.err:
                 raise OSError(f"exists answered {header.err}")
@@ -454,9 +457,23 @@ class Bystander:
         aimed, self._aim = context.Pipe(duplex=False)
         self._process = context.Process(target=_bystander_main, args=(address, interval_s, fresh_every_s, self._stop, child_end, aimed, self._ready),
                                         name="bystander", daemon=True)  # fmt: skip
+        self._aimed = address is not None
 
-    def start(self) -> Bystander:
+    def start(self, ready_s: float | None = 30.0) -> Bystander:
+        """Start it; one made with an address is waited for until its session is open and
+        answered a first read (an interpreter that starts late under load must not open its
+        session in the middle of an attack), unless ``ready_s`` is None.
+
+        Raises:
+            TimeoutError: no read was answered within ``ready_s`` (the process is stopped).
+        """
         self._process.start()
+        if self._aimed and ready_s is not None:
+            try:
+                self.wait_ready(ready_s)
+            except TimeoutError:
+                self._process.kill()
+                raise
         return self
 
     def aim(self, address: Address) -> Bystander:

@@ -155,7 +155,7 @@ class HostileSide:
         self.started = self.stopped = False
 
     def start(self) -> None:
-        self.bystander.start()
+        self.bystander.start(ready_s=None)  # its server may be down at any moment of a run
         self.started = True
         self.load.start()
 

@@ -197,7 +197,6 @@ def test_watch_listings_are_cut_at_watch_list_max_and_stall_nobody(guarded_serve
             holder.start()
         wait_until(lambda: guarded_server.mntr()["zk_watch_count"] == "400000", 60, "400,000 watches")
         bystander = hostile.Bystander(("127.0.0.1", guarded_server.port)).start()
-        time.sleep(1.0)  # its interpreter starts
         listings = {path: http_request(guarded_server.admin_port, "GET", path, _as_admin()) for path in
                     ("/commands/wchc", "/commands/wchp", "/console/api/watches", "/commands/wchs")}  # fmt: skip
         text = guarded_server.four_letter("wchp")

@@ -71,10 +71,12 @@ LOGGER = logging.getLogger("zabby.server")
 
 CORE_TICK_MS_MAX = 50
 FORWARDED_CALLERS_MAX = 4096  # the Callers of forwarded writes kept, by session and ids: each write made one anew
-# config.turn_ops_max: the ops a turn of the driver applies before the engine starts no more
-# work in it (2,000: about 15 ms of applies); the driver lets its other tasks run, and the next
-# turn goes on.  Without it, a burst of big multis from many connections was applied in one go
-# while every other client waited (0.6 s).  A txn is applied whole, however many ops it has.
+# config.turn_ops_max: the ops a turn of the driver applies before the engine applies no more
+# in it (1,000: about 7 ms of applies on a quiet machine); the driver lets its other tasks run,
+# and the next turn goes on.  Without it, a burst of big multis from many connections was
+# applied in one go while every other client waited (0.6 s).  A txn is applied whole, however
+# many ops it has.  The trio driver's turn is a pass of its scheduler (``zabby.server.passes``),
+# whichever of its tasks run the engine in it; the simulator's is a step of its loop.
 FINALIZE_WAIT_MS = 200
 REPAIR_PAUSE_MS = 1000  # a repair this soon after the last one waits first
 Work = Generator[Effect, Any, None]
@@ -256,8 +258,24 @@ class Engine(ClientCalls):
 
     def begin_turn(self) -> None:
         """The driver starts a turn: up to ``config.turn_ops_max`` ops applied, then ``next_effect``
-        answers None with work left (``has_work``) for the next turn."""
-        self._turn_ops = 0
+        answers None with work left (``has_work``) for the next turn.  A turn after one that
+        did a large thing (a txn of more ops than a turn, the driver's own ``take_turn``)
+        applies nothing: a client whose request came in meanwhile waits for one large thing,
+        not for two."""
+        limit = self.config.turn_ops_max
+        self._turn_ops = limit if self._turn_ops > limit else 0
+
+    def take_turn(self) -> bool:
+        """The driver's own large work (a large request prepared) takes the whole turn if
+        nothing was applied in it yet: True, and the engine applies nothing more until the
+        turn after next; False if the turn has applied something (the large work waits)."""
+        if self._turn_ops:
+            return False
+        self._turn_ops = self.config.turn_ops_max + 1
+        return True
+
+    def _end_turn(self) -> None:
+        self._turn_ops = max(self._turn_ops, self.config.turn_ops_max)
 
     def has_work(self) -> bool:
         return bool(self._work is not None or self._inputs or self.peer.has_ready() or self._durable_tails()
@@ -287,9 +305,12 @@ class Engine(ClientCalls):
     def _next_work(self) -> Work | None:
         if self._inputs:
             return self._feed()
-        if self._turn_ops >= self.config.turn_ops_max:
-            return None  # the rest in the driver's next turn: other clients are served between
-        if self._durable_tails():
+        # Once the driver's turn has applied its ops, the applies left wait for its next turn
+        # (other clients are served between); Readys go on meanwhile: what they apply is
+        # within the turn too (``_turn_room``), and what they send (pings, proposals,
+        # acknowledgements) must not wait behind a backlog of applies (a leader whose pings
+        # waited so lost its followers).
+        if self._turn_ops < self.config.turn_ops_max and self._durable_tails():
             return self._finish_durable()
         if self._proposals and self.peer.established_leader:  # the core's state: it may have just stepped down
             batch = self._next_batch()
@@ -306,14 +327,8 @@ class Engine(ClientCalls):
     def _next_batch(self) -> list[Txn]:
         """The prepared txns to propose together: up to ``config.turn_ops_max`` ops (a bigger multi
         alone), so that one Ready's applies fit a turn of the driver."""
-        proposals = self._proposals
-        ops, count = 0, 0
-        for txn in proposals:
-            ops += len(txn.body[0]) if txn.type == OpCode.MULTI else 1
-            if count and ops > self.config.turn_ops_max:
-                break
-            count += 1
-        batch, self._proposals = proposals[:count], proposals[count:]
+        count, _ = self._turn_room(self._proposals, 0)
+        batch, self._proposals = self._proposals[:count], self._proposals[count:]
         return batch
 
     def _feed(self) -> Work:
@@ -405,8 +420,16 @@ class Engine(ClientCalls):
         tail = _Tail(0, ready, ready.committed)
         applied_first = self._applies_first(ready)
         if applied_first:
-            tail.images = self._apply_and_freeze(ready.committed, ready.messages)
-            tail.committed = []
+            committed = ready.committed
+            # a broadcast Ready's, as many as the turn has room for: the rest wait with its tail
+            fits = self._turn_room(committed, self._turn_ops)[0] if broadcast else len(committed)
+            if fits == len(committed):
+                tail.images = self._apply_and_freeze(committed, ready.messages)
+                tail.committed = []
+            elif fits:  # no SNAP in a broadcast Ready: no image to take
+                self._apply(committed[:fits])
+                tail.committed = committed[fits:]
+            applied_first = fits > 0
         if broadcast:
             yield from self._append(tail)
         else:
@@ -415,8 +438,9 @@ class Engine(ClientCalls):
             yield from self._digests_after_commits()
         self._act_on(ready)
         tails = self._tails
-        if (tails or tail.needs > self._durable_zxid) and (ready.messages or tail.committed or ready.sync_replies or ready.append):
-            tails.append(tail)
+        must_wait = tails or tail.needs > self._durable_zxid
+        if (broadcast and tail.committed) or (must_wait and (ready.messages or tail.committed or ready.sync_replies or ready.append)):
+            tails.append(tail)  # a broadcast Ready's commits are applied within the turns (_finish_durable)
         else:  # nothing waits before it, or it holds nothing that must wait: finished now
             yield from self._finish([tail])
         if tails and tails[0].needs <= self._durable_zxid:  # an Append synced here covers them
@@ -521,19 +545,42 @@ class Engine(ClientCalls):
             self.peer.advance(tail.ready)
 
     def _finish_durable(self, budgeted: bool = True) -> Work:
-        """Finish, in order, the Readys whose wait the durable log now covers: those that fit
-        the driver's turn (``config.turn_ops_max``, at least one), the rest in its next turns
-        (``_next_work``); all of them, not ``budgeted``."""
+        """Finish, in order, the Readys whose wait the durable log now covers, with as many
+        commits as the driver's turn has room for (``_turn_room``): a Ready whose commits do
+        not all fit has the first of them applied now, and the rest, and the Ready, wait for
+        the next turns (``_next_work``); all of them, not ``budgeted``."""
         tails = self._tails
         done: list[_Tail] = []
-        ops = self._turn_ops
+        first_of_next: list[Txn] = []
+        turn_ops = self._turn_ops
         while tails and tails[0].needs <= self._durable_zxid:
-            ops += _ops_of(tails[0].committed)
-            if budgeted and done and ops > self.config.turn_ops_max:
-                break
+            head = tails[0]
+            if budgeted and head.committed:
+                fits, turn_ops = self._turn_room(head.committed, turn_ops)
+                if fits < len(head.committed):
+                    first_of_next, head.committed = head.committed[:fits], head.committed[fits:]
+                    break
             done.append(tails.popleft())
         if done:
             yield from self._finish(done)
+        if first_of_next:  # a broadcast Ready's: no SNAP among its messages, no image to take
+            self._apply(first_of_next)
+            if self.config.digest_enabled:
+                yield from self._digests_after_commits()
+        if budgeted and tails and tails[0].needs <= self._durable_zxid:
+            self._end_turn()  # the rest in the next turn
+
+    def _turn_room(self, txns: list[Txn], turn_ops: int) -> tuple[int, int]:
+        """How many of ``txns``, from the first, a turn of the driver has room for after
+        ``turn_ops`` ops, and its ops then: within ``config.turn_ops_max``, and in a turn
+        that has none yet the first whatever its ops (a txn is applied whole)."""
+        limit, count = self.config.turn_ops_max, 0
+        for txn in txns:
+            ops = turn_ops + (len(txn.body[0]) if txn.type == OpCode.MULTI else 1)
+            if ops > limit and turn_ops:
+                break
+            count, turn_ops = count + 1, ops
+        return count, turn_ops
 
     def _durable_tails(self) -> bool:
         """Readys the durable log covers are left to finish (a turn ended before them)."""
@@ -955,15 +1002,6 @@ class Engine(ClientCalls):
             self._track_tree_sessions()
         self.looking_since_ms = self.clock.monotonic_ms()
         LOGGER.info("core restarted from disk at 0x%x; looking for the leader", self.tree.last_zxid)
-
-
-def _ops_of(txns: list[Txn]) -> int:
-    """The ops of ``txns``: a multi's each (a loop: a generator's resume per txn cost more)."""
-    ops = len(txns)
-    for txn in txns:
-        if txn.type == OpCode.MULTI:
-            ops += len(txn.body[0]) - 1
-    return ops
 
 
 def _leads(soft: SoftState) -> bool:

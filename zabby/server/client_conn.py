@@ -40,6 +40,7 @@ from zabby.opcodes import KeeperState
 from zabby.server import fourletter
 from zabby.server.budget import ClientMemory
 from zabby.server.guard import NETWORK_ERRORS
+from zabby.server.passes import SMALL_FRAME_BYTES, PassBudget
 from zabby.server.session import ClientSession, SessionHost
 from zabby.server.sockets import receiver
 from zabby.server.statistics import Monitored, reset, snapshot
@@ -54,13 +55,6 @@ TLS_HANDSHAKE_RECORD = 0x16  # the first byte a TLS client sends (a handshake re
 LOGGER = logging.getLogger("zabby.server.conn")
 
 RECEIVE_BYTES_MAX = 256 * 1024
-# A request frame this large (a multi of hundreds of ops or more, a large value) is decoded and
-# prepared holding the server's heavy lane, one at a time, with a checkpoint after each: trio
-# runs every ready task once before it looks at the sockets again, so sixty connections
-# each handing in a multi of 5,000 ops kept a small read waiting 1.5 s behind all of them,
-# and at 64 KiB, 48 multis of 698 setData (29 KB each) 1.3 s.  16 KiB is a multi of about 400
-# ops: a few ms to prepare.
-HEAVY_FRAME_BYTES = 16 * 1024
 FRAME_PREFIX_BYTES = 4  # every frame of both protocols starts with its length
 HANDSHAKE_TIMEOUT_S = 10.0
 LINGER_S = 1.0
@@ -91,9 +85,9 @@ class ClientPortHost(SessionHost, Monitored, Protocol):
         ...
 
     @property
-    def heavy_lane(self) -> trio.Lock:
-        """Held while a large request (``HEAVY_FRAME_BYTES`` or more) is decoded and taken:
-        one at a time in the whole server (see ``Connection._read_requests``)."""
+    def passes(self) -> PassBudget:
+        """The request bytes the scheduler's pass may still take, and the lane of the
+        connections it stopped (``zabby.server.passes``)."""
         ...
 
 
@@ -360,16 +354,13 @@ class Connection:
         its client meets back-pressure, and nobody else does."""
         receive = receiver(self.stream, RECEIVE_BYTES_MAX)
         while not self._closing:
-            if self._pending and len(self._pending[0]) >= HEAVY_FRAME_BYTES and self._may_read():
-                async with self.server.heavy_lane:
-                    self._handle_frames(codec, heavy=True)
-                await trio.lowlevel.checkpoint()  # the next heavy one waits for the light ones behind this
-                if self._closing:
-                    return
             if self._pending:
                 self._handle_frames(codec)
                 if self._closing:
                     return
+                if self._pending and self._may_read():  # the pass's budget stopped it
+                    await self._take_turn(codec)
+                    continue
             if self._pending or not self._may_read():
                 await self._pause()
                 continue
@@ -397,27 +388,44 @@ class Connection:
             self._paused = False
             self._resume = trio.Event()
 
-    def _handle_frames(self, codec: ClientCodec, heavy: bool = False) -> None:
-        """Hand the session the frames read, in order, while it may take them: up to the
-        first heavy one (``HEAVY_FRAME_BYTES``), or, ``heavy``, that one alone."""
+    async def _take_turn(self, codec: ClientCodec) -> None:
+        """Its turn in the lane of the connections the pass's budget stopped: in a later pass,
+        its next frame whatever its size, once a pass has done nothing else large, and the
+        frames after it that fit (``zabby.server.passes``)."""
+        async with self.server.passes.lane:  # acquiring it yields: a later pass
+            while self._pending and not self._closing and self._may_read():
+                waiting = len(self._pending)
+                self._handle_frames(codec, in_turn=True)
+                if len(self._pending) < waiting:
+                    return
+                await trio.lowlevel.checkpoint()
+
+    def _handle_frames(self, codec: ClientCodec, in_turn: bool = False) -> None:
+        """Hand the session the frames read, in order, while it may take them and each fits
+        what the scheduler's pass has left (``zabby.server.passes``); the first whatever is
+        left if it is small, or, ``in_turn``, if it takes the engine's turn."""
         session = self.session
         session.touch()
         decode, handle = codec.decode_request, session.handle
         pending = self._pending
+        passes = self.server.passes
+        left, first = passes.request_bytes_left, True
         with self.server.feeding():
             while pending and not self._closing and self._may_read():
-                if (len(pending[0]) >= HEAVY_FRAME_BYTES) != heavy:
+                size = len(pending[0])
+                if size > left and not (first and (size <= SMALL_FRAME_BYTES or (in_turn and passes.turn.take_turn()))):
                     break
+                left -= size
+                first = False
                 frame = pending.popleft()
-                self._pending_bytes -= len(frame)
+                self._pending_bytes -= size
                 try:
                     request = decode(frame)
                 except RefusedRequest as refused:
                     session.refuse(refused.xid, refused.code, str(refused))
                     continue
-                handle(request, len(frame))
-                if heavy:
-                    break
+                handle(request, size)
+        passes.request_bytes_left = left
         self._charge_input()
         self._charge_requests()
         self.flush()  # the burst's replies in one system call

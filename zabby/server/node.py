@@ -56,6 +56,7 @@ from zabby.server.ratelog import RateLimitedLogs
 from zabby.server.descriptors import Descriptors
 from zabby.server.forks import DigestChild, DiskImage, ForkFreezer
 from zabby.server.gate import InputGate
+from zabby.server.passes import PassBudget
 from zabby.server.guard import contained
 from zabby.server.kernel_sync import KernelSync, SubmitRefused
 from zabby.server.session import ClientSession
@@ -133,7 +134,7 @@ class ZabbyServer:
                                           config.jute_buffer_bytes_max + FRAME_HEADROOM_BYTES)  # fmt: skip
         self.client_logs = RateLimitedLogs(CONN_LOGGER, CLIENT_LOG_INTERVAL_S)  # refusals and closes a flood repeats
         self.guesses = GuessThrottle()  # SASL responses, by client host
-        self.heavy_lane = trio.Lock()  # large requests are taken one at a time (client_conn.HEAVY_FRAME_BYTES)
+        self.passes = PassBudget(self.engine)  # what a pass of trio's scheduler may do (installed by run_peer)
         self.transport: Transport | ZkTransport | None = None
         self.input_gate = InputGate()  # what peers queue in the engine while it awaits an effect
         if config.peers and config.quorum_protocol == ZOOKEEPER_PROTOCOL:
@@ -359,7 +360,6 @@ class ZabbyServer:
         if self._running_effects or self._awaited is not None:
             return  # the loop on the stack, or the peer task after its effect, takes this input too
         self._running_effects = True
-        self.engine.begin_turn()
         try:
             self._run_until_awaited()
         finally:
@@ -402,19 +402,24 @@ class ZabbyServer:
 
     async def run_peer(self, nursery: trio.Nursery) -> None:
         """Carry out the effects that must be awaited, and what the engine asks after each,
-        for as long as the server runs."""
+        for as long as the server runs; meanwhile each pass of trio's scheduler starts a turn of
+        the engine and a budget of request bytes (``self.passes``)."""
         nursery.start_soon(self._run_syncer)
-        while True:
-            await self._wake.wait()
-            self._wake = trio.Event()
-            self.run_effects()
-            while self._awaited is not None:
-                try:
-                    self._result = await self._carry_out(self._awaited, nursery)
-                except Exception as exc:  # handed back: the engine decides what a failure means
-                    self._error = exc
-                self._awaited = None
+        trio.lowlevel.add_instrument(self.passes)
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake = trio.Event()
                 self.run_effects()
+                while self._awaited is not None:
+                    try:
+                        self._result = await self._carry_out(self._awaited, nursery)
+                    except Exception as exc:  # handed back: the engine decides what a failure means
+                        self._error = exc
+                    self._awaited = None
+                    self.run_effects()
+        finally:
+            trio.lowlevel.remove_instrument(self.passes)
 
     def _carry_out_now(self, effect: Effect) -> tuple[bool, Any]:
         """(True, its result) if ``effect`` was carried out without waiting; (False, None) if
