@@ -278,8 +278,12 @@ class Engine(ClientCalls):
         self._turn_ops = max(self._turn_ops, self.config.turn_ops_max)
 
     def has_work(self) -> bool:
-        return bool(self._work is not None or self._inputs or self.peer.has_ready() or self._durable_tails()
-                    or (self._proposals and self.peer.established_leader))  # fmt: skip
+        """Asked when ``next_effect`` answered None: whether work is left for the driver's next
+        turn.  ``next_effect`` answers None only with no input, no unit of work, no Ready and
+        no proposal it could make, so what can be left is the Readys the durable log covers
+        whose applies this turn had no room for (``_next_work``).  (Asking the core again cost
+        a soft state built per request, reads included.)"""
+        return self._durable_tails()
 
     # ----------------------------------------------------------------- the work loop
     def next_effect(self, result: Any = None, error: BaseException | None = None) -> Effect | None:
@@ -540,7 +544,8 @@ class Engine(ClientCalls):
         snapshot = self._due_snapshot()
         if snapshot is not None:
             yield snapshot
-        yield from self._membership_changed()
+        if self._membership_moved():
+            yield from self._membership_changed()
         for tail in tails:
             self.peer.advance(tail.ready)
 
@@ -845,6 +850,14 @@ class Engine(ClientCalls):
             return
         LOGGER.info("a SNAP from server %s was abandoned before its tree arrived", ", ".join(map(str, self._snap_in)))
         yield from self._restart_core(snapshot_wanted=False, why="a SNAP was abandoned")
+
+    def _membership_moved(self) -> bool:
+        """Whether ``_membership_changed`` has anything to do: asked first, as a Ready's end
+        asks on every write, and a generator that yields nothing still costs its making."""
+        members = self.peer.members
+        seen = self._membership_seen
+        return (members.committed is not seen[0] or members.proposed is not seen[1] or members.hinted is not seen[2]
+                or self._clients_leave_at is not None)  # fmt: skip
 
     def _membership_changed(self) -> Work:
         seen = (self.peer.membership, self.peer.proposed, self.peer.hinted)

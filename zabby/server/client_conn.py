@@ -30,7 +30,6 @@ import socket
 import ssl
 from collections import deque
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import trio
@@ -80,9 +79,11 @@ class ClientPortHost(SessionHost, Monitored, Protocol):
         """Call ``connection.flush()`` once the task running now is done with its batch."""
         ...
 
-    def feeding(self) -> AbstractContextManager[None]:
-        """Around a burst of requests: what they ask of the server is done at its end."""
+    def begin_batch(self) -> None:
+        """A burst of requests begins: what they ask of the server is done at ``end_batch``."""
         ...
+
+    def end_batch(self) -> None: ...
 
     @property
     def passes(self) -> PassBudget:
@@ -408,9 +409,11 @@ class Connection:
         session.touch()
         decode, handle = codec.decode_request, session.handle
         pending = self._pending
-        passes = self.server.passes
+        server = self.server
+        passes = server.passes
         left, first = passes.request_bytes_left, True
-        with self.server.feeding():
+        server.begin_batch()
+        try:
             while pending and not self._closing and self._may_read():
                 size = len(pending[0])
                 if size > left and not (first and (size <= SMALL_FRAME_BYTES or (in_turn and passes.turn.take_turn()))):
@@ -425,6 +428,8 @@ class Connection:
                     session.refuse(refused.xid, refused.code, str(refused))
                     continue
                 handle(request, size)
+        finally:
+            server.end_batch()
         passes.request_bytes_left = left
         self._charge_input()
         self._charge_requests()
