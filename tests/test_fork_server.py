@@ -1,0 +1,86 @@
+"""``zabby.testing``'s fork server: a server forked from the template is the server the command
+would have run (its session, descriptor limit, folder, log and exit codes), a launch the
+template cannot stand for runs the command, and launches go on as commands once the template
+has ended.  (tests/conftest.py has every test's servers forked.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from zabby.testing import processes
+from zabby.testing.forkserver import ForkedProcess, ForkServer
+from zabby.testing.processes import ServerProcess, launch_server, use_fork_server
+
+HOW = {"forked": {}, "command": {"ZABBY_TEST_LAUNCH": "a variable the template was not started with"}}
+
+
+def _limit(pid: int) -> str:
+    return next(line for line in Path(f"/proc/{pid}/limits").read_text().splitlines() if line.startswith("Max open files"))
+
+
+@pytest.mark.parametrize("how", sorted(HOW))
+def test_a_forked_server_is_the_server_the_command_runs(tmp_path: Path, how: str) -> None:
+    use_fork_server()
+    server = ServerProcess(tmp_path / "server")
+    server.environment = HOW[how]
+    server.new_session = True
+    server.descriptors_max = 4096
+    server.start()
+    assert server.proc is not None
+    assert isinstance(server.proc, ForkedProcess if how == "forked" else subprocess.Popen)
+    assert server.mode() == "standalone" and server.four_letter("ruok") == "imok"
+    pid = server.proc.pid
+    assert os.getsid(pid) == pid != os.getsid(0)  # a session of its own
+    assert _limit(pid).split()[3:5] == ["4096", "4096"]
+    assert Path(f"/proc/{pid}/cwd").resolve() == server.config_path.parent.resolve()
+    assert "serving clients on" in server.log_tail()
+    server.stop()
+    assert server.proc.returncode == 0
+    server.start()
+    server.kill()
+    assert server.proc.returncode == -signal.SIGKILL
+    server.settings["tickTime"] = "often"
+    server.write_config()
+    server.launch()
+    assert server.proc.wait(20) == 2
+    assert "tickTime='often' is not an integer" in server.log_tail()
+
+
+def test_a_launch_that_inherits_the_session_stays_in_ours(tmp_path: Path) -> None:
+    use_fork_server()
+    server = ServerProcess(tmp_path / "server")
+    server.start()
+    try:
+        assert isinstance(server.proc, ForkedProcess)
+        assert os.getsid(server.proc.pid) == os.getsid(0) and os.getpgid(server.proc.pid) == os.getpgid(0)
+        with pytest.raises(subprocess.TimeoutExpired):
+            server.proc.wait(0.1)
+    finally:
+        server.kill()
+
+
+def test_launches_run_the_command_once_the_template_has_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ended = ForkServer({**os.environ, "PYTHONPATH": processes._python_path(None)})  # noqa: SLF001
+    ended.close()
+    monkeypatch.setattr(processes, "_fork_server", ended)
+    server = ServerProcess(tmp_path / "server")
+    server.start()
+    try:
+        assert isinstance(server.proc, subprocess.Popen)
+    finally:
+        server.kill()
+
+
+def test_the_template_reports_a_server_that_ended_on_its_own(tmp_path: Path) -> None:
+    use_fork_server()
+    server = ServerProcess(tmp_path / "server")
+    proc = launch_server(server.config_path, server.log_path, options=["--log-level", "NOSUCHLEVEL"])
+    assert isinstance(proc, ForkedProcess)
+    assert proc.wait(20) == 2
+    assert proc.poll() == 2
+    proc.kill()  # a server reaped is not signalled (its pid may be another process's by now)
