@@ -248,7 +248,7 @@ def wait_serving(port: int, running: Callable[[], bool], wait_s: float = 20.0) -
         mode = server_mode(port, 1.0)
         if mode not in ("down", "not serving"):
             return mode
-        time.sleep(0.05)
+        time.sleep(0.01)
     raise TimeoutError(f"server on {port} not serving after {wait_s}s")
 
 
@@ -404,5 +404,5 @@ class ServerProcess:
             mode = self.mode()
             if mode in modes:
                 return mode
-            time.sleep(0.05)
+            time.sleep(0.02)
         raise AssertionError(f"server on {self.port}: mode {mode!r}, expected one of {sorted(modes)}")
