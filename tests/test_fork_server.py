@@ -1,7 +1,8 @@
 """``zabby.testing``'s fork server: a server forked from the template is the server the command
 would have run (its session, descriptor limit, folder, log and exit codes), a launch the
-template cannot stand for runs the command, and launches go on as commands once the template
-has ended.  (tests/conftest.py has every test's servers forked.)"""
+template cannot stand for runs the command, launches go on as commands once the template has
+ended, and a server left by a template that died can still be stopped.  (tests/conftest.py
+has every test's servers forked.)"""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from zabby.testing import processes
-from zabby.testing.forkserver import ForkedProcess, ForkServer
-from zabby.testing.processes import ServerProcess, launch_server, use_fork_server
+from zabby.testing.forkserver import CODE_UNKNOWN, ForkedProcess, ForkServer
+from zabby.testing.processes import ServerProcess, launch_server, process_alive, use_fork_server
 
 HOW = {"forked": {}, "command": {"ZABBY_TEST_LAUNCH": "a variable the template was not started with"}}
 
@@ -65,7 +66,7 @@ def test_a_launch_that_inherits_the_session_stays_in_ours(tmp_path: Path) -> Non
 
 
 def test_launches_run_the_command_once_the_template_has_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ended = ForkServer({**os.environ, "PYTHONPATH": processes._python_path(None)})  # noqa: SLF001
+    ended = ForkServer({**os.environ, "PYTHONPATH": processes._python_path(None)}, process_alive)  # noqa: SLF001
     ended.close()
     monkeypatch.setattr(processes, "_fork_server", ended)
     server = ServerProcess(tmp_path / "server")
@@ -84,3 +85,19 @@ def test_the_template_reports_a_server_that_ended_on_its_own(tmp_path: Path) -> 
     assert proc.wait(20) == 2
     assert proc.poll() == 2
     proc.kill()  # a server reaped is not signalled (its pid may be another process's by now)
+
+
+def test_a_server_outliving_its_template_is_stopped_and_its_code_is_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fork_server = ForkServer({**os.environ, "PYTHONPATH": processes._python_path(None)}, process_alive)  # noqa: SLF001
+    monkeypatch.setattr(processes, "_fork_server", fork_server)
+    server = ServerProcess(tmp_path / "server")
+    server.start()
+    try:
+        assert isinstance(server.proc, ForkedProcess)
+        os.kill(fork_server.pid, signal.SIGKILL)
+        fork_server.close()
+        assert server.proc.poll() is None and server.mode() == "standalone"  # orphaned, it serves on
+        server.stop()
+        assert server.proc.returncode == CODE_UNKNOWN
+    finally:
+        server.kill()

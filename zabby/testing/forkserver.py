@@ -33,13 +33,16 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 TEMPLATE_MODULE = "zabby.testing.forkserver"
 REPLY_WAIT_S = 30.0  # for the template's pid of a launch (it forks at once; its start may take seconds on a loaded machine)
 IGNORED_VARIABLES = frozenset({"PYTEST_CURRENT_TEST"})  # set by pytest per test phase; no server reads it
+CODE_UNKNOWN = 255  # the return code of a server that ended after its template (whoever reaped it knows it)
+ORPHAN_POLL_S = 0.01
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -99,8 +102,11 @@ class ForkedProcess:
 class ForkServer:
     """The template process and the thread that reads what it reports."""
 
-    def __init__(self, environment: Mapping[str, str]) -> None:
+    def __init__(self, environment: Mapping[str, str], alive: Callable[[int], bool]) -> None:
+        """``alive(pid)``: whether a process runs (a zombie does not), for the servers left
+        when the template has ended."""
         self.environment = dict(environment)
+        self._alive = alive
         self._proc = subprocess.Popen(
             [sys.executable, "-m", TEMPLATE_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=self.environment, cwd="/",
@@ -112,6 +118,11 @@ class ForkServer:
         self._gone = False
         self._reader = threading.Thread(target=self._read, name="zabby-forkserver", daemon=True)
         self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        """The template's."""
+        return self._proc.pid
 
     def accepts(self, environment: Mapping[str, str]) -> bool:
         """Whether a server with this environment may be forked (it differs from the
@@ -136,13 +147,20 @@ class ForkServer:
         return ForkedProcess(pid, self)
 
     def returncode(self, pid: int) -> int | None:
+        """The server's return code once the template reaped it; ``CODE_UNKNOWN`` once it has
+        ended after the template did (orphaned, it was reaped by another)."""
         with self._changed:
+            if self._gone and pid not in self._ended and not self._alive(pid):
+                self._ended[pid] = CODE_UNKNOWN
             return self._ended.get(pid)
 
     def wait_ended(self, pid: int, timeout: float | None) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._changed:
             self._changed.wait_for(lambda: pid in self._ended or self._gone, timeout)
-            return self._ended.get(pid)
+        while self.returncode(pid) is None and (deadline is None or time.monotonic() < deadline):
+            time.sleep(ORPHAN_POLL_S)  # the template has ended: the server is nobody's to report
+        return self.returncode(pid)
 
     def close(self) -> None:
         """End the template (the servers it forked go on until they are stopped)."""

@@ -214,7 +214,7 @@ def use_fork_server() -> None:
     environment and ended with this interpreter."""
     global _fork_server
     if _fork_server is None:
-        _fork_server = ForkServer({**os.environ, "PYTHONPATH": _python_path(None)})
+        _fork_server = ForkServer({**os.environ, "PYTHONPATH": _python_path(None)}, process_alive)
         atexit.register(_fork_server.close)
 
 
