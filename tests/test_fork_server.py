@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from zabby.testing import processes
-from zabby.testing.forkserver import CODE_UNKNOWN, ForkedProcess, ForkServer
+from zabby.testing.forkserver import CODE_UNKNOWN, TEMPLATE, ForkedProcess, ForkServer
 from zabby.testing.processes import ServerProcess, launch_server, process_alive, use_fork_server
 
 HOW = {"forked": {}, "command": {"ZABBY_TEST_LAUNCH": "a variable the template was not started with"}}
@@ -101,3 +102,12 @@ def test_a_server_outliving_its_template_is_stopped_and_its_code_is_unknown(tmp_
         assert server.proc.returncode == CODE_UNKNOWN
     finally:
         server.kill()
+
+
+def test_the_template_imports_what_a_server_imports_and_no_more_of_zabby() -> None:
+    """Run as a script, not as a module of zabby.testing (whose package imports the client):
+    the forked servers hold no client modules the command's servers would not."""
+    done = subprocess.run([sys.executable, "-X", "importtime", TEMPLATE], input=b"", capture_output=True, timeout=60, check=True)
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.decode().splitlines() if line.startswith("import time:")}
+    assert "zabby.server.main" in imported
+    assert not {name for name in imported if name.startswith(("zabby.client", "zabby.testing", "anyio"))}

@@ -2,9 +2,10 @@
 
 A server started as ``python -m zabby.server.main`` spends most of its start importing: about
 300 ms of CPU, against 30 ms for a fork of a process that has the modules loaded (and 0.5 s
-of wall time against 60 ms).  A test run starts hundreds of servers.  ``ForkServer`` runs
-``python -m zabby.testing.forkserver`` once, which imports ``zabby.server.main`` and then, for
-each launch, forks a child that becomes the server: it takes the launch's folder, log, session,
+of wall time against 60 ms).  A test run starts hundreds of servers.  ``ForkServer`` runs this
+file once as a script (not as a module of ``zabby.testing``, whose package would import the
+client), which imports ``zabby.server.main`` and nothing else of zabby and then, for each
+launch, forks a child that becomes the server: it takes the launch's folder, log, session,
 descriptor limit, environment and arguments, and runs ``zabby.server.main.main`` as the
 command would, ending with its exit code.  The template reports each child's pid and, when it
 has reaped it, its return code; ``ForkedProcess`` is the launcher's handle on it, with the part
@@ -38,7 +39,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
-TEMPLATE_MODULE = "zabby.testing.forkserver"
+TEMPLATE = __file__
 REPLY_WAIT_S = 30.0  # for the template's pid of a launch (it forks at once; its start may take seconds on a loaded machine)
 IGNORED_VARIABLES = frozenset({"PYTEST_CURRENT_TEST"})  # set by pytest per test phase; no server reads it
 CODE_UNKNOWN = 255  # the return code of a server that ended after its template (whoever reaped it knows it)
@@ -67,7 +68,7 @@ class ForkedProcess:
 
     def __init__(self, pid: int, fork_server: ForkServer) -> None:
         self.pid = pid
-        self.args = [TEMPLATE_MODULE, str(pid)]
+        self.args = [TEMPLATE, str(pid)]
         self._fork_server = fork_server
 
     @property
@@ -108,7 +109,7 @@ class ForkServer:
         self.environment = dict(environment)
         self._alive = alive
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", TEMPLATE_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            [sys.executable, TEMPLATE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=self.environment, cwd="/",
         )  # fmt: skip
         self._launching = threading.Lock()  # one launch at a time: the template answers in order
@@ -195,6 +196,7 @@ class ForkServer:
 def serve() -> None:
     """The template's loop: a launch per line on stdin, answered with the child's pid; each
     child reaped reported with its return code; ends when stdin closes."""
+    sys.path[0] = os.getcwd()  # not this file's folder: the path of ``python -m`` run here
     import zabby.server.main  # noqa: F401  (what every child needs, loaded once, before any fork)
 
     reaped_r, reaped_w = os.pipe()
