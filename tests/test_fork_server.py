@@ -1,7 +1,8 @@
 """``zabby.testing``'s fork server: a server forked from the template is the server the command
-would have run (its session, descriptor limit, folder, log and exit codes), a launch the
-template cannot stand for runs the command, launches go on as commands once the template has
-ended, and a server left by a template that died can still be stopped.  (tests/conftest.py
+would have run (its session, descriptor limit, folder, log and exit codes), a launch with variables of its own
+runs the command, a variable this process set since gets a template of its own, launches go
+on as commands once the template has ended, and a server left by a template that died can
+still be stopped.  (tests/conftest.py
 has every test's servers forked.)"""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from zabby.testing import processes
-from zabby.testing.forkserver import CODE_UNKNOWN, TEMPLATE, ForkedProcess, ForkServer
+from zabby.testing.forkserver import CODE_UNKNOWN, TEMPLATE, ForkedProcess, ForkServer, environment_key
 from zabby.testing.processes import ServerProcess, launch_server, process_alive, use_fork_server
 
 HOW = {"forked": {}, "command": {"ZABBY_TEST_LAUNCH": "a variable the template was not started with"}}
@@ -66,14 +67,35 @@ def test_a_launch_that_inherits_the_session_stays_in_ours(tmp_path: Path) -> Non
         server.kill()
 
 
+def _template(monkeypatch: pytest.MonkeyPatch) -> ForkServer:
+    """A template of its own for this process's environment, in use for this test only."""
+    environment = processes._environment(None)  # noqa: SLF001
+    fork_server = ForkServer(environment, process_alive)
+    monkeypatch.setitem(processes._fork_servers, environment_key(environment), fork_server)  # noqa: SLF001
+    return fork_server
+
+
 def test_launches_run_the_command_once_the_template_has_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ended = ForkServer({**os.environ, "PYTHONPATH": processes._python_path(None)}, process_alive)  # noqa: SLF001
-    ended.close()
-    monkeypatch.setattr(processes, "_fork_server", ended)
+    use_fork_server()
+    _template(monkeypatch).close()
     server = ServerProcess(tmp_path / "server")
     server.start()
     try:
         assert isinstance(server.proc, subprocess.Popen)
+    finally:
+        server.kill()
+
+
+def test_a_variable_set_in_this_process_since_has_a_template_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PySpark's session sets PYSPARK_PYTHON for good: the servers launched after it are forked
+    from a template started with it (the one before would fork them without it)."""
+    use_fork_server()
+    monkeypatch.setenv("ZABBY_TEST_SET_SINCE", "1")
+    server = ServerProcess(tmp_path / "server")
+    server.start()
+    try:
+        assert isinstance(server.proc, ForkedProcess)
+        assert b"ZABBY_TEST_SET_SINCE=1" in Path(f"/proc/{server.proc.pid}/environ").read_bytes().split(b"\0")  # its template's
     finally:
         server.kill()
 
@@ -89,8 +111,8 @@ def test_the_template_reports_a_server_that_ended_on_its_own(tmp_path: Path) -> 
 
 
 def test_a_server_outliving_its_template_is_stopped_and_its_code_is_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fork_server = ForkServer({**os.environ, "PYTHONPATH": processes._python_path(None)}, process_alive)  # noqa: SLF001
-    monkeypatch.setattr(processes, "_fork_server", fork_server)
+    use_fork_server()
+    fork_server = _template(monkeypatch)
     server = ServerProcess(tmp_path / "server")
     server.start()
     try:

@@ -14,9 +14,11 @@ of ``subprocess.Popen``'s API that the tests and the harness use (``pid``, ``ret
 
 What a fork cannot give a server is what an interpreter takes at start: its environment as
 imported modules read it (``ZABBY_DISK_FAULTS``, ``LD_PRELOAD``, ``PYTHON*``), its flags, and
-its own hash seed.  So ``launch_server`` forks only when the launch's environment is the one the
-template started with and the code is the template's (``processes.launch_server``), and
-otherwise executes the command; and the servers of a template share its hash seed (their
+its own hash seed.  So a server is forked only from a template started with the environment
+of its launch (``environment_key``), one template for each environment this process has had
+(a test or a library may set a variable: PySpark's session sets PYSPARK_PYTHON); a launch
+with variables of its own, or another checkout's code, runs the command
+(``processes.launch_server``).  The servers of a template share its hash seed (their
 dicts and sets of strings iterate in the same order), which nothing in zabby may depend on.
 """
 
@@ -56,6 +58,12 @@ class Launch:
     environment: dict[str, str]
     new_session: bool
     descriptors_max: int | None
+
+
+def environment_key(environment: Mapping[str, str]) -> frozenset[tuple[str, str]]:
+    """What of an environment a template stands for: a server may be forked from the template
+    started with the same key (the variables an interpreter or an import may read all alike)."""
+    return frozenset((name, value) for name, value in environment.items() if name not in IGNORED_VARIABLES)
 
 
 class ForkServerGone(RuntimeError):
@@ -104,8 +112,8 @@ class ForkServer:
     """The template process and the thread that reads what it reports."""
 
     def __init__(self, environment: Mapping[str, str], alive: Callable[[int], bool]) -> None:
-        """``alive(pid)``: whether a process runs (a zombie does not), for the servers left
-        when the template has ended."""
+        """A template started with ``environment``.  ``alive(pid)``: whether a process runs (a
+        zombie does not), for the servers left when the template has ended."""
         self.environment = dict(environment)
         self._alive = alive
         self._proc = subprocess.Popen(
@@ -125,11 +133,10 @@ class ForkServer:
         """The template's."""
         return self._proc.pid
 
-    def accepts(self, environment: Mapping[str, str]) -> bool:
-        """Whether a server with this environment may be forked (it differs from the
-        template's in no variable an interpreter or an import may read)."""
-        keys = (set(environment) | set(self.environment)) - IGNORED_VARIABLES
-        return not self._gone and all(environment.get(key) == self.environment.get(key) for key in keys)
+    @property
+    def ended(self) -> bool:
+        """The template has ended: it forks no more."""
+        return self._gone
 
     def launch(self, launch: Launch) -> ForkedProcess:
         """Fork a server; raises ForkServerGone if the template has ended."""

@@ -40,7 +40,7 @@ from typing import Protocol
 
 import zabby
 from zabby.client.fourletter import four_letter, mntr, server_mode, srvr_zxid
-from zabby.testing.forkserver import ForkServer, ForkServerGone, Launch
+from zabby.testing.forkserver import ForkServer, ForkServerGone, Launch, environment_key
 
 SERVING_MODES = ("leader", "follower", "observer", "standalone")  # read-only is not counted
 LEADING_MODES = ("leader", "standalone")
@@ -192,7 +192,7 @@ def launch_server(
     reach it; it may outlive its parent; ``os.killpg`` reaches all of it).  With
     ``descriptors_max``, its RLIMIT_NOFILE (soft and hard) is that.  Forked from the fork
     server's template where ``use_fork_server()`` was called and the template can stand for it."""
-    env = {**os.environ, "PYTHONPATH": _python_path(root), **(environment or {})}
+    env = _environment(root, environment)
     launch = Launch([*options, str(config)], str(cwd or config.parent), str(log_path), env, new_session, descriptors_max)
     forked = _forked(launch)
     if forked is not None:
@@ -205,26 +205,45 @@ def launch_server(
         )  # fmt: skip
 
 
-_fork_server: ForkServer | None = None
+_forking = False
+_fork_servers: dict[frozenset[tuple[str, str]], ForkServer] = {}  # by environment_key
 
 
 def use_fork_server() -> None:
     """Fork the servers launched from now on (``launch_server``) from a template process that
-    has imported the server (``zabby.testing.forkserver``), started now with this process's
-    environment and ended with this interpreter."""
-    global _fork_server
-    if _fork_server is None:
-        _fork_server = ForkServer({**os.environ, "PYTHONPATH": _python_path(None)}, process_alive)
-        atexit.register(_fork_server.close)
+    has imported the server (``zabby.testing.forkserver``): one for this process's environment,
+    started now, and one more whenever that environment has changed at a launch; each ended
+    with this interpreter."""
+    global _forking
+    _forking = True
+    _fork_server_for(_environment(None))
+
+
+def _environment(root: Path | None, environment: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A server's environment: ours, its PYTHONPATH (see ``_python_path``), then ``environment``."""
+    return {**os.environ, "PYTHONPATH": _python_path(root), **(environment or {})}
+
+
+def _fork_server_for(environment: Mapping[str, str]) -> ForkServer:
+    key = environment_key(environment)
+    if key not in _fork_servers:
+        _fork_servers[key] = ForkServer(environment, process_alive)
+        atexit.register(_fork_servers[key].close)
+    return _fork_servers[key]
 
 
 def _forked(launch: Launch) -> ServerHandle | None:
     """The server forked, or None where it is to be launched as a command: no fork server in
-    use, or its template cannot stand for this launch, or it has ended."""
-    if _fork_server is None or not _fork_server.accepts(launch.environment):
+    use, a launch with variables of its own or another checkout's code (its environment is
+    not ours), or a template that has ended (a server is not forked from a new one for the
+    same environment: whatever ended it may end that one too)."""
+    if not _forking or environment_key(launch.environment) != environment_key(_environment(None)):
+        return None
+    fork_server = _fork_server_for(launch.environment)
+    if fork_server.ended:
         return None
     try:
-        return _fork_server.launch(launch)
+        return fork_server.launch(launch)
     except ForkServerGone:
         return None
 
