@@ -34,24 +34,27 @@ def test_a_forked_server_is_the_server_the_command_runs(tmp_path: Path, how: str
     server.new_session = True
     server.descriptors_max = 4096
     server.start()
-    assert server.proc is not None
-    assert isinstance(server.proc, ForkedProcess if how == "forked" else subprocess.Popen)
-    assert server.mode() == "standalone" and server.four_letter("ruok") == "imok"
-    pid = server.proc.pid
-    assert os.getsid(pid) == pid != os.getsid(0)  # a session of its own
-    assert _limit(pid).split()[3:5] == ["4096", "4096"]
-    assert Path(f"/proc/{pid}/cwd").resolve() == server.config_path.parent.resolve()
-    assert "serving clients on" in server.log_tail()
-    server.stop()
-    assert server.proc.returncode == 0
-    server.start()
-    server.kill()
-    assert server.proc.returncode == -signal.SIGKILL
-    server.settings["tickTime"] = "often"
-    server.write_config()
-    server.launch()
-    assert server.proc.wait(20) == 2
-    assert "tickTime='often' is not an integer" in server.log_tail()
+    try:
+        assert server.proc is not None
+        assert isinstance(server.proc, ForkedProcess if how == "forked" else subprocess.Popen)
+        assert server.mode() == "standalone" and server.four_letter("ruok") == "imok"
+        pid = server.proc.pid
+        assert os.getsid(pid) == pid != os.getsid(0)  # a session of its own
+        assert _limit(pid).split()[3:5] == ["4096", "4096"]
+        assert Path(f"/proc/{pid}/cwd").resolve() == server.config_path.parent.resolve()
+        assert "serving clients on" in server.log_tail()
+        server.stop()
+        assert server.proc.returncode == 0
+        server.start()
+        server.kill()
+        assert server.proc.returncode == -signal.SIGKILL
+        server.settings["tickTime"] = "often"
+        server.write_config()
+        server.launch()
+        assert server.proc.wait(20) == 2
+        assert "tickTime='often' is not an integer" in server.log_tail()
+    finally:
+        server.kill()  # (a failed check leaves no server behind)
 
 
 def test_a_launch_that_inherits_the_session_stays_in_ours(tmp_path: Path) -> None:
