@@ -31,7 +31,7 @@ from harness.bench.runner import percentile
 from harness.bench.systems import cpu_of
 from harness.bench.write_path_hooks import PATH
 from harness import CHECKOUT
-from zabby.testing import Ensemble
+from zabby.testing import Ensemble, wait_until
 
 HOOKS_ENV = "ZABBY_WRITE_PATH_OUT"
 SITECUSTOMIZE = f"""import os
@@ -75,6 +75,9 @@ def measure(folder: Path, writes: int, warmup: int, other_follower: str = "runni
                 if i >= warmup:
                     latencies.append(time.perf_counter() - started)
             cpu = {role: (cpu_of(pid) - cpu_before[role]) / writes for role, pid in pids.items()}
+            if other_follower == "running":  # a quorum answered the writes: the third may be behind, its spans not yet timed
+                last = group.servers[leader].zxid()
+                wait_until(lambda: all(server.zxid() == last for server in group.servers.values()), 30, "every server to log the last write")
         finally:
             client.stop()
             client.close()

@@ -39,7 +39,7 @@ from harness.local.zookeeper import launch_zookeeper, zookeeper_command
 from zabby.client.fourletter import mntr, server_mode, srvr_zxid
 from zabby.membership import Membership
 from zabby.testing.ensembles import Member
-from zabby.testing.processes import launch_server, write_config, write_myid
+from zabby.testing.processes import ServerHandle, launch_server, write_config, write_myid
 
 SERVING_MODES = frozenset({"leader", "follower", "observer"})
 FOUR_LETTER_TIMEOUT_S = 2.0
@@ -123,7 +123,7 @@ class Server:
         self.client_port, self.quorum_port, self.election_port = self.member.client_port, self.member.quorum_port, self.member.election_port
         self.config_path = self.dir / "zoo.cfg"
         self.disk_faults_path = self.dir / "disk-faults.json"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: ServerHandle | None = None  # a zabby server, or a ZooKeeper JVM
         self.down_by_nemesis = False  # killed on purpose: not a death
         self.paused = False
         self.restarts_after_death = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from zabby.engine.stats import LATENCY_BUCKETS_S, ServerStats
+from zabby.server.metrics import LatencyCollector
 
 # on the bounds, between them, below the first and above the last
 SECONDS = [0.0, 0.00005, *LATENCY_BUCKETS_S, 0.0003, 0.0011, 0.07, 0.4999, 2.6, 30.0]
@@ -24,6 +25,8 @@ def test_request_and_fsync_histograms_match_prometheus_histograms() -> None:
         requests.labels("write" if i % 3 == 0 else "read").observe(seconds)
         stats.record_fsync(seconds / 2)
         fsync.observe(seconds / 2)
+    exposed = CollectorRegistry()
+    exposed.register(LatencyCollector(stats))
     for name in ("zabby_request_latency_seconds", "zabby_fsync_latency_seconds"):
-        assert _lines(stats.registry, name) == _lines(reference, name)
+        assert _lines(exposed, name) == _lines(reference, name)
     assert stats.fsync.count == len(SECONDS)

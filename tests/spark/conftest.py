@@ -1,5 +1,9 @@
 """Fixtures for the zabby.spark tests: 3-server ensembles (tickTime 200 ms), a module-scoped
-SparkSession (skipped, with the reason, only when Java or pyspark is missing)."""
+SparkSession (skipped, with the reason, only when Java or pyspark is missing).
+
+The tests' Spark JVMs compile with C1 only and collect with the serial collector
+(``SHORT_JVM``): a test's Spark runs for seconds, in which C2's compiles cost more than they
+give.  A session start and three small builds took 48 s of the JVM's CPU, 23 s so."""
 
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ from zabby.testing import (
     Ensemble,
     wait_until,  # noqa: F401  (re-exported for this folder's tests)
 )
+
+SHORT_JVM = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}  # the driver JVM's options (spark-submit's)
 
 
 def java_missing() -> str | None:
@@ -68,7 +74,10 @@ def spark() -> Iterator[object]:
         pytest.skip(reason)
     from zabby.spark.cube import spark_session
 
-    session = spark_session("local[2]", "zabby-tests", shuffle_partitions=2, driver_memory="1g")
+    with pytest.MonkeyPatch.context() as patch:  # for the JVM's launch only: servers launched later fork (use_fork_server)
+        for name, value in SHORT_JVM.items():
+            patch.setenv(name, value)
+        session = spark_session("local[2]", "zabby-tests", shuffle_partitions=2, driver_memory="1g")
     try:
         yield session
     finally:

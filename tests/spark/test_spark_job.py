@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from tests import ROOT
-from tests.spark.conftest import wait_until
+from tests.spark.conftest import SHORT_JVM, wait_until
 from zabby.spark.epoch import ProjectEpoch
 from zabby.spark.job import FAULT_ENV, CubeJob
 from zabby.spark.metastore import MetaStore
@@ -127,7 +127,7 @@ def test_driver_killed_between_spark_and_commit(spark, ensemble: Ensemble, make_
     store.init_project(sales_project("p"), sales_model(), sales_cube_desc(), str(tmp_path / "storage"))
     epoch.release()
     before = store.read_cube(CUBE)
-    env = {**os.environ, FAULT_ENV: "exit-before-commit"}
+    env = {**os.environ, **SHORT_JVM, FAULT_ENV: "exit-before-commit"}
     proc = subprocess.run(
         [sys.executable, "-m", "zabby.spark.job", "--hosts", ensemble.hosts, "--project", "p", "--storage", str(tmp_path / "storage"),
          "--rows", "5000", "--start", "2024-01-01", "--end", "2024-01-31"],

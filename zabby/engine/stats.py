@@ -1,20 +1,16 @@
 """Counters and latency figures behind the four-letter words, the admin endpoint and /metrics.
 
 These are live and mutable; each has ``statistics()``, a frozen copy for readers
-(``zabby.server.statistics``).
+(``zabby.server.statistics``).  /metrics exposes the latency histograms through
+``zabby.server.metrics``.
 """
 
 from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
-
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import HistogramMetricFamily
-from prometheus_client.registry import Collector
 
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -71,21 +67,6 @@ class LatencyHistogram:
         return cumulative
 
 
-class _LatencyCollector(Collector):
-    def __init__(self, stats: ServerStats) -> None:
-        self.stats = stats
-
-    def collect(self) -> Iterator[HistogramMetricFamily]:
-        stats = self.stats
-        requests = HistogramMetricFamily("zabby_request_latency_seconds", "Client request latency by kind", labels=["kind"])
-        for kind, histogram in (("read", stats.read_latency), ("write", stats.write_latency)):
-            requests.add_metric([kind], histogram.buckets(), histogram.total_s)
-        yield requests
-        fsync = HistogramMetricFamily("zabby_fsync_latency_seconds", "Transaction log fsync latency")
-        fsync.add_metric([], stats.fsync_latency.buckets(), stats.fsync_latency.total_s)
-        yield fsync
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LatencyFigures:
     count: int
@@ -123,13 +104,11 @@ class ServerStats:
     startup_txns_load_ms: float = 0.0  # replaying the log after it
     digest_mismatches: int = 0  # the leader's tree digest differed from ours (then: resync by SNAP)
     repairs: int = 0  # times the core was restarted in place after a failure
-    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
     def __post_init__(self) -> None:
         self.read_latency = LatencyHistogram()
         self.write_latency = LatencyHistogram()
         self.fsync_latency = LatencyHistogram()
-        self.registry.register(_LatencyCollector(self))
 
     def record_request(self, seconds: float, write: bool) -> None:
         self.latency.add(seconds * 1000.0)

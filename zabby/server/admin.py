@@ -1,5 +1,5 @@
 """The admin HTTP endpoint: ``/commands/<name>`` answers each four-letter word as JSON and
-``/metrics`` serves Prometheus text (prometheus_client), mntr's figures and zabby's own
+``/metrics`` serves Prometheus text: mntr's figures, the latency histograms and zabby's own
 (``zabby.server.metrics``).  Both read a frozen snapshot of the server
 (``zabby.server.statistics``).  ``/commands/snapshot`` streams a snapshot file made by a
 forked child (ZooKeeper 3.9's ``snapshot?streaming=true``), and ``/console`` is the read-only
@@ -18,19 +18,14 @@ import json
 from functools import partial
 import logging
 import time
-from collections.abc import Iterator
 
 import trio
-from prometheus_client import generate_latest
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 from zabby.server import browsers, console, fourletter, http
 from zabby.server.forks import download_image
 from zabby.server.guard import contained
 from zabby.server.listeners import serve_listeners
 from zabby.server.sources import SourceCounts, source_of
-from zabby.server.metrics import ZabbyCollector
 from zabby.server.statistics import Monitored, reset, snapshot
 from zabby.server.transport import peer_host, relay_forked
 from zabby.storage.snapshot import snapshot_name
@@ -49,24 +44,6 @@ ALIASES = {
 }  # fmt: skip
 
 
-class MntrCollector(Collector):
-    def __init__(self, server: Monitored) -> None:
-        self.server = server
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        figures = snapshot(self.server, fourletter.parts("mntr"))
-        quotas = fourletter.quota_metrics(figures)
-        per_namespace = {f"{namespace}_{name}" for name, values in quotas.items() for namespace in values}
-        for key, value in fourletter.mntr_data(figures).items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in per_namespace:
-                yield GaugeMetricFamily(f"zk_{key}", f"mntr {key}", value=value)
-        for name, values in quotas.items():  # a namespace is a label: it need not be a metric name
-            family = GaugeMetricFamily(f"zk_{name}", f"mntr {name}", labels=["key"])
-            for namespace, value in values.items():
-                family.add_metric([namespace], value)
-            yield family
-
-
 # What needs an administrator's credentials (console.refusal): client addresses (stat, cons),
 # session ids and their watches' paths (dump, wchc, wchp), the host and its folders (envi,
 # conf, icfg, dirs), the tree's digests (hash), and the counter resets, which change state
@@ -80,7 +57,9 @@ def render(server: Monitored, target: str) -> tuple[str, str, bytes]:
     path = target.split("?", 1)[0].rstrip("/")
     prefix = server.config.admin_command_url.rstrip("/")
     if path == "/metrics":
-        return "200 OK", "text/plain; version=0.0.4", generate_latest(server.stats.registry)
+        from zabby.server import metrics  # with prometheus_client: at the first scrape, not at every start
+
+        return "200 OK", "text/plain; version=0.0.4", metrics.exposition(server)
     if path == prefix:
         names = sorted(set(fourletter.DATA) | set(ALIASES) | {SNAPSHOT_COMMAND})
         return "200 OK", "application/json", json.dumps({"commands": names}).encode()
@@ -280,8 +259,6 @@ async def serve_admin(server: Monitored, *, task_status: trio.TaskStatus[int | N
         LOGGER.warning("admin server not started: port %s:%d is unavailable (%s)", config.admin_address, config.admin_port, exc)
         task_status.started(None)
         return
-    server.stats.registry.register(MntrCollector(server))
-    server.stats.registry.register(ZabbyCollector(server))
     port = listeners[0].socket.getsockname()[1]
     LOGGER.info("admin server on http://%s:%d%s", config.admin_address, port, config.admin_command_url)
     task_status.started(port)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-import logging.config
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +65,8 @@ def configure(level: str = "INFO", log_format: str = "text", config_file: Path |
 
 
 def _load_file(path: Path) -> None:
+    import logging.config  # (with logging.handlers, socketserver, pickle): only for a config file
+
     try:
         if path.suffix == ".ini":
             logging.config.fileConfig(path, disable_existing_loggers=False)

@@ -10,15 +10,22 @@ dashboard in ``deploy/`` need that mntr does not say as a number.
     zabby_disk_space_low               1 while the txn log cannot reserve space (writes refused)
 
 Like every figure of the admin endpoint, they come from one frozen ``ServerStatistics``.
+``exposition`` is the whole of /metrics: these, mntr's figures as ``zk_*`` gauges and the
+request and fsync latency histograms.  prometheus_client (and the 60 modules it imports) is
+imported with this module, by the admin endpoint at its first scrape: a server that is never
+scraped does not pay for it at start.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from zabby.engine.stats import ServerStats
+from zabby.server import fourletter
 from zabby.server.statistics import Monitored, Part, ServerStatistics, snapshot
 from zabby.tree.txns import zxid_counter, zxid_epoch
 
@@ -61,3 +68,44 @@ class ZabbyCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield from families(snapshot(self.server, Part.DISK_SPACE))
+
+
+class MntrCollector(Collector):
+    def __init__(self, server: Monitored) -> None:
+        self.server = server
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        figures = snapshot(self.server, fourletter.parts("mntr"))
+        quotas = fourletter.quota_metrics(figures)
+        per_namespace = {f"{namespace}_{name}" for name, values in quotas.items() for namespace in values}
+        for key, value in fourletter.mntr_data(figures).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in per_namespace:
+                yield GaugeMetricFamily(f"zk_{key}", f"mntr {key}", value=value)
+        for name, values in quotas.items():  # a namespace is a label: it need not be a metric name
+            family = GaugeMetricFamily(f"zk_{name}", f"mntr {name}", labels=["key"])
+            for namespace, value in values.items():
+                family.add_metric([namespace], value)
+            yield family
+
+
+class LatencyCollector(Collector):
+    def __init__(self, stats: ServerStats) -> None:
+        self.stats = stats
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        stats = self.stats
+        requests = HistogramMetricFamily("zabby_request_latency_seconds", "Client request latency by kind", labels=["kind"])
+        for kind, histogram in (("read", stats.read_latency), ("write", stats.write_latency)):
+            requests.add_metric([kind], histogram.buckets(), histogram.total_s)
+        yield requests
+        fsync = HistogramMetricFamily("zabby_fsync_latency_seconds", "Transaction log fsync latency")
+        fsync.add_metric([], stats.fsync_latency.buckets(), stats.fsync_latency.total_s)
+        yield fsync
+
+
+def exposition(server: Monitored) -> bytes:
+    """/metrics: the Prometheus text of every collector above, read now."""
+    registry = CollectorRegistry()
+    for collector in (LatencyCollector(server.stats), MntrCollector(server), ZabbyCollector(server)):
+        registry.register(collector)
+    return generate_latest(registry)

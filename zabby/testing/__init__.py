@@ -19,6 +19,8 @@ installed) gives the fixtures ``zabby_server`` and ``zabby_ensemble``.
 
 ``ServerProcess`` and ``Ensemble`` are the classes behind them, for tests that restart, kill or
 reconfigure servers; ``free_port`` and ``wait_until`` are the helpers they use.
+``use_fork_server()`` has the servers started from then on forked from a process that has
+imported the server: a start takes a tenth of the CPU (``zabby.testing.forkserver``).
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ from typing import Generic, TypeVar
 import anyio
 
 from zabby.testing.ensembles import Ensemble, Member
-from zabby.testing.processes import ServerProcess, free_port, wait_until
+from zabby.testing.processes import ServerProcess, free_port, use_fork_server, wait_until
 
-__all__ = ["Ensemble", "Member", "Running", "ServerProcess", "ensemble", "free_port", "server", "wait_until"]
+__all__ = ["Ensemble", "Member", "Running", "ServerProcess", "ensemble", "free_port", "server", "use_fork_server", "wait_until"]
 
 STOP_S_MAX = 60.0  # an async exit waits this long at most for the servers to stop
 Servers = TypeVar("Servers", bound=ServerProcess | Ensemble)

@@ -129,7 +129,7 @@ class Ensemble:
             sid = self.leader(modes)
             if sid is not None and sid != excluding and sum(m in SERVING_MODES for m in modes.values()) >= needed:
                 return sid
-            time.sleep(0.05)
+            time.sleep(0.02)
         raise TimeoutError(f"no leader after {wait_s}s: {self.modes()}")
 
     def stop_all(self) -> None:

@@ -8,6 +8,11 @@ it answers with a Mode), ``stop_pids``/``stop_processes`` and ``kill_pids``/``ki
 (SIGTERM, a wait, SIGKILL; a zombie counts as ended).  ``ServerProcess`` is one server in a
 folder of its own.
 
+After ``use_fork_server()``, servers are forked from a process that has imported the server
+already (``zabby.testing.forkserver``): a start then costs a tenth of the CPU.  zabby's own
+tests do so; a launch the template cannot stand for (another checkout's code, another
+environment) still runs the command.
+
 A server runs the zabby this interpreter imports (``code_root``), whether installed or a
 checkout's; ``launch_server(root=...)`` runs another one's (an older checkout, say).  Ports are
 picked free below the kernel's ephemeral range (``free_port``), so a server that restarts finds
@@ -17,6 +22,7 @@ its ports free.  ``ServerProcess`` reserves 1 MB of log ahead instead of ZooKeep
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
@@ -30,15 +36,31 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Protocol
 
 import zabby
 from zabby.client.fourletter import four_letter, mntr, server_mode, srvr_zxid
+from zabby.testing.forkserver import ForkServer, ForkServerGone, Launch, environment_key
 
 SERVING_MODES = ("leader", "follower", "observer", "standalone")  # read-only is not counted
 LEADING_MODES = ("leader", "standalone")
 KILL_WAIT_S = 10.0  # how long a SIGKILLed process may take to end
 PORT_LOW = 20000
 _PORTS_TAKEN: set[int] = set()
+
+
+class ServerHandle(Protocol):
+    """A launched server process: a ``subprocess.Popen``, or a ``forkserver.ForkedProcess``."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def send_signal(self, signum: int, /) -> None: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
 
 
 # --- ports, processes, waits ----------------------------------------------------------------
@@ -162,19 +184,68 @@ def _python_path(root: Path | None) -> str:
 def launch_server(
     config: Path, log_path: Path, *, options: Iterable[str] = (), environment: Mapping[str, str] | None = None,
     new_session: bool = False, root: Path | None = None, cwd: Path | None = None, descriptors_max: int | None = None,
-) -> subprocess.Popen[bytes]:  # fmt: skip
+) -> ServerHandle:  # fmt: skip
     """``python -m zabby.server.main [options] config``, running the zabby found in ``root``
     (default: the one this interpreter imported, see ``code_root``), from ``cwd`` (default the
     config's folder), its output appended to ``log_path``; ``environment`` is added to ours
     last.  With ``new_session`` in a session of its own (a Ctrl-C in the terminal does not
     reach it; it may outlive its parent; ``os.killpg`` reaches all of it).  With
-    ``descriptors_max``, its RLIMIT_NOFILE (soft and hard) is that."""
+    ``descriptors_max``, its RLIMIT_NOFILE (soft and hard) is that.  Forked from the fork
+    server's template where ``use_fork_server()`` was called and the template can stand for it."""
+    env = _environment(root, environment)
+    launch = Launch([*options, str(config)], str(cwd or config.parent), str(log_path), env, new_session, descriptors_max)
+    forked = _forked(launch)
+    if forked is not None:
+        return forked
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "zabby.server.main", *options, str(config)], stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, cwd=cwd or config.parent, env={**os.environ, "PYTHONPATH": _python_path(root), **(environment or {})},
-            start_new_session=new_session, preexec_fn=None if descriptors_max is None else functools.partial(_limit_descriptors, descriptors_max),
+            [sys.executable, "-m", "zabby.server.main", *launch.arguments], stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, cwd=launch.cwd, env=env, start_new_session=new_session,
+            preexec_fn=None if descriptors_max is None else functools.partial(_limit_descriptors, descriptors_max),
         )  # fmt: skip
+
+
+_forking = False
+_fork_servers: dict[frozenset[tuple[str, str]], ForkServer] = {}  # by environment_key
+
+
+def use_fork_server() -> None:
+    """Fork the servers launched from now on (``launch_server``) from a template process that
+    has imported the server (``zabby.testing.forkserver``): one for this process's environment,
+    started now, and one more whenever that environment has changed at a launch; each ended
+    with this interpreter."""
+    global _forking
+    _forking = True
+    _fork_server_for(_environment(None))
+
+
+def _environment(root: Path | None, environment: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A server's environment: ours, its PYTHONPATH (see ``_python_path``), then ``environment``."""
+    return {**os.environ, "PYTHONPATH": _python_path(root), **(environment or {})}
+
+
+def _fork_server_for(environment: Mapping[str, str]) -> ForkServer:
+    key = environment_key(environment)
+    if key not in _fork_servers:
+        _fork_servers[key] = ForkServer(environment, process_alive)
+        atexit.register(_fork_servers[key].close)
+    return _fork_servers[key]
+
+
+def _forked(launch: Launch) -> ServerHandle | None:
+    """The server forked, or None where it is to be launched as a command: no fork server in
+    use, a launch with variables of its own or another checkout's code (its environment is
+    not ours), or a template that has ended (a server is not forked from a new one for the
+    same environment: whatever ended it may end that one too)."""
+    if not _forking or environment_key(launch.environment) != environment_key(_environment(None)):
+        return None
+    fork_server = _fork_server_for(launch.environment)
+    if fork_server.ended:
+        return None
+    try:
+        return fork_server.launch(launch)
+    except ForkServerGone:
+        return None
 
 
 def _limit_descriptors(count: int) -> None:
@@ -196,7 +267,7 @@ def wait_serving(port: int, running: Callable[[], bool], wait_s: float = 20.0) -
         mode = server_mode(port, 1.0)
         if mode not in ("down", "not serving"):
             return mode
-        time.sleep(0.05)
+        time.sleep(0.01)
     raise TimeoutError(f"server on {port} not serving after {wait_s}s")
 
 
@@ -228,12 +299,12 @@ def stop_pids(pids: Iterable[int], grace_s: float = 10.0) -> None:
         kill_pids(pids)
 
 
-def _unreaped(procs: Iterable[subprocess.Popen[bytes] | None]) -> list[subprocess.Popen[bytes]]:
+def _unreaped(procs: Iterable[ServerHandle | None]) -> list[ServerHandle]:
     """The children not yet reaped: their pids are still theirs, safe to signal."""
     return [proc for proc in procs if proc is not None and proc.poll() is None]
 
 
-def stop_processes(procs: Iterable[subprocess.Popen[bytes] | None], grace_s: float = 10.0) -> None:
+def stop_processes(procs: Iterable[ServerHandle | None], grace_s: float = 10.0) -> None:
     """``stop_pids`` for child processes, all at once, then reap them."""
     children = _unreaped(procs)
     stop_pids([proc.pid for proc in children], grace_s)
@@ -241,7 +312,7 @@ def stop_processes(procs: Iterable[subprocess.Popen[bytes] | None], grace_s: flo
         proc.wait(KILL_WAIT_S)
 
 
-def kill_processes(procs: Iterable[subprocess.Popen[bytes] | None]) -> None:
+def kill_processes(procs: Iterable[ServerHandle | None]) -> None:
     """``kill_pids`` for child processes, all at once, then reap them."""
     children = _unreaped(procs)
     kill_pids([proc.pid for proc in children])
@@ -267,7 +338,7 @@ class ServerProcess:
         }
         self.config_path = workdir / "zoo.cfg"
         self.write_config()
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: ServerHandle | None = None
         self.environment: dict[str, str] = {}  # added to the server's environment at launch
         self.options: list[str] = []  # zabby-server options before the config file (e.g. --log-format json)
         self.new_session = False  # launch it in a session of its own (see launch_server)
@@ -352,5 +423,5 @@ class ServerProcess:
             mode = self.mode()
             if mode in modes:
                 return mode
-            time.sleep(0.05)
+            time.sleep(0.02)
         raise AssertionError(f"server on {self.port}: mode {mode!r}, expected one of {sorted(modes)}")
