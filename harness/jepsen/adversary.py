@@ -39,6 +39,7 @@ MiB = 2**20
 BUDGET_BYTES = 64 * MiB  # the arena's clientMemoryBudget
 RSS_SLACK_MB = 64.0
 BYSTANDER_MAX_MS = 250.0
+BYSTANDER_READY_S = 30.0  # a server that answers no read this long before an attack is a finding
 CANARY = "/adversary-canary"
 
 # Each attack's sizes, from small to the magnitude of the finding it stands for.
@@ -109,6 +110,14 @@ class Verdict:
                 f"{f.max_ms:4.0f} ms p99 {f.p99_ms:4.1f} ms ({f.failures} failed)  restart {self.restart_s:4.1f} s  "
                 f"replies {self.outcome.replies} errors {self.outcome.errors} closed {self.outcome.closed_by_server}"
                 + (f"  PROBLEMS: {'; '.join(self.problems)}" if self.problems else ""))  # fmt: skip
+
+
+def _ruok(server: ServerProcess) -> str:
+    """Its answer to ruok; empty if it answers nothing in time (a stalled server)."""
+    try:
+        return server.four_letter("ruok")
+    except OSError:
+        return ""
 
 
 def _rss_kb(pid: int, key: str) -> int:
@@ -198,7 +207,13 @@ class Arena:
         target = self.target
         epoch = self._epoch()
         bystander, self._spare = self._spare or hostile.Bystander(None).start(), None
-        bystander.aim(("127.0.0.1", target.port)).wait_ready(30.0)
+        try:
+            bystander.aim(("127.0.0.1", target.port)).wait_ready(BYSTANDER_READY_S)
+        except TimeoutError as exc:  # the servers do not serve before the attack: a finding, and the run goes on
+            bystander.discard()
+            found = [f"before the attack: {exc}", *self._alive()]
+            restart_s = self._restart(found)
+            return Verdict(attack, hostile.Outcome(str(attack)), 0.0, hostile.BystanderFigures(0, 0, 0.0, 0.0, 0.0, 0, 0, 0.0), restart_s, found)
         hostile.attack_from("127.0.0.2")
         try:
             outcome = attack.run(("127.0.0.1", target.port))
@@ -222,7 +237,7 @@ class Arena:
         for server in self.servers:
             if server.proc is None or server.proc.poll() is not None:
                 problems.append(f"server on port {server.port} ended: {server.log_tail(5)}")
-            elif server.four_letter("ruok") != "imok":
+            elif _ruok(server) != "imok":
                 problems.append(f"server on port {server.port} does not answer ruok")
             log = server.log_path.read_text(errors="replace")
             if "Traceback" in log[self._logged[id(server)]:]:
