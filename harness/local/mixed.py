@@ -45,26 +45,19 @@ class MixedEnsemble(Ensemble):
             write_myid(self._folder(sid) / "data", sid)
             self.servers[sid] = self._server_of(sid, kind)
 
-    def start(self, wait_s: float = 30.0) -> None:
-        """Launch the zabby servers first and wait until their election ports listen, then the
-        others; then wait until each serves.  A JVM's start is no slower than Python's on an idle
-        machine, and two ZooKeeper servers that find each other first elect one of themselves
-        before a zabby server with a larger id has voted: a topology's expected leader would
-        then be a matter of timing."""
+    def _launch(self, wait_s: float) -> None:
+        """The zabby servers first, and their election ports listening, then the others.  A
+        JVM's start is no slower than Python's on an idle machine, and two ZooKeeper servers
+        that find each other first elect one of themselves before a zabby server with a larger
+        id has voted: a topology's expected leader would then be a matter of timing."""
         first = [sid for sid, kind in self.kinds.items() if kind != ZOOKEEPER]
-        try:
-            for sid in first:
-                self.servers[sid].launch()
-            for sid in first:
-                _wait_listening(self.members[sid].election_port, self.servers[sid], wait_s)
-            for sid, server in self.servers.items():
-                if sid not in first:
-                    server.launch()
-            for server in self.servers.values():
-                server.wait_serving(wait_s)
-        except BaseException:
-            self.kill_all()  # never leave processes behind a failed start
-            raise
+        for sid in first:
+            self.servers[sid].launch()
+        for sid in first:
+            _wait_listening(self.members[sid].election_port, self.servers[sid], wait_s)
+        for sid, server in self.servers.items():
+            if sid not in first:
+                server.launch()
 
     def _folder(self, sid: int) -> Path:
         return self.workdir / f"server{sid}"

@@ -101,13 +101,17 @@ class Ensemble:
     def start(self, wait_s: float = 30.0) -> None:
         """Launch every server, then wait until each serves; on failure kill them all."""
         try:
-            for server in self.servers.values():
-                server.launch()
+            self._launch(wait_s)
             for server in self.servers.values():
                 server.wait_serving(wait_s)
         except BaseException:
             self.kill_all()  # never leave processes behind a failed start
             raise
+
+    def _launch(self, wait_s: float) -> None:
+        """Launch every server (a kind of ensemble may order the launches, within ``wait_s``)."""
+        for server in self.servers.values():
+            server.launch()
 
     def modes(self) -> dict[int, str]:
         return {sid: server.mode() for sid, server in self.servers.items()}
