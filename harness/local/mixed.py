@@ -10,14 +10,13 @@ as ZooKeeper's static files have them), tickTime, initLimit and syncLimit."""
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from harness.local.zookeeper import ZooKeeperProcess
 from zabby.testing.ensembles import QUORUM_LIMITS, Ensemble, Member, server_lines
-from zabby.testing.processes import ServerProcess, write_myid
+from zabby.testing.processes import ServerProcess, poll_until, write_myid
 
 ZOOKEEPER, ZABBY, ZABBY_NATIVE = "zookeeper", "zabby", "zabby-native"
 
@@ -99,12 +98,14 @@ class MixedEnsemble(Ensemble):
 
 def _wait_listening(port: int, server: ServerProcess | ZooKeeperProcess, wait_s: float) -> None:
     """Until something accepts connections on 127.0.0.1:``port``; ``server`` must stay running."""
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
+
+    def listening() -> bool:
         server.check_running()
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
-            return
         except OSError:
-            time.sleep(0.02)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {wait_s} s")
+            return False
+        return True
+
+    if not poll_until(listening, wait_s, interval_s=0.02):
+        raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {wait_s} s")

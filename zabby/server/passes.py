@@ -36,7 +36,7 @@ from typing import Protocol
 
 import trio
 
-# 32 KiB: a multi of about 2,000 setData in msgpack (16 bytes an op), ~12 ms to decode and
+# 16 KiB: a multi of about 1,000 setData in msgpack (16 bytes an op), ~6 ms to decode and
 # prepare on this project's 2-core machine when quiet.  Pipelined writes never reach it: 128
 # writes in flight across a whole ensemble (the benchmarks') are ~15 KB.
 PASS_REQUEST_BYTES = 16 * 1024
