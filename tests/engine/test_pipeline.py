@@ -128,3 +128,23 @@ def test_a_failed_background_sync_fails_the_work_and_the_engine_repairs() -> Non
     driver.run()
     assert answered == [] and engine.stats.repairs == 1 and not engine.awaiting_sync
     assert engine.tree.get("/a") is None  # the reload found the log without it
+
+
+def test_a_write_of_a_session_prepared_but_not_yet_applied_is_taken() -> None:
+    """A leader takes a session's writes from the moment its createSession is prepared, as
+    ZooKeeper's session tracker does: a quorum of followers may apply it, and a client answer
+    its connect, before the leader's own fsync lets the leader apply it."""
+    engine = make_engine([create(1)], servers=1)
+    driver = Driver(engine)
+    serving_session(engine, driver)  # serving
+    opened: list[int] = []
+    answered: list[Any] = []
+    engine.create_session(4000, lambda txn, result: opened.append(txn.session_id))
+    session = engine._proposals[-1].session_id  # prepared, not yet proposed nor applied
+    assert session not in engine.tree.sessions
+    args = ("/early", b"v", OPEN_ACL_UNSAFE, int(CreateMode.PERSISTENT), None)
+    engine.submit(int(OpCode.CREATE), args, Caller(session, []), 1, lambda txn, result: answered.append((txn.type, result)))
+    driver.run()
+    assert opened == [session]
+    assert answered and answered[0][0] == OpCode.CREATE, answered
+    assert "/early" in engine.tree.nodes

@@ -250,6 +250,7 @@ class ClientCalls:
     sessions: SessionTracker
     session_sinks: dict[int, ClientSink]
     closing_sessions: set[int]
+    opening_sessions: set[int]
     local_sessions: dict[int, tuple[int, bytes]]
     waiting: Waiters[tuple[int, Done, int]]
     sync_waiting: Waiters[SyncDone]
@@ -333,6 +334,7 @@ class ClientCalls:
                 txn_type, body = self.preparer.close_session(caller.session_id, zxid)
             elif op == OpCode.CREATE_SESSION:
                 txn_type, body = OpCode.CREATE_SESSION, (int(args[0]), bytes(args[1]))
+                self.opening_sessions.add(caller.session_id)
             elif op == OpCode.RECONFIG:
                 txn_type, body = self._prepare_reconfig(tuple(args), caller, zxid)
             else:
@@ -369,7 +371,11 @@ class ClientCalls:
             raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
 
     def _session_open(self, session_id: int) -> bool:
-        return session_id in self.tree.sessions and session_id not in self.closing_sessions
+        """Open from its createSession's prepare on, as ZooKeeper's session tracker has it: a
+        quorum of followers may apply that txn, and answer the client's connect, before this
+        leader's own fsync lets it apply it (the client's next write found the session
+        "closed": SESSIONEXPIRED)."""
+        return (session_id in self.tree.sessions or session_id in self.opening_sessions) and session_id not in self.closing_sessions
 
     def _disk_full_error(self) -> ZabbyError:
         return ZabbyError(Err.SYSTEMERROR, f"server {self.config.server_id}: the disk holding {self.config.data_log_dir} is "

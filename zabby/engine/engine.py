@@ -142,6 +142,7 @@ class Engine(ClientCalls):
         self.sessions = SessionTracker(config.tick_ms)
         self.session_sinks: dict[int, ClientSink] = {}
         self.closing_sessions: set[int] = set()
+        self.opening_sessions: set[int] = set()  # createSessions prepared here and not yet applied
         self.local_sessions: dict[int, tuple[int, bytes]] = {}  # read-only mode's sessions
         self.looking_since_ms: int | None = clock.monotonic_ms()  # None while not LOOKING
         self.leading_since_ms: int | None = None  # since when this server leads and serves (mntr's leader_uptime)
@@ -770,6 +771,7 @@ class Engine(ClientCalls):
 
     def _after_apply(self, txn: Txn) -> None:
         if txn.type == OpCode.CREATE_SESSION:
+            self.opening_sessions.discard(txn.session_id)
             if self.is_leader:
                 self.sessions.add(txn.session_id, txn.body[0], self.clock.monotonic_ms())
         elif txn.type == OpCode.CLOSE_SESSION:
@@ -964,6 +966,7 @@ class Engine(ClientCalls):
         self.sync_waiting.clear()
         self.zxid_waiting.clear()
         self.closing_sessions.clear()  # closes prepared here commit only under this leadership
+        self.opening_sessions.clear()  # and so do the session creates
         self.outstanding = 0
         self.sessions = SessionTracker(self.config.tick_ms)
         yield CloseClients()
