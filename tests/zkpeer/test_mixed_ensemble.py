@@ -70,6 +70,18 @@ def run_differential(reference: str, member: str, seed: int, ops: int, client: s
     assert result.divergence is None, str(result.divergence)
 
 
+def assert_zabby_learners_checked_digests(ensemble: MixedEnsemble) -> None:
+    """Each zabby learner compared its leader's ZooKeeper digest of the txns it applied with
+    its own tree's, and none differed (as ZooKeeper's learners check a zabby leader's)."""
+    modes = ensemble.modes()
+    for sid, server in ensemble.servers.items():
+        if isinstance(server, ServerProcess):
+            stats = server.mntr()
+            assert stats["zk_digest_mismatches_count"] == "0", (sid, stats)
+            if modes[sid] != "leader":
+                assert int(stats["zk_digests_checked"]) > 0, (sid, modes[sid], stats)
+
+
 def check_topology(reference: str, tmp_path: Path, topology: str) -> None:
     ensemble = started(tmp_path, topology)
     holders: list[KazooClient] = []
@@ -87,6 +99,7 @@ def check_topology(reference: str, tmp_path: Path, topology: str) -> None:
             holders.append(write_every_kind(server.hosts, f"/kinds-{sid}"))
         assert assert_converged(ensemble) == 3 + KINDS_NODES * len(ensemble.servers)  # /, /zookeeper, its quota node
         assert not zookeeper_log_problems(ensemble)
+        assert_zabby_learners_checked_digests(ensemble)
     finally:
         for holder in holders:
             holder.stop()

@@ -117,3 +117,70 @@ def test_no_digests_before_leading_and_after() -> None:
     assert digests.digest_of(txn.zxid) is not None
     digests.stop()
     assert digests.digest_of(txn.zxid) is None
+
+
+# ----------------------------------------------------------------------------- a learner's check
+def learn(tree: DataTree, digests: ZkDigests, txn: Txn) -> tuple[int, int] | None:
+    """What a learner's engine does with each txn it applies (``Engine._apply``): the
+    leader's digest and ours where they differ, None where they agree or none was carried."""
+    carried_and_ours = digests.check(tree, txn)
+    tree.apply(txn)
+    digests.applied(txn.zxid)
+    return carried_and_ours if carried_and_ours is not None and carried_and_ours[0] != carried_and_ours[1] else None
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_learner_finds_its_leaders_digests_where_the_trees_agree(seed: int) -> None:
+    batch = txns(["/"], random.Random(seed), 300)
+    leader_tree, leader = DataTree(), ZkDigests()
+    leader.start(leader_tree)
+    leader.proposed(batch)
+    learner_tree, learner = DataTree(), ZkDigests()
+    for txn in batch:
+        learner.carry(txn.zxid, leader.digest_of(txn.zxid))
+    assert learner.checking
+    checked = []
+    for txn in batch:
+        checked.append(learner.check(learner_tree, txn))
+        learner_tree.apply(txn)
+        learner.applied(txn.zxid)
+    assert checked == [(leader.digest_of(txn.zxid)[1],) * 2 for txn in batch]  # type: ignore[index]
+    assert not learner._carried  # each checked once, then forgotten
+
+
+def test_a_learner_whose_tree_differs_finds_the_mismatch_at_the_txn_that_shows_it() -> None:
+    batch = txns(["/"], random.Random(7), 100)
+    leader_tree, leader = DataTree(), ZkDigests()
+    leader.start(leader_tree)
+    leader.proposed(batch)
+    learner_tree, learner = DataTree(), ZkDigests()
+    learner_tree.apply(Txn(make_zxid(0, 5), 0, 0, 1, OpCode.CREATE, ("/stray", b"", ACL, 0, 1)))  # a znode the leader has not
+    for txn in batch:
+        learner.carry(txn.zxid, leader.digest_of(txn.zxid))
+    first = learn(learner_tree, learner, batch[0])
+    assert first is not None and first[0] == leader.digest_of(batch[0].zxid)[1]  # type: ignore[index]
+    assert first[1] == zk_digest(learner_tree)  # ours: the tree as it is once applied
+
+
+def test_a_learner_checks_only_what_carried_a_digest_of_its_version_and_the_last_carried_counts() -> None:
+    learner_tree, learner = DataTree(), ZkDigests()
+    assert not learner.checking  # nothing carried: no replay, no cost
+    one = Txn(make_zxid(1, 1), 0, 1, 1, OpCode.CREATE, ("/a", b"", ACL, 0, 1))
+    learner.carry(one.zxid, (DIGEST_VERSION + 1, 12345))  # a version this does not compute
+    learner.carry(one.zxid, (DIGEST_VERSION, 12345))  # then a wrong one, in this version
+    learner.carry(one.zxid, None)  # and last none (a TRUNC, then the txn again without a digest)
+    assert learn(learner_tree, learner, one) is None
+    two = Txn(make_zxid(1, 2), 0, 2, 1, OpCode.SET_DATA, ("/a", b"x", 1))
+    learner.carry(two.zxid, (DIGEST_VERSION, 12345))
+    assert learn(learner_tree, learner, two) == (12345, zk_digest(learner_tree))
+    learner.carry(make_zxid(1, 3), (DIGEST_VERSION, 1))
+    learner.forget_carried()  # another leader's stream
+    three = Txn(make_zxid(1, 3), 0, 3, 1, OpCode.DELETE, ("/a",))
+    assert learn(learner_tree, learner, three) is None
+
+
+def test_the_carried_digests_are_bounded() -> None:
+    learner = ZkDigests(kept=10)
+    for counter in range(1, 100):
+        learner.carry(make_zxid(1, counter), (DIGEST_VERSION, counter))
+    assert len(learner._carried) == 10 and min(learner._carried) == make_zxid(1, 90)

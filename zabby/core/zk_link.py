@@ -153,12 +153,16 @@ class LearnerLink:
         sid: this server's id (in FOLLOWERINFO).
         session_timeout: a session's timeout, for the touches a PING answer reports (None: not
             known here, left out).
+        carried: told the digest each PROPOSAL or INFORM carried (None: none), by zxid, as it
+            is read (``zabby.engine.zk_digests``: checked when the txn is applied).
     """
 
     def __init__(self, sid: int, session_timeout: Callable[[int], int | None], packet_bytes_max: int = PACKET_BYTES_MAX,
-                 snap_bytes_max: int = SNAP_BYTES_MAX) -> None:  # fmt: skip
+                 snap_bytes_max: int = SNAP_BYTES_MAX,
+                 carried: Callable[[int, tuple[int, int] | None], None] = lambda zxid, digest: None) -> None:  # fmt: skip
         self.sid = sid
         self.session_timeout = session_timeout
+        self.carried = carried
         self.snap_bytes_max = snap_bytes_max
         self.reader = PacketReader(packet_bytes_max)
         self._tree: TreeStream | None = None  # a SNAP's tree arriving
@@ -199,6 +203,7 @@ class LearnerLink:
         kind = p.type
         if kind == PacketType.PROPOSAL:
             zk, txn = _txn(p.data)
+            self.carried(zk.zxid, zk.digest)
             if self._fuzzy is not None:
                 self._fuzzy.propose(zk)
                 return
@@ -211,6 +216,7 @@ class LearnerLink:
             out.append(Ping())
         elif kind == PacketType.INFORM:
             zk, txn = _txn(p.data)
+            self.carried(zk.zxid, zk.digest)
             if self._fuzzy is not None:
                 self._fuzzy.apply(zk)
             else:

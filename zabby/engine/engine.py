@@ -61,7 +61,7 @@ from zabby.errors import Inconsistency, InvariantError
 from zabby.opcodes import OpCode
 from zabby.engine.stats import ServerStats
 from zabby.storage.files import DiskFailure, DiskFull
-from zabby.tree.datatree import DataTree, TreeBuilder
+from zabby.tree.datatree import DataTree, Event, TreeBuilder
 from zabby.tree.prep import Caller, Preparer, PrepLimits
 from zabby.tree.sessions import SessionTracker
 from zabby.tree.txns import Txn, zxid_counter
@@ -155,6 +155,8 @@ class Engine(ClientCalls):
         self.digests = DigestCheck(self.stats)
         # ZooKeeper's digest of each proposal, for ZooKeeper learners (None: zabby's protocol)
         self.zk_digests = ZkDigests() if config.quorum_protocol == ZOOKEEPER_PROTOCOL else None
+        self._zk_mismatch_logged = False  # a learner's first mismatch with this leader's digests was logged
+        self._zk_check_failed = False  # a learner could not replay one of this leader's txns: no more checks
         self._inputs: deque[tuple[int, Any, Any]] = deque()
         self._proposals: list[Txn] = []
         self._turn_ops = 0  # ops applied in the driver's turn (``begin_turn``)
@@ -643,10 +645,56 @@ class Engine(ClientCalls):
         self._forwarded_callers[key] = caller
         return caller
 
+    def _apply_checking_zk_digest(self, txn: Txn, with_stat: bool) -> tuple[Any, list[Event]]:
+        """``DataTree.apply`` on a learner that checks its ZooKeeper leader's digests."""
+        zk_digests = self.zk_digests
+        assert zk_digests is not None
+        checked = not self._zk_check_failed and self._check_zk_digest(zk_digests, txn)
+        applied = self.tree.apply(txn, with_stat)
+        if checked:
+            zk_digests.applied(txn.zxid)
+        return applied
+
+    def _check_zk_digest(self, zk_digests: ZkDigests, txn: Txn) -> bool:
+        """A learner about to apply ``txn`` checks its ZooKeeper leader's digest of it
+        (``ZkDigests.check``): a mismatch is counted and, the first with this leader, logged,
+        as ZooKeeper's learner does.  False: the check failed, and stops until another
+        leader's stream (the apply goes on: a check never stops the server)."""
+        try:
+            digests = zk_digests.check(self.tree, txn)
+        except Exception:  # noqa: BLE001 -- a txn ZooKeeper's replay cannot follow
+            LOGGER.exception("ZooKeeper's digest of txn 0x%x could not be replayed: this leader's digests are not "
+                             "checked from now on", txn.zxid)  # fmt: skip
+            zk_digests.stop()
+            zk_digests.forget_carried()
+            self._zk_check_failed = True
+            return False
+        if digests is None:
+            return True
+        self.stats.zk_digests_checked += 1
+        carried, ours = digests
+        if carried != ours:
+            self.stats.digest_mismatches += 1
+            if not self._zk_mismatch_logged:
+                self._zk_mismatch_logged = True
+                LOGGER.error("digest mismatch after zxid 0x%x: ZooKeeper's tree digest is 0x%016x here but 0x%016x in the "
+                             "leader's proposal (server %s); further ones with this leader are counted in "
+                             "digest_mismatches_count, not logged", txn.zxid, ours, carried, self.soft.leader)  # fmt: skip
+        return True
+
+    def zk_digest_carried(self, zxid: int, digest: tuple[int, int] | None) -> None:
+        """The digest a ZooKeeper leader's PROPOSAL or INFORM of ``zxid`` carried (None: none),
+        checked when the txn is applied (``ZkDigests.carry``)."""
+        if self.zk_digests is not None:
+            self.zk_digests.carry(zxid, digest)
+
     def _replace_tree(self, tree: DataTree, history: WatchHistory | None = None) -> None:
         """The one place the tree is replaced: the watch history starts again with it (from
-        the log replayed onto it, if it came from disk), as its events are about the old tree."""
+        the log replayed onto it, if it came from disk), as its events are about the old tree;
+        so does a learner's replay of ZooKeeper's digest."""
         self.tree = tree
+        if self.zk_digests is not None:
+            self.zk_digests.stop()
         self.preparer = Preparer(tree, self.preparer.limits)
         self.history = history if history is not None else WatchHistory(self.config.watch_history_txns, tree.last_zxid, self.config.watch_history_bytes)
 
@@ -678,11 +726,13 @@ class Engine(ClientCalls):
         # Watches are set by reads, never while a batch is applied: whether any is set is
         # asked once (a fired one-shot watch only makes the later triggers find less).
         watched = bool(watches.data or watches.child or watches.persistent or watches.recursive)
+        zk = self.zk_digests
+        apply = self._apply_checking_zk_digest if zk is not None and zk.checking and not (self.is_leader or self._zk_check_failed) else tree.apply
         ops = 0
         for txn in txns:
             kind = txn.type
             waiter = pop_answered((txn.session_id, txn.cxid), kind) if pop_answered is not None else None
-            result, events = tree.apply(txn, waiter is not None)  # no waiter: no Stat to make
+            result, events = apply(txn, waiter is not None)  # no waiter: no Stat to make
             if on_applied is not None:
                 on_applied(txn, result)
             if events:
@@ -923,6 +973,9 @@ class Engine(ClientCalls):
                     soft.leader, soft.epoch, ", serving" if soft.serving else "")  # fmt: skip
         if soft.leader != old.leader or soft.epoch != old.epoch:
             self.digests.clear()  # digests of another leader's stream
+            if self.zk_digests is not None:
+                self.zk_digests.forget_carried()
+                self._zk_mismatch_logged = self._zk_check_failed = False
         if old.serving and not soft.serving:
             yield from self._stop_serving()
         if soft.state != ServerState.LOOKING:

@@ -103,6 +103,7 @@ class ServerStats:
     startup_snap_load_ms: float = 0.0  # reading the snapshot
     startup_txns_load_ms: float = 0.0  # replaying the log after it
     digest_mismatches: int = 0  # the leader's tree digest differed from ours (then: resync by SNAP)
+    zk_digests_checked: int = 0  # a learner's txns applied whose ZooKeeper leader sent a digest to compare
     repairs: int = 0  # times the core was restarted in place after a failure
 
     def __post_init__(self) -> None:
@@ -169,4 +170,5 @@ class Counters:
     startup_snap_load_ms: float
     startup_txns_load_ms: float
     digest_mismatches: int
+    zk_digests_checked: int
     repairs: int

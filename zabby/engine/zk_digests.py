@@ -1,11 +1,11 @@
-"""ZooKeeper's tree digest after each txn a leader proposes, for the PROPOSALs and INFORMs its
-ZooKeeper learners check (``quorum.protocol=zookeeper``).
+"""ZooKeeper's tree digest after each txn (``quorum.protocol=zookeeper``): a leader's for the
+PROPOSALs and INFORMs its learners check, and a learner's check of its leader's.
 
 ZooKeeper's leader puts in each proposal the digest its tree will have once the txn is
 applied (``TxnDigest``: ``DigestCalculator``'s sum of each znode's CRC, ``zabby.wire.zk_snapshot``);
-a learner that applies the txn and finds another digest logs a mismatch.  zabby's own tree
-keeps another digest (its own, sessions included), so this one is kept apart, and only by a
-leader of ZooKeeper learners.
+a learner that applies the txn and finds another digest logs a mismatch and counts it
+(``digest_mismatches_count``).  zabby's own tree keeps another digest (its own, sessions
+included), so this one is kept apart, and only under ZooKeeper's peer protocol.
 
 Theory of operation: when this server starts leading, the digest of its tree is added up
 once (O(znodes)); then each txn proposed is replayed, with ZooKeeper's own rules
@@ -14,6 +14,12 @@ as they will be, over the tree as it is.  A znode's overlay entry goes once the 
 applied the txn that last changed it: the tree then holds the same.  The digests of the last
 ``kept`` proposals are kept for the links (a DIFF sends recent txns again; an older one goes
 without its digest, which ZooKeeper then does not check).
+
+A learner checks as ZooKeeper's does, when it applies a txn: the digest its leader carried
+with the txn (``carry``, as the link reads it) against the one replayed, the same way, over
+its tree as it is just before the apply (``check``).  The replay starts at the first txn
+applied with a digest to check (adding the tree up once) and goes on with every txn applied
+after it, until the role or the tree changes.
 """
 
 from __future__ import annotations
@@ -106,11 +112,13 @@ class ZkDigests:
     def __init__(self, kept: int = DIGESTS_KEPT) -> None:
         self.kept = kept
         self._digests: OrderedDict[int, int] = OrderedDict()
+        self._carried: OrderedDict[int, int | None] = OrderedDict()  # a learner's: its leader's, by zxid
         self._overlay: TreeOverlay | None = None
         self._replay: ZkTree | None = None
 
     def start(self, tree: DataTree) -> None:
-        """This server leads from ``tree`` (which holds every txn logged so far)."""
+        """Replay from ``tree``: as a leader, one that holds every txn logged so far; as a
+        learner, as it is before the next apply."""
         overlay = self._overlay = TreeOverlay(tree)
         digest = sum(node_digest(node) for path in tree.nodes if (node := node_of(tree, path)) is not None) & DIGEST_MASK
         self._replay = ZkTree(overlay, {}, tree.last_zxid, digest, owned=[])
@@ -120,19 +128,55 @@ class ZkDigests:
         self._digests.clear()
 
     def proposed(self, txns: list[Txn]) -> None:
-        replay, overlay = self._replay, self._overlay
-        if replay is None or overlay is None:
+        if self._replay is None:
             return
+        digests = self._digests
         for txn in txns:
-            zk = zk_from_txn(txn)
-            if txn.type == OpCode.CLOSE_SESSION and txn.body[0] is None:  # "all it owns": ZooKeeper's txn lists them
-                zk = zk._replace(body=(tuple(self._ephemerals(txn.session_id)),))
-            overlay.zxid = txn.zxid
-            replay.apply(zk)
-            assert replay.digest is not None
-            self._digests[txn.zxid] = replay.digest
-        while len(self._digests) > self.kept:
-            self._digests.popitem(last=False)
+            digests[txn.zxid] = self._replayed(txn)
+        while len(digests) > self.kept:
+            digests.popitem(last=False)
+
+    def _replayed(self, txn: Txn) -> int:
+        """The digest once ``txn`` is applied after everything replayed so far."""
+        replay, overlay = self._replay, self._overlay
+        assert replay is not None and overlay is not None
+        zk = zk_from_txn(txn)
+        if txn.type == OpCode.CLOSE_SESSION and txn.body[0] is None:  # "all it owns": ZooKeeper's txn lists them
+            zk = zk._replace(body=(tuple(self._ephemerals(txn.session_id)),))
+        overlay.zxid = txn.zxid
+        replay.apply(zk)
+        assert replay.digest is not None
+        return replay.digest
+
+    # ----------------------------------------------------------------- a learner's check
+    def carry(self, zxid: int, digest: tuple[int, int] | None) -> None:
+        """The digest the leader sent with txn ``zxid`` (None: none, or of a version this does
+        not compute).  The last one sent for a zxid counts: after a TRUNC, a new leader may
+        send another txn with the zxid of one this learner dropped."""
+        carried = self._carried
+        carried.pop(zxid, None)
+        carried[zxid] = digest[1] if digest is not None and digest[0] == DIGEST_VERSION else None
+        if len(carried) > self.kept:
+            carried.popitem(last=False)
+
+    def forget_carried(self) -> None:
+        """Another leader's stream begins: what the last one sent is no longer to be applied."""
+        self._carried.clear()
+
+    @property
+    def checking(self) -> bool:
+        """A learner has digests to check, or has started replaying the txns it applies."""
+        return self._replay is not None or bool(self._carried)
+
+    def check(self, tree: DataTree, txn: Txn) -> tuple[int, int] | None:
+        """A learner is about to apply ``txn`` to ``tree``: ``(carried, ours)``, the digest its
+        leader carried with it and ours once it is applied (None: none was carried).  Call
+        ``applied(txn.zxid)`` once the tree applied it."""
+        if self._replay is None:
+            self.start(tree)
+        carried = self._carried.pop(txn.zxid, None)
+        ours = self._replayed(txn)
+        return None if carried is None else (carried, ours)
 
     def _ephemerals(self, session_id: int) -> set[str]:
         assert self._overlay is not None

@@ -124,6 +124,7 @@ def mntr_data(s: ServerStatistics) -> dict[str, Any]:
         "last_zxid": _hex(s.last_zxid),
         "digest": f"0x{s.digest:016x}",  # the tree digest at last_zxid
         "core_restarts_count": stats.repairs,
+        "digests_checked": stats.zk_digests_checked,  # quorum.protocol=zookeeper: a learner's txns whose leader's digest it compared
         "startup_load_time": round(stats.startup_load_ms, 3),  # the whole recovery, in ms
         "client_memory_bytes": s.client_memory.used_bytes,  # the client port's memory budget
         "client_memory_peak_bytes": s.client_memory.peak_bytes,

@@ -138,7 +138,7 @@ class ZabbyServer:
         if config.peers and config.quorum_protocol == ZOOKEEPER_PROTOCOL:
             self.transport = ZkTransport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
                                          session_timeout=self._session_timeout, heard=self.engine.heard_from, gate=self.input_gate,
-                                         digest_of=self._zk_digest_of,
+                                         digest_of=self._zk_digest_of, carried=self.engine.zk_digest_carried,
                                          membership_version=config.membership_version, warn=self.warn_rate_limited)  # fmt: skip
         elif config.peers:  # peer links' unread input counts in the same budget as the clients'
             self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,

@@ -93,11 +93,13 @@ class ZkTransport:
         heard: called with the leader's id while a SNAP's tree arrives, which the core does
             not see until it is whole (its initLimit counts from the last thing it heard).
         digest_of: ZooKeeper's digest after a txn this server proposed, for its learners.
+        carried: told the digest its leader sent with each txn, when this server learns.
     """
 
     def __init__(self, sid: int, peers: dict[int, PeerAddress], deliver: Deliver, link_down: LinkDown, *,
                  session_timeout: SessionTimeout, heard: Callable[[int], None] = lambda sid: None,
                  digest_of: Callable[[int], tuple[int, int] | None] = lambda zxid: None,
+                 carried: Callable[[int, tuple[int, int] | None], None] = lambda zxid, digest: None,
                  gate: InputGate | None = None, membership_version: int = 0,
                  warn: Callable[[str, str], None] | None = None) -> None:  # fmt: skip
         self.sid = sid
@@ -107,6 +109,7 @@ class ZkTransport:
         self.session_timeout = session_timeout
         self.heard = heard
         self.digest_of = digest_of
+        self.carried = carried
         self.gate = gate
         self.membership_version = membership_version
         self.warn = warn or (lambda kind, message: LOGGER.warning("%s", message))
@@ -328,7 +331,7 @@ class ZkTransport:
         old = self._quorum.pop(sid, None)
         if old is not None:
             self._close(old, report=False)
-        conn = self._quorum[sid] = _Connection(sid, QUORUM, link=LearnerLink(self.sid, self.session_timeout))
+        conn = self._quorum[sid] = _Connection(sid, QUORUM, link=LearnerLink(self.sid, self.session_timeout, carried=self.carried))
         if self._nursery is not None:
             self._nursery.start_soon(contained, f"the quorum link to server {sid}", LOGGER, self._dial_leader, conn)
 
