@@ -10,6 +10,8 @@ separated by blank lines; ``#`` lines are comments.  Commands drive one ``Peer``
     tick [count]
     propose 2/1 2/2                     # the leader proposes txns of these zxids
     link_down 3
+    touch 0x10 0x11                     # a learner's clients touched these sessions
+    snapshot_installed 2/0              # the shell installed the leader's SNAP at this zxid
 
 After each command every Ready the peer has is rendered and advanced: the soft state when it
 changed, then the Ready's effects in the order the shell carries them out.  Zxids read
@@ -171,6 +173,14 @@ class Transcript:
     def _cmd_link_down(self, rest: str) -> None:
         assert self.peer is not None
         self.peer.link_down(int(rest))
+
+    def _cmd_touch(self, rest: str) -> None:
+        assert self.peer is not None
+        self.peer.touch_sessions([int(s, 0) for s in rest.split()])
+
+    def _cmd_snapshot_installed(self, rest: str) -> None:
+        assert self.peer is not None
+        self.peer.snapshot_installed(parse_zxid(rest))
 
 
 def parse_cases(text: str) -> list[tuple[list[str], str, str]]:
