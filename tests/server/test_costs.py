@@ -164,3 +164,31 @@ def test_a_read_whose_reply_passes_half_the_connection_limit_is_refused(server: 
     assert session.call(OpCode.MULTI_READ, [[OpCode.GET_DATA, "/large0"]])[2] == 0
     for n in range(3):
         session.call(OpCode.DELETE, f"/large{n}", -1)
+
+
+def test_sessions_past_max_sessions_are_refused_until_one_closes(tmp_path: Path) -> None:
+    """A client that opens sessions and drops their connections leaves each open until it
+    expires (~400 bytes on every server): a loop of connects grew every server's memory without
+    bound.  Past ``maxSessions`` the leader refuses the createSession; the connect is closed
+    unanswered (ZooKeeper's answer to a connect it does not take), and a new one succeeds once
+    a session closes."""
+    process = ServerProcess(tmp_path, maxSessions=3)
+    process.start()
+    try:
+        held = [JuteSession(process.port) for _ in range(3)]
+        for session in held:
+            assert session.connect(timeout_ms=30_000).session_id != 0
+        assert _mntr(process, "zk_global_sessions") == 3
+        with JuteSession(process.port) as refused:
+            with pytest.raises(ConnectionError):
+                refused.connect()
+        assert "the most maxSessions allows" in process.log_path.read_text()
+        header, _ = held[0].call(OpCode.CLOSE_SESSION, None)
+        assert header.err == 0
+        wait_until(lambda: _mntr(process, "zk_global_sessions") == 2, 10, "the session closed")
+        with JuteSession(process.port) as admitted:
+            assert admitted.connect().session_id != 0
+    finally:
+        for session in held:
+            session.close()
+        process.kill()

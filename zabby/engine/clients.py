@@ -334,6 +334,7 @@ class ClientCalls:
                 txn_type, body = self.preparer.close_session(caller.session_id, zxid)
             elif op == OpCode.CREATE_SESSION:
                 txn_type, body = OpCode.CREATE_SESSION, (int(args[0]), bytes(args[1]))
+                self._check_sessions_max()
                 self.opening_sessions.add(caller.session_id)
             elif op == OpCode.RECONFIG:
                 txn_type, body = self._prepare_reconfig(tuple(args), caller, zxid)
@@ -369,6 +370,15 @@ class ClientCalls:
         stale = not self.peer.established_leader if self.is_leader else self.peer.learner is None
         if not self.serving or stale:
             raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
+
+    def _check_sessions_max(self) -> None:
+        """Raises: ZabbyError THROTTLEDOP when ``maxSessions`` sessions are open or opening (each
+        holds ~400 bytes on every server until it is closed or expires: a client that opens
+        sessions and drops their connections would otherwise grow every server's memory)."""
+        open_sessions = len(self.tree.sessions) + len(self.opening_sessions)
+        if open_sessions >= self.config.sessions_max:
+            raise ZabbyError(Err.THROTTLEDOP, f"{open_sessions} sessions are open, the most maxSessions allows: "
+                             "a new one can open once one is closed or expires")  # fmt: skip
 
     def _session_open(self, session_id: int) -> bool:
         """Open from its createSession's prepare on, as ZooKeeper's session tracker has it: a

@@ -280,6 +280,9 @@ class ClientSession:
         return True
 
     def _session_created(self, txn: Txn, result: Any) -> None:
+        if txn.type == OpCode.ERROR:  # the leader refused it (maxSessions): a flood of them is one line a second
+            self._refuse(Err(txn.body[0]), txn.body[1] if len(txn.body) > 1 else "", rate_limited=True)
+            return
         timeout_ms, password = txn.body
         self._start_session(txn.session_id, password, timeout_ms)
 
@@ -291,8 +294,11 @@ class ClientSession:
         self._send([PROTOCOL_NAME, PROTOCOL_VERSION, 0, timeout_ms, session_id, password, self.host.last_zxid, read_only, ""])
         self.output.session_started()
 
-    def _refuse(self, code: Err, message: str) -> bool:
-        LOGGER.info("refusing %s:%d: %s", *self.address, message)
+    def _refuse(self, code: Err, message: str, *, rate_limited: bool = False) -> bool:
+        if rate_limited:
+            self.host.warn_rate_limited("session", f"refusing {self.address[0]}:{self.address[1]}: {message}")
+        else:
+            LOGGER.info("refusing %s:%d: %s", *self.address, message)
         self._send(connect_refusal(int(code), self.host.last_zxid, message))
         self.output.close_after_flush()
         return False
