@@ -62,6 +62,7 @@ SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "resume-scans": {"resumes": (1, 200)},
     "zxid-waits": {"connections": (1, 20), "waits": (1, 2_000)},
     "ephemeral-close": {"count": (1, 2_000), "path_bytes": (10, 1_000)},
+    "session-churn": {"sessions": (1, 20_000)},
     "bad-ops": {"connections": (1, 200)},
     "multi-flood": {"connections": (1, 60), "ops": (1, 5_000)},
     "set-watches-flood": {"sessions": (1, 8), "paths": (1, 20_000)},

@@ -11,6 +11,7 @@ They speak zabby's msgpack protocol (its ops are ZooKeeper's, and waitForZxid an
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -272,6 +273,45 @@ def ephemeral_close(address: Address, count: int = 2_000, path_bytes: int = 1_00
     return _attack("ephemeral-close", body)
 
 
+def session_churn(address: Address, sessions: int = 5_000, batch: int = 50) -> Outcome:
+    """``sessions`` sessions opened, ``batch`` connections at a time (below maxClientCnxns),
+    each connection dropped once its session is made, without a closeSession: every session
+    stays open on every server until it expires (``maxSessions`` bounds how many)."""
+
+    def body(outcome: Outcome) -> None:
+        left = sessions
+        while left > 0:
+            socks = [_connect(address) for _ in range(min(batch, left))]
+            try:
+                for sock in socks:
+                    sock.sendall(pack_frame(connect_request(0, 60_000, 0, b"", False)))
+                for sock in socks:
+                    handshake = _read_frame(sock)
+                    if handshake is None or handshake[2]:
+                        outcome.refused += 1
+                    else:
+                        outcome.connections += 1
+            finally:
+                for sock in socks:
+                    sock.close()
+            left -= len(socks)
+
+    return _attack("session-churn", body)
+
+
+def _read_frame(sock: socket.socket) -> list[Any] | None:
+    """The first frame the server sends on ``sock`` (None: it closed the connection first)."""
+    decoder = FrameDecoder(REPLY_BYTES_MAX)
+    sock.settimeout(WAIT_S)
+    while True:
+        data = sock.recv(1 << 16)
+        if not data:
+            return None
+        frames = decoder.receive_data(data)
+        if frames:
+            return unpack(frames[0])
+
+
 def bad_ops(address: Address, connections: int = 200) -> Outcome:
     """Requests whose op is a list, a map, a float or a string, on ``connections`` connections:
     each logged a full traceback."""
@@ -297,6 +337,7 @@ ATTACKS: dict[str, Callable[..., Outcome]] = {
     "resume-scans": resume_scans,
     "zxid-waits": zxid_waits,
     "ephemeral-close": ephemeral_close,
+    "session-churn": session_churn,
     "bad-ops": bad_ops,
 }
 

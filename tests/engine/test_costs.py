@@ -90,3 +90,23 @@ def test_a_turn_after_a_txn_larger_than_a_turn_applies_nothing() -> None:
         assert sum(server) == 6 * 15, (sid, server)
         assert all(ops in (0, 15) for ops in server), (sid, server)
         assert all(not (first and second) for first, second in zip(server, server[1:])), (sid, server)
+
+
+def test_a_leader_expires_at_most_a_checks_worth_of_sessions_at_once_and_the_rest_soon_after() -> None:
+    """20,000 sessions a client opened and dropped together all expired in one check: that
+    many closeSessions prepared and logged at once stalled every client for 0.3-0.6 s."""
+    from zabby.engine.engine import EXPIRIES_PER_CHECK_MAX
+
+    c = Scenario(voters=1)
+    leader = c.run_until(c.serving_leader)
+    created: list[Txn] = []
+    sessions = 2 * EXPIRIES_PER_CHECK_MAX + 50
+    for _ in range(sessions):
+        leader.engine.create_session(4_000, lambda txn, result: created.append(txn))
+    c.cluster.drain(leader)
+    c.run_until(lambda: len(created) == sessions)
+    counts = [len(leader.tree.sessions)]
+    c.run_until(lambda: counts.append(len(leader.tree.sessions)) or counts[-1] == 0, ticks_max=4_000)
+    drops = [before - after for before, after in zip(counts, counts[1:]) if before > after]
+    assert counts[0] == sessions and max(drops) <= EXPIRIES_PER_CHECK_MAX
+    assert len(drops) >= 3  # the backlog went in consecutive checks, not one

@@ -51,11 +51,14 @@ class SessionTracker:
                 if not members:
                     del self._buckets[bucket]
 
-    def expired(self, now_ms: int) -> list[int]:
-        """Sessions whose bucket is in the past; they stay tracked until ``remove``."""
+    def expired(self, now_ms: int, limit: int | None = None) -> list[int]:
+        """Sessions whose bucket is in the past, oldest bucket first (at most ``limit``); they
+        stay tracked until ``remove``."""
         out: list[int] = []
         for bucket in sorted(b for b in self._buckets if b <= now_ms):
             out.extend(sorted(self._buckets[bucket]))
+            if limit is not None and len(out) >= limit:
+                return out[:limit]
         return out
 
     def expiry_buckets(self) -> dict[int, list[int]]:
