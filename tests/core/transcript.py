@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from zabby.core import messages
 from zabby.core.peer import DurableState, Peer, PeerConfig
@@ -208,9 +208,14 @@ def parse_cases(text: str) -> list[tuple[list[str], str, str]]:
     return cases
 
 
-def check_file(path: Path) -> list[str]:
-    """Run a transcript; the differences (empty: as written).  With REWRITE, rewrite it."""
-    transcript = Transcript()
+class Runner(Protocol):
+    def run(self, command: str) -> str: ...
+
+
+def check_file(path: Path, transcript: Runner | None = None) -> list[str]:
+    """Run a transcript through ``transcript`` (the core's by default); the differences
+    (empty: as written).  With REWRITE, rewrite it."""
+    transcript = transcript or Transcript()
     differences, out = [], []
     for lead, command, expected in parse_cases(path.read_text()):
         got = transcript.run(command)

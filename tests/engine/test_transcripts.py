@@ -5,19 +5,19 @@ the engine does now; the diff is what changed."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.engine.transcript import REWRITE_ENV, check_file
+from tests.core.transcript import check_file
+from tests.engine.transcript import EngineTranscript
 
 FILES = sorted((Path(__file__).parent / "testdata").glob("*.txt"))
 
 
 @pytest.mark.parametrize("path", FILES, ids=[path.stem for path in FILES])
 def test_transcript(path: Path) -> None:
-    differences = check_file(path, os.environ.get(REWRITE_ENV) == "1")
+    differences = check_file(path, EngineTranscript())
     assert not differences, "\n\n".join(differences)
 
 

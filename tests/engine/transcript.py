@@ -24,10 +24,9 @@ Zxids read ``epoch/counter``.  ``ZABBY_REWRITE_TRANSCRIPTS=1`` rewrites the file
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from tests.core.transcript import SEPARATOR, parse_cases, parse_zxid, render_message, render_soft, txn, txns, z, zxid_text
+from tests.core.transcript import parse_zxid, render_message, render_soft, txn, txns, z, zxid_text
 from tests.engine.helpers import Driver, create, make_engine
 from zabby.core import messages
 from zabby.core.ready import SoftState
@@ -37,9 +36,6 @@ from zabby.opcodes import CreateMode, OpCode
 from zabby.tree.acl import OPEN_ACL_UNSAFE
 from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn
-
-REWRITE_ENV = "ZABBY_REWRITE_TRANSCRIPTS"
-
 
 def render_sent(message: messages.Message) -> str:
     if isinstance(message, messages.Request):  # its session's password and args say little here
@@ -193,17 +189,3 @@ class EngineTranscript:
         assert self.engine is not None
         self.engine.log_synced(parse_zxid(rest))
 
-
-def check_file(path: Path, rewrite: bool) -> list[str]:
-    """Run a transcript; the differences (empty: as written).  With ``rewrite``, rewrite it."""
-    transcript = EngineTranscript()
-    differences, out = [], []
-    for lead, command, expected in parse_cases(path.read_text()):
-        got = transcript.run(command)
-        if got != expected:
-            differences.append(f"{path.name}: {command}\n--- expected\n{expected}\n--- got\n{got}")
-        out += [*lead, command, SEPARATOR, got]
-    if rewrite:
-        path.write_text("\n".join(out) + "\n")
-        return []
-    return differences
