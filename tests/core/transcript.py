@@ -4,7 +4,7 @@ protocol transcript, commands in and the Readys they produce out.
 A file is a sequence of cases, each a command line, ``----``, and the expected output,
 separated by blank lines; ``#`` lines are comments.  Commands drive one ``Peer``:
 
-    peer sid=2 voters=1,2,3 [observers=4] [accepted=1] [current=1] [logged=1/3] [counter_last=6]
+    peer sid=2 voters=1,2,3 [observers=4] [accepted=1] [current=1] [logged=1/3] [counter_last=6] [repairing=1]
     step 1 LeaderInfo(epoch=2)          # a message from server 1 (any message class; z(e, c),
                                         # txn(e, c) and txns(e, first, last) are at hand)
     tick [count]
@@ -148,7 +148,8 @@ class Transcript:
                             zxid_counter_last=int(args.pop("counter_last", ZXID_COUNTER_LAST)))  # fmt: skip
         history = tuple(txn(zxid_epoch(logged), c) for c in range(1, zxid_counter(logged) + 1))
         durable = DurableState(accepted_epoch=accepted, current_epoch=int(args.pop("current", accepted)),
-                               last_logged=logged, applied=logged, history=history)  # fmt: skip
+                               last_logged=logged, applied=logged, history=history,
+                               repairing=args.pop("repairing", "0") == "1")  # fmt: skip
         if args:
             raise ValueError(f"unknown peer arguments {sorted(args)}")
         self.peer = Peer(config, durable)
