@@ -1,7 +1,8 @@
 """The core's protocol transcripts (tests/core/testdata/*.txt, run by tests/core/transcript.py):
 election, each sync mode (a SNAP installed by the shell among them), broadcast, an observer's
 INFORMs, a two-voter LOGGED, pings with touched sessions, link loss and syncLimit, a server
-repairing its storage that abstains until its sync, and the
+repairing its storage that abstains until its sync, a reconfig that turns a follower into an
+observer, and the
 zxid counter's end, as the messages and Readys
 they are.  ``ZABBY_REWRITE_TRANSCRIPTS=1 pytest tests/core/test_transcripts.py`` rewrites
 them with what the core does now; the diff is what changed."""

@@ -6,7 +6,8 @@ separated by blank lines; ``#`` lines are comments.  Commands drive one ``Peer``
 
     peer sid=2 voters=1,2,3 [observers=4] [accepted=1] [current=1] [logged=1/3] [counter_last=6] [repairing=1]
     step 1 LeaderInfo(epoch=2)          # a message from server 1 (any message class; z(e, c),
-                                        # txn(e, c) and txns(e, first, last) are at hand)
+                                        # txn(e, c), txns(e, first, last) and
+                                        # reconfig(e, c, "1,3,4", observers="2") are at hand)
     tick [count]
     propose 2/1 2/2                     # the leader proposes txns of these zxids
     link_down 3
@@ -30,6 +31,7 @@ from zabby.core import messages
 from zabby.core.peer import DurableState, Peer, PeerConfig
 from zabby.core.ready import Ready, SoftState
 from zabby.membership import Membership
+from zabby.opcodes import OpCode
 from zabby.tree.txns import ZXID_COUNTER_LAST, Txn, make_zxid, zxid_counter, zxid_epoch
 
 REWRITE = os.environ.get("ZABBY_REWRITE_TRANSCRIPTS") == "1"
@@ -42,6 +44,15 @@ def z(epoch: int, counter: int) -> int:
 
 def txn(epoch: int, counter: int) -> Txn:
     return Txn(z(epoch, counter), 0, counter, 0, 1, ())
+
+
+def reconfig(epoch: int, counter: int, voters: str, observers: str = "") -> Txn:
+    """A RECONFIG txn at ``epoch/counter`` whose membership (its version the txn's zxid) has
+    these voters and observers (comma-separated ids)."""
+    lines = [f"server.{sid}=127.0.0.1:{2000 + int(sid)}:{3000 + int(sid)}:participant" for sid in voters.split(",")]
+    lines += [f"server.{sid}=127.0.0.1:{2000 + int(sid)}:{3000 + int(sid)}:observer" for sid in observers.split(",") if sid]
+    text = "\n".join([*lines, f"version={z(epoch, counter):x}"])
+    return Txn(z(epoch, counter), 0, counter, 0, int(OpCode.RECONFIG), (text,))
 
 
 def txns(epoch: int, first: int, last: int) -> tuple[Txn, ...]:
@@ -63,7 +74,7 @@ def render_value(name: str, value: Any) -> str:
         return zxid_text(value.zxid)
     if isinstance(value, tuple) and value and all(isinstance(item, Txn) for item in value):
         return "[" + " ".join(zxid_text(item.zxid) for item in value) + "]"
-    if isinstance(value, int) and not isinstance(value, bool) and ("zxid" in name or name == "logged") and value >= 0:
+    if isinstance(value, int) and not isinstance(value, bool) and ("zxid" in name or name in ("logged", "config_version")) and value >= 0:
         return zxid_text(value)
     if isinstance(value, str) and "version=" in value:  # a membership's text: its servers and version
         membership = Membership.parse(value)
@@ -159,7 +170,7 @@ class Transcript:
         assert self.peer is not None
         sender, _, expression = rest.partition(" ")
         namespace = {name: getattr(messages, name) for name in dir(messages) if name[:1].isupper()}
-        namespace.update(z=z, txn=txn, txns=txns)
+        namespace.update(z=z, txn=txn, txns=txns, reconfig=reconfig)
         self.peer.step(int(sender), eval(expression, namespace))  # noqa: S307 -- the test's own text
 
     def _cmd_tick(self, rest: str) -> None:
