@@ -115,6 +115,15 @@ def zabby(workdir: Path, port: int) -> ServerProcess:
     return ServerProcess(workdir, port=port, **settings)
 
 
+def _answers(client: KazooClient) -> bool:
+    """Whether ``client``'s session is attached to a server that answers it now."""
+    try:
+        client.exists("/")
+    except Exception:  # noqa: BLE001 -- not attached yet: ConnectionLoss, SessionMoved, a timeout
+        return False
+    return True
+
+
 @contextmanager
 def running(server: ZooKeeperProcess | ServerProcess) -> Iterator[None]:
     try:
@@ -223,7 +232,11 @@ class Migration:
             admin.stop()
             admin.close()
         sessions = self._sessions()
-        wait_until(lambda: all(client.connected for client in sessions.values()), 60, "the workload's sessions re-attached")
+        # A round trip each, not kazoo's ``connected``: that stays True until the client notices
+        # its last server gone, so a phase could end before a session re-attached to its
+        # server, and the session then re-attached to the next server later than its timeout
+        # (a CI run: a kazoo client left mid-handshake with a killed server, back 30 s later).
+        wait_until(lambda: all(_answers(client) for client in sessions.values()), 60, "the workload's sessions re-attached")
         view.ephemerals = {label: ephemerals_of(client) for label, client in sessions.items()}
         return view
 
