@@ -11,7 +11,6 @@ They speak zabby's msgpack protocol (its ops are ZooKeeper's, and waitForZxid an
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -35,17 +34,24 @@ class Session:
     """One raw msgpack session (blocking): requests pipelined with ``send``, replies read in
     order with ``answer`` (watch events are skipped)."""
 
-    def __init__(self, address: Address, outcome: Outcome) -> None:
+    def __init__(self, address: Address, outcome: Outcome, *, timeout_ms: int = 10_000, handshake: bool = True) -> None:
+        """Connect and ask for a session; ``handshake``: wait for it (else call ``handshake``,
+        after asking on other connections too)."""
         self.sock = _connect(address)
         self.outcome = outcome
         self.decoder = FrameDecoder(REPLY_BYTES_MAX)
         self.frames: list[bytes] = []
         self.xid = 0
-        self.sock.sendall(pack_frame(connect_request(0, 10_000, 0, b"", False)))
-        handshake = self._frame()
-        if handshake[2]:
-            raise ConnectionError(f"the server refused the session: {handshake[2]}")
-        outcome.connections += 1
+        self.sock.sendall(pack_frame(connect_request(0, timeout_ms, 0, b"", False)))
+        if handshake:
+            self.handshake()
+
+    def handshake(self) -> None:
+        """The server's answer to the connect, counted. Raises: ConnectionError if refused."""
+        answer = self._frame()
+        if answer[2]:
+            raise ConnectionError(f"the server refused the session: {answer[2]}")
+        self.outcome.connections += 1
 
     def _frame(self) -> list[Any]:
         self.sock.settimeout(WAIT_S)
@@ -281,35 +287,19 @@ def session_churn(address: Address, sessions: int = 5_000, batch: int = 50) -> O
     def body(outcome: Outcome) -> None:
         left = sessions
         while left > 0:
-            socks = [_connect(address) for _ in range(min(batch, left))]
+            batch_sessions = [Session(address, outcome, timeout_ms=60_000, handshake=False) for _ in range(min(batch, left))]
             try:
-                for sock in socks:
-                    sock.sendall(pack_frame(connect_request(0, 60_000, 0, b"", False)))
-                for sock in socks:
-                    handshake = _read_frame(sock)
-                    if handshake is None or handshake[2]:
+                for session in batch_sessions:
+                    try:
+                        session.handshake()
+                    except ConnectionError:
                         outcome.refused += 1
-                    else:
-                        outcome.connections += 1
             finally:
-                for sock in socks:
-                    sock.close()
-            left -= len(socks)
+                for session in batch_sessions:
+                    session.close()
+            left -= len(batch_sessions)
 
     return _attack("session-churn", body)
-
-
-def _read_frame(sock: socket.socket) -> list[Any] | None:
-    """The first frame the server sends on ``sock`` (None: it closed the connection first)."""
-    decoder = FrameDecoder(REPLY_BYTES_MAX)
-    sock.settimeout(WAIT_S)
-    while True:
-        data = sock.recv(1 << 16)
-        if not data:
-            return None
-        frames = decoder.receive_data(data)
-        if frames:
-            return unpack(frames[0])
 
 
 def bad_ops(address: Address, connections: int = 200) -> Outcome:
