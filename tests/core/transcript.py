@@ -122,6 +122,16 @@ def render_ready(ready: Ready) -> list[str]:
     return lines
 
 
+def sent_message(text: str, **helpers: Any) -> tuple[int, Any]:
+    """``"<sender> <message expression>"``: the sender's id and the message, the expression
+    read with the core's message classes, ``z``, ``txn``, ``txns``, ``reconfig`` and
+    ``helpers`` at hand."""
+    sender, _, expression = text.partition(" ")
+    namespace: dict[str, Any] = {name: getattr(messages, name) for name in dir(messages) if name[:1].isupper()}
+    namespace.update(z=z, txn=txn, txns=txns, reconfig=reconfig, **helpers)
+    return int(sender), eval(expression, namespace)  # noqa: S307 -- the test's own text
+
+
 # ------------------------------------------------------------------ running
 class Transcript:
     def __init__(self) -> None:
@@ -168,10 +178,8 @@ class Transcript:
 
     def _cmd_step(self, rest: str) -> None:
         assert self.peer is not None
-        sender, _, expression = rest.partition(" ")
-        namespace = {name: getattr(messages, name) for name in dir(messages) if name[:1].isupper()}
-        namespace.update(z=z, txn=txn, txns=txns, reconfig=reconfig)
-        self.peer.step(int(sender), eval(expression, namespace))  # noqa: S307 -- the test's own text
+        sender, message = sent_message(rest)
+        self.peer.step(sender, message)
 
     def _cmd_tick(self, rest: str) -> None:
         assert self.peer is not None

@@ -77,6 +77,7 @@ class Driver:
         self.effects: list[Effect] = []
         self.fail_next: dict[type, BaseException] = {}
         self.syncs_at_once = True  # an Append's sync: done at once (inline), or left to the test's log_synced
+        self.on_effect: Callable[[Effect], None] | None = None  # told each effect as it is handed out, before it is carried out
 
     def answer(self, effect: Effect) -> Any:
         failure = self.fail_next.pop(type(effect), None)
@@ -126,6 +127,8 @@ class Driver:
             if effect is None:
                 self.effects += done
                 return done
+            if self.on_effect is not None:
+                self.on_effect(effect)
             done.append(effect)
             try:
                 result = self.answer(effect)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.core.transcript import parse_zxid, render_message, render_soft, txn, txns, z, zxid_text
+from tests.core.transcript import parse_zxid, render_message, render_soft, sent_message, z, zxid_text
 from tests.engine.helpers import Driver, create, make_engine
 from zabby.core import messages
 from zabby.core.ready import SoftState
@@ -92,28 +92,15 @@ class EngineTranscript:
 
     def _settle(self) -> None:
         """Run the engine until it has nothing to do, as the server's loop does turn after turn."""
-        engine, driver = self.engine, self.driver
-        assert engine is not None and driver is not None
-        result: Any = None
-        error: BaseException | None = None
-        engine.begin_turn()
-        for _ in range(1000):
-            effect = engine.next_effect(result, error)
-            while effect is None and engine.has_work():
-                engine.begin_turn()
-                effect = engine.next_effect(None, None)
-            self._note_soft()
-            if effect is None:
-                return
-            self.lines += render_effect(effect)
-            if isinstance(effect, Send):
-                self.forwarded += [m for _, m in effect.messages if isinstance(m, messages.Request)]
-            result, error = None, None
-            try:
-                result = driver.answer(effect)
-            except Exception as exc:  # noqa: BLE001 -- handed back to the engine, as a driver does
-                error = exc
-        raise AssertionError("the engine did not settle in 1000 effects")
+        assert self.driver is not None
+        self.driver.run()
+        self._note_soft()
+
+    def _on_effect(self, effect: Effect) -> None:
+        self._note_soft()
+        self.lines += render_effect(effect)
+        if isinstance(effect, Send):
+            self.forwarded += [m for _, m in effect.messages if isinstance(m, messages.Request)]
 
     def _note_soft(self) -> None:
         assert self.engine is not None
@@ -138,13 +125,11 @@ class EngineTranscript:
         settings: dict[str, Any] = {key: int(value) if value.isdigit() else value for key, value in args.items()}
         self.engine = make_engine([create(counter) for counter in range(1, count + 1)], servers=servers, sid=sid, **settings)
         self.driver = Driver(self.engine)
+        self.driver.on_effect = self._on_effect
 
     def _cmd_receive(self, rest: str) -> None:
         assert self.engine is not None
-        sender, _, expression = rest.partition(" ")
-        namespace: dict[str, Any] = {name: getattr(messages, name) for name in dir(messages) if name[:1].isupper()}
-        namespace.update(z=z, txn=txn, txns=txns, forwarded=self._forwarded_txn)
-        self.engine.receive(int(sender), eval(expression, namespace))  # noqa: S307 -- the test's own text
+        self.engine.receive(*sent_message(rest, forwarded=self._forwarded_txn))
 
     def _forwarded_txn(self, number: int, epoch: int, counter: int) -> Txn:
         """The txn a leader makes of the ``number``-th request forwarded (from 1), at zxid
