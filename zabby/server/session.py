@@ -281,7 +281,7 @@ class ClientSession:
 
     def _session_created(self, txn: Txn, result: Any) -> None:
         if txn.type == OpCode.ERROR:  # the leader refused it (maxSessions): a flood of them is one line a second
-            self._refuse(Err(txn.body[0]), txn.body[1] if len(txn.body) > 1 else "", rate_limited=True)
+            self._refuse(int(txn.body[0]), str(txn.body[1]) if len(txn.body) > 1 else "", rate_limited=True)
             return
         timeout_ms, password = txn.body
         self._start_session(txn.session_id, password, timeout_ms)
@@ -294,7 +294,7 @@ class ClientSession:
         self._send([PROTOCOL_NAME, PROTOCOL_VERSION, 0, timeout_ms, session_id, password, self.host.last_zxid, read_only, ""])
         self.output.session_started()
 
-    def _refuse(self, code: Err, message: str, *, rate_limited: bool = False) -> bool:
+    def _refuse(self, code: int, message: str, *, rate_limited: bool = False) -> bool:
         if rate_limited:
             self.host.warn_rate_limited("session", f"refusing {self.address[0]}:{self.address[1]}: {message}")
         else:
