@@ -111,6 +111,8 @@ class ServerConfig:
     txn_bytes_max: int = 2 * 2**20  # maxTxnBytes: a txn's bytes after every expansion (see txn_limits)
     auth_ids_max: int = 32  # maxAuthIds: the ids one session may prove (addauth, SASL), beside its ip
     acl_entries_max: int = 256  # maxAclEntries: a znode's ACL entries, after ``auth`` is expanded
+    znodes_max: int = 10_000_000  # maxZnodes: the tree's znodes (~270 B of memory each, data aside)
+    tree_bytes_max: int = 4 * 2**30  # maxTreeBytes: the tree's paths, data and distinct ACLs
     watch_history_bytes: int = 64 * 2**20  # watchHistoryBytes: what the watch history may hold
     turn_ops_max: int = 1_000  # ops the engine applies in one turn of its driver (zabby.engine.engine; the simulator draws it small)
     jute_enabled: bool = True  # juteEnabled: ZooKeeper's binary client protocol on clientPort
@@ -354,6 +356,8 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         txn_bytes_max=txn_bytes_max,
         auth_ids_max=_int(raw, "maxAuthIds", 32, 1),
         acl_entries_max=_int(raw, "maxAclEntries", 256, 1),
+        znodes_max=_int(raw, "maxZnodes", 10_000_000, 16),
+        tree_bytes_max=_int(raw, "maxTreeBytes", 4 * 2**30, 4096),
         watch_history_bytes=_int(raw, "watchHistoryBytes", 64 * 2**20, 0),
         jute_enabled=_bool(raw, "juteEnabled", True),
         admin_enabled=_bool(raw, "admin.enableServer", True),

@@ -38,6 +38,8 @@ from zabby.wire import jute
 MiB = 2**20
 BUDGET_BYTES = 64 * MiB  # the arena's clientMemoryBudget
 RSS_SLACK_MB = 64.0
+TREE_ZNODES_MAX = 60_000  # the arena's maxZnodes and maxTreeBytes: a full tree's ~16 MB of znodes and 16 MiB of
+TREE_BYTES_MAX = 16 * MiB  # paths, data and ACLs stay within the RSS slack (the tree is not client memory)
 BYSTANDER_MAX_MS = 250.0
 BYSTANDER_READY_S = 30.0  # a server that answers no read this long before an attack is a finding
 CANARY = "/adversary-canary"
@@ -63,6 +65,7 @@ SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "zxid-waits": {"connections": (1, 20), "waits": (1, 2_000)},
     "ephemeral-close": {"count": (1, 2_000), "path_bytes": (10, 1_000)},
     "session-churn": {"sessions": (1, 20_000)},
+    "tree-fill": {"znodes": (1, 200_000), "data_bytes": (0, 1_000), "fresh_acls": (0, 1)},
     "bad-ops": {"connections": (1, 200)},
     "multi-flood": {"connections": (1, 60), "ops": (1, 5_000)},
     "set-watches-flood": {"sessions": (1, 8), "paths": (1, 20_000)},
@@ -137,7 +140,8 @@ class Arena:
     tickTime 200 ms x 5) is a problem."""
 
     def __init__(self, workdir: Path, servers: int = 1, *, at_leader: bool = False, **settings: Any) -> None:
-        self.settings = {"clientMemoryBudget": BUDGET_BYTES, "maxSessionTimeout": 60_000, **settings}
+        self.settings = {"clientMemoryBudget": BUDGET_BYTES, "maxSessionTimeout": 60_000, "maxZnodes": TREE_ZNODES_MAX,
+                         "maxTreeBytes": TREE_BYTES_MAX, **settings}  # fmt: skip
         self.at_leader = at_leader
         self.ensemble: Ensemble | None = None
         if servers == 1:

@@ -302,6 +302,40 @@ def session_churn(address: Address, sessions: int = 5_000, batch: int = 50) -> O
     return _attack("session-churn", body)
 
 
+def tree_fill(address: Address, znodes: int = 200_000, data_bytes: int = 1_000, fresh_acls: int = 1) -> Outcome:
+    """``znodes`` creates of ``data_bytes`` each in multis, each with an ACL of its own when
+    ``fresh_acls`` (16 ip entries): nothing bounded the tree, on every member (``maxZnodes``,
+    ``maxTreeBytes`` now do).  What was created is deleted after, so the attacks that follow
+    find room: the memory it took is measured as the tree's peak."""
+
+    def acl(n: int) -> list[list[Any]]:
+        return [[31, "ip", f"10.{n % 250}.{n // 250 % 250}.{k}"] for k in range(16)] if fresh_acls else OPEN_ACL
+
+    def body(outcome: Outcome) -> None:
+        with Session(address, outcome) as session:
+            folder = f"/amp-tree-{time.monotonic_ns()}"
+            _ensure(session, folder)
+            data = b"t" * data_bytes
+            made: list[str] = []
+            for start in range(0, znodes, 5_000):  # built a frame at a time: 200,000 creates' ACLs take ~0.5 GB
+                chunk = [[OpCode.CREATE, f"{folder}/n{n}", data, acl(n), 0, 0] for n in range(start, min(znodes, start + 5_000))]
+                refused = False
+                for ops in _batches(chunk):
+                    results = session.call(OpCode.MULTI, ops)[3]
+                    if any(result[0] == OpCode.ERROR for result in results):
+                        outcome.refused += 1  # the tree is full: the rest would be refused too
+                        refused = True
+                        break
+                    made += [op[1] for op in ops]
+                if refused:
+                    break
+            for ops in _batches([[OpCode.DELETE, path, -1] for path in made]):
+                session.call(OpCode.MULTI, ops)
+            session.call(OpCode.DELETE, folder, -1)
+
+    return _attack("tree-fill", body)
+
+
 def bad_ops(address: Address, connections: int = 200) -> Outcome:
     """Requests whose op is a list, a map, a float or a string, on ``connections`` connections:
     each logged a full traceback."""
@@ -328,6 +362,7 @@ ATTACKS: dict[str, Callable[..., Outcome]] = {
     "zxid-waits": zxid_waits,
     "ephemeral-close": ephemeral_close,
     "session-churn": session_churn,
+    "tree-fill": tree_fill,
     "bad-ops": bad_ops,
 }
 

@@ -192,3 +192,38 @@ def test_sessions_past_max_sessions_are_refused_until_one_closes(tmp_path: Path)
         for session in held:
             session.close()
         process.kill()
+
+
+def test_the_tree_past_max_znodes_or_max_tree_bytes_refuses_growth_with_quota_exceeded(tmp_path: Path) -> None:
+    """Nothing bounded the tree itself: creates until every member ran out of memory.  Past
+    ``maxZnodes`` or ``maxTreeBytes`` a write that would grow it is refused (kazoo's
+    QuotaExceededError); deletes and smaller data pass, and a restart keeps the bound."""
+    from kazoo.exceptions import QuotaExceededError
+
+    process = ServerProcess(tmp_path, maxZnodes=24, maxTreeBytes=40_000)
+    process.start()
+    client = start_kazoo(f"127.0.0.1:{process.port}")
+    try:
+        client.create("/big", b"x" * 30_000)
+        with pytest.raises(QuotaExceededError):
+            client.create("/bigger", b"x" * 20_000)
+        with pytest.raises(QuotaExceededError):
+            client.set("/big", b"x" * 40_000)
+        client.set("/big", b"x" * 10_000)
+        made = 0
+        with pytest.raises(QuotaExceededError):
+            for made in range(30):
+                client.create(f"/n{made}")
+        # mntr counts the root twice, as ZooKeeper does; the tree holds /, /zookeeper, its config and quota, /big
+        assert _mntr(process, "zk_znode_count") == 24 + 1 and made == 24 - 5
+        client.delete("/n0")
+        client.create("/n0-again")
+        stop_kazoo(client)
+        process.kill()
+        process.start()
+        client = start_kazoo(f"127.0.0.1:{process.port}")
+        with pytest.raises(QuotaExceededError):
+            client.create("/after-restart")
+    finally:
+        stop_kazoo(client)
+        process.kill()

@@ -13,7 +13,7 @@ from tests.tree.harness import OPEN, Harness
 from zabby.errors import Err, ZabbyError
 from zabby.opcodes import CreateMode, OpCode
 from zabby.tree import acl as acls
-from zabby.tree.datatree import DataTree
+from zabby.tree.datatree import DataTree, acl_cost
 from zabby.tree.prep import PrepLimits, TxnTooLarge
 from zabby.tree.txns import encode_txn
 
@@ -168,3 +168,71 @@ def test_an_acl_check_parses_no_ip_entry_twice(monkeypatch: pytest.MonkeyPatch) 
         assert not acls.check(acl, acls.READ, [("ip", "192.168.1.1")])
         assert acls.check(acl, acls.READ, [("ip", "10.77.0.9")])
     assert len(parsed) == 256
+
+
+def _refused_for(h: Harness, setting: str, op: int, args: tuple[Any, ...], caller: Any = None) -> None:
+    with pytest.raises(ZabbyError) as refused:
+        h.prepare(op, args, caller)
+    assert refused.value.code == Err.QUOTAEXCEEDED and setting in str(refused.value)
+
+
+def test_creates_past_max_znodes_are_refused_counting_those_in_flight_until_one_is_deleted() -> None:
+    """Nothing bounded the tree: a client could create znodes until every member ran out of
+    memory (~270 B each with no data)."""
+    h = Harness(PrepLimits(znodes_max=10))
+    system = len(h.tree.nodes)  # /, /zookeeper and its config and quota
+    for n in range(10 - system - 2):
+        h.create(f"/n{n}")
+    in_flight = [h.prepare(OpCode.CREATE, (f"/p{n}", b"", OPEN, 0, None)) for n in range(2)]  # prepared, not applied
+    _refused_for(h, "maxZnodes (10)", OpCode.CREATE, ("/one-more", b"", OPEN, 0, None))
+    in_flight.append(h.prepare(OpCode.MULTI, ([(OpCode.DELETE, "/n0", -1), (OpCode.CREATE, "/m", b"", OPEN, 0, None)],)))
+    assert h.prep.view("/m") is None and h.prep.view("/n0") is not None  # the multi failed whole
+    results = [h.apply(txn)[0] for txn in in_flight][-1]
+    assert [err for _, err, _ in results] == [0, Err.QUOTAEXCEEDED]
+    assert len(h.tree.nodes) == 10
+    h.set_data("/n0", b"shrinking or growing data adds no znode")
+    h.delete("/n0")
+    assert h.create("/one-more") == "/one-more" and len(h.tree.nodes) == 10
+
+
+def test_max_tree_bytes_counts_paths_data_and_each_acl_the_tree_does_not_hold_yet() -> None:
+    h = Harness(PrepLimits(tree_bytes_max=DataTree().size_bytes() + 2000))
+    h.create("/a", b"x" * 500)
+    _refused_for(h, "maxTreeBytes", OpCode.SET_DATA, ("/a", b"x" * 2000, -1))
+    h.set_data("/a", b"x" * 100)  # freeing room always passes
+    fresh = [(31, "ip", f"10.0.0.{n}") for n in range(16)]  # ~2,100 B to hold, though 16 entries pass maxAclEntries
+    assert h.tree.size_bytes() + acl_cost(fresh) > DataTree().size_bytes() + 2000
+    _refused_for(h, "maxTreeBytes", OpCode.SET_ACL, ("/a", fresh, -1))
+    _refused_for(h, "maxTreeBytes", OpCode.CREATE, ("/b", b"", fresh, 0, None))
+    h.create("/b", b"", fresh[:4])  # an ACL costs once, however many znodes hold it
+    held = h.tree.size_bytes()
+    h.create("/c", b"", fresh[:4])
+    assert h.tree.size_bytes() == held + len("/c")
+    h.delete("/b")
+    h.delete("/c")  # the last znode holding it: the ACL's bytes are free again
+    assert h.tree.size_bytes() == DataTree().size_bytes() + len("/a") + 100
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_ops(), max_size=30), st.integers(5, 12), st.integers(0, 3000), st.integers(0, 3))
+def test_the_tree_never_passes_its_bounds_with_any_writes_in_flight(ops: list[tuple[Any, ...]], znodes_max: int,
+                                                                     room: int, in_flight: int) -> None:  # fmt: skip
+    """Writes prepared ``in_flight`` at a time before they are applied (a leader's pipeline):
+    once all are applied the tree is within both bounds, and its ACLs' bytes are what a
+    restart counts again."""
+    h = Harness(PrepLimits(znodes_max=znodes_max, tree_bytes_max=DataTree().size_bytes() + room))
+    caller = h.caller(auth_ids=_ids(3))
+    waiting: list[Any] = []
+    for op, *args in ops:
+        try:
+            waiting.append(h.prepare(op, tuple(args) if op != OpCode.MULTI else (args[0],), caller))
+        except ZabbyError:
+            continue
+        while len(waiting) > in_flight:
+            h.apply(waiting.pop(0))
+        assert len(h.tree.nodes) <= znodes_max or not waiting
+    for txn in waiting:
+        h.apply(txn)
+    assert len(h.tree.nodes) <= max(znodes_max, 4) and h.tree.size_bytes() <= DataTree().size_bytes() + room
+    assert h.tree.shared.acl_bytes == sum(acl_cost(acl) for acl in h.tree.shared.acls)
+    assert DataTree.from_records(h.tree.records()).size_bytes() == h.tree.size_bytes()

@@ -173,6 +173,14 @@ NO_CHILDREN: tuple[str, ...] = ()  # every leaf shares it: an empty container co
 Meta = tuple[tuple[acls.ACL, ...], int, int]  # acl, aversion, ephemeral owner
 
 
+ACL_ENTRY_BYTES = 120  # an entry's tuple, its place in the ACL's tuple and its id's string object
+
+
+def acl_cost(acl: Iterable[Iterable[Any]]) -> int:
+    """What holding ``acl`` costs the tree, about: its entries, their schemes' and ids' text."""
+    return sum(ACL_ENTRY_BYTES + len(scheme) + len(ident) for _, scheme, ident in acl)
+
+
 class SharedMetas:
     """The ACLs and metas a tree's znodes share, each counted by the znodes that hold it and
     forgotten with the last of them.
@@ -181,13 +189,15 @@ class SharedMetas:
     owner): one shared tuple each, instead of a fresh tuple of tuples of fresh strings per
     znode (~230 B).  An ephemeral's meta, with its session as the owner, is its own (sessions
     come and go) but shares its ACL.  Counted, not only interned: a client could set fresh
-    ACLs and delete their znodes for ever, and the table would keep every one of them."""
+    ACLs and delete their znodes for ever, and the table would keep every one of them.  What
+    the ACLs held take is ``acl_bytes`` (``acl_cost`` each), charged to the tree's bound."""
 
-    __slots__ = ("acls", "metas")
+    __slots__ = ("acls", "metas", "acl_bytes")
 
     def __init__(self) -> None:
         self.acls: dict[tuple[acls.ACL, ...], list[Any]] = {}  # ACL → [the shared tuple, znodes holding it]
         self.metas: dict[Meta, list[Any]] = {}  # meta → [the shared tuple, znodes holding it, its ACL's entry]
+        self.acl_bytes = 0  # acl_cost of every ACL held
 
     def take(self, acl: Iterable[Iterable[Any]], aversion: int, owner: int) -> Meta:
         """The shared meta for a znode that now holds it (and its ACL): one look-up for a meta
@@ -221,6 +231,7 @@ class SharedMetas:
             if entry is None:
                 key = tuple((perms, sys.intern(scheme), sys.intern(ident)) for perms, scheme, ident in key)
                 entry = table[key] = [key, 0]
+                self.acl_bytes += acl_cost(key)
         return entry
 
     def drop(self, meta: Meta) -> None:
@@ -237,6 +248,7 @@ class SharedMetas:
         entry[1] -= 1
         if not entry[1]:
             del self.acls[acl]
+            self.acl_bytes -= acl_cost(acl)
 
     def entries(self) -> int:
         """The ACL entries held, all ACLs together (each shared ACL once)."""
@@ -383,6 +395,11 @@ class DataTree:
         self.shared = SharedMetas()
         self._time_ms = 0  # the last txn's time, the int object znodes share (_shared_time)
         self._add_system_nodes()
+
+    def size_bytes(self) -> int:
+        """What ``maxTreeBytes`` bounds: the paths and data (ZooKeeper's approximate data size)
+        and the distinct ACLs the znodes hold."""
+        return self.data_size + self.shared.acl_bytes
 
     def _add_system_nodes(self) -> None:
         self.nodes["/"] = Znode(b"", self.shared.take(acls.OPEN_ACL_UNSAFE, 0, 0), 0, 0)

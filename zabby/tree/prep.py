@@ -30,10 +30,11 @@ from zabby.opcodes import (
 )
 from zabby.tree import acl as acls
 from zabby.tree import quota
-from zabby.tree.datatree import ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA, DataTree, Znode
+from zabby.tree.datatree import ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA, DataTree, Znode, acl_cost
 from zabby.tree.paths import parent_of, sequential_name, validate_path
 
 PROTECTED_PATHS = frozenset({"/", ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA})
+TREE = ""  # the quota ledger's key for the whole tree's growth (no path is empty)
 _PLAIN_CREATE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2})  # ops whose flags 0 mean a persistent node
 _NO_TTL = (None, 0, -1)  # what a create that is not a TTL node may carry as its TTL
 
@@ -94,6 +95,8 @@ class PrepLimits:
     data_bytes_max: int = 1024 * 1024
     txn_bytes_max: int = 2 * 1024 * 1024  # maxTxnBytes: what the log, peers and snapshots take (zabby.config)
     acl_entries_max: int = 256  # maxAclEntries
+    znodes_max: int = 10_000_000  # maxZnodes: the tree's znodes
+    tree_bytes_max: int = 4 * 2**30  # maxTreeBytes: its paths, data and distinct ACLs (DataTree.size_bytes)
     ttl_enabled: bool = True
     enforce_quota: bool = False  # zookeeper.enforceQuota: a hard quota refuses a write
     sasl_acls: bool = False  # SASL is configured: "sasl:user" is an ACL scheme
@@ -258,6 +261,7 @@ class Preparer:
         if path.startswith(quota.QUOTA_PREFIX):
             self._check_quota_node(path, caller)
         self._charge(path, data_bytes, fixed_acl)
+        self._check_room(1, len(path) + data_bytes, fixed_acl, zxid)
         if self.tree.quota_roots:  # tested here: the plaintext write path pays one attribute look-up
             self._check_quota(path, 1, data_bytes, zxid)
         new_cversion = parent.cversion + 1
@@ -340,6 +344,8 @@ class Preparer:
         self._check_acl(node, acls.WRITE, caller)
         _check_version(version, node.version, path)
         self._charge(path, data_bytes)
+        if data_bytes > node.data_bytes:
+            self._check_room(0, data_bytes - node.data_bytes, None, zxid)
         if self.tree.quota_roots:
             self._check_quota(path, 0, data_bytes - node.data_bytes, zxid)
         new_version = node.version + 1
@@ -354,6 +360,7 @@ class Preparer:
         self._check_acl(node, acls.ADMIN, caller)
         _check_version(aversion, node.aversion, path)
         self._charge(path, 0, fixed_acl)
+        self._check_room(0, 0, fixed_acl, zxid)
         new_aversion = node.aversion + 1
         self._record(path, node._replace(acl=fixed_acl, aversion=new_aversion, zxid=zxid))
         return OpCode.SET_ACL, (path, fixed_acl, new_aversion)
@@ -366,6 +373,29 @@ class Preparer:
         _check_version(version, node.version, path)
         self._charge(path)
         return OpCode.CHECK, (path, version)
+
+    def _check_room(self, count_delta: int, bytes_delta: int, acl: tuple[acls.ACL, ...] | None, zxid: int) -> None:
+        """The tree's own bounds, counting the writes still in flight: a write that adds a znode
+        past ``maxZnodes``, or bytes (its path, its data, an ACL the tree does not hold yet)
+        past ``maxTreeBytes``, is refused; one that frees room always passes.  What passes is
+        added to the ledger (under ``TREE``) until it is applied: the tree counts it then.
+
+        Raises:
+            ZabbyError: QUOTAEXCEEDED, naming the setting.
+        """
+        tree, limits = self.tree, self.limits
+        if acl is not None and acl not in tree.shared.acls:
+            bytes_delta += acl_cost(acl)
+        if not (count_delta or bytes_delta):
+            return
+        count, size = self.quota_ledger.in_flight(TREE)
+        if count_delta and len(tree.nodes) + count + count_delta > limits.znodes_max:
+            raise ZabbyError(Err.QUOTAEXCEEDED, f"the tree holds maxZnodes ({limits.znodes_max:,}) znodes, "
+                                                f"with the writes in flight: delete some first")  # fmt: skip
+        if bytes_delta and tree.size_bytes() + size + bytes_delta > limits.tree_bytes_max:
+            raise ZabbyError(Err.QUOTAEXCEEDED, f"the tree's paths, data and ACLs would pass maxTreeBytes "
+                                                f"({limits.tree_bytes_max:,} bytes), with the writes in flight")  # fmt: skip
+        self.quota_ledger.add(zxid, TREE, count_delta, bytes_delta)
 
     def _check_quota_node(self, path: str, caller: Caller) -> None:
         """A quota's limits or stats node, created under ``/zookeeper/quota`` (world-writable,
