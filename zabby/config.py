@@ -111,6 +111,7 @@ class ServerConfig:
     txn_bytes_max: int = 2 * 2**20  # maxTxnBytes: a txn's bytes after every expansion (see txn_limits)
     auth_ids_max: int = 32  # maxAuthIds: the ids one session may prove (addauth, SASL), beside its ip
     acl_entries_max: int = 256  # maxAclEntries: a znode's ACL entries, after ``auth`` is expanded
+    txn_acl_entries_max: int = 8192  # maxTxnAclEntries: the entries of the distinct ACLs one txn sets
     znodes_max: int = 10_000_000  # maxZnodes: the tree's znodes (~270 B of memory each, data aside)
     tree_bytes_max: int = 4 * 2**30  # maxTreeBytes: the tree's paths, data and distinct ACLs
     watch_history_bytes: int = 64 * 2**20  # watchHistoryBytes: what the watch history may hold
@@ -335,6 +336,11 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
     dynamic_file, membership_version = _dynamic_config(raw, base)
     peers = tuple(sorted((_peer(k, raw.pop(k)) for k in list(raw) if k.startswith("server.")), key=lambda p: p.sid))
     jute_bytes_max, txn_bytes_max = _txn_limits(raw)
+    acl_entries_max = _int(raw, "maxAclEntries", 256, 1)
+    txn_acl_entries_max = _int(raw, "maxTxnAclEntries", 8192, 1)
+    if txn_acl_entries_max < acl_entries_max:
+        raise ConfigError(f"maxTxnAclEntries={txn_acl_entries_max} must be at least maxAclEntries ({acl_entries_max}): "
+                          f"a create with the largest ACL would be refused")  # fmt: skip
     config = ServerConfig(
         data_dir=data_dir,
         data_log_dir=data_log_dir,
@@ -355,7 +361,8 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         jute_buffer_bytes_max=jute_bytes_max,
         txn_bytes_max=txn_bytes_max,
         auth_ids_max=_int(raw, "maxAuthIds", 32, 1),
-        acl_entries_max=_int(raw, "maxAclEntries", 256, 1),
+        acl_entries_max=acl_entries_max,
+        txn_acl_entries_max=txn_acl_entries_max,
         znodes_max=_int(raw, "maxZnodes", 10_000_000, 16),
         tree_bytes_max=_int(raw, "maxTreeBytes", 4 * 2**30, 4096),
         watch_history_bytes=_int(raw, "watchHistoryBytes", 64 * 2**20, 0),

@@ -317,8 +317,9 @@ def tree_fill(address: Address, znodes: int = 200_000, data_bytes: int = 1_000, 
             _ensure(session, folder)
             data = b"t" * data_bytes
             made: list[str] = []
-            for start in range(0, znodes, 5_000):  # built a frame at a time: 200,000 creates' ACLs take ~0.5 GB
-                chunk = [[OpCode.CREATE, f"{folder}/n{n}", data, acl(n), 0, 0] for n in range(start, min(znodes, start + 5_000))]
+            step = 500 if fresh_acls else 5_000  # a txn's distinct ACLs hold at most maxTxnAclEntries (8,192) entries
+            for start in range(0, znodes, step):  # built a multi at a time: 200,000 creates' ACLs take ~0.5 GB
+                chunk = [[OpCode.CREATE, f"{folder}/n{n}", data, acl(n), 0, 0] for n in range(start, min(znodes, start + step))]
                 refused = False
                 for ops in _batches(chunk):
                     results = session.call(OpCode.MULTI, ops)[3]

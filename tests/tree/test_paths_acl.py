@@ -7,7 +7,7 @@ import sys
 import hashlib
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zabby.errors import Err, ZabbyError
@@ -377,3 +377,21 @@ def test_shared_acls_are_one_tuple_of_tuples_whatever_shape_they_arrive_in() -> 
     assert shared.take([[31, "digest", "bob:x"]], 0, 0)[0] is acl  # lists (not hashable)
     assert shared.take(((31, "digest", "bob:x"),), 1, 0)[0] is acl  # tuples, looked up as they are
     assert shared.take(iter([(31, "digest", "bob:x")]), 0, 5)[0] is acl  # an iterator, read once
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(
+    st.text(alphabet="0123456789./", max_size=20),
+    st.tuples(st.integers(0, 300), st.integers(0, 300), st.integers(0, 300), st.integers(0, 300), st.one_of(st.none(), st.integers(0, 40)),
+              st.booleans()).map(lambda t: ".".join(("0" if t[5] else "") + str(n) for n in t[:4]) + ("" if t[4] is None else f"/{t[4]}")),
+))  # fmt: skip
+def test_an_ip_id_is_valid_exactly_when_ipaddress_reads_it(acl_id: str) -> None:
+    """The dotted IPv4 fast path takes nothing ``ipaddress`` would refuse, and refuses nothing it takes."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_network(acl_id, strict=False)
+        readable = True
+    except ValueError:
+        readable = False
+    assert acls._valid_id("ip", acl_id) == readable

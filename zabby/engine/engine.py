@@ -139,7 +139,7 @@ class Engine(ClientCalls):
         self.standalone = not config.peers
         self.tree = recovered.tree
         self.preparer = Preparer(self.tree, PrepLimits(config.jute_buffer_bytes_max, config.txn_bytes_max, config.acl_entries_max,
-                                                       config.znodes_max, config.tree_bytes_max, config.ttl_enabled,
+                                                       config.txn_acl_entries_max, config.znodes_max, config.tree_bytes_max, config.ttl_enabled,
                                                        sasl_acls=config.sasl_acls))  # fmt: skip
         self.peer = Peer(peer_config, recovered.durable)
         self._set_soft(self.peer.soft_state())

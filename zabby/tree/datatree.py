@@ -173,14 +173,6 @@ NO_CHILDREN: tuple[str, ...] = ()  # every leaf shares it: an empty container co
 Meta = tuple[tuple[acls.ACL, ...], int, int]  # acl, aversion, ephemeral owner
 
 
-ACL_ENTRY_BYTES = 120  # an entry's tuple, its place in the ACL's tuple and its id's string object
-
-
-def acl_cost(acl: Iterable[Iterable[Any]]) -> int:
-    """What holding ``acl`` costs the tree, about: its entries, their schemes' and ids' text."""
-    return sum(ACL_ENTRY_BYTES + len(scheme) + len(ident) for _, scheme, ident in acl)
-
-
 class SharedMetas:
     """The ACLs and metas a tree's znodes share, each counted by the znodes that hold it and
     forgotten with the last of them.
@@ -231,7 +223,7 @@ class SharedMetas:
             if entry is None:
                 key = tuple((perms, sys.intern(scheme), sys.intern(ident)) for perms, scheme, ident in key)
                 entry = table[key] = [key, 0]
-                self.acl_bytes += acl_cost(key)
+                self.acl_bytes += acls.acl_cost(key)
         return entry
 
     def drop(self, meta: Meta) -> None:
@@ -248,7 +240,7 @@ class SharedMetas:
         entry[1] -= 1
         if not entry[1]:
             del self.acls[acl]
-            self.acl_bytes -= acl_cost(acl)
+            self.acl_bytes -= acls.acl_cost(acl)
 
     def entries(self) -> int:
         """The ACL entries held, all ACLs together (each shared ACL once)."""
