@@ -2,7 +2,7 @@
 
 * The protocol-neutral session layer, the statistics snapshot, the four-letter words and the
   client codecs never reach the engine's trio driver (``zabby.server.node``) or the
-  connection's I/O (``zabby.server.client_conn``), even through other modules or under
+  connection's I/O (``zabby.server.clients.client_conn``), even through other modules or under
   ``TYPE_CHECKING``.
 * The engine knows clients only as its ``ClientSink``: it never reaches the session layer,
   the connection, the four-letter words or the driver.
@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "zabby"
 TOOLING = ROOT / "harness"
 
-LAYERED = ("zabby.server.session", "zabby.server.statistics", "zabby.server.fourletter", "zabby.server.reads")
-FORBIDDEN = ("zabby.server.node", "zabby.server.client_conn")
+LAYERED = ("zabby.server.clients.session", "zabby.server.adminport.statistics", "zabby.server.adminport.fourletter", "zabby.server.clients.reads")
+FORBIDDEN = ("zabby.server.node", "zabby.server.clients.client_conn")
 ENGINE_FORBIDDEN = (*LAYERED, *FORBIDDEN)
 WIRE_FORBIDDEN = ("trio", "socket", "time", "random", "threading", "os", "io")
 

@@ -49,7 +49,7 @@ def test_the_wheel_holds_the_product_only(wheel: Path) -> None:
     assert not tooling, tooling
     foreign = [name for name in files if name.endswith(SOURCES_OF_OTHER_LANGUAGES)]
     assert not foreign, foreign
-    for needed in ("zabby/testing/__init__.py", "zabby/testing/pytest_plugin.py", "zabby/server/console.html", "zabby/py.typed"):
+    for needed in ("zabby/testing/__init__.py", "zabby/testing/pytest_plugin.py", "zabby/server/adminport/console.html", "zabby/py.typed"):
         assert needed in files
     entry_points = next(name for name in names if name.endswith(".dist-info/entry_points.txt"))
     text = archive.read(entry_points).decode()

@@ -61,7 +61,7 @@ PeerAddress = Member  # one server's addresses and role (``server.N=`` lines)
 
 @dataclass(frozen=True, slots=True)
 class PeerLinkLimits:
-    """Peer links that have not said who they are yet (``zabby.server.peer_slots``)."""
+    """Peer links that have not said who they are yet (``zabby.server.peering.peer_slots``)."""
 
     unidentified_max: int = 32  # quorum.unidentifiedLinksMax: at once, from hosts no server.N line names
     unidentified_per_host_max: int = 4  # quorum.unidentifiedLinksPerHost: of those, from one source
@@ -71,7 +71,7 @@ class PeerLinkLimits:
 @dataclass(frozen=True, slots=True)
 class QuorumAuth:
     """Peer authentication (``quorum.auth.*``): every quorum and election link proves, both
-    ways, that each end holds ``secret`` (zabby.server.peer_auth).  ``required`` False takes
+    ways, that each end holds ``secret`` (zabby.server.peering.peer_auth).  ``required`` False takes
     unauthenticated links too: the step of a rolling upgrade from off to on."""
 
     secret: bytes
@@ -102,7 +102,7 @@ class ServerConfig:
     session_timeout_ms_max: int = 40000
     client_connections_per_ip_max: int = 60
     client_connections_max: int = 0  # maxCnxns: connections at once on each client port (0: as descriptors allow)
-    descriptor_reserve: int = 64  # descriptorReserve: descriptors no connection may take (zabby.server.descriptors)
+    descriptor_reserve: int = 64  # descriptorReserve: descriptors no connection may take (zabby.server.process.descriptors)
     snap_count: int = 100_000
     snap_retain_count: int = 3
     purge_interval_hours: float = 1.0
@@ -136,7 +136,7 @@ class ServerConfig:
     request_ops_max: int = 5_000  # maxRequestOps: ops in one multi or multiRead
     sessions_max: int = 100_000  # maxSessions: sessions open at once (zabby); the leader refuses a createSession past it
     connection_outstanding_max: int = 500  # clientOutstandingLimit: requests in flight per connection before it is not read
-    client_memory_budget_bytes: int = 256 * 2**20  # clientMemoryBudget: what all client connections may hold (zabby.server.budget)
+    client_memory_budget_bytes: int = 256 * 2**20  # clientMemoryBudget: what all client connections may hold (zabby.server.clients.budget)
     connection_memory_bytes_max: int = 32 * 2**20  # clientConnectionMemoryMax: what one may hold before it is closed
     commit_log_count: int = 500
     watch_history_txns: int = 100_000  # watchHistoryTxns: txns whose events a watch may resume over (zabby)

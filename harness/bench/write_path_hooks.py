@@ -65,8 +65,8 @@ def _chain(*steps: Callable[[float], None]) -> Callable[[float], None]:
 def install(out_path: str) -> None:
     import os
 
-    import zabby.server.client_conn as client_conn
-    import zabby.server.transport as transport
+    import zabby.server.clients.client_conn as client_conn
+    import zabby.server.peering.transport as transport
     from zabby.core import messages
 
     clock, spans = time.perf_counter, _Spans()

@@ -56,7 +56,7 @@ def _stopped(stop: threading.Event | None) -> bool:
 
 # ----------------------------------------------------------------------------- the peer ports
 def hello_payload(sid: int, *, host: str = "127.0.0.1", nonce: object = None, mac: object = None) -> bytes:
-    """A hello frame's payload (``zabby.server.peer_auth``): with ``nonce`` and ``mac`` the
+    """A hello frame's payload (``zabby.server.peering.peer_auth``): with ``nonce`` and ``mac`` the
     authenticated form, whatever their types."""
     fields: list[object] = [sid, host, 1, 1, False]
     if nonce is not None or mac is not None:

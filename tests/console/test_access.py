@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from zabby.config import ServerConfig
-from zabby.server.console import authorized, refusal
-from zabby.server.http import Request
+from zabby.server.adminport.console import authorized, refusal
+from zabby.server.adminport.http import Request
 
 DIGEST = "admin:fvr2cB/fjGeAiX8g1aGhUm3ZICk="  # zabby-admin digest admin:secret
 

@@ -14,9 +14,9 @@ from tests.storage.helpers import OPEN_ACL
 from zabby.config import ServerConfig
 from zabby.membership import Member
 from zabby.opcodes import OpCode
-from zabby.server.console import _peer_row
-from zabby.server.descriptors import Descriptors
-from zabby.server.console_views import BadRequest, ServerRow, ensemble_rows, node_view, row_from_mntr, sessions_view
+from zabby.server.adminport.console import _peer_row
+from zabby.server.process.descriptors import Descriptors
+from zabby.server.adminport.console_views import BadRequest, ServerRow, ensemble_rows, node_view, row_from_mntr, sessions_view
 from zabby.tree.acl import digest
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn, make_zxid

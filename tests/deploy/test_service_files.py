@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from tests import ROOT
-from zabby.server.disk import EXIT_DISK_FAILURE
+from zabby.server.process.disk import EXIT_DISK_FAILURE
 from zabby.server.main import build_parser
 from zabby.testing import ServerProcess
 
@@ -33,7 +33,7 @@ def test_the_systemd_unit_starts_zabby_server_with_options_it_has() -> None:
 
 
 def _log_with(config: Path) -> list[str]:
-    script = ("from pathlib import Path; import logging; from zabby.server import logsetup; "
+    script = ("from pathlib import Path; import logging; from zabby.server.process import logsetup; "
               f"logsetup.configure(config_file=Path({str(config)!r})); "
               "logging.getLogger('zabby.server').info('recovered %d znodes', 7, extra={'zxid': '0x5'}); "
               "logging.getLogger('zabby.server.conn').info('hidden: connections log at WARNING and above')")  # fmt: skip

@@ -46,7 +46,7 @@ def test_a_txn_of_another_op_with_the_same_key_does_not_answer_a_waiting_write()
     here through another server, sent a delete with the cxid a create waits for here).  The
     delete answered the create's slot, whose answer ``result[0]`` raised on its None and
     crashed the engine.  Each waiter is answered by a txn of its own op only."""
-    from zabby.server.session import _write_values
+    from zabby.server.clients.session import _write_values
 
     engine = make_engine([create(1)], servers=1)
     driver = Driver(engine)
@@ -54,7 +54,7 @@ def test_a_txn_of_another_op_with_the_same_key_does_not_answer_a_waiting_write()
     caller = Caller(session, [])
     answers: list[tuple[str, object]] = []
 
-    def answer(op: int, name: str):  # the slot's answer, as zabby.server.session makes it
+    def answer(op: int, name: str):  # the slot's answer, as zabby.server.clients.session makes it
         def done(txn, result) -> None:  # type: ignore[no-untyped-def]
             answers.append((name, txn.body if txn.type == OpCode.ERROR else _write_values(op, result)))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.jepsen import hostile_ports
 from tests.ensemble.forged_peer import closed_by_peer, listening, open_as, vm_kb
-from zabby.server.transport import MEMBER_FRAME_BYTES_MAX
+from zabby.server.peering.transport import MEMBER_FRAME_BYTES_MAX
 from zabby.testing import Ensemble, wait_until
 
 SECRET = b"0123456789abcdef-the-secret"

@@ -18,8 +18,8 @@ from harness.jepsen.hostile_ports import http_request
 from harness.local.admin import LOCAL_ADMIN, admin_json, admin_settings
 from harness.local.jute_session import OPEN_ACL, JuteSession
 from zabby.opcodes import OpCode
-from zabby.server.browsers import page_policy
-from zabby.server.throttle import ATTEMPTS_BURST, ATTEMPTS_PER_S
+from zabby.server.adminport.browsers import page_policy
+from zabby.server.clients.throttle import ATTEMPTS_BURST, ATTEMPTS_PER_S
 from zabby.testing import ServerProcess, wait_until
 from zabby.tree.acl import digest
 from zabby.wire import jute
@@ -107,7 +107,7 @@ def test_guessing_the_admin_password_is_slowed_by_source(guarded_server: ServerP
     no delay."""
     outcome = hostile_ports.admin_guess(guarded_server.admin_port, seconds=3.0, threads=16)
     checked = outcome.errors.get(401, 0)
-    assert checked <= ATTEMPTS_BURST + ATTEMPTS_PER_S * outcome.elapsed_s + 2, outcome  # zabby.server.throttle's bucket
+    assert checked <= ATTEMPTS_BURST + ATTEMPTS_PER_S * outcome.elapsed_s + 2, outcome  # zabby.server.clients.throttle's bucket
     assert outcome.errors.get(429, 0) > 0 and set(outcome.errors) <= {401, 429, 503}, outcome  # 503: 8 connections from one source
 
 

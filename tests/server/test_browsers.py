@@ -1,4 +1,4 @@
-"""The admin port's rules against hostile pages in its users' browsers (zabby.server.browsers)."""
+"""The admin port's rules against hostile pages in its users' browsers (zabby.server.adminport.browsers)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 from zabby.config import ServerConfig
 from zabby.membership import Member
-from zabby.server.browsers import HostNames, host_name, page_policy, refusal
-from zabby.server.http import Request
+from zabby.server.adminport.browsers import HostNames, host_name, page_policy, refusal
+from zabby.server.adminport.http import Request
 
 
 def test_a_host_is_named_without_its_port_brackets_case_or_final_dot() -> None:

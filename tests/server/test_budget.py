@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from zabby.server.budget import ClientMemory
-from zabby.server.ratelog import RateLimitedLog, RateLimitedLogs
+from zabby.server.clients.budget import ClientMemory
+from zabby.server.process.ratelog import RateLimitedLog, RateLimitedLogs
 
 MiB = 2**20
 
@@ -63,7 +63,7 @@ def test_pause_leaves_room_for_a_request_and_its_reply() -> None:
 
 def test_a_flood_of_one_message_is_two_lines(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     now = [100.0]
-    monkeypatch.setattr("zabby.server.ratelog.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("zabby.server.process.ratelog.time.monotonic", lambda: now[0])
     logs = RateLimitedLogs(logging.getLogger("test.flood"), 1.0)
     with caplog.at_level(logging.WARNING, logger="test.flood"):
         for i in range(1000):
@@ -80,7 +80,7 @@ def test_a_flood_of_one_message_is_two_lines(caplog: pytest.LogCaptureFixture, m
 
 def test_the_count_rides_on_the_next_message_after_the_interval(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     now = [100.0]
-    monkeypatch.setattr("zabby.server.ratelog.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("zabby.server.process.ratelog.time.monotonic", lambda: now[0])
     log = RateLimitedLog(logging.getLogger("test.ride"), 1.0)
     with caplog.at_level(logging.WARNING, logger="test.ride"):
         log.warning("a")

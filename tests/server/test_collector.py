@@ -11,8 +11,8 @@ import pytest
 import trio
 import trio.testing
 
-from zabby.server import collector
-from zabby.server.collector import FullCollections
+from zabby.server.process import collector
+from zabby.server.process.collector import FullCollections
 
 
 class Cycle:

@@ -85,7 +85,7 @@ def test_a_failure_repeated_on_every_connection_logs_one_traceback_an_interval(c
 
     import trio
 
-    from zabby.server.guard import contained
+    from zabby.server.process.guard import contained
 
     async def fails() -> None:
         raise TypeError("unhashable type: 'list'")

@@ -18,8 +18,8 @@ import trio.testing
 from harness.jepsen import hostile, hostile_ports
 from harness.local.jute_session import OPEN_ACL, JuteSession
 from zabby.opcodes import OpCode
-from zabby.server.descriptors import Descriptors
-from zabby.server.listeners import serve_listeners
+from zabby.server.process.descriptors import Descriptors
+from zabby.server.process.listeners import serve_listeners
 from zabby.testing import ServerProcess
 from zabby.wire import jute
 

@@ -20,7 +20,7 @@ import pytest
 from tests.tmpfs import fill, small_tmpfs
 from zabby import SyncClient
 from zabby.errors import ConnectionLoss, SystemZookeeperError
-from zabby.server.disk import EXIT_DISK_FAILURE
+from zabby.server.process.disk import EXIT_DISK_FAILURE
 from zabby.testing import ServerProcess, wait_until
 
 

@@ -14,7 +14,7 @@ import trio
 from tests.storage.helpers import TxnMaker, tree_of
 from zabby import config as zoo_config
 from zabby.engine import Append, Install, Persist, StageSnapshot
-from zabby.server.forks import SNAP_CHUNK_RECORDS
+from zabby.server.process.forks import SNAP_CHUNK_RECORDS
 from zabby.engine.storage import Storage
 from zabby.server.node import ZabbyServer
 from zabby.storage.epochs import read_epoch

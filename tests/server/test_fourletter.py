@@ -11,7 +11,7 @@ import pytest
 
 from harness.local.admin import admin_json, admin_settings
 from tests.server.wire import raw_session
-from zabby.server import fourletter
+from zabby.server.adminport import fourletter
 from zabby.testing import ServerProcess
 
 

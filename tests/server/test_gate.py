@@ -1,4 +1,4 @@
-"""What a peer link may queue in the engine while the engine awaits an effect (``zabby.server.gate``):
+"""What a peer link may queue in the engine while the engine awaits an effect (``zabby.server.peering.gate``):
 a link over its budget stops reading until the engine's input queue is empty again; while the
 engine is free, no read ever waits."""
 
@@ -11,7 +11,7 @@ import trio.testing
 
 from tests.server.test_driver import make_server
 from zabby.core.messages import Ping
-from zabby.server.gate import InputGate
+from zabby.server.peering.gate import InputGate
 
 
 def test_a_link_under_its_budget_never_waits() -> None:

@@ -237,7 +237,7 @@ def test_many_middle_sized_multis_at_once_are_taken_a_pass_budget_at_a_time(serv
     lane's 16 KiB, kept both bystanders' reads waiting 0.5-1.0 s here (56 of 1,500 ops, in the
     lane one at a time: 80-670 ms).  A pass now takes at most 16 KiB of requests and one large
     thing: a frame in its turn in the lane, or a turn of the engine's applies
-    (``zabby.server.passes``): 30-60 ms.
+    (``zabby.server.clients.passes``): 30-60 ms.
 
     Two bystanders: a stall of the server's loop delays the reads of both, a pause of one
     bystander's own process (this machine's other work, at a higher priority) those of one."""

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from tests.server.test_driver import create_txn, logging_persist, make_server
-from zabby.server.kernel_sync import KernelSync, SubmitRefused
+from zabby.server.process.kernel_sync import KernelSync, SubmitRefused
 from zabby.server.node import ZabbyServer
 from zabby.storage import faults
 from zabby.storage.files import DiskFailure

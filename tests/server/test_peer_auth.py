@@ -1,4 +1,4 @@
-"""The peer authentication handshake's MACs (zabby.server.peer_auth): each binds the secret,
+"""The peer authentication handshake's MACs (zabby.server.peering.peer_auth): each binds the secret,
 both nonces, the role, the link's kind and both server ids."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import msgpack
 import pytest
 
 from zabby.errors import RemoteProtocolError
-from zabby.server import peer_auth
+from zabby.server.peering import peer_auth
 
 SECRET = b"a shared secret of the ensemble"
 

@@ -20,7 +20,7 @@ from zabby.config import ConfigError, from_dict
 from zabby.errors import AuthFailedError as ClientAuthFailedError
 from zabby.errors import ConfigurationError as ClientConfigurationError
 from zabby.sasl import DigestMd5Client, DigestMd5Server, JaasError, SaslFailure, jaas_users
-from zabby.server.session import AUTH_FAILURE_DELAY_S
+from zabby.server.clients.session import AUTH_FAILURE_DELAY_S
 from zabby.testing import ServerProcess, wait_until
 
 puresasl_client = pytest.importorskip("puresasl.client")
@@ -254,7 +254,7 @@ def test_sasl_guessing_is_slowed_by_source_address_not_by_connection(tmp_path: P
     is refused unread (AUTHFAILED, as for a wrong one), whichever connection it comes on."""
     from harness.local.jute_session import JuteSession
     from zabby.opcodes import OpCode
-    from zabby.server.throttle import ATTEMPTS_BURST
+    from zabby.server.clients.throttle import ATTEMPTS_BURST
     from zabby.wire import jute
 
     (tmp_path / "jaas.conf").write_text(JAAS)

@@ -11,7 +11,7 @@ from typing import Any
 
 from zabby.errors import Err, ZabbyError
 from zabby.engine.stats import ServerStats
-from zabby.server.session import ClientSession
+from zabby.server.clients.session import ClientSession
 from zabby.wire.codec import ConnectRequest
 
 

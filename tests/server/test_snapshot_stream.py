@@ -19,7 +19,7 @@ from tests import ROOT
 from tests.storage.helpers import OPEN_ACL, TxnMaker, as_records, tree_of
 from zabby.core.messages import SnapChunk, decode, encode
 from zabby.opcodes import OpCode
-from zabby.server.forks import (
+from zabby.server.process.forks import (
     SNAP_CHUNK_BYTES,
     SNAP_CHUNK_RECORDS,
     SNAPSHOT_IDLE_S,
@@ -31,7 +31,7 @@ from zabby.server.forks import (
     fork_child,
     write_snapshot_frames,
 )  # fmt: skip
-from zabby.server.transport import MEMBER_FRAME_BYTES_MAX
+from zabby.server.peering.transport import MEMBER_FRAME_BYTES_MAX
 from zabby.storage.datadir import DataDir
 from zabby.storage.snapshot import SnapshotWriter, read_snapshot, write_snapshot
 from zabby.testing import wait_until
@@ -116,7 +116,7 @@ def test_a_forked_child_dies_with_the_server(tmp_path: Path) -> None:
     parent = subprocess.Popen(
         [sys.executable, "-c", (
             "import sys, time\n"
-            "from zabby.server.forks import fork_child\n"
+            "from zabby.server.process.forks import fork_child\n"
             "print(fork_child(lambda: time.sleep(60)), flush=True)\n"
             "time.sleep(60)\n"
         )],
@@ -189,7 +189,7 @@ def test_a_child_that_could_not_leave_idle_priority_runs_niced_from_the_start() 
     drop = ["setpriv", "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", sys.executable, "-c"]
     assert subprocess.run([*drop, probe], capture_output=True, text=True, cwd=ROOT, check=True).stdout == "stuck at idle\n"
     child = (
-        "import os; from zabby.server.forks import _can_leave_idle, BackgroundPriority\n"
+        "import os; from zabby.server.process.forks import _can_leave_idle, BackgroundPriority\n"
         "print(_can_leave_idle(), BackgroundPriority()(), os.sched_getscheduler(0) == os.SCHED_OTHER, os.nice(0))\n"
     )  # fmt: skip
     out = subprocess.run([*drop, child], capture_output=True, text=True, cwd=ROOT, check=True).stdout

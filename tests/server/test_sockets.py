@@ -10,7 +10,7 @@ import struct
 import pytest
 import trio
 
-from zabby.server.sockets import READS_BETWEEN_CHECKPOINTS, SocketReader, receiver
+from zabby.server.clients.sockets import READS_BETWEEN_CHECKPOINTS, SocketReader, receiver
 
 
 async def connected_pair() -> tuple[trio.SocketStream, trio.SocketStream]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import trio
 
 from zabby.config import PeerLinkLimits
-from zabby.server.peer_slots import Slot, UnidentifiedSlots
-from zabby.server.sources import SourceCounts, source_of
+from zabby.server.peering.peer_slots import Slot, UnidentifiedSlots
+from zabby.server.process.sources import SourceCounts, source_of
 
 
 def test_a_source_is_an_ipv4_address_or_an_ipv6_64() -> None:

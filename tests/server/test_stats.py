@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from zabby.engine.stats import LATENCY_BUCKETS_S, ServerStats
-from zabby.server.metrics import LatencyCollector
+from zabby.server.adminport.metrics import LatencyCollector
 
 # on the bounds, between them, below the first and above the last
 SECONDS = [0.0, 0.00005, *LATENCY_BUCKETS_S, 0.0003, 0.0011, 0.07, 0.4999, 2.6, 30.0]

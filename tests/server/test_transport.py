@@ -6,8 +6,8 @@ import pytest
 
 from zabby.config import PeerAddress
 from zabby.core.messages import Ack, Proposal, decode
-from zabby.server import transport as transport_module
-from zabby.server.transport import Transport
+from zabby.server.peering import transport as transport_module
+from zabby.server.peering.transport import Transport
 from zabby.tree.txns import Txn
 
 

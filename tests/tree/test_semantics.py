@@ -730,7 +730,7 @@ def test_snapshot_round_trip(h: Harness, through_msgpack: bool) -> None:
 def test_null_data_is_kept_apart_from_empty_data_through_txns_and_snapshots(h: Harness) -> None:
     """ZooKeeper keeps a null znode's data null (a read gives null back), and counts it as
     empty everywhere else: Stat, sizes, quotas, the digest."""
-    from zabby.server.reads import get_data
+    from zabby.server.clients.reads import get_data
     from zabby.tree.datatree import shown_data
     from zabby.tree.watches import WatchManager
 

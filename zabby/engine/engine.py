@@ -75,7 +75,7 @@ FORWARDED_CALLERS_MAX = 4096  # the Callers of forwarded writes kept, by session
 # in it (1,000: about 7 ms of applies on a quiet machine); the driver lets its other tasks run,
 # and the next turn goes on.  Without it, a burst of big multis from many connections was
 # applied in one go while every other client waited (0.6 s).  A txn is applied whole, however
-# many ops it has.  The trio driver's turn is a pass of its scheduler (``zabby.server.passes``),
+# many ops it has.  The trio driver's turn is a pass of its scheduler (``zabby.server.clients.passes``),
 # whichever of its tasks run the engine in it; the simulator's is a step of its loop.
 FINALIZE_WAIT_MS = 200
 # Sessions a leader expires in one check: each is a closeSession prepared (its ephemerals

@@ -1,8 +1,8 @@
 """Counters and latency figures behind the four-letter words, the admin endpoint and /metrics.
 
 These are live and mutable; each has ``statistics()``, a frozen copy for readers
-(``zabby.server.statistics``).  /metrics exposes the latency histograms through
-``zabby.server.metrics``.
+(``zabby.server.adminport.statistics``).  /metrics exposes the latency histograms through
+``zabby.server.adminport.metrics``.
 """
 
 from __future__ import annotations

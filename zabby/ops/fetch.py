@@ -23,7 +23,7 @@ from pathlib import Path
 
 from zabby.ops.errors import DataError, ServerError, UsageError, parse_zxid
 from zabby.ops.snapfile import SnapshotInfo, load_tree, summarize
-from zabby.server.http import SNAPSHOT_DIGEST_HEADER, SNAPSHOT_ZXID_HEADER
+from zabby.server.adminport.http import SNAPSHOT_DIGEST_HEADER, SNAPSHOT_ZXID_HEADER
 from zabby.storage.files import fsync_dir, write_chunks_atomically
 from zabby.storage.snapshot import CHUNK_BYTES
 

@@ -38,7 +38,7 @@ from typing import Any
 from zabby.ops.errors import DataError, UsageError
 from zabby.ops.restore import SERVER_ID_MAX
 from zabby.tree.zk_replay import ZkTree
-from zabby.server.children import DigestChild
+from zabby.server.process.children import DigestChild
 from zabby.storage.datadir import MYID, VERSION_DIR
 from zabby.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH, write_epoch
 from zabby.storage.files import fsync_dir, write_atomically

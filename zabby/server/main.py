@@ -19,16 +19,16 @@ import trio
 
 from zabby import config as zoo_config
 from zabby import tls
-from zabby.server.admin import serve_admin
-from zabby.server import logsetup
-from zabby.server.client_conn import Connection, open_secure, refuse_plaintext
-from zabby.server.collector import FullCollections
-from zabby.server.listeners import serve_listeners
-from zabby.server.descriptors import DescriptorLimitError, Descriptors
-from zabby.server.guard import contained
-from zabby.server.forks import DigestChild
+from zabby.server.adminport.admin import serve_admin
+from zabby.server.process import logsetup
+from zabby.server.clients.client_conn import Connection, open_secure, refuse_plaintext
+from zabby.server.process.collector import FullCollections
+from zabby.server.process.listeners import serve_listeners
+from zabby.server.process.descriptors import DescriptorLimitError, Descriptors
+from zabby.server.process.guard import contained
+from zabby.server.process.forks import DigestChild
 from zabby.server.node import ZabbyServer
-from zabby.server.ratelog import RateLimitedLog
+from zabby.server.process.ratelog import RateLimitedLog
 from zabby.engine.storage import Storage
 
 LOGGER = logging.getLogger("zabby.server")

@@ -48,21 +48,21 @@ from zabby.engine import (
     Reconfigure, Recovered, Reload, Send, StageSnapshot, WriteSnapshot, core_timing,
 )  # fmt: skip
 from zabby.engine.storage import Storage
-from zabby.server.budget import ClientMemory
-from zabby.server.disk import DiskWorker, fail_stop
-from zabby.server.ratelog import RateLimitedLogs
-from zabby.server.descriptors import Descriptors
-from zabby.server.forks import DigestChild, DiskImage, ForkFreezer
-from zabby.server.gate import InputGate
-from zabby.server.passes import PassBudget
-from zabby.server.guard import contained
-from zabby.server.kernel_sync import KernelSync, SubmitRefused
-from zabby.server.session import ClientSession
-from zabby.server.sources import source_of
-from zabby.server.throttle import GuessThrottle
+from zabby.server.clients.budget import ClientMemory
+from zabby.server.process.disk import DiskWorker, fail_stop
+from zabby.server.process.ratelog import RateLimitedLogs
+from zabby.server.process.descriptors import Descriptors
+from zabby.server.process.forks import DigestChild, DiskImage, ForkFreezer
+from zabby.server.peering.gate import InputGate
+from zabby.server.clients.passes import PassBudget
+from zabby.server.process.guard import contained
+from zabby.server.process.kernel_sync import KernelSync, SubmitRefused
+from zabby.server.clients.session import ClientSession
+from zabby.server.process.sources import source_of
+from zabby.server.clients.throttle import GuessThrottle
 from zabby.engine.stats import ServerStats
-from zabby.server.transport import Transport
-from zabby.server.zk_transport import ZkTransport
+from zabby.server.peering.transport import Transport
+from zabby.server.peering.zk_transport import ZkTransport
 from zabby.storage import faults
 from zabby.storage.datadir import DataDir, RecoveryError
 from zabby.storage.epochs import CorruptEpochError

@@ -143,7 +143,7 @@ class DataDir:
         """Rebuild the tree from the newest valid snapshot plus the log; open the log.
 
         ``digest_beside(path)`` starts computing the tree digest of the snapshot ``path``
-        elsewhere (``zabby.server.forks.DigestChild``), while this builds the tree without.
+        elsewhere (``zabby.server.process.forks.DigestChild``), while this builds the tree without.
         ``on_replayed(zxid, events)``: told of each txn of the log replayed onto the snapshot
         that made watch events, with them (the watch history's start).
 

@@ -14,7 +14,7 @@ Failure policy (what the server does with these errors is in ``zabby.server``):
 - ``OutOfDescriptors`` (a ``DiskFull``): a file creation found no descriptor free (EMFILE,
   ENFILE).  The disk is sound: it is handled as a full disk, never as a failed one, and the
   txn log puts a roll off rather than fail (``zabby.storage.txnlog``).  The server keeps
-  descriptors for its files (``zabby.server.descriptors``), so this is the last line.
+  descriptors for its files (``zabby.server.process.descriptors``), so this is the last line.
 
 Every write and fsync passes ``faults.inject`` first, so tests can make them fail or slow.
 """

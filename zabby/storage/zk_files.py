@@ -213,7 +213,7 @@ def _hex_digest(path: Path, buf: bytes, pos: int) -> tuple[int, int]:
 def read_snapshot(path: Path, *, digest_beside: Callable[[Callable[[], int]], DigestBeside] | None = None) -> ZkSnapshot:
     """Parse and check one snapshot file whole, and add up its tree digest when it carries
     one (a 3.6+ writer had digest.enabled).  ``digest_beside(compute)`` starts ``compute``
-    elsewhere (``zabby.server.children.DigestChild``: on the other core, while this builds
+    elsewhere (``zabby.server.process.children.DigestChild``: on the other core, while this builds
     the nodes); if it cannot, or it gives None, the digest is computed here.
 
     Raises:

@@ -753,7 +753,7 @@ class TreeBuilder:
 
     ``digest=False``: the znodes' digest (a third of the build's time) is left to the caller,
     who gets it from ``records_digest`` of the same records, computed elsewhere at the same
-    time (``zabby.server.forks.DigestChild``), and gives it to ``DataTree.adopt_digest``."""
+    time (``zabby.server.process.forks.DigestChild``), and gives it to ``DataTree.adopt_digest``."""
 
     def __init__(self, *, digest: bool = True) -> None:
         self._digest = digest

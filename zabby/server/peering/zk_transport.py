@@ -1,5 +1,5 @@
 """Links between servers in ZooKeeper 3.8's peer protocol (``quorum.protocol=zookeeper``): the
-same calls as ``zabby.server.transport.Transport`` (``send``, ``flush``, ``drop``,
+same calls as ``zabby.server.peering.transport.Transport`` (``send``, ``flush``, ``drop``,
 ``send_forked``, ``add_peers``, ``run``), so that the engine and the driver do not know which
 protocol their peers speak.
 
@@ -33,11 +33,11 @@ from zabby.config import PeerAddress
 from zabby.core.messages import FollowerInfo, Logged, Message, Notification, TreeDigest
 from zabby.core.zk_link import LeaderLink, LearnerLink, vote_from_zk, vote_to_zk
 from zabby.errors import RemoteProtocolError
-from zabby.server.gate import InputGate
-from zabby.server.guard import contained
-from zabby.server.listeners import serve_peer_ports
-from zabby.server.sockets import receiver
-from zabby.server.transport import ELECTION, QUORUM, Deliver, ForkedStream, LinkDown, relay_forked
+from zabby.server.peering.gate import InputGate
+from zabby.server.process.guard import contained
+from zabby.server.process.listeners import serve_peer_ports
+from zabby.server.clients.sockets import receiver
+from zabby.server.peering.transport import ELECTION, QUORUM, Deliver, ForkedStream, LinkDown, relay_forked
 from zabby.wire import zk_quorum
 from zabby.wire.framing import FrameDecoder
 

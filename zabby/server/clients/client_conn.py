@@ -3,7 +3,7 @@
 Theory of operation: the reader task reads the first bytes and tells the protocol
 (``zabby.wire.codec.detect``).  A four-letter word is answered from a frozen snapshot of the
 server and the connection closes.  Otherwise the connection picks the protocol's codec,
-decodes the connect request for its ``ClientSession`` (``zabby.server.session``), which
+decodes the connect request for its ``ClientSession`` (``zabby.server.clients.session``), which
 decides everything else, and hands it each decoded request in arrival order.  What the
 session sends comes back through ``send`` as the msgpack protocol's values and is encoded
 here, once, in send order.  What queued is flushed without waiting, straight onto the
@@ -36,13 +36,13 @@ import trio
 
 from zabby.errors import Err, OversizeError, RefusedRequest, RemoteProtocolError
 from zabby.opcodes import KeeperState
-from zabby.server import fourletter
-from zabby.server.budget import ClientMemory
-from zabby.server.guard import NETWORK_ERRORS
-from zabby.server.passes import SMALL_FRAME_BYTES, PassBudget
-from zabby.server.session import ClientSession, SessionHost
-from zabby.server.sockets import receiver
-from zabby.server.statistics import Monitored, reset, snapshot
+from zabby.server.adminport import fourletter
+from zabby.server.clients.budget import ClientMemory
+from zabby.server.process.guard import NETWORK_ERRORS
+from zabby.server.clients.passes import SMALL_FRAME_BYTES, PassBudget
+from zabby.server.clients.session import ClientSession, SessionHost
+from zabby.server.clients.sockets import receiver
+from zabby.server.adminport.statistics import Monitored, reset, snapshot
 from zabby.wire.codec import ClientCodec, ClientProtocol, MsgpackCodec, detect
 from zabby.wire.framing import FRAME_HEADROOM_BYTES, FrameDecoder
 from zabby.wire.jute_codec import JuteCodec
@@ -88,13 +88,13 @@ class ClientPortHost(SessionHost, Monitored, Protocol):
     @property
     def passes(self) -> PassBudget:
         """The request bytes the scheduler's pass may still take, and the lane of the
-        connections it stopped (``zabby.server.passes``)."""
+        connections it stopped (``zabby.server.clients.passes``)."""
         ...
 
 
 class Connection:
     """One client connection (see the module's docstring); a ``Holder`` of client memory
-    (``zabby.server.budget``): every byte it holds for its client is charged as it changes."""
+    (``zabby.server.clients.budget``): every byte it holds for its client is charged as it changes."""
 
     def __init__(self, server: ClientPortHost, stream: trio.abc.Stream, address: tuple[str, int]) -> None:
         self.server = server
@@ -232,7 +232,7 @@ class Connection:
             self._charge(delta)
 
     def close_for_memory(self, reason: str) -> None:
-        """Over a memory limit (``zabby.server.budget``): drop what is queued and close."""
+        """Over a memory limit (``zabby.server.clients.budget``): drop what is queued and close."""
         self.server.warn_rate_limited("memory", f"closing {self.address[0]}:{self.address[1]} (session 0x{self.session.session_id:x}): {reason}")
         self.server.stats.connection_drop_count += 1
         released = sum(len(frame) for frame in self._out)
@@ -392,7 +392,7 @@ class Connection:
     async def _take_turn(self, codec: ClientCodec) -> None:
         """Its turn in the lane of the connections the pass's budget stopped: in a later pass,
         its next frame whatever its size, once a pass has done nothing else large, and the
-        frames after it that fit (``zabby.server.passes``)."""
+        frames after it that fit (``zabby.server.clients.passes``)."""
         async with self.server.passes.lane:  # acquiring it yields: a later pass
             while self._pending and not self._closing and self._may_read():
                 waiting = len(self._pending)
@@ -403,7 +403,7 @@ class Connection:
 
     def _handle_frames(self, codec: ClientCodec, in_turn: bool = False) -> None:
         """Hand the session the frames read, in order, while it may take them and each fits
-        what the scheduler's pass has left (``zabby.server.passes``); the first whatever is
+        what the scheduler's pass has left (``zabby.server.clients.passes``); the first whatever is
         left if it is small, or, ``in_turn``, if it takes the engine's turn."""
         session = self.session
         session.touch()

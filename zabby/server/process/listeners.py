@@ -6,7 +6,7 @@ memory (EMFILE, ENFILE, ENOMEM, ENOBUFS), and logs each failure with its traceba
 a second per listener for as long as it lasts.  ``serve_listeners`` backs off the same way and says so
 once per ``ACCEPT_WARNING_INTERVAL_S``.  With a ``Descriptors`` pool, a connection is served
 only while a descriptor is free for it beyond the server's reserve
-(``zabby.server.descriptors``); else it is closed at once and ``refused`` is told, so no flood
+(``zabby.server.process.descriptors``); else it is closed at once and ``refused`` is told, so no flood
 of connections can use up what the log, the snapshots and the peer links need.
 """
 
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from zabby.server.guard import contained
-from zabby.server.ratelog import RateLimitedLog
+from zabby.server.process.guard import contained
+from zabby.server.process.ratelog import RateLimitedLog
 
 if TYPE_CHECKING:
-    from zabby.server.descriptors import Descriptors
+    from zabby.server.process.descriptors import Descriptors
 
 LOGGER = logging.getLogger("zabby.server.listeners")
 ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})

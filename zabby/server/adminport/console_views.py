@@ -1,5 +1,5 @@
 """What the web console shows, as JSON-ready dicts: pure functions of a tree, of ``mntr``
-answers and of the four-letter words' data (no I/O; ``zabby.server.console`` gathers).
+answers and of the four-letter words' data (no I/O; ``zabby.server.adminport.console`` gathers).
 
 - ``node_view``: one znode for the tree browser: Stat, ACL, data (base64; the page shows it
   as text, JSON or hex) and one page of its sorted children.

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from zabby.core.messages import SnapChunk, encode
-from zabby.server.children import DigestChild as DigestChild
-from zabby.server.children import fork_child
+from zabby.server.process.children import DigestChild as DigestChild
+from zabby.server.process.children import fork_child
 from zabby.tree.acl import acl_bytes
-from zabby.server.transport import ForkedStream
+from zabby.server.peering.transport import ForkedStream
 from zabby.storage.snapshot import write_snapshot, write_snapshot_stream
 from zabby.tree.datatree import DataTree
 from zabby.wire.framing import encode_frame

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Protocol, cast
 from zabby.config import ServerConfig
 from zabby.membership import Membership
 from zabby.engine import ClientSink
-from zabby.server.budget import ClientMemory
+from zabby.server.clients.budget import ClientMemory
 from zabby.engine.stats import Counters, LatencyFigures, ServerStats
 from zabby.tree.quota import QuotaFigures, figures
 
 if TYPE_CHECKING:
-    from zabby.server.descriptors import Descriptors
+    from zabby.server.process.descriptors import Descriptors
     from zabby.storage.datadir import DataDir
     from zabby.tree.datatree import DataTree
     from zabby.tree.sessions import SessionTracker
@@ -99,7 +99,7 @@ class DiskSpace:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClientMemoryFigures:
-    """The client port's memory budget (``zabby.server.budget``)."""
+    """The client port's memory budget (``zabby.server.clients.budget``)."""
 
     used_bytes: int  # held now for all connections: input, requests in flight, queued replies
     peak_bytes: int

@@ -1,7 +1,7 @@
 """Four-letter words: ZooKeeper's text answers, and the same figures as dicts for the admin
 HTTP endpoint.
 
-Each command is a function of a frozen ``ServerStatistics`` (``zabby.server.statistics``),
+Each command is a function of a frozen ``ServerStatistics`` (``zabby.server.adminport.statistics``),
 taken with the parts the command names in ``PARTS``; nothing here reads the live server.
 crst and srst change state through the ``reset`` hook their caller passes in.  ``envi``
 reads the process's environment, which is no server state.
@@ -21,7 +21,7 @@ from zabby._version import __version__
 from zabby.config import ServerConfig
 from zabby.membership import Membership
 from zabby.errors import InvariantError
-from zabby.server.statistics import Part, Reset, ServerStatistics
+from zabby.server.adminport.statistics import Part, Reset, ServerStatistics
 from zabby.engine.stats import LatencyFigures
 
 T = TypeVar("T")

@@ -1,9 +1,9 @@
 """The admin HTTP endpoint: ``/commands/<name>`` answers each four-letter word as JSON and
 ``/metrics`` serves Prometheus text: mntr's figures, the latency histograms and zabby's own
-(``zabby.server.metrics``).  Both read a frozen snapshot of the server
-(``zabby.server.statistics``).  ``/commands/snapshot`` streams a snapshot file made by a
+(``zabby.server.adminport.metrics``).  Both read a frozen snapshot of the server
+(``zabby.server.adminport.statistics``).  ``/commands/snapshot`` streams a snapshot file made by a
 forked child (ZooKeeper 3.9's ``snapshot?streaming=true``), and ``/console`` is the read-only
-web console (``zabby.server.console``); both are guarded by ``admin.console.address`` and
+web console (``zabby.server.adminport.console``); both are guarded by ``admin.console.address`` and
 ``admin.console.auth``.
 
 A deliberately small HTTP/1.0-style server on trio: one request per connection, GET (HEAD, and
@@ -21,13 +21,13 @@ import time
 
 import trio
 
-from zabby.server import browsers, console, fourletter, http
-from zabby.server.forks import download_image
-from zabby.server.guard import contained
-from zabby.server.listeners import serve_listeners
-from zabby.server.sources import SourceCounts, source_of
-from zabby.server.statistics import Monitored, reset, snapshot
-from zabby.server.transport import peer_host, relay_forked
+from zabby.server.adminport import browsers, console, fourletter, http
+from zabby.server.process.forks import download_image
+from zabby.server.process.guard import contained
+from zabby.server.process.listeners import serve_listeners
+from zabby.server.process.sources import SourceCounts, source_of
+from zabby.server.adminport.statistics import Monitored, reset, snapshot
+from zabby.server.peering.transport import peer_host, relay_forked
 from zabby.storage.snapshot import snapshot_name
 
 LOGGER = logging.getLogger("zabby.server.admin")
@@ -57,7 +57,7 @@ def render(server: Monitored, target: str) -> tuple[str, str, bytes]:
     path = target.split("?", 1)[0].rstrip("/")
     prefix = server.config.admin_command_url.rstrip("/")
     if path == "/metrics":
-        from zabby.server import metrics  # with prometheus_client: at the first scrape, not at every start
+        from zabby.server.adminport import metrics  # with prometheus_client: at the first scrape, not at every start
 
         return "200 OK", "text/plain; version=0.0.4", metrics.exposition(server)
     if path == prefix:
@@ -174,12 +174,12 @@ def _command_refusal(server: Monitored, request: http.Request) -> http.Response 
 
 class AdminPort:
     """The admin port's connections: at most ``admin.maxConnections`` at once, and
-    ``admin.maxConnectionsPerHost`` from one source (``zabby.server.sources``); each must send
+    ``admin.maxConnectionsPerHost`` from one source (``zabby.server.process.sources``); each must send
     its request's head within ``admin.idleTimeout`` and take each part of its answer within it
     too.  A connection over a bound is answered 503 at once and closed.
 
     A request that carries HTTP Basic credentials takes a token of its source's guesses first,
-    from the bucket SASL responses take from too (``zabby.server.throttle``): over the rate it
+    from the bucket SASL responses take from too (``zabby.server.clients.throttle``): over the rate it
     is answered 429 unchecked, right or wrong alike, so neither the answer nor its timing tells
     anything of the password."""
 
@@ -224,7 +224,7 @@ class AdminPort:
 
     async def _gate(self, request: http.Request, source: str) -> http.Response | None:
         """What answers a request before what it asks is looked at: a refusal of its Host or
-        its origin (``zabby.server.browsers``; a POST or the snapshot stream must come from
+        its origin (``zabby.server.adminport.browsers``; a POST or the snapshot stream must come from
         this origin), or 429 for credentials over their pace; None: it may go on."""
         changes_state = request.method == "POST" or request.path == self.snapshot_path
         refused = browsers.refusal(request, self.host_names, changes_state=changes_state)

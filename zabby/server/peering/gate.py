@@ -10,7 +10,7 @@ again; then its reader waits, reads no more, and TCP's window stops the sender. 
 waits while the engine is free: its messages are taken in the read that brought them, and no
 task switch is added to a write's path.
 
-Bound: ``budget_bytes`` plus one read (``zabby.server.transport.PEER_READ_BYTES``) per link, and
+Bound: ``budget_bytes`` plus one read (``zabby.server.peering.transport.PEER_READ_BYTES``) per link, and
 links are bounded by the transport (members plus ``STRANGER_LINKS_MAX``).
 """
 

@@ -1,6 +1,6 @@
 """Work done by a forked child beside this process, without trio: ``fork_child`` (the child
 dies with its parent) and ``DigestChild`` (a digest computed on the other core).  The server's
-tree images (``zabby.server.forks``) fork through them, and so does ``zabby-admin zookeeper
+tree images (``zabby.server.process.forks``) fork through them, and so does ``zabby-admin zookeeper
 import``, which must not pay for trio's import to use them."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ hello's MAC must check out first).
 Theory of operation: the members' hosts are known from their ``server.N`` lines.  A link from
 a member's host takes one of that host's own slots (``quorum.memberHostLinksMax`` each); a link
 from any other address takes one of the shared ones (``quorum.unidentifiedLinksMax``), at most
-``quorum.unidentifiedLinksPerHost`` per source (``zabby.server.sources``).  So outsiders,
+``quorum.unidentifiedLinksPerHost`` per source (``zabby.server.process.sources``).  So outsiders,
 however many addresses they have, never take a slot a member needs to link to us; a process
 on a member's host can take that host's slots only.
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import trio
 
 from zabby.config import PeerLinkLimits
-from zabby.server.sources import SourceCounts, normal_ip, source_of
+from zabby.server.process.sources import SourceCounts, normal_ip, source_of
 
 LOGGER = logging.getLogger("zabby.server.transport")
 STRANGER_LINKS_MAX = 16  # links at once from servers no membership names

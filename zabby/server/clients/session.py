@@ -1,7 +1,7 @@
 """A client's session on this server, whatever protocol its connection speaks: the
 handshake decision, ordered replies, reads, writes, sync, auth and setWatches.
 
-Theory of operation: the connection (``zabby.server.client_conn``) decodes frames with its
+Theory of operation: the connection (``zabby.server.clients.client_conn``) decodes frames with its
 codec and hands each request, ``[xid, op, *args]``, to ``ClientSession.handle`` in arrival
 order.  Writes go to the server's pipeline and leave a slot in ``_slots``; a read that
 arrives while slots are waiting joins the queue and runs only when everything before it is
@@ -30,8 +30,8 @@ from zabby.engine.effects import ClientSink, Done, SyncDone
 from zabby.errors import Err, ZabbyError, shown
 from zabby.opcodes import WRITE_OPS, KeeperState, OpCode
 from zabby.sasl import DigestMd5Server, SaslFailure
-from zabby.server.reads import READ_HANDLERS, missed_events, resume_watch
-from zabby.server.statistics import ConnectionStatistics
+from zabby.server.clients.reads import READ_HANDLERS, missed_events, resume_watch
+from zabby.server.adminport.statistics import ConnectionStatistics
 from zabby.engine.stats import LatencyStat, ServerStats
 from zabby.tree import acl as acls
 from zabby.tree.datatree import DataTree
@@ -130,7 +130,7 @@ class SessionHost(Protocol):
         ...
 
     def secret_attempt(self, source: str) -> bool:
-        """Whether ``source`` may try a secret now (``zabby.server.throttle``): False, refuse
+        """Whether ``source`` may try a secret now (``zabby.server.clients.throttle``): False, refuse
         it without looking at it."""
         ...
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 REQUEST_BYTES_MAX = 8192
 CSP_HEADER = "Content-Security-Policy"
-SECURITY_HEADERS = (  # on every answer, unless it names its own (zabby.server.browsers)
+SECURITY_HEADERS = (  # on every answer, unless it names its own (zabby.server.adminport.browsers)
     ("X-Frame-Options", "DENY"),
     ("X-Content-Type-Options", "nosniff"),
     (CSP_HEADER, "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"),

@@ -6,7 +6,7 @@ faces the outside world (a client connection, a peer link, the admin endpoint, a
 job) runs inside ``contained``: a network error ends that one task quietly, anything else is
 a bug of ours that is logged with its traceback, and in both cases the server goes on.
 
-Only a failed disk stops a server (``zabby.server.disk.fail_stop``), and that is not an
+Only a failed disk stops a server (``zabby.server.process.disk.fail_stop``), and that is not an
 exception that passes through here.
 """
 

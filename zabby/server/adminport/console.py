@@ -37,12 +37,12 @@ import trio
 from zabby.config import ServerConfig
 from zabby.errors import InvariantError
 from zabby.membership import Member, Membership, MembershipError
-from zabby.server import fourletter
-from zabby.server.console_views import BadRequest, ServerRow, ensemble_rows, node_view, row_from_mntr, sessions_view, watches_view
-from zabby.server.browsers import page_policy
-from zabby.server.http import CSP_HEADER, Request, Response
+from zabby.server.adminport import fourletter
+from zabby.server.adminport.console_views import BadRequest, ServerRow, ensemble_rows, node_view, row_from_mntr, sessions_view, watches_view
+from zabby.server.adminport.browsers import page_policy
+from zabby.server.adminport.http import CSP_HEADER, Request, Response
 from zabby.server.node import SystemClock
-from zabby.server.statistics import Monitored, Reset, ServerStatistics, snapshot
+from zabby.server.adminport.statistics import Monitored, Reset, ServerStatistics, snapshot
 from zabby.tree import acl
 from zabby.tree.datatree import ZOOKEEPER_CONFIG
 
@@ -173,7 +173,7 @@ def members(server: Monitored) -> tuple[Member, ...]:
 
 async def _peer_row(server: Monitored, peer: Member) -> ServerRow:
     """A member's row from its ``mntr``, asked on a connection that takes one of the
-    descriptors connections may hold (``zabby.server.descriptors``)."""
+    descriptors connections may hold (``zabby.server.process.descriptors``)."""
     host = peer.client_host if peer.client_host not in (None, "0.0.0.0", "::") else peer.host
     port = peer.client_port or server.config.client_port
     address = f"{host}:{port}"
@@ -245,7 +245,7 @@ API: dict[str, Callable[[Monitored, Request], Awaitable[dict[str, Any]]]] = {
 @functools.cache
 def page() -> tuple[bytes, str]:
     """The console's page, and its Content-Security-Policy (``browsers.page_policy``)."""
-    html = importlib.resources.files("zabby.server").joinpath("console.html").read_bytes()
+    html = importlib.resources.files("zabby.server.adminport").joinpath("console.html").read_bytes()
     return html, page_policy(html)
 
 

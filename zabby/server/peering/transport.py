@@ -40,14 +40,14 @@ from zabby import tls
 from zabby.config import PeerAddress, PeerLinkLimits, QuorumAuth, TlsConfig
 from zabby.core.messages import Inform, Message, Notification, Proposal, decode, encode
 from zabby.errors import RemoteProtocolError
-from zabby.server.guard import contained
-from zabby.server import peer_auth
-from zabby.server.budget import ClientMemory
-from zabby.server.gate import InputGate
-from zabby.server.listeners import serve_peer_ports
-from zabby.server.peer_slots import STRANGER_LINKS_MAX, Slot, UnidentifiedSlots
-from zabby.server.ratelog import RateLimitedLog
-from zabby.server.sockets import receiver
+from zabby.server.process.guard import contained
+from zabby.server.peering import peer_auth
+from zabby.server.clients.budget import ClientMemory
+from zabby.server.peering.gate import InputGate
+from zabby.server.process.listeners import serve_peer_ports
+from zabby.server.peering.peer_slots import STRANGER_LINKS_MAX, Slot, UnidentifiedSlots
+from zabby.server.process.ratelog import RateLimitedLog
+from zabby.server.clients.sockets import receiver
 from zabby.tree.txns import RECORD_BYTES_MAX
 from zabby.wire.framing import FrameDecoder, encode_frame
 
@@ -81,7 +81,7 @@ class PeerAuthError(Exception):
 
 class _PeerInput:
     """An incoming link's unparsed input, charged to the server's memory budget
-    (``zabby.server.budget``): the frame being read may be large; it is charged as it grows,
+    (``zabby.server.clients.budget``): the frame being read may be large; it is charged as it grows,
     and a link over its share is closed like a client connection."""
 
     def __init__(self, memory: ClientMemory | None, what: str, warn: Callable[[str, str], None]) -> None:
@@ -376,7 +376,7 @@ class Transport:
 
     async def _introduce(self, out: _Outgoing, stream: trio.abc.Stream) -> None:
         """Say who we are (the hello); with ``quorum.auth``, answer the peer's challenge and
-        check its proof first (zabby.server.peer_auth).
+        check its proof first (zabby.server.peering.peer_auth).
 
         Raises: PeerAuthError where the peer did not authenticate and it must; the network's
         errors."""

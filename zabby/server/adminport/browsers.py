@@ -16,7 +16,7 @@ checks neither).
   send neither pass.
 - **Framing and sniffing**: every answer says ``X-Frame-Options: DENY``,
   ``X-Content-Type-Options: nosniff`` and a ``Content-Security-Policy`` that allows nothing
-  (``zabby.server.http.SECURITY_HEADERS``), and the console page's allows what it needs:
+  (``zabby.server.adminport.http.SECURITY_HEADERS``), and the console page's allows what it needs:
   its own script and style, by their hashes, and requests to this origin (``page_policy``).
 """
 
@@ -31,7 +31,7 @@ import socket
 from dataclasses import dataclass
 
 from zabby.config import ServerConfig
-from zabby.server.http import Request, Response
+from zabby.server.adminport.http import Request, Response
 
 ANY_HOST = "*"
 SAFE_FETCH_SITES = frozenset({"same-origin", "none"})

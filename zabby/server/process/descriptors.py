@@ -19,7 +19,7 @@ import os
 import resource
 
 from zabby.config import ServerConfig
-from zabby.server.peer_slots import STRANGER_LINKS_MAX
+from zabby.server.peering.peer_slots import STRANGER_LINKS_MAX
 
 LOGGER = logging.getLogger("zabby.server")
 CONNECTIONS_LEAST = 16  # fewer left for connections than this: the limit is too low to serve

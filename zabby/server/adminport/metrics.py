@@ -25,8 +25,8 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from zabby.engine.stats import ServerStats
-from zabby.server import fourletter
-from zabby.server.statistics import Monitored, Part, ServerStatistics, snapshot
+from zabby.server.adminport import fourletter
+from zabby.server.adminport.statistics import Monitored, Part, ServerStatistics, snapshot
 from zabby.tree.txns import zxid_counter, zxid_epoch
 
 STATES = ("leader", "follower", "observer", "standalone", "read-only", "looking", "syncing")
