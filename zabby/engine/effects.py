@@ -188,7 +188,9 @@ class ClientSink(Protocol):
 
     def __hash__(self) -> int: ...  # a watcher: the watch tables are keyed by it
 
-    def send_event(self, event_type: int, path: str, zxid: int) -> None: ...
+    def send_events(self, events: list[tuple[int, str]], zxid: int) -> None:
+        """The watch events ``(type, path)`` one txn (``zxid``) fired for this client, in order."""
+        ...
 
     def close_after_flush(self) -> None: ...
 

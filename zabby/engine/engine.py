@@ -109,6 +109,31 @@ def core_timing(config: ServerConfig) -> tuple[int, PeerConfig]:
     )
 
 
+
+def _deliver(deliveries: list[tuple[Any, int, str]], zxid: int) -> None:
+    """Each watcher's events of one txn in one call, in the order they fired, and one list for
+    the watchers that heard the same events (their connections then encode it once): a multi
+    of 5,000 setData seen by 50 recursive watches fires 250,000 events, and a call each (a
+    frame encoded, queued and charged apiece) held the server 0.68 s."""
+    if len(deliveries) == 1:
+        sink, event_type, path = deliveries[0]
+        sink.send_events([(event_type, path)], zxid)
+        return
+    by_sink: dict[Any, list[tuple[int, str]]] = {}
+    for sink, event_type, path in deliveries:
+        events = by_sink.get(sink)
+        if events is None:
+            by_sink[sink] = [(event_type, path)]
+        else:
+            events.append((event_type, path))
+    if len(by_sink) == 1:
+        for sink, events in by_sink.items():
+            sink.send_events(events, zxid)
+        return
+    same: dict[tuple[tuple[int, str], ...], list[tuple[int, str]]] = {}  # one list for the watchers that heard the same
+    for sink, events in by_sink.items():
+        sink.send_events(same.setdefault(tuple(events), events), zxid)
+
 class Engine(ClientCalls):
     """One server's decisions.  Not thread-safe: the driver and the client sessions call it
     from one thread (the trio thread, or the simulator's loop).
@@ -748,8 +773,7 @@ class Engine(ClientCalls):
             if events:
                 history.record(txn.zxid, events)
                 if watched:
-                    for sink, event_type, path in watches.trigger(events):
-                        sink.send_event(event_type, path, txn.zxid)  # type: ignore[attr-defined]
+                    _deliver(watches.trigger(events), txn.zxid)
             if waiter is not None:
                 self.outstanding -= waiter[2]
                 try:

@@ -58,8 +58,8 @@ class Client:
         self.last_touch = 0
         self.events = 0
 
-    def send_event(self, event_type: int, path: str, zxid: int) -> None:
-        self.events += 1
+    def send_events(self, events: list[tuple[int, str]], zxid: int) -> None:
+        self.events += len(events)
 
     def close_after_flush(self) -> None:
         self.workload.disconnect(self, "closed by the server")

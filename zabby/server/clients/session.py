@@ -28,7 +28,7 @@ from zabby.config import ServerConfig
 from zabby.engine.clients import ZXID_WAIT_MS_MAX
 from zabby.engine.effects import ClientSink, Done, SyncDone
 from zabby.errors import Err, ZabbyError, shown
-from zabby.opcodes import WRITE_OPS, KeeperState, OpCode
+from zabby.opcodes import WRITE_OPS, OpCode
 from zabby.sasl import DigestMd5Server, SaslFailure
 from zabby.server.clients.reads import READ_HANDLERS, missed_events, resume_watch
 from zabby.server.adminport.statistics import ConnectionStatistics
@@ -39,7 +39,7 @@ from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn
 from zabby.tree.watches import Replayed, WatchHistory, WatchManager
 from zabby.wire.codec import ConnectRequest, too_many_ops
-from zabby.wire.messages import PROTOCOL_NAME, PROTOCOL_VERSION, XID_AUTH, XID_NOTIFICATION, XID_PING, XID_SET_WATCHES, connect_refusal
+from zabby.wire.messages import PROTOCOL_NAME, PROTOCOL_VERSION, XID_AUTH, XID_PING, XID_SET_WATCHES, connect_refusal
 
 LOGGER = logging.getLogger("zabby.server.conn")
 
@@ -547,10 +547,10 @@ class ClientSession:
                 self.output.close_after_flush()
 
     # ----------------------------------------------------------------- the sink the engine holds
-    def send_event(self, event_type: int, path: str, zxid: int) -> None:
-        if self._state_delta:  # the one-shot watch that fired for it went
+    def send_events(self, events: list[tuple[int, str]], zxid: int) -> None:
+        if self._state_delta:  # the one-shot watches that fired for them went
             self._settle_state()
-        self._send([XID_NOTIFICATION, zxid, 0, int(event_type), int(KeeperState.SYNC_CONNECTED), path])
+        self.output.send_events(zxid, events)
 
     def close_after_flush(self) -> None:
         self.output.close_after_flush()
