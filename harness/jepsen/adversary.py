@@ -66,6 +66,7 @@ SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "ephemeral-close": {"count": (1, 2_000), "path_bytes": (10, 1_000)},
     "session-churn": {"sessions": (1, 20_000)},
     "tree-fill": {"znodes": (1, 200_000), "data_bytes": (0, 1_000), "fresh_acls": (0, 1)},
+    "watch-storm": {"watchers": (1, 59), "ops": (1, 5_000)},  # 59 and the attack's own: maxClientCnxns
     "bad-ops": {"connections": (1, 200)},
     "multi-flood": {"connections": (1, 60), "ops": (1, 5_000)},
     "set-watches-flood": {"sessions": (1, 8), "paths": (1, 20_000)},

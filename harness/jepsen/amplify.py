@@ -337,6 +337,25 @@ def tree_fill(address: Address, znodes: int = 200_000, data_bytes: int = 1_000, 
     return _attack("tree-fill", body)
 
 
+def watch_storm(address: Address, watchers: int = 59, ops: int = 5_000) -> Outcome:
+    """``watchers`` sessions with a recursive watch on a folder (their connections never read),
+    then one multi of ``ops`` setData under it: one request, ``watchers`` x ``ops`` events
+    (250,000 held a server 0.96 s; ``zabby.engine.engine._deliver``)."""
+
+    def body(outcome: Outcome) -> None:
+        with Session(address, outcome) as session, ExitStack() as watching:
+            folder = f"/amp-storm-{time.monotonic_ns()}"
+            _ensure(session, folder)
+            _ensure(session, f"{folder}/n")
+            for _ in range(watchers):
+                watching.enter_context(Session(address, outcome)).call(OpCode.ADD_WATCH, folder, 1)
+            session.call(OpCode.MULTI, [[OpCode.SET_DATA, f"{folder}/n", b"x", -1] for _ in range(ops)])
+            session.call(OpCode.DELETE, f"{folder}/n", -1)
+            session.call(OpCode.DELETE, folder, -1)
+
+    return _attack("watch-storm", body)
+
+
 def bad_ops(address: Address, connections: int = 200) -> Outcome:
     """Requests whose op is a list, a map, a float or a string, on ``connections`` connections:
     each logged a full traceback."""
@@ -364,6 +383,7 @@ ATTACKS: dict[str, Callable[..., Outcome]] = {
     "ephemeral-close": ephemeral_close,
     "session-churn": session_churn,
     "tree-fill": tree_fill,
+    "watch-storm": watch_storm,
     "bad-ops": bad_ops,
 }
 

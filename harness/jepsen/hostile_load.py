@@ -51,6 +51,7 @@ ATTACK_BOUNDS: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     "zxid-waits": lambda r: {"connections": r.randint(5, 20), "waits": r.randint(200, 2_000)},
     "ephemeral-close": lambda r: {"count": r.randint(200, 2_000), "path_bytes": r.randint(100, 1_000)},
     "session-churn": lambda r: {"sessions": r.randint(500, 5_000)},
+    "watch-storm": lambda r: {"watchers": r.randint(10, 50), "ops": r.randint(500, 5_000)},
     "tree-fill": lambda r: {"znodes": r.randint(1_000, 20_000), "data_bytes": r.randint(0, 1_000), "fresh_acls": r.randint(0, 1)},
     "bad-ops": lambda r: {"connections": r.randint(50, 200)},
     "multi-flood": lambda r: {"connections": r.randint(10, 50), "ops": r.randint(500, 5_000)},
