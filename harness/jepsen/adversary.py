@@ -126,7 +126,12 @@ def _ruok(server: ServerProcess) -> str:
 
 
 def _rss_kb(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    """``key`` of /proc/<pid>/status in kB; 0 for a process that has ended (a finding of its own)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+    for line in text.splitlines():
         name, _, value = line.partition(":")
         if name == key:
             return int(value.split()[0])
@@ -208,6 +213,10 @@ class Arena:
             yield session
 
     def attack(self, attack: Attack) -> Verdict:
+        ended = [f"before the attack: server on port {server.port} is not running" for server in self.servers if not server.running()]
+        if ended:  # the last restart failed (a finding already): start them again, and the run goes on
+            restart_s = self._restart(ended)
+            return Verdict(attack, hostile.Outcome(str(attack)), 0.0, hostile.BystanderFigures(0, 0, 0.0, 0.0, 0.0, 0, 0, 0.0), restart_s, ended)
         pids = [server.proc.pid for server in self.servers if server.proc is not None]
         before = {pid: _rss_kb(pid, "VmRSS") for pid in pids}
         target = self.target

@@ -276,3 +276,31 @@ def test_a_restart_takes_the_digest_from_beside_the_load_or_computes_it(tmp_path
         assert recovered.content_hash() == tree.content_hash()
         assert recovered.digest == recovered.compute_digest() == tree.digest
         assert recovered.digest_at(tree.last_zxid) == tree.digest
+
+
+def test_a_forked_child_holds_none_of_the_servers_sockets() -> None:
+    """A killed server's snapshot child, still tearing down its copy of a 40,000-znode tree,
+    held the listening socket, and the restart failed: EADDRINUSE (the adversary, after a
+    tree-fill).  The child closes every inherited socket before its work."""
+    import socket
+
+    from zabby.server.process.children import fork_child
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    read_end, write_end = os.pipe()
+    try:
+        def report() -> None:
+            try:
+                os.fstat(listener.fileno())
+                os.write(write_end, b"open")
+            except OSError:
+                os.write(write_end, b"closed")
+
+        pid = fork_child(report)
+        os.close(write_end)
+        assert os.read(read_end, 16) == b"closed"
+        assert os.waitpid(pid, 0)[1] == 0
+        listener.getsockname()  # the parent's own is untouched
+    finally:
+        os.close(read_end)
+        listener.close()

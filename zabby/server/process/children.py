@@ -10,6 +10,7 @@ import ctypes
 import fcntl
 import os
 import signal
+import stat
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,6 +36,7 @@ def fork_child(work: Callable[[], object]) -> int:
         code = 1
         try:
             _die_with_parent(parent)
+            _close_inherited_sockets()
             work()
             code = 0
         finally:
@@ -52,6 +54,25 @@ def _die_with_parent(parent: int) -> None:
         return
     if os.getppid() != parent:  # the server died before the prctl took effect
         os._exit(1)
+
+
+def _close_inherited_sockets() -> None:
+    """The parent's sockets (its listeners above all) closed in the child at once: the SIGKILL
+    of a killed server reaches its child, but the child then takes milliseconds to tear down
+    its copy of a large image, and until it has, a restarted server cannot bind its ports
+    (EADDRINUSE: the adversary's restart after a tree-fill of 40,000 znodes failed so).  A
+    child's work uses pipes and files only; closing its copy sends nothing on the socket."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:  # not Linux
+        return
+    for name in names:
+        fd = int(name)
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                os.close(fd)
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
 
 
 class DigestChild:
