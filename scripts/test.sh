@@ -14,4 +14,4 @@ fi
 # Spark start once); ZABBY_TEST_WORKERS=0 runs them in this one process.  With the servers forked
 # from a template (zabby.testing.use_fork_server), two workers ran the 1,646 tests in 547 s
 # against 961 s in one process, the fault and Spark tests' timing bounds holding.
-exec .venv/bin/python -m pytest -q -n "${ZABBY_TEST_WORKERS:-2}" --dist loadfile "$@"
+exec .venv/bin/python -m pytest -q -n "${ZABBY_TEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"  # the slowest 25: where the 10 minutes go
