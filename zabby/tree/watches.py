@@ -35,6 +35,7 @@ from zabby.tree import acl as acls
 from zabby.tree.paths import ancestors
 
 Delivery = tuple[Hashable, int, str]
+Run = tuple[tuple[Hashable, ...], list[tuple[int, str]]]  # watchers, and the events each of them gets, in order
 Event = tuple[int, str, tuple[acls.ACL, ...]]  # as DataTree.apply returns them
 Replayed = tuple[int, int, str]  # (zxid, event type, path)
 
@@ -84,21 +85,49 @@ class WatchManager:
         self._add(_RECURSIVE if recursive else _PERSISTENT, path, watcher)
 
     def trigger(self, events: Iterable[tuple[int, str, tuple[acls.ACL, ...]]]) -> list[Delivery]:
-        out: list[Delivery] = []
+        """Each ``(watcher, type, path)`` delivery of ``events``, event by event (``runs``, flat)."""
+        return [(watcher, event_type, path) for readers, heard in self.runs(events) for event_type, path in heard for watcher in readers]
+
+    def runs(self, events: Iterable[tuple[int, str, tuple[acls.ACL, ...]]]) -> list[Run]:
+        """The deliveries of ``events`` as runs: the watchers that get the run's events, and the
+        events, in order.  Consecutive events heard by the same watchers make one run, so a
+        multi of 5,000 setData seen by 50 recursive watches is one run of 5,000 events for 50
+        watchers, not 250,000 deliveries; the persistent and recursive watchers of a path, and
+        which of them may read it, are found once for each path, type and ACL."""
+        runs: list[Run] = []
+        standing: dict[tuple[int, str, int], tuple[set[Hashable], tuple[Hashable, ...]]] = {}
+        same: dict[tuple[Hashable, ...], tuple[Hashable, ...]] = {}  # one tuple for the same readers
+        last: tuple[Hashable, ...] | None = None
         for event_type, path, acl in events:
-            watchers: set[Hashable] = set()
+            fired: set[Hashable] = set()
             if event_type == EventType.NODE_CHILDREN_CHANGED:
-                self._fire(_CHILD, self.child, path, watchers)
+                self._fire(_CHILD, self.child, path, fired)
             else:
-                self._fire(_DATA, self.data, path, watchers)
+                self._fire(_DATA, self.data, path, fired)
                 if event_type == EventType.NODE_DELETED:
-                    self._fire(_CHILD, self.child, path, watchers)
-            watchers.update(self.persistent.get(path, ()))
-            if self.recursive:
-                for watch_path in recursive_paths(event_type, path):
-                    watchers.update(self.recursive.get(watch_path, ()))
-            out.extend((watcher, event_type, path) for watcher in watchers if _may_read(watcher, acl))
-        return out
+                    self._fire(_CHILD, self.child, path, fired)
+            key = (event_type, path, id(acl))  # the events hold their ACLs: no id is reused meanwhile
+            found = standing.get(key)
+            if found is None:
+                watchers: set[Hashable] = set(self.persistent.get(path, ()))
+                if self.recursive:
+                    for watch_path in recursive_paths(event_type, path):
+                        watchers.update(self.recursive.get(watch_path, ()))
+                found = standing[key] = (watchers, tuple(watcher for watcher in watchers if _may_read(watcher, acl)))
+            if fired:  # one event for a watcher with several watches on the path
+                fired.update(found[0])
+                readers = tuple(watcher for watcher in fired if _may_read(watcher, acl))
+            else:
+                readers = found[1]
+            if not readers:
+                continue
+            readers = same.setdefault(readers, readers)
+            if readers is last:
+                runs[-1][1].append((event_type, path))
+            else:
+                runs.append((readers, [(event_type, path)]))
+                last = readers
+        return runs
 
     def _fire(self, number: int, table: dict[str, set[Hashable]], path: str, into: set[Hashable]) -> None:
         """One-shot watches on ``path`` fire: they leave the table and their watchers' sets."""
