@@ -6,11 +6,14 @@ from __future__ import annotations
 
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.tree.harness import OPEN, Harness, Session
 from zabby.opcodes import EventType, OpCode
 from zabby.tree import acl as acls
 from zabby.tree.txns import Txn
+from zabby.tree.paths import ancestors
 from zabby.tree.watches import WatchManager
 
 BOB = ("digest", "bob:hash")
@@ -113,3 +116,53 @@ def test_fired_one_shot_watches_leave_their_watchers_index() -> None:
         watches.add_data(f"/n{i}", session)
         watches.trigger([(CHANGED, f"/n{i}", OPEN)])
     assert watches.count() == 0 and watches.paths_by_watcher() == {}
+
+
+def _reference_trigger(manager: WatchManager, events: list[tuple[int, str, tuple[acls.ACL, ...]]]) -> list[tuple[object, int, str]]:
+    """The rule, event by event and watcher by watcher, as ``trigger`` was written before runs."""
+    out: list[tuple[object, int, str]] = []
+    for event_type, path, acl in events:
+        watchers: set[object] = set()
+        if event_type == CHILD:
+            manager._fire(1, manager.child, path, watchers)  # type: ignore[arg-type]
+        else:
+            manager._fire(0, manager.data, path, watchers)  # type: ignore[arg-type]
+            if event_type == DELETED:
+                manager._fire(1, manager.child, path, watchers)  # type: ignore[arg-type]
+        watchers.update(manager.persistent.get(path, ()))
+        for watch_path in (path, *ancestors(path)) if event_type != CHILD else ():
+            watchers.update(manager.recursive.get(watch_path, ()))
+        out.extend((w, event_type, path) for w in watchers if acls.check(acl, acls.READ, w.auth_ids, w.superuser))  # type: ignore[attr-defined]
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["/", "/a", "/a/b", "/c"]), st.integers(0, 4)), max_size=20),
+       st.lists(st.tuples(st.sampled_from([CREATED, DELETED, CHANGED, CHILD]), st.sampled_from(["/a", "/a/b", "/c", "/a/b/d"]),
+                          st.sampled_from([OPEN, BOB_ONLY])), max_size=60))  # fmt: skip
+def test_runs_deliver_what_the_rule_delivers_event_by_event(watches: list[tuple[int, str, int]],
+                                                              events: list[tuple[int, str, tuple[acls.ACL, ...]]]) -> None:  # fmt: skip
+    """``runs`` groups the deliveries (the same watchers' events in one list): flattened, they
+    are the rule's, event by event, and each watcher's events keep their order."""
+    sessions = [Session(f"s{n}", auth_ids=[BOB] if n % 2 else [("ip", "127.0.0.1")]) for n in range(5)]
+    managers = (WatchManager(), WatchManager())
+    for manager in managers:
+        for kind, path, who in watches:
+            add = (manager.add_data, manager.add_child, lambda p, w: manager.add_persistent(p, w, False),
+                   lambda p, w: manager.add_persistent(p, w, True))[kind]  # fmt: skip
+            add(path, sessions[who])
+    expected = _reference_trigger(managers[0], events)
+    runs = managers[1].runs(events)
+    assert sorted(((id(w), t, p) for w, t, p in expected), key=str) == sorted(((id(w), t, p) for readers, heard in runs for t, p in heard for w in readers), key=str)
+    for session in sessions:  # each watcher's events in the order they fired
+        assert [(t, p) for w, t, p in expected if w is session] == [(t, p) for readers, heard in runs if session in readers for t, p in heard]
+    assert all(readers and heard for readers, heard in runs)
+
+
+def test_a_multi_of_setdata_under_recursive_watches_is_one_run() -> None:
+    manager = WatchManager()
+    watchers = [Session(f"w{n}") for n in range(50)]
+    for watcher in watchers:
+        manager.add_persistent("/w", watcher, True)
+    runs = manager.runs([(CHANGED, "/w/n", OPEN)] * 5000 + [(CREATED, f"/w/c{n}", OPEN) for n in range(100)])
+    assert len(runs) == 1 and set(runs[0][0]) == set(watchers) and len(runs[0][1]) == 5100
