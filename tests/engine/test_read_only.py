@@ -18,7 +18,7 @@ from zabby.tree.prep import Caller
 class Sink:
     session_id = 0
 
-    def send_events(self, events: list[tuple[int, str]], zxid: int) -> None:
+    def send_events(self, zxid: int, events: list[tuple[int, str]]) -> None:
         pass
 
     def close_after_flush(self) -> None:

@@ -188,7 +188,7 @@ class ClientSink(Protocol):
 
     def __hash__(self) -> int: ...  # a watcher: the watch tables are keyed by it
 
-    def send_events(self, events: list[tuple[int, str]], zxid: int) -> None:
+    def send_events(self, zxid: int, events: list[tuple[int, str]]) -> None:
         """The watch events ``(type, path)`` one txn (``zxid``) fired for this client, in order."""
         ...
 

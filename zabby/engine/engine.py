@@ -118,7 +118,7 @@ def _deliver(runs: list[Run], zxid: int) -> None:
     if len(runs) == 1:  # nearly always: every watcher gets the same events
         readers, events = runs[0]
         for sink in readers:
-            sink.send_events(events, zxid)  # type: ignore[attr-defined]  # the watchers are the ClientSinks
+            sink.send_events(zxid, events)  # type: ignore[attr-defined]  # the watchers are the ClientSinks
         return
     by_sink: dict[Any, list[tuple[int, str]]] = {}
     for readers, events in runs:
@@ -130,7 +130,7 @@ def _deliver(runs: list[Run], zxid: int) -> None:
                 held.extend(events)
     same: dict[tuple[tuple[int, str], ...], list[tuple[int, str]]] = {}
     for sink, held in by_sink.items():
-        sink.send_events(same.setdefault(tuple(held), held), zxid)
+        sink.send_events(zxid, same.setdefault(tuple(held), held))
 
 
 class Engine(ClientCalls):

@@ -58,7 +58,7 @@ class Client:
         self.last_touch = 0
         self.events = 0
 
-    def send_events(self, events: list[tuple[int, str]], zxid: int) -> None:
+    def send_events(self, zxid: int, events: list[tuple[int, str]]) -> None:
         self.events += len(events)
 
     def close_after_flush(self) -> None:

@@ -547,7 +547,7 @@ class ClientSession:
                 self.output.close_after_flush()
 
     # ----------------------------------------------------------------- the sink the engine holds
-    def send_events(self, events: list[tuple[int, str]], zxid: int) -> None:
+    def send_events(self, zxid: int, events: list[tuple[int, str]]) -> None:
         if self._state_delta:  # the one-shot watches that fired for them went
             self._settle_state()
         self.output.send_events(zxid, events)
