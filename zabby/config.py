@@ -135,6 +135,7 @@ class ServerConfig:
     outstanding_requests_max: int = 1000
     request_ops_max: int = 5_000  # maxRequestOps: ops in one multi or multiRead
     sessions_max: int = 100_000  # maxSessions: sessions open at once (zabby); the leader refuses a createSession past it
+    sessions_per_host_max: int = 2_000  # maxSessionsPerHost: sessions open that a server made for one source (zabby)
     connection_outstanding_max: int = 500  # clientOutstandingLimit: requests in flight per connection before it is not read
     client_memory_budget_bytes: int = 256 * 2**20  # clientMemoryBudget: what all client connections may hold (zabby.server.clients.budget)
     connection_memory_bytes_max: int = 32 * 2**20  # clientConnectionMemoryMax: what one may hold before it is closed
@@ -385,6 +386,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         outstanding_requests_max=_int(raw, "globalOutstandingLimit", 1000, 1),
         request_ops_max=_int(raw, "maxRequestOps", 5_000, 1),
         sessions_max=_int(raw, "maxSessions", 100_000, 1),
+        sessions_per_host_max=_int(raw, "maxSessionsPerHost", 2_000, 1),
         connection_outstanding_max=_int(raw, "clientOutstandingLimit", 500, 1),
         client_memory_budget_bytes=_int(raw, "clientMemoryBudget", 256 * 2**20, 1),
         connection_memory_bytes_max=_int(raw, "clientConnectionMemoryMax", 32 * 2**20, 1),

@@ -227,3 +227,34 @@ def test_the_tree_past_max_znodes_or_max_tree_bytes_refuses_growth_with_quota_ex
     finally:
         stop_kazoo(client)
         process.kill()
+
+
+def test_one_source_holds_at_most_max_sessions_per_host_of_the_sessions_a_server_made(tmp_path: Path) -> None:
+    """One address that opened sessions and dropped their connections could take all of
+    ``maxSessions`` (the adversary's session-churn opened 20,000 from one address): a server
+    makes at most ``maxSessionsPerHost`` for one source while they live; other sources are not
+    held back, and a session that closes makes room."""
+    import socket
+
+    process = ServerProcess(tmp_path, maxSessionsPerHost=3)
+    process.start()
+    held = [JuteSession(process.port) for _ in range(3)]
+    try:
+        for session in held:
+            assert session.connect(timeout_ms=30_000).session_id != 0
+        with JuteSession(process.port) as refused:
+            with pytest.raises(ConnectionError):
+                refused.connect()
+        assert "the most maxSessionsPerHost allows" in process.log_path.read_text()
+        elsewhere = socket.create_connection(("127.0.0.1", process.port), timeout=10, source_address=("127.0.0.2", 0))
+        with JuteSession(sock=elsewhere) as other:
+            assert other.connect().session_id != 0
+        header, _ = held[0].call(OpCode.CLOSE_SESSION, None)
+        assert header.err == 0
+        wait_until(lambda: _mntr(process, "zk_global_sessions") == 3, 10, "the session closed")  # two held, 127.0.0.2's
+        with JuteSession(process.port) as admitted:
+            assert admitted.connect().session_id != 0
+    finally:
+        for session in held:
+            session.close()
+        process.kill()

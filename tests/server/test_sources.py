@@ -7,7 +7,7 @@ import trio
 
 from zabby.config import PeerLinkLimits
 from zabby.server.peering.peer_slots import Slot, UnidentifiedSlots
-from zabby.server.process.sources import SourceCounts, source_of
+from zabby.server.process.sources import SessionSources, SourceCounts, source_of
 
 
 def test_a_source_is_an_ipv4_address_or_an_ipv6_64() -> None:
@@ -47,3 +47,24 @@ def test_outsiders_never_take_a_members_slots() -> None:
         assert slots.shared.total == 0
 
     trio.run(main)
+
+
+def test_sessions_per_source_are_admitted_up_to_the_bound_while_they_live() -> None:
+    alive: set[int] = set()
+    sources = SessionSources(per_source_max=3, alive=alive.__contains__, entries_max=10)
+    for session_id in (1, 2, 3):
+        assert sources.admit("a")
+        sources.created("a", session_id)
+        alive.add(session_id)
+    assert not sources.admit("a") and sources.admit("b")  # another source is not held back
+    alive.discard(2)  # closed or expired: the next admit finds it gone
+    assert sources.admit("a") and sources.held("a") == 2
+
+
+def test_session_sources_hold_at_most_twice_their_entries_however_many_sources_come_and_go() -> None:
+    alive: set[int] = set()
+    sources = SessionSources(per_source_max=5, alive=alive.__contains__, entries_max=100)
+    for session_id in range(10_000):  # each source's sessions expire before it comes back
+        sources.created(f"10.0.{session_id // 250}.{session_id % 250}", session_id)
+        assert sources._entries <= 2 * 100 + 1
+    assert sum(sources.held(f"10.0.{n // 250}.{n % 250}") for n in range(10_000)) == sources._entries

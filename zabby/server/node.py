@@ -58,7 +58,7 @@ from zabby.server.clients.passes import PassBudget
 from zabby.server.process.guard import contained
 from zabby.server.process.kernel_sync import KernelSync, SubmitRefused
 from zabby.server.clients.session import ClientSession
-from zabby.server.process.sources import source_of
+from zabby.server.process.sources import SessionSources, source_of
 from zabby.server.clients.throttle import GuessThrottle
 from zabby.engine.stats import ServerStats
 from zabby.server.peering.transport import Transport
@@ -132,6 +132,7 @@ class ZabbyServer:
                                           config.jute_buffer_bytes_max + FRAME_HEADROOM_BYTES)  # fmt: skip
         self.client_logs = RateLimitedLogs(CONN_LOGGER, CLIENT_LOG_INTERVAL_S)  # refusals and closes a flood repeats
         self.guesses = GuessThrottle()  # SASL responses, by client host
+        self.session_sources = SessionSources(config.sessions_per_host_max, self._session_alive, config.sessions_max)
         self.passes = PassBudget(self.engine)  # what a pass of trio's scheduler may do (installed by run_peer)
         self.transport: Transport | ZkTransport | None = None
         self.input_gate = InputGate()  # what peers queue in the engine while it awaits an effect
@@ -328,6 +329,9 @@ class ZabbyServer:
     def _zk_digest_of(self, zxid: int) -> tuple[int, int] | None:
         digests = self.engine.zk_digests
         return None if digests is None else digests.digest_of(zxid)
+
+    def _session_alive(self, session_id: int) -> bool:
+        return session_id in self.engine.tree.sessions
 
     def _session_timeout(self, session_id: int) -> int | None:
         entry = self.engine.tree.sessions.get(session_id)

@@ -30,6 +30,7 @@ from zabby.engine.effects import ClientSink, Done, SyncDone
 from zabby.errors import Err, ZabbyError, shown
 from zabby.opcodes import WRITE_OPS, OpCode
 from zabby.sasl import DigestMd5Server, SaslFailure
+from zabby.server.process.sources import SessionSources, source_of
 from zabby.server.clients.reads import READ_HANDLERS, missed_events, resume_watch
 from zabby.server.adminport.statistics import ConnectionStatistics
 from zabby.engine.stats import LatencyStat, ServerStats
@@ -94,6 +95,11 @@ class SessionHost(Protocol):
         ...
 
     def create_session(self, timeout_ms: int, done: Done) -> None: ...
+
+    @property
+    def session_sources(self) -> SessionSources:
+        """The sessions this server made for each source (``maxSessionsPerHost``)."""
+        ...
     def check_member(self) -> None:
         """Raises: ZabbyError NOTREADONLY on a learner the ensemble does not count as a
         member (it serves no session: the leader would take none of its writes)."""
@@ -202,6 +208,7 @@ class ClientSession:
         self.output = output
         self._send = output.send
         self.address = address
+        self._source = ""  # source_of(address), once it asks for a new session (maxSessionsPerHost)
         self.session_id = 0
         self.password = b""
         self.timeout_ms = 0
@@ -255,6 +262,10 @@ class ClientSession:
         try:
             host.check_member()  # a session new or re-attaching: the leader takes no write through a non-member
             if request.session_id == 0:
+                self._source = source_of(self.address[0])
+                if not host.session_sources.admit(self._source):
+                    return self._refuse(Err.THROTTLEDOP, f"{host.session_sources.per_source_max} sessions made here for {self._source} "
+                                                         f"are open, the most maxSessionsPerHost allows", rate_limited=True)  # fmt: skip
                 host.create_session(host.negotiate_timeout(request.timeout_ms), self._session_created)
                 return True
         except ZabbyError as exc:  # or stopped serving since the check above (a reconfig, a leader stepping down)
@@ -284,6 +295,7 @@ class ClientSession:
             self._refuse(int(txn.body[0]), str(txn.body[1]) if len(txn.body) > 1 else "", rate_limited=True)
             return
         timeout_ms, password = txn.body
+        self.host.session_sources.created(self._source, txn.session_id)
         self._start_session(txn.session_id, password, timeout_ms)
 
     def _start_session(self, session_id: int, password: bytes, timeout_ms: int, *, read_only: bool = False) -> None:

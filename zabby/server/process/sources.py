@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import Counter
+from collections.abc import Callable
 
 IPV6_PREFIX_BITS = 64
 
@@ -69,3 +70,49 @@ class SourceCounts:
 
     def sources(self) -> int:
         return len(self._held)
+
+
+class SessionSources:
+    """The sessions this server created for each source, while they live: a client that
+    opens sessions and drops their connections leaves each open until it expires, and one
+    source could take all of ``maxSessions`` from the others.
+
+    Reconciled lazily with the sessions that live (``alive``, the tree's): a source at its
+    bound, and every entry once they pass twice the bound of all (``entries_max``), are
+    checked again, so the state stays at most ``entries_max`` ids whatever closes or expires."""
+
+    def __init__(self, per_source_max: int, alive: Callable[[int], bool], entries_max: int) -> None:
+        self.per_source_max = per_source_max
+        self.alive = alive
+        self.entries_max = entries_max
+        self._ids: dict[str, set[int]] = {}
+        self._entries = 0
+
+    def admit(self, source: str) -> bool:
+        """Whether ``source`` may have one more session made here."""
+        ids = self._ids.get(source)
+        if ids is None or len(ids) < self.per_source_max:
+            return True
+        return len(self._prune(source, ids)) < self.per_source_max
+
+    def created(self, source: str, session_id: int) -> None:
+        ids = self._ids.setdefault(source, set())
+        if session_id in ids:
+            return
+        ids.add(session_id)
+        self._entries += 1
+        if self._entries > 2 * self.entries_max:
+            for held_source, ids in list(self._ids.items()):
+                self._prune(held_source, ids)
+
+    def held(self, source: str) -> int:
+        return len(self._ids.get(source, ()))
+
+    def _prune(self, source: str, ids: set[int]) -> set[int]:
+        live = {session_id for session_id in ids if self.alive(session_id)}
+        self._entries -= len(ids) - len(live)
+        if live:
+            self._ids[source] = live
+        else:
+            del self._ids[source]
+        return live
