@@ -12,6 +12,7 @@ from typing import Any
 from zabby.errors import Err, ZabbyError
 from zabby.engine.stats import ServerStats
 from zabby.server.clients.session import ClientSession
+from zabby.server.process.sources import SessionSources
 from zabby.wire.codec import ConnectRequest
 
 
@@ -31,6 +32,7 @@ class _HostThatJustStoppedServing:
     config = SimpleNamespace(skip_acl=False, leader_serves=True, connection_memory_bytes_max=32 * 2**20)
     serving, read_only, is_leader, standalone, last_zxid = True, False, False, False, 0x300000c6a
     stats = ServerStats()
+    session_sources = SessionSources(per_source_max=2_000, alive=lambda session_id: True, entries_max=60_000)
 
     def negotiate_timeout(self, requested_ms: int) -> int:
         return requested_ms
