@@ -262,6 +262,17 @@ def test_a_txn_validates_each_distinct_acl_once_and_at_most_max_txn_acl_entries_
         h.create("/auth", acl=AUTH, caller=h.caller(auth_ids=_ids(70)))
 
 
+def test_a_repeated_acl_is_charged_once_whether_it_came_as_lists_or_tuples() -> None:
+    """zabby's msgpack protocol decodes an ACL as lists, jute and a forwarded request as
+    tuples: a multi repeating one ACL was charged per op on the server its client reached
+    (refused past maxTxnAclEntries) and once on the leader it was forwarded to (accepted)."""
+    for shape in (list, tuple):
+        h = Harness(PrepLimits(txn_acl_entries_max=64))
+        acl = shape(shape(entry) for entry in ((31, "ip", "10.0.0.1"), (1, "world", "anyone")))
+        h.multi([(OpCode.CREATE, f"/n{n}", b"", acl, 0, None) for n in range(100)])  # 2 entries, not 200
+        assert all(f"/n{n}" in h.tree.nodes for n in range(100)), shape
+
+
 def test_max_txn_acl_entries_below_max_acl_entries_is_refused_at_start() -> None:
     from zabby.config import ConfigError, from_dict
 

@@ -14,7 +14,7 @@ txn, of ERROR entries).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -107,6 +107,26 @@ class PrepLimits:
 def _from_node(node: Znode) -> Pending:
     acl, aversion, owner = node.meta
     return _new_tuple(Pending, (True, acl, node.version, node.child_fields()[1], aversion, owner, len(node.children), 0, len(node.data)))
+
+
+def _acl_key(acl: object) -> Hashable | None:
+    """An ACL as asked, as a key: the same entries the same key whether they came as tuples
+    (jute, a forwarded request) or lists (zabby's msgpack protocol), so a txn's repeated ACL
+    is charged once whichever server its client reached; None for what is no ACL."""
+    if acl.__class__ is tuple:
+        try:
+            hash(acl)
+            return acl
+        except TypeError:
+            pass
+    if not isinstance(acl, (list, tuple)):
+        return None
+    try:
+        key = tuple(tuple(entry) if isinstance(entry, (list, tuple)) else entry for entry in acl)
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 class Preparer:
@@ -235,10 +255,8 @@ class Preparer:
             ZabbyError: INVALIDACL, for what fix_acl refuses and an ACL over ``maxAclEntries``;
                 TxnTooLarge, past ``maxTxnAclEntries``.
         """
-        try:
-            known = self._txn_acls.get(acl)
-        except TypeError:  # lists (not the codecs'): validated each time, counted each time
-            known = None
+        key = _acl_key(acl)
+        known = self._txn_acls.get(key) if key is not None else None
         if known is not None:
             return known
         limits = self.limits
@@ -252,10 +270,8 @@ class Preparer:
             raise ZabbyError(Err.INVALIDACL, f"an ACL of {len(fixed)} entries (with auth expanded into the session's ids), "
                                              f"more than maxAclEntries ({entries_max})")  # fmt: skip
         self._charge_acl_entries(len(fixed) - asked)  # what auth expanded into
-        try:
-            self._txn_acls[acl] = fixed
-        except TypeError:
-            pass
+        if key is not None:
+            self._txn_acls[key] = fixed
         return fixed
 
     def _charge_acl_entries(self, count: int) -> None:
