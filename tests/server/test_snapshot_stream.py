@@ -281,26 +281,60 @@ def test_a_restart_takes_the_digest_from_beside_the_load_or_computes_it(tmp_path
 def test_a_forked_child_holds_none_of_the_servers_sockets() -> None:
     """A killed server's snapshot child, still tearing down its copy of a 40,000-znode tree,
     held the listening socket, and the restart failed: EADDRINUSE (the adversary, after a
-    tree-fill).  The child closes every inherited socket before its work."""
+    tree-fill).  The child lets go of every inherited socket before its work: while it runs,
+    the port can be listened on again."""
     import socket
+    import stat
 
     from zabby.server.process.children import fork_child
 
     listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
     read_end, write_end = os.pipe()
+    go_read, go_write = os.pipe()
     try:
-        def report() -> None:
-            try:
-                os.fstat(listener.fileno())
-                os.write(write_end, b"open")
-            except OSError:
-                os.write(write_end, b"closed")
+        def report_and_wait() -> None:
+            is_socket = stat.S_ISSOCK(os.fstat(listener.fileno()).st_mode)
+            os.write(write_end, b"socket" if is_socket else b"let go")
+            os.read(go_read, 1)  # until the parent has listened again
 
-        pid = fork_child(report)
+        pid = fork_child(report_and_wait)
         os.close(write_end)
-        assert os.read(read_end, 16) == b"closed"
-        assert os.waitpid(pid, 0)[1] == 0
+        assert os.read(read_end, 16) == b"let go"
         listener.getsockname()  # the parent's own is untouched
-    finally:
-        os.close(read_end)
         listener.close()
+        again = socket.create_server(("127.0.0.1", port))  # EADDRINUSE if the child held it
+        again.close()
+        os.write(go_write, b"x")
+        assert os.waitpid(pid, 0)[1] == 0
+    finally:
+        for fd in (read_end, go_read, go_write):
+            os.close(fd)
+        listener.close()
+
+
+def test_a_signal_to_a_forked_child_ends_it_and_writes_into_none_of_its_files(tmp_path: Path) -> None:
+    """A child forked under trio's loop kept trio's signal handlers and its wake-up
+    descriptor's number: with its sockets closed, a file the child opened took that number,
+    and a SIGTERM (``systemctl stop`` signals the whole group) wrote its byte into the file.
+    Now the signal ends the child, as it ends any process, and the file holds what was written."""
+    import trio
+
+    from zabby.server.process.children import fork_child
+
+    written = tmp_path / "written"
+
+    def write_then_get_a_signal() -> None:
+        with open(written, "wb", buffering=0) as out:
+            out.write(b"A" * 8)
+            os.kill(os.getpid(), signal.SIGTERM)
+            out.write(b"B" * 8)
+
+    async def fork_under_trio() -> int:
+        with trio.open_signal_receiver(signal.SIGTERM):
+            return fork_child(write_then_get_a_signal)
+
+    pid = trio.run(fork_under_trio)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+    assert written.read_bytes() == b"A" * 8

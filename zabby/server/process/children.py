@@ -57,22 +57,37 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _close_inherited_sockets() -> None:
-    """The parent's sockets (its listeners above all) closed in the child at once: the SIGKILL
-    of a killed server reaches its child, but the child then takes milliseconds to tear down
-    its copy of a large image, and until it has, a restarted server cannot bind its ports
-    (EADDRINUSE: the adversary's restart after a tree-fill of 40,000 znodes failed so).  A
-    child's work uses pipes and files only; closing its copy sends nothing on the socket."""
+    """The parent's sockets (its listeners above all) let go of in the child at once: the
+    SIGKILL of a killed server reaches its child, but the child then takes milliseconds to
+    tear down its copy of a large image, and until it has, a restarted server cannot bind its
+    ports (EADDRINUSE: the adversary's restart after a tree-fill of 40,000 znodes failed so).
+
+    Each socket's descriptor is pointed at /dev/null rather than closed: objects of the
+    parent's still hold those numbers, and a file the child opens must not take one (trio's
+    signal wake-up descriptor above all: a signal would write its byte into that file).  The
+    signals' handlers are the parent's (trio's, for a loop the child does not run): SIGTERM and
+    SIGINT end the child as they would any process, and no handler writes anywhere."""
+    try:
+        signal.set_wakeup_fd(-1)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, signal.SIG_DFL)
+    except ValueError:  # not the main thread: its handlers are not this thread's to change
+        pass
     try:
         names = os.listdir("/proc/self/fd")
     except OSError:  # not Linux
         return
-    for name in names:
-        fd = int(name)
-        try:
-            if stat.S_ISSOCK(os.fstat(fd).st_mode):
-                os.close(fd)
-        except OSError:  # the listing's own descriptor, closed by now
-            pass
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        for name in names:
+            fd = int(name)
+            try:
+                if fd != null and stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    os.dup2(null, fd)
+            except OSError:  # the listing's own descriptor, closed by now
+                pass
+    finally:
+        os.close(null)
 
 
 class DigestChild:
