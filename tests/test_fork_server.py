@@ -136,3 +136,28 @@ def test_the_template_imports_what_a_server_imports_and_no_more_of_zabby() -> No
     imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.decode().splitlines() if line.startswith("import time:")}
     assert "zabby.server.main" in imported
     assert not {name for name in imported if name.startswith(("zabby.client", "zabby.testing", "anyio"))}
+
+
+def test_a_reused_pid_is_a_new_server_not_the_one_that_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pid_max is 32,768 here: after some thousands of launches a server gets the pid of one
+    that ended, and its handle read the old one's return code (-9, killed), so it looked ended
+    from its start and was never stopped; it held its port, and every later restart on that
+    port failed (the adversary's run of seed 7200, from attack 2,245 on)."""
+    import io
+    import threading
+    import types
+
+    lines = ['{"pid": 4242}', '{"ended": 4242, "returncode": -9}', '{"pid": 4242}']
+    fork_server = ForkServer.__new__(ForkServer)
+    fork_server._proc = types.SimpleNamespace(stdout=io.StringIO("\n".join(lines) + "\n"))  # type: ignore[assignment]
+    fork_server._changed = threading.Condition()
+    fork_server._pids, fork_server._ended, fork_server._gone = [], {}, False
+    fork_server._alive = lambda pid: True
+    fork_server._read()  # every line, then the template's end
+    assert fork_server._pids == [4242, 4242]
+    second = ForkedProcess(4242, fork_server)
+    assert second.returncode is None  # the second server runs: no stale code
+    signalled: list[int] = []
+    monkeypatch.setattr(os, "kill", lambda pid, signum: signalled.append(signum))
+    second.kill()
+    assert signalled == [signal.SIGKILL]  # and it can be stopped

@@ -123,7 +123,7 @@ class ForkServer:
         self._launching = threading.Lock()  # one launch at a time: the template answers in order
         self._changed = threading.Condition()
         self._pids: list[int] = []  # pids reported, not yet taken by their launch
-        self._ended: dict[int, int] = {}  # pid -> return code
+        self._ended: dict[int, int] = {}  # pid -> return code, until the pid is reused
         self._gone = False
         self._reader = threading.Thread(target=self._read, name="zabby-forkserver", daemon=True)
         self._reader.start()
@@ -188,6 +188,9 @@ class ForkServer:
             message = json.loads(line)
             with self._changed:
                 if "pid" in message:
+                    # a pid the kernel hands out again (pid_max is often 32,768): the return
+                    # code of the server that had it before is not this one's
+                    self._ended.pop(message["pid"], None)
                     self._pids.append(message["pid"])
                 else:
                     self._ended[message["ended"]] = message["returncode"]
