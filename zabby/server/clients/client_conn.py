@@ -110,7 +110,10 @@ def _frame_sizes(frames: bytes) -> tuple[int, ...]:
 
 class Connection:
     """One client connection (see the module's docstring); a ``Holder`` of client memory
-    (``zabby.server.clients.budget``): every byte it holds for its client is charged as it changes."""
+    (``zabby.server.clients.budget``): every byte it holds for its client is charged before
+    the task holding it waits.  Input taken and replies written within one batch are never
+    charged: each request used to cost four charges (its bytes read and taken, its reply
+    queued and written), none of which outlived the batch."""
 
     def __init__(self, server: ClientPortHost, stream: trio.abc.Stream, address: tuple[str, int]) -> None:
         self.server = server
@@ -123,6 +126,7 @@ class Connection:
         self._encode_events: Callable[[int, int, list[tuple[int, str]]], bytes] = MsgpackCodec.encode_events
         self._decoder = FrameDecoder(server.config.jute_buffer_bytes_max + FRAME_HEADROOM_BYTES)
         self._out: list[bytes] = []
+        self._out_uncharged = 0  # bytes queued on ``_out`` since the last flush: charged if they stay
         self._wake = trio.Event()
         self._started = trio.Event()
         self._closing = False
@@ -250,6 +254,12 @@ class Connection:
             delta, self._input_bytes = held - self._input_bytes, held
             self._charge(delta)
 
+    def _settle_out(self) -> None:
+        """Charge what was queued since the last flush: it stays queued past this batch."""
+        if self._out_uncharged:
+            uncharged, self._out_uncharged = self._out_uncharged, 0
+            self._charge(uncharged)
+
     def _charge_requests(self) -> None:
         held = self.session.request_bytes
         if held != self._request_bytes:
@@ -260,6 +270,7 @@ class Connection:
         """Over a memory limit (``zabby.server.clients.budget``): drop what is queued and close."""
         self.server.warn_rate_limited("memory", f"closing {self.address[0]}:{self.address[1]} (session 0x{self.session.session_id:x}): {reason}")
         self.server.stats.connection_drop_count += 1
+        self._settle_out()
         released = sum(len(frame) for frame in self._out)
         self._out.clear()
         self._pending.clear()
@@ -273,9 +284,9 @@ class Connection:
         if self._closing and not self._out:
             return
         self._out.append(frame)
+        self._out_uncharged += len(frame)  # charged by the flush that ends the batch, if it stays
         self.session.sent += count
         self.server.stats.packets_sent += count  # packets, as ZooKeeper counts them: not socket writes
-        self._charge(len(frame))
         if not self._queued and not self._closing:
             self._queued = True
             self.server.flush_soon(self)
@@ -287,10 +298,12 @@ class Connection:
         if not self._out:
             return
         if self._sending or self._closing or self._direct_socket is None:
+            self._settle_out()
             self._wake.set()
             return
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
         self._out.clear()
+        uncharged, self._out_uncharged = self._out_uncharged, 0
         try:
             sent = os.write(self._direct_socket.fileno(), data)  # -1 once closed: EBADF, never another socket
         except BlockingIOError:
@@ -300,8 +313,8 @@ class Connection:
         if sent < len(data):
             self._out.append(data[sent:])
             self._wake.set()
-        if sent:
-            self._charge(-sent)
+        if uncharged != sent:  # what stays queued is charged; what left, uncharged
+            self._charge(uncharged - sent)
 
     async def _writer(self, cancel_scope: trio.CancelScope) -> None:
         try:
@@ -312,6 +325,7 @@ class Connection:
                     await trio.sleep(self._close_delay_s)  # slows password guessing, one try per connection
                     self._close_delay_s = 0.0
                 if self._out:
+                    self._settle_out()
                     data = b"".join(self._out)
                     self._out.clear()
                     self._sending = True
@@ -342,6 +356,7 @@ class Connection:
             self._take_input(data)
             with trio.move_on_after(HANDSHAKE_TIMEOUT_S):
                 while not self._pending:
+                    self._charge_input()
                     chunk = await self.stream.receive_some(RECEIVE_BYTES_MAX)
                     if not chunk:
                         return
@@ -350,6 +365,7 @@ class Connection:
                 return  # no connect request in time
             if not self.session.connect(codec.decode_connect(self._next_frame())):
                 return
+            self._charge_input()
             await self._started.wait()
             await self._read_requests(codec)
         except RemoteProtocolError as exc:
@@ -363,11 +379,12 @@ class Connection:
         self._queue(answer, fourletter.packets(answer))
 
     def _take_input(self, data: bytes | bytearray) -> None:
+        """Decode ``data`` into frames; their bytes are charged once the reader waits with them
+        (``_handle_frames`` ends by charging what it left, ``_read_requests`` a partial frame)."""
         frames = self._decoder.receive_data(data)
         if frames:
             self._pending.extend(frames)
             self._pending_bytes += sum(map(len, frames))
-        self._charge_input()
 
     def _next_frame(self) -> bytes:
         frame = self._pending.popleft()
@@ -394,13 +411,16 @@ class Connection:
             if not data:
                 return
             self._take_input(data)
+            if not self._pending:  # a partial frame: held while the next read waits
+                self._charge_input()
 
     def _may_read(self) -> bool:
         """Holding less than the memory pause in requests and replies (its input does not
         count: it is what waits to be taken), fewer requests in flight than its share, and,
         while the server has globalOutstandingLimit writes in flight, none of its own."""
         in_flight = self.session.in_flight
-        if self.held_bytes - self._input_bytes - self._state_bytes >= self._memory.pause_bytes or in_flight >= self._outstanding_max:
+        held = self.held_bytes + self._out_uncharged - self._input_bytes - self._state_bytes  # this batch's replies count
+        if held >= self._memory.pause_bytes or in_flight >= self._outstanding_max:
             return False
         return not (in_flight and self.server.throttled)
 
