@@ -157,6 +157,7 @@ class ZabbyServer:
         self._error: Exception | None = None  # or what it raised
         self._running_effects = False  # run_effects is on the stack (no task switch inside it)
         self._feeding = False  # inside a batch (begin_batch): effects wait for its end
+        self._work_left = False  # a client call left the engine work (its ``wake``) since effects last ran
         self._staged: dict[int, StagedSnap] = {}  # SNAP streams being written, by leader
 
     # ----------------------------------------------------------------- what sessions see
@@ -318,11 +319,15 @@ class ZabbyServer:
         self._feeding = True
 
     def end_batch(self) -> None:
+        """Carry out the batch's effects, if its calls left the engine any: a batch of reads
+        left none, and asking the engine for them cost a dozen calls of every read."""
         self._feeding = False
-        self.run_effects()
+        if self._work_left:
+            self.run_effects()
 
     def _wake_up(self) -> None:
         """The engine has work (called from inside it: never carry effects out here)."""
+        self._work_left = True
         if not (self._feeding or self._running_effects):
             self._wake.set()
 
@@ -359,6 +364,7 @@ class ZabbyServer:
         be awaited, which goes to the peer task.  While the peer task is carrying one out (or
         this is already on the stack, as when a send finds a link full), it does nothing:
         effects stay one at a time and in the engine's order."""
+        self._work_left = False
         if self._running_effects or self._awaited is not None:
             return  # the loop on the stack, or the peer task after its effect, takes this input too
         self._running_effects = True
