@@ -320,10 +320,13 @@ class ZabbyServer:
 
     def end_batch(self) -> None:
         """Carry out the batch's effects, if its calls left the engine any: a batch of reads
-        left none, and asking the engine for them cost a dozen calls of every read."""
+        left none, and asking the engine for them cost a dozen calls of every read.  Its
+        replies are flushed either way: ``flush_soon``'s list must not grow until a tick."""
         self._feeding = False
         if self._work_left:
             self.run_effects()
+        elif self._to_flush:
+            self._flush_connections()
 
     def _wake_up(self) -> None:
         """The engine has work (called from inside it: never carry effects out here)."""
