@@ -123,7 +123,7 @@ def test_java_hash_set_order_is_javas() -> None:
 def test_a_snap_chosen_while_commits_move_the_tree_on_carries_exactly_its_zxid() -> None:
     """The leader's Ready holds the ACKEPOCH that picks a SNAP and the ACKs that commit more;
     the simulated shell raises if an image is not at its SNAP's zxid."""
-    c = Scenario(voters=3, commit_log_count=5)
+    c = Scenario(voters=3, commit_log_count=5, delay_ticks_max=2)  # ACKs and the ACKEPOCH arrive together
     leader = leader_of(c)
     follower = next(sid for sid in (1, 2, 3) if sid != leader)
     trees_at_send: list[tuple[int, int]] = []
@@ -143,7 +143,8 @@ def test_a_snap_chosen_while_commits_move_the_tree_on_carries_exactly_its_zxid()
     c.restart(follower)
     index = 0
     while not trees_at_send or not c.node(follower).serving:
-        c.write(leader, f"/during{index}")  # a write every tick keeps commits in every Ready
+        c.write(leader, f"/during{index}-a")  # writes every tick keep commits in every Ready
+        c.write(leader, f"/during{index}-b")
         c.run(1)
         index += 1
         assert index < 500, "the follower never synced"

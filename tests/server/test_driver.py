@@ -1,4 +1,4 @@
-"""The trio driver carries out the engine's effects in the order their contract says: in one
+"""The effect executor, over the server's trio I/O, carries out the engine's effects in the order their contract says: in one
 ``Persist``, the accepted epoch, the log cut, the append and the fsync come before the current
 epoch (a learner's NEWLEADER and the DIFF before it are often one Ready; ZOOKEEPER-4643)."""
 
@@ -47,13 +47,13 @@ def logging_persist(txns: list[Txn]) -> Persist:
 def test_persist_writes_the_current_epoch_after_the_log_is_synced(tmp_path: Path) -> None:
     server = make_server(tmp_path)
     calls: list[str] = []
-    real_run = server.disk.run
+    real_run = server.io.disk.run
 
     async def recording_run(fn: Any, *args: Any) -> Any:
         calls.append(getattr(fn, "__name__", repr(fn)))
         return await real_run(fn, *args)
 
-    server.disk.run = recording_run  # type: ignore[method-assign]
+    server.io.disk.run = recording_run  # type: ignore[method-assign]
     real_sync = server.log.sync
 
     def recording_sync() -> None:  # inline when the server is idle, else through disk.run
@@ -64,7 +64,7 @@ def test_persist_writes_the_current_epoch_after_the_log_is_synced(tmp_path: Path
     server.log.sync = recording_sync  # type: ignore[method-assign]
     txn = Txn(make_zxid(2, 1), 0x77, 1, 0, 1, ("/a", b"", OPEN_ACL_UNSAFE, 0, 1))
     effect = Persist(accepted_epoch=2, current_epoch=2, truncate_to=0, append=[txn], sync=True)
-    trio.run(server._persist, effect)
+    trio.run(server.executor._persist, effect)
     assert calls == ["write_accepted_epoch", "truncate_after", "sync", "write_current_epoch"]
     assert read_epoch(server.datadir.current_epoch_path) == 2
     assert server.log.last_zxid == make_zxid(2, 1)
@@ -76,14 +76,14 @@ def test_a_snap_is_installed_with_the_digest_its_child_computed_from_the_staged_
     server = make_server(tmp_path)
     leader_tree = tree_of(TxnMaker().some(2500))
     records, zxid = tuple(leader_tree.records()), leader_tree.last_zxid
-    server._stage(StageSnapshot(2, zxid, (), start=True))
+    server.executor._stage(StageSnapshot(2, zxid, (), start=True))
     for start in range(0, len(records), SNAP_CHUNK_RECORDS):
         chunk = records[start : start + SNAP_CHUNK_RECORDS]
         encoded = b"".join(msgpack.packb(record, use_bin_type=True) for record in chunk)
-        server._stage(StageSnapshot(2, zxid, chunk, start=False, encoded=encoded))
+        server.executor._stage(StageSnapshot(2, zxid, chunk, start=False, encoded=encoded))
     builder = TreeBuilder(digest=False)
     builder.add(records)
-    digest = trio.run(server._install, Install(builder.finish(), zxid, 2))
+    digest = trio.run(server.executor._install, Install(builder.finish(), zxid, 2))
     assert digest == leader_tree.digest
     assert list_snapshots(server.datadir.snap_dir)[0][0] == zxid
     server.close()
@@ -93,9 +93,9 @@ def test_a_snap_staged_without_its_bytes_leaves_the_digest_to_the_engine(tmp_pat
     server = make_server(tmp_path)
     leader_tree = tree_of(TxnMaker().some(100))
     records, zxid = tuple(leader_tree.records()), leader_tree.last_zxid
-    server._stage(StageSnapshot(2, zxid, (), start=True))
-    server._stage(StageSnapshot(2, zxid, records, start=False))  # packed again: no bytes to pass on
-    assert trio.run(server._install, Install(DataTree.from_records(records), zxid, 2)) is None
+    server.executor._stage(StageSnapshot(2, zxid, (), start=True))
+    server.executor._stage(StageSnapshot(2, zxid, records, start=False))  # packed again: no bytes to pass on
+    assert trio.run(server.executor._install, Install(DataTree.from_records(records), zxid, 2)) is None
     server.close()
 
 
@@ -118,7 +118,7 @@ class _QuietEngine:
 
 def test_the_cyclic_collector_is_off_while_a_snap_arrives_and_back_on_after(tmp_path: Path) -> None:
     server = make_server(tmp_path)
-    engine = server.engine = _QuietEngine()  # type: ignore[assignment]
+    engine = server.engine = server.executor.engine = _QuietEngine()  # type: ignore[assignment]
     try:
         engine.receiving_snapshot = True
         server.run_effects()
@@ -140,16 +140,16 @@ def test_the_loop_fsyncs_inline_only_for_a_single_write_waiting_alone(tmp_path: 
     server = make_server(tmp_path)
     try:
         assert server.engine.outstanding == 0
-        assert server._fsync_inline(1) and server._fsync_inline(0)
-        assert not server._fsync_inline(3)  # forwarded writes: none of them this server's
+        assert server.executor._fsync_inline(1) and server.executor._fsync_inline(0)
+        assert not server.executor._fsync_inline(3)  # forwarded writes: none of them this server's
         server.engine.outstanding = 2
-        assert not server._fsync_inline(1)
+        assert not server.executor._fsync_inline(1)
         server.engine.outstanding = 1
-        server._fsync_recent_s = 0.05  # a slow disk: never on the loop
-        assert not server._fsync_inline(1)
+        server.executor._fsync_recent_s = 0.05  # a slow disk: never on the loop
+        assert not server.executor._fsync_inline(1)
         # a Persist (a role change's, a SNAP's) is carried out at once only when it syncs nothing
-        assert server._persists_now(logging_persist([create_txn(1)])) is False
-        assert server._persists_now(Persist(None, None, None, [create_txn(1)], False))
+        assert server.executor._persists_now(logging_persist([create_txn(1)])) is False
+        assert server.executor._persists_now(Persist(None, None, None, [create_txn(1)], False))
     finally:
         server.close()
 
@@ -159,7 +159,7 @@ def test_a_single_write_alone_is_synced_inline_and_answered_durable(tmp_path: Pa
     engine finishes its Ready at once); a batch is left to the background sync."""
     server = make_server(tmp_path)
     try:
-        assert server._append_in_background(Append([create_txn(1)], True)) == (False, True)
+        assert server.executor._append_in_background(Append([create_txn(1)], True)) == (False, True)
         assert server.log.last_zxid == create_txn(1).zxid
     finally:
         server.close()
@@ -171,10 +171,10 @@ def test_a_standalone_server_awaits_the_sync_of_a_batch(tmp_path: Path) -> None:
     server = make_server(tmp_path, standalone=True)
     try:
         assert not server.config.peers
-        assert server._appends_now(Append([create_txn(1)], True))  # one write alone: inline
-        assert server._appends_now(Append([create_txn(1), create_txn(2)], False))  # nothing to sync
-        assert not server._appends_now(Append([create_txn(1), create_txn(2)], True))
-        assert trio.run(server._append_and_sync, Append([create_txn(1), create_txn(2)], True)) == (False, True)
+        assert server.executor._appends_now(Append([create_txn(1)], True))  # one write alone: inline
+        assert server.executor._appends_now(Append([create_txn(1), create_txn(2)], False))  # nothing to sync
+        assert not server.executor._appends_now(Append([create_txn(1), create_txn(2)], True))
+        assert trio.run(server.executor._append_and_sync, Append([create_txn(1), create_txn(2)], True)) == (False, True)
         assert server.log.last_zxid == create_txn(2).zxid
     finally:
         server.close()

@@ -103,9 +103,9 @@ def test_the_log_hands_out_its_segment_only_when_an_fdatasync_is_all_its_sync_ne
 def _recording(server: ZabbyServer, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """How each of the server's log syncs was done: "kernel" or "disk thread"."""
     calls: list[str] = []
-    real_run = server.disk.run
-    assert server._kernel_sync is not None
-    real_fdatasync = server._kernel_sync.fdatasync
+    real_run = server.io.disk.run
+    assert server.io.kernel_sync is not None
+    real_fdatasync = server.io.kernel_sync.fdatasync
 
     async def disk_run(fn: Any, *args: Any) -> Any:
         calls.append("disk thread")
@@ -115,8 +115,8 @@ def _recording(server: ZabbyServer, monkeypatch: pytest.MonkeyPatch) -> list[str
         calls.append("kernel")
         await real_fdatasync(fd, what)
 
-    monkeypatch.setattr(server.disk, "run", disk_run)
-    monkeypatch.setattr(server._kernel_sync, "fdatasync", kernel_fdatasync)
+    monkeypatch.setattr(server.io.disk, "run", disk_run)
+    monkeypatch.setattr(server.io.kernel_sync, "fdatasync", kernel_fdatasync)
     return calls
 
 
@@ -125,7 +125,7 @@ def _persist_pipelined(server: ZabbyServer, counters: range) -> None:
 
     async def persist_each() -> None:
         for counter in counters:
-            await server._persist(logging_persist([create_txn(counter)]))
+            await server.executor._persist(logging_persist([create_txn(counter)]))
 
     trio.run(persist_each)
 
@@ -150,10 +150,10 @@ def test_a_refusing_kernel_leaves_the_syncs_to_the_disk_thread(tmp_path: Path, m
         calls.append("refused")
         raise SubmitRefused("Invalid argument")
 
-    monkeypatch.setattr(server._kernel_sync, "fdatasync", refuse)
+    monkeypatch.setattr(server.io.kernel_sync, "fdatasync", refuse)
     _persist_pipelined(server, range(1, 4))
     assert calls == ["disk thread", "refused", "disk thread", "disk thread"]
-    assert server._kernel_sync is None
+    assert server.io.kernel_sync is None
     assert server.log.segment_to_sync() is None  # every append synced
 
 

@@ -212,3 +212,23 @@ def test_a_proposal_overtaking_the_one_before_it_is_caught() -> None:
 def test_soak_seeds() -> None:
     failures = _failures(SOAK_SEEDS)
     assert not failures, f"{len(failures)} of {len(SOAK_SEEDS)} seeds failed:\n{_report(failures)}"
+
+
+def test_a_shell_that_acks_before_its_fsync_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator runs the server's own shell: a bug planted in its ordering, an Append
+    answered durable while its fsync is still left to the background (so a follower ACKs, and
+    a leader counts itself, before the txn is on its disk), loses committed txns at a crash,
+    and a seed of the default range catches it."""
+    from zabby.engine import Append
+    from zabby.shell import EffectExecutor
+
+    honest = EffectExecutor._append_in_background
+
+    def acks_before_fsync(self: EffectExecutor, effect: Append) -> tuple[bool, bool]:
+        space_low, durable = honest(self, effect)
+        return space_low, durable or effect.sync
+
+    monkeypatch.setattr(EffectExecutor, "_append_in_background", acks_before_fsync)
+    caught = next((r for r in map(_run, CI_SEEDS[:100]) if not r.ok), None)
+    assert caught is not None, "100 seeds ran a shell that acknowledges before its fsync, and no checker noticed"
+    assert "lacks committed txn" in (caught.error or ""), caught.error

@@ -1,4 +1,5 @@
-"""The deterministic simulator: drives ``zabby.core.Peer`` with a seeded network, disk and clock.
+"""The deterministic simulator: the server's engine and effect executor over a seeded network,
+disk and clock.
 
 ``run(seed) -> Result``; ``python -m zabby.sim --seed N`` replays one seed, ``--seeds A..B``
 sweeps a range.  See ``runner`` for the phases and ``checkers`` for the invariants.

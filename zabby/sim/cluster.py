@@ -1,21 +1,23 @@
-"""N simulated servers, each the server's own ``Engine`` driven by a simulated shell.
+"""N simulated servers, each the server's own ``Engine`` run by the server's own shell.
 
-Theory of operation: ``Node`` is the simulated driver.  It carries out the engine's effects
-as ``zabby.server.node`` does, through the same ``Storage`` (the server's log, snapshots,
-epoch files and recovery) over a simulated file system (``zabby.sim.fs``), and with a
-simulated network and clock instead of sockets and time: ``Send`` queues messages on the
-packet simulator (a SNAP's tree image goes out as SnapChunk messages through the same faulty
-network), ``Reload`` and a restart recover with ``Storage.recover``, ``WriteSnapshot`` writes
-the frozen image (at once, or as a child writing in the background does: finished some ticks
-later, and never if the server crashes first).  A fork is a frozen copy of the records at the
-zxid it was taken (``CopyFreezer``).
+Theory of operation: ``Node`` is one simulated server: the engine, carried out by the same
+``zabby.shell.EffectExecutor`` the server runs, over the simulator's I/O (``zabby.sim.shell_io``):
+the same ``Storage`` (the server's log, snapshots, epoch files and recovery) over a simulated
+file system (``zabby.sim.fs``), and a simulated network and clock instead of sockets and
+time: a ``Send`` queues messages on the packet simulator (a SNAP's tree image goes out as
+SnapChunk messages through the same faulty network), ``Reload`` and a restart recover with
+``Storage.recover``, ``WriteSnapshot`` writes the frozen image (at once, or as a child
+writing in the background does: finished some ticks later, and never if the server crashes
+first).  A fork is a frozen copy of the records at the zxid it was taken (``CopyFreezer``).
+What this module keeps is the world: the network, the file system's faults, the clock,
+crashes, and the checks.
 
-A crash may land between any two effects, or inside ``Persist`` between the append and the
-fsync; the file system then loses, tears or reorders what was written but not synced.  The
-disk may also fail a call (EIO: the server fail-stops and is restarted) or fill up (ENOSPC:
-it refuses writes until space comes back).  The engine repairs itself when a unit of work
-fails; in the simulator nothing but an injected disk fault may make it fail, so any other
-repair is a finding.
+A crash may land before any effect, or right after an append and before its fsync; the file
+system then loses, tears or reorders what was written but not synced.  The disk may also
+fail a call (EIO: the server fail-stops and is restarted) or fill up (ENOSPC: it refuses
+writes until space comes back).  The engine repairs itself when a unit of work fails; in the
+simulator nothing but an injected disk fault may make it fail, so any other repair is a
+finding.
 
 Inputs are batched as in the server: everything the network delivers in one round is queued
 into the engines first, and each engine then works through all of it (one Ready for many
@@ -25,41 +27,34 @@ messages), which is where a SNAP and later commits meet in one Ready.
 from __future__ import annotations
 
 import functools
+import inspect
 import random
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from zabby.config import ServerConfig
-from zabby.core.messages import Diff, Inform, Proposal, Request, Snap, SnapChunk, Sync, Trunc
+from zabby.core.messages import Inform, Proposal, Request, Sync
 from zabby.core.peer import Peer, PeerConfig
 from zabby.core.ready import SoftState
 from zabby.core.types import ServerState
-from zabby.engine import (
-    Append, CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
-    Reconfigure, Recovered, Reload, Send, StageSnapshot, WriteSnapshot,
-)  # fmt: skip
-from zabby.engine.storage import Storage
+from zabby.engine import Engine, Recovered, WriteSnapshot
 from zabby.errors import ZabbyError
 from zabby.membership import Member, Membership
 from zabby.sim.checkers import Checker, Violation
 from zabby.sim.fs import SimFS
 from zabby.sim.network import UP, Event, Network, pair
 from zabby.sim.options import SimOptions
-from zabby.storage.datadir import RecoveryError
-from zabby.storage.files import DiskFailure, DiskFull
-from zabby.storage.snapshot import CorruptSnapshotError, SnapshotWriter, read_snapshot
-from zabby.storage.txnlog import CorruptLogError
-from zabby.tree.datatree import DataTree, records_digest
+from zabby.shell import EffectExecutor, run_now
+from zabby.sim.shell_io import TICK_MS, Crashed, SimIO, SimStorage, Sleep
+from zabby.storage.snapshot import SnapshotWriter
+from zabby.tree.datatree import DataTree
 from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn, follows
 
-TICK_MS = 50  # one simulator tick is one core tick of a server
 FLIPPED, REPAIRING = 1, 2  # Node.flipped
-STORAGE_ERRORS = (DiskFull, DiskFailure, CorruptLogError, CorruptSnapshotError, RecoveryError)  # what a fault may raise
-SNAP_CHUNK_RECORDS = 8  # small: a SNAP crosses the network as several messages
 EFFECTS_PER_DRAIN_MAX = 10_000  # a work loop that never ends is an engine bug, not a long run
 
 
@@ -100,27 +95,26 @@ class Node:
     peer_config: PeerConfig
     clock: SimClock
     fs: SimFS = field(default_factory=SimFS)
-    storage: Storage = None  # type: ignore[assignment]  # set at each start
+    storage: SimStorage = None  # type: ignore[assignment]  # set at each start
     membership: Membership | None = None  # the dynamic configuration file: the last committed reconfig
     alive: bool = True
     engine: Engine = None  # type: ignore[assignment]
     tree_zxid: int = 0  # the tree's zxid and rolling hash, for the checkers
     tree_chain: int = 0
     soft: SoftState | None = None
-    answer: Any = None  # the result of the last effect, for the engine's next step
-    error: Exception | None = None  # or what carrying it out raised
-    paused_until: int = 0  # ticks: the engine asked to Pause
+    executor: EffectExecutor = None  # type: ignore[assignment]  # set at each start
+    io: SimIO = None  # type: ignore[assignment]
+    peer_task: Coroutine[Any, Any, None] | None = None  # the shell's peer task, suspended by a Pause
+    paused_until: int = 0  # ticks: the peer task sleeps until then
     crash_armed: bool = False
     restart_at: int = 0
     stalled_until: int = 0
     repairs_seen: int = 0
     snap_sent: tuple[int, int] | None = None  # last SNAP sent (to, zxid), for the trace
-    staged: dict[int, SnapshotWriter] = field(default_factory=dict)  # SNAP streams being written, by leader
     writing: tuple[int, WriteSnapshot, SnapshotWriter] | None = None  # a snapshot a child writes: (done at tick, it, its file)
     disk_faulted: bool = False  # a disk fault was injected since the start: a repair or a fail-stop may follow
     disk_full_until: int = 0  # ticks: the disk has no space until then
     flipped: int = 0  # a bit flipped in its files: FLIPPED until a recovery reads them, REPAIRING until a leader syncs it
-    sync_wanted: bool = False  # an Append left the log's sync to the background: done at a later tick
 
     @property
     def faulted(self) -> bool:
@@ -216,8 +210,10 @@ class Cluster:
         """Boot from disk: the storage's own recovery, as the server's start-up runs it."""
         node.alive = True
         node.disk_faulted = False
-        node.storage = Storage(node.config, fs=node.fs, segment_bytes_max=self.options.log_segment_bytes_max)
-        recovered = self._recover(node, snapshot_wanted=False, at_start=True)
+        node.io = SimIO(self, node)
+        node.storage = SimStorage(node, self, self.options.log_segment_bytes_max)
+        node.executor = EffectExecutor(node.storage, node.io, ensemble=bool(node.config.peers))
+        recovered = self.recover(node, snapshot_wanted=False, at_start=True)
         if recovered.durable.repairing:
             self.stats["storage_repairs"] += 1
             self.log(f"server {node.sid} found its history damaged: it starts empty, to be repaired by the leader")
@@ -225,20 +221,19 @@ class Cluster:
                              rng=random.Random(self.engine_rng.getrandbits(64)),
                              on_applied=functools.partial(self._on_applied, node))  # fmt: skip
         node.engine.space_low = node.storage.space_low
+        node.executor.drive(node.engine)
         node.soft = None
-        node.answer, node.error = None, None
-        node.paused_until = 0
+        node.peer_task, node.paused_until = None, 0
         node.crash_armed = False
         node.repairs_seen = 0
         node.writing = None
-        node.sync_wanted = False
         self.stats["restarts"] += 1
         durable = recovered.durable
         self.log(f"server {node.sid} starts: epochs {durable.accepted_epoch}/{durable.current_epoch}, "
                  f"log to 0x{durable.last_logged:x}, snapshot 0x{durable.snapshot_zxid:x}")  # fmt: skip
         self.drain(node)
 
-    def _recover(self, node: Node, *, snapshot_wanted: bool, at_start: bool = False) -> Recovered:
+    def recover(self, node: Node, *, snapshot_wanted: bool, at_start: bool = False) -> Recovered:
         """``Storage.recover``; the checkers then see the txns it replayed from the log."""
         recovered = node.storage.recover(node.membership or node.config.membership, snapshot_wanted=snapshot_wanted,
                                          at_start=at_start)  # fmt: skip
@@ -261,7 +256,10 @@ class Cluster:
         self.log(f"server {node.sid} CRASHES{' inside a Ready' if in_ready else ''}; {lost} unsynced writes lost or torn")
         node.alive = False
         node.soft = None
-        node.staged.clear()  # the .tmp files stay, if their names were synced: removed at start-up
+        if node.peer_task is not None and inspect.getcoroutinestate(node.peer_task) == inspect.CORO_SUSPENDED:
+            node.peer_task.close()  # dies with the process (in a Pause: nothing to unwind)
+        node.peer_task = None  # or it is the one crashing: ``Crashed`` unwinds it
+        # the shell goes with it: a staged SNAP's .tmp files stay, if their names were synced (removed at start-up)
         if node.writing is not None:  # the server's child dies with it (PR_SET_PDEATHSIG); its .tmp file is never read
             self.log(f"server {node.sid}'s snapshot at 0x{node.writing[1].zxid:x} dies unfinished")
             node.writing = None
@@ -274,25 +272,17 @@ class Cluster:
 
     # ----------------------------------------------------------------- inputs
     def tick(self, node: Node) -> None:
-        if node.alive:
-            if node.writing is not None and node.writing[0] <= self.now:
-                self._snapshot_done(node, node.writing[1], node.writing[2])
-            if node.sync_wanted and self.rng.random() < 0.7:  # or at a later tick
-                self._synced_in_background(node)
-            node.engine.tick()
-            self.drain(node)
-
-    def _synced_in_background(self, node: Node) -> None:
-        """The background sync an Append asked for is done: all the log holds now is durable
-        (or the sync failed, and the engine decides what that means)."""
-        node.sync_wanted = False
-        zxid = node.storage.log.last_zxid
-        try:
-            node.storage.sync()
-        except DiskFailure as exc:
-            node.engine.log_synced(zxid, exc)
+        if not node.alive:
             return
-        node.engine.log_synced(zxid)
+        try:
+            if node.writing is not None and node.writing[0] <= self.now:
+                node.io.snapshot_done(node.writing[1], node.writing[2])
+            if not node.executor.sync_idle and self.rng.random() < 0.7:  # or at a later tick
+                run_now(node.executor.sync_in_background())
+        except Crashed:
+            return
+        node.engine.tick()
+        self.drain(node)
 
     def deliver(self, event: Event) -> Node | None:
         """Queue one network event into its engine; returns the node with new work."""
@@ -325,112 +315,57 @@ class Cluster:
 
     # ----------------------------------------------------------------- the effect loop
     def drain(self, node: Node) -> None:
-        """Carry out the node's effects until its engine has nothing more to do, turn after
-        turn, as the server's driver does (its other tasks run between turns)."""
+        """Run the node's shell until its engine has nothing more to do, turn after turn, as
+        the server's tasks do: the task that fed the engine carries out what it can at once
+        (``EffectExecutor.run_effects``), the peer task what must be awaited (``carry_out_awaited``,
+        suspended by a ``Pause`` until its tick)."""
+        executor = node.executor
         node.engine.begin_turn()
-        for _ in range(EFFECTS_PER_DRAIN_MAX):
-            if not node.alive or node.paused_until > self.now:
-                return
-            effect = node.engine.next_effect(node.answer, node.error)
-            node.answer, node.error = None, None
-            self._check_repairs(node)
-            self._observe(node)
-            if effect is None and node.engine.has_work():
-                node.engine.begin_turn()
-                continue
-            if effect is None:
+        try:
+            for _ in range(EFFECTS_PER_DRAIN_MAX):
+                if not node.alive:
+                    return
+                if node.peer_task is not None and not self._resume(node):
+                    return  # paused: input waits for it, as in the server
+                executor.run_effects()
+                if executor.awaited is not None:
+                    node.peer_task = executor.carry_out_awaited()
+                    if not self._resume(node):
+                        return
+                if not node.alive:
+                    return
+                self.check_step(node)
+                if node.engine.has_work():
+                    node.engine.begin_turn()
+                    continue
                 self._check_settled(node)
                 return
-            if node.crash_armed and self._crash_here(node, effect):
-                return
-            if node.sync_wanted and not isinstance(effect, (Send, Append, DropLinks, CloseClients, StageSnapshot)):
-                self._synced_in_background(node)  # the server awaits its background sync before these
-            try:
-                node.answer = self._carry_out(node, effect)
-            except STORAGE_ERRORS as exc:
-                self._expect_fault(node, exc)
-                node.error = exc  # handed back, as the server's driver does: the engine decides
-            if not node.alive:
-                return
+        except Crashed:
+            return  # the crash is done (``SimIO.crash_point``, ``fail_stop``)
         raise Violation(f"server {node.sid}: the engine's work does not settle")
 
-    def _crash_here(self, node: Node, effect: Effect) -> bool:
-        """An armed crash lands before this effect, half the time (or between a Persist's or
-        an Append's append and its fsync, the interesting spot)."""
+    def _resume(self, node: Node) -> bool:
+        """Run the suspended peer task on; False if it suspends again (a Pause until a tick)."""
+        task = node.peer_task
+        assert task is not None
+        if node.paused_until > self.now:
+            return False
         try:
-            if isinstance(effect, Persist) and effect.append and effect.sync and self.rng.random() < 0.5:
-                self._persist(node, effect, sync=False)
-            elif isinstance(effect, Append) and effect.txns and self.rng.random() < 0.5:
-                node.storage.append(effect.txns)
-            elif self.rng.random() < 0.5:
-                return False
-        except STORAGE_ERRORS as exc:  # the disk failed first: the crash lands all the same
-            self._expect_fault(node, exc)
-        node.crash_armed = False
-        self.crash(node, in_ready=True)
-        return True
+            sleep = task.send(None)
+        except StopIteration:
+            node.peer_task, node.paused_until = None, 0
+            return True
+        if not isinstance(sleep, Sleep):
+            raise Violation(f"server {node.sid}: the shell suspended on {sleep!r}, which the simulator does not run")
+        node.paused_until = sleep.tick
+        return False
 
-    def _carry_out(self, node: Node, effect: Effect) -> Any:  # noqa: C901 -- one branch per effect
-        if isinstance(effect, Send):
-            self._send(node, effect)
-        elif isinstance(effect, Append):
-            return self._append(node, effect)
-        elif isinstance(effect, Persist):
-            return self._persist(node, effect, sync=effect.sync)
-        elif isinstance(effect, Reload):
-            self.stats["reloads"] += 1
-            self._discard_staged(node)
-            return self._recover(node, snapshot_wanted=effect.snapshot_wanted)
-        elif isinstance(effect, StageSnapshot):
-            self._stage(node, effect)
-        elif isinstance(effect, Install):
-            return self._install(node, effect)
-        elif isinstance(effect, DropLinks):
-            for dst in effect.sids:
-                self.network.close(self.now, node.sid, dst)
-        elif isinstance(effect, CloseClients):
-            self.on_clients_closed(node)
-        elif isinstance(effect, WriteSnapshot):
-            self._write_snapshot(node, effect)
-        elif isinstance(effect, Pause):
-            node.paused_until = -(-effect.until_ms // TICK_MS)
-        elif isinstance(effect, FailStop):
-            if not node.faulted:
-                raise Violation(f"server {node.sid} failed its disk with no fault injected: {effect.reason}")
-            self.stats["fail_stops"] += 1
-            self.log(f"server {node.sid} fail-stops: {effect.reason}")
-            self.crash(node)  # the process exits (74); its supervisor starts it again
-        elif isinstance(effect, Purge):
-            node.storage.purge()
-        elif isinstance(effect, CheckSpace):
-            return not node.storage.retry_reserve()
-        elif isinstance(effect, Reconfigure):  # every simulated server reaches every other by its id
-            if effect.committed and effect.membership.version:
-                self.checker.on_membership(node.sid, effect.membership)
-                node.membership = effect.membership
-                self.log(f"server {node.sid} records membership {effect.membership.version:x}: "
-                         f"voters {sorted(effect.membership.voters)} observers {sorted(effect.membership.observers)}")  # fmt: skip
-        return None
+    def check_step(self, node: Node) -> None:
+        """After each of the engine's steps: repairs follow faults, and what the server became."""
+        self._check_repairs(node)
+        self._observe(node)
 
-    def _send(self, node: Node, effect: Send) -> None:
-        for dst, message in effect.messages:
-            if dst not in self.nodes:  # a forged sender's (zabby.sim.forge): nobody there
-                continue
-            self.network.send(self.now, node.sid, dst, message)
-            if message.__class__ is Proposal or message.__class__ is Inform:
-                self._check_txn_stream(node.sid, dst, message)
-            if self.trace is not None and isinstance(message, (Diff, Trunc, Snap)):
-                self.log(f"server {node.sid} -> {dst}: {message} (log at 0x{node.storage.log.last_zxid:x})")
-            if isinstance(message, Snap):
-                records = effect.images[(dst, message.zxid)]
-                if records[0][1] != message.zxid:
-                    raise Violation(f"server {node.sid} sends a SNAP at 0x{message.zxid:x} of a tree at 0x{records[0][1]:x}")
-                for start in range(0, len(records), SNAP_CHUNK_RECORDS):
-                    last = start + SNAP_CHUNK_RECORDS >= len(records)
-                    chunk = SnapChunk(records=records[start:start + SNAP_CHUNK_RECORDS], last=last)
-                    self.network.send(self.now, node.sid, dst, chunk)
-
-    def _check_txn_stream(self, src: int, dst: int, message: Proposal | Inform) -> None:
+    def check_txn_stream(self, src: int, dst: int, message: Proposal | Inform) -> None:
         """On one connection, the txns a server proposes (or informs) follow each other with no
         gap and no step back (an INFORM may repeat what a DIFF proposed: its learner skips
         those).  The network keeps them in order (its injected reorders aside, which come
@@ -451,126 +386,6 @@ class Cluster:
             raise Violation(f"server {src} sends txn 0x{txns[0].zxid:x} to {dst} right after 0x{last:x} on one connection")
         self.txn_streams[(src, dst)] = (conn.generation, txns[-1].zxid)
 
-    def _persist(self, node: Node, effect: Persist, *, sync: bool) -> bool:
-        """The Persist's parts in the order the server carries them out (``zabby.server.node``)."""
-        storage = node.storage
-        if effect.accepted_epoch is not None:
-            storage.write_accepted_epoch(effect.accepted_epoch)
-        if effect.truncate_to is not None:
-            self._truncate(node, effect.truncate_to)
-        if effect.append:
-            storage.append(effect.append)
-            self.checker.on_logged(effect.append)
-        if not sync and effect.sync:
-            return False  # a crash between the append and the fsync: the current epoch waits too
-        if sync:
-            storage.sync()
-        if effect.current_epoch is not None:
-            storage.write_current_epoch(effect.current_epoch)
-        return storage.space_low
-
-    def _truncate(self, node: Node, zxid: int) -> None:
-        storage = node.storage
-        snapshot_zxid = storage.datadir.newest_snapshot_zxid()
-        if zxid < snapshot_zxid:
-            raise Violation(f"server {node.sid}: TRUNC to 0x{zxid:x} is below its snapshot at 0x{snapshot_zxid:x}")
-        self.stats["truncs"] += 1
-        self.log(f"server {node.sid} truncates its log after 0x{zxid:x} (log at 0x{storage.log.last_zxid:x})")
-        try:
-            cut = storage.logged_after(zxid)
-        except CorruptLogError as exc:  # a flipped bit: the truncation reads it too, and fails as it does
-            self._expect_fault(node, exc)
-            cut = []
-        self.checker.on_truncate(node.sid, cut)
-        storage.truncate_after(zxid)
-
-    def _append(self, node: Node, effect: Append) -> tuple[bool, bool]:
-        """Append; sync at once (a server syncing inline always does, one syncing in the
-        background does for one write alone) or leave it to a later tick (its kernel's AIO)."""
-        storage = node.storage
-        storage.append(effect.txns)
-        self.checker.on_logged(effect.txns)
-        if not effect.sync:
-            return storage.space_low, False
-        if not node.sync_wanted and (not self.options.sync_in_background or self.rng.random() < 0.3):
-            storage.sync()
-            return storage.space_low, True
-        node.sync_wanted = True
-        return storage.space_low, False
-
-    def _stage(self, node: Node, effect: StageSnapshot) -> None:
-        """As the server does: the stream goes into the snapshot's ``.tmp`` file as it comes."""
-        if effect.start:
-            self._discard_staged(node, effect.sid)
-            node.staged[effect.sid] = node.storage.stage_snapshot(effect.zxid, effect.sid)
-            return
-        writer = node.staged.get(effect.sid)
-        if writer is None or writer.zxid != effect.zxid:
-            raise Violation(f"server {node.sid} stages records of a SNAP at 0x{effect.zxid:x} from {effect.sid} it did not begin")
-        if effect.encoded:
-            writer.add_encoded(effect.encoded, len(effect.records))
-        else:
-            writer.add(effect.records)
-
-    def _discard_staged(self, node: Node, sid: int | None = None) -> None:
-        for staged_sid in [sid] if sid is not None else list(node.staged):
-            writer = node.staged.pop(staged_sid, None)
-            if writer is not None:
-                writer.discard()
-
-    def _install(self, node: Node, effect: Install) -> int | None:
-        chain = self.checker.chain_hash(effect.zxid)
-        writer = node.staged.pop(effect.sid, None)
-        if writer is None or writer.zxid != effect.zxid or writer.count != effect.tree.record_count():
-            raise Violation(f"server {node.sid} installs a SNAP at 0x{effect.zxid:x} from {effect.sid} that is not "
-                            f"the stream it staged")  # fmt: skip
-        # The log above the snapshot goes too, committed txns included: the leader resends
-        # them (its pending txns) right after.  A crash in between is a window the final
-        # checks watch; it is not flagged here.
-        path = node.storage.install_snapshot(writer)
-        # what went to disk is the stream as it came; it must be the tree the engine built from it
-        _, stored = read_snapshot(path, fs=node.fs)
-        records = tuple(stored)
-        if records != tuple(effect.tree.records()):
-            raise Violation(f"server {node.sid} installed a SNAP at 0x{effect.zxid:x} whose file is not the tree it built")
-        node.tree_zxid, node.tree_chain = effect.zxid, chain
-        self.stats["snaps"] += 1
-        self.log(f"server {node.sid} installs a snapshot at 0x{effect.zxid:x}")
-        # the digest of the staged stream, as the server's digest child computes it; for every
-        # other zxid none, as when that child failed, and the engine computes the tree's
-        return None if effect.zxid & 1 else records_digest(records)
-
-    def _write_snapshot(self, node: Node, effect: WriteSnapshot) -> None:
-        """At once, or in the background as the server's child writes it: its file is written
-        now and finished some ticks later, unless the server crashes first (the engine skips
-        the snapshots due meanwhile, and the start-up removes the ``.tmp`` file)."""
-        if node.writing is not None:
-            raise Violation(f"server {node.sid} asked for a snapshot at 0x{effect.zxid:x} while writing one at 0x{node.writing[1].zxid:x}")
-        node.storage.snapshot_due()
-        try:
-            writer = SnapshotWriter(node.storage.snap_dir, effect.zxid, fs=node.fs)
-            writer.add(effect.image)
-        except STORAGE_ERRORS as exc:  # the child could not write it: its exit status says so
-            self._expect_fault(node, exc)
-            node.engine.snapshot_written(effect.zxid, False, 0.0)
-            return
-        if self.options.snapshot_ticks_max:
-            node.writing = (self.now + self.rng.randint(1, self.options.snapshot_ticks_max), effect, writer)
-        else:
-            self._snapshot_done(node, effect, writer)
-
-    def _snapshot_done(self, node: Node, effect: WriteSnapshot, writer: SnapshotWriter) -> None:
-        node.writing = None
-        try:
-            writer.finish()
-        except STORAGE_ERRORS as exc:  # the child's exit status says it failed
-            self._expect_fault(node, exc)
-            writer.discard()
-            node.engine.snapshot_written(effect.zxid, False, 0.0)
-            return
-        self.stats["snapshots"] += 1
-        node.engine.snapshot_written(effect.zxid, True, 0.0)
-
     # ----------------------------------------------------------------- what the checkers see
     def _on_applied(self, node: Node, txn: Txn, result: object) -> None:
         self._applied(node, txn)
@@ -581,11 +396,6 @@ class Cluster:
     def _track_apply(self, node: Node, txn: Txn, *, committed: bool) -> None:
         node.tree_chain = self.checker.on_apply(node.sid, node.tree_zxid, node.tree_chain, txn, committed=committed)
         node.tree_zxid = txn.zxid
-
-    @staticmethod
-    def _expect_fault(node: Node, exc: Exception) -> None:
-        if not node.faulted:
-            raise Violation(f"server {node.sid}: its storage failed with no fault injected: {exc}") from exc
 
     def _check_repairs(self, node: Node) -> None:
         """A repair follows an injected disk fault, or it is a finding."""
@@ -621,7 +431,7 @@ class Cluster:
             return
         if tree.last_zxid != node.tree_zxid:
             raise Violation(f"server {node.sid}: tree at 0x{tree.last_zxid:x}, its applies reached 0x{node.tree_zxid:x}")
-        if node.engine.awaiting_sync and not node.sync_wanted:
+        if node.engine.awaiting_sync and node.executor.sync_idle:
             raise Violation(f"server {node.sid}: Readys wait for a sync of the log that nobody runs")
         if peer.applied != node.engine.applied_once_synced:
             raise Violation(f"server {node.sid}: core applied 0x{peer.applied:x}, tree at 0x{node.tree_zxid:x}"

@@ -57,7 +57,8 @@ class SimOptions:
     log_segment_bytes_max: int = 1 << 20  # small: the log rolls often, and purging drops whole segments
     log_reserve_bytes: int = 0  # the log's space reserved ahead (preAllocSize)
     turn_ops_max: int = 2_000  # ops a driver's turn applies before the engine leaves the rest to the next turn
-    sync_in_background: bool = True  # how the driver syncs an Append: inline (durable at once), or often in the background (log_synced later)
+    sync_in_background: bool = True  # fsyncs are slow: the shell never syncs inline (else: inline for one write alone)
+    kernel_sync: bool = False  # the log's fdatasync is the kernel's AIO (else the disk thread's)
     torn_writes: bool = False  # a crash may keep part of an unsynced write
     reordered_writes: bool = False  # a crash may keep an unsynced write and lose one made before it
     disk_fault_probability: float = 0.0  # per tick: a server's disk fails its next write or fsync (EIO), or fills up
@@ -151,7 +152,8 @@ def swarm(rng: random.Random, seed: int, reconfig_share: float = 0.0, forge_shar
     if rng.random() < STORAGE_SHARE:
         options = replace(options, torn_writes=rng.random() < 0.7, reordered_writes=rng.random() < 0.5,
                           disk_fault_probability=_maybe(rng, 0.7, 0.01), bit_flip_probability=_maybe(rng, 0.5, 0.05))  # fmt: skip
-    return replace(options, turn_ops_max=rng.choice((2_000, 2_000, 1, 3)))  # last, as above; small: Readys finished over many turns
+    options = replace(options, turn_ops_max=rng.choice((2_000, 2_000, 1, 3)))  # last, as above; small: Readys finished over many turns
+    return replace(options, kernel_sync=rng.random() < 0.5)  # last, as above
 
 
 def _reconfig_options(rng: random.Random, share: float) -> dict[str, Any]:
