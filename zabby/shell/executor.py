@@ -300,6 +300,7 @@ class EffectExecutor:
         except DiskFailure as exc:
             self.io.fail_stop(str(exc))
         except Exception as exc:  # handed to the engine: it decides what a failure means
+            self.io.failed(exc)
             error = exc
         if not self.sync_wanted:
             self.sync_idle = True

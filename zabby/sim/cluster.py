@@ -48,14 +48,13 @@ from zabby.sim.fs import SimFS
 from zabby.sim.network import UP, Event, Network, pair
 from zabby.sim.options import SimOptions
 from zabby.shell import EffectExecutor, run_now
-from zabby.sim.shell_io import TICK_MS, Crashed, SimIO, SimStorage, Sleep
+from zabby.sim.shell_io import EFFECTS_PER_DRAIN_MAX, TICK_MS, Crashed, SimIO, SimStorage, Sleep
 from zabby.storage.snapshot import SnapshotWriter
 from zabby.tree.datatree import DataTree
 from zabby.tree.prep import Caller
 from zabby.tree.txns import Txn, follows
 
 FLIPPED, REPAIRING = 1, 2  # Node.flipped
-EFFECTS_PER_DRAIN_MAX = 10_000  # a work loop that never ends is an engine bug, not a long run
 
 
 class SimClock:
@@ -321,8 +320,9 @@ class Cluster:
         suspended by a ``Pause`` until its tick)."""
         executor = node.executor
         node.engine.begin_turn()
+        node.io.effects = 0
         try:
-            for _ in range(EFFECTS_PER_DRAIN_MAX):
+            for _ in range(EFFECTS_PER_DRAIN_MAX):  # turns; SimIO bounds the effects too
                 if not node.alive:
                     return
                 if node.peer_task is not None and not self._resume(node):

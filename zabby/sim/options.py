@@ -57,7 +57,7 @@ class SimOptions:
     log_segment_bytes_max: int = 1 << 20  # small: the log rolls often, and purging drops whole segments
     log_reserve_bytes: int = 0  # the log's space reserved ahead (preAllocSize)
     turn_ops_max: int = 2_000  # ops a driver's turn applies before the engine leaves the rest to the next turn
-    sync_in_background: bool = True  # fsyncs are slow: the shell never syncs inline (else: inline for one write alone)
+    sync_in_background: bool = True  # fsyncs are slow: once it timed one, the shell never syncs inline (else: inline for one write alone)
     kernel_sync: bool = False  # the log's fdatasync is the kernel's AIO (else the disk thread's)
     torn_writes: bool = False  # a crash may keep part of an unsynced write
     reordered_writes: bool = False  # a crash may keep an unsynced write and lose one made before it
