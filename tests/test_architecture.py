@@ -161,7 +161,8 @@ LAYERS = (
     ("zabby.tree", "zabby.wire"),
     ("zabby.core", "zabby.storage"),
     ("zabby.engine",),
-    ("zabby.server",),
+    ("zabby.shell",),
+    ("zabby.server", "zabby.sim"),
 )
 
 
@@ -180,6 +181,18 @@ def test_the_pure_layers_do_no_io() -> None:
             continue
         for imported in imports_of(name, path, modules):
             assert not any(imported == bad or imported.startswith(bad + ".") for bad in PURE_FORBIDDEN), (name, imported)
+
+
+def test_the_shell_reaches_the_world_only_through_its_io() -> None:
+    """The effect executor is the same code in the server and the simulator: it imports no
+    event loop, sockets, clock or threads, and neither of its two I/O implementations."""
+    modules = _modules()
+    shell = [name for name in modules if name == "zabby.shell" or name.startswith("zabby.shell.")]
+    assert "zabby.shell.executor" in shell
+    for name in shell:
+        for imported in imports_of(name, modules[name], modules):
+            assert not any(imported == bad or imported.startswith(bad + ".") for bad in PURE_FORBIDDEN), (name, imported)
+            assert not imported.startswith(("zabby.server", "zabby.sim")), (name, imported)
 
 
 def test_no_module_imports_a_layer_above_it() -> None:
