@@ -38,7 +38,7 @@ from zabby.server.process.descriptors import Descriptors
 from zabby.server.process.forks import ForkFreezer
 from zabby.server.process.ratelog import RateLimitedLogs
 from zabby.server.process.sources import SessionSources, source_of
-from zabby.server.trio_io import TrioIO
+from zabby.server.trio_io import SystemClock, TrioIO
 from zabby.shell import EffectExecutor
 from zabby.storage.datadir import DataDir
 from zabby.storage.txnlog import TxnLog
@@ -49,16 +49,6 @@ from zabby.wire.framing import FRAME_HEADROOM_BYTES
 LOGGER = logging.getLogger("zabby.server")
 CONN_LOGGER = logging.getLogger("zabby.server.conn")
 CLIENT_LOG_INTERVAL_S = 1.0
-
-
-class SystemClock:
-    @staticmethod
-    def wall_ms() -> int:
-        return int(time.time() * 1000)
-
-    @staticmethod
-    def monotonic_ms() -> int:
-        return int(time.monotonic() * 1000)
 
 
 class ZabbyServer:

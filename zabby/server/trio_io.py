@@ -47,8 +47,16 @@ LOGGER = logging.getLogger("zabby.server")
 T = TypeVar("T")
 
 
-def monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
+class SystemClock:
+    """The engine's clock in a server process."""
+
+    @staticmethod
+    def wall_ms() -> int:
+        return int(time.time() * 1000)
+
+    @staticmethod
+    def monotonic_ms() -> int:
+        return int(time.monotonic() * 1000)
 
 
 class Process(Protocol):
@@ -259,7 +267,7 @@ class TrioIO:
 
     # ----------------------------------------------------------------- time and the process
     async def sleep_until(self, until_ms: int) -> None:
-        await trio.sleep(max(0, until_ms - monotonic_ms()) / 1000)
+        await trio.sleep(max(0, until_ms - SystemClock.monotonic_ms()) / 1000)
 
     def fail_stop(self, reason: str) -> NoReturn:
         fail_stop(reason)

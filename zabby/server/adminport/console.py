@@ -41,7 +41,7 @@ from zabby.server.adminport import fourletter
 from zabby.server.adminport.console_views import BadRequest, ServerRow, ensemble_rows, node_view, row_from_mntr, sessions_view, watches_view
 from zabby.server.adminport.browsers import page_policy
 from zabby.server.adminport.http import CSP_HEADER, Request, Response
-from zabby.server.node import SystemClock
+from zabby.server.trio_io import SystemClock
 from zabby.server.adminport.statistics import Monitored, Reset, ServerStatistics, snapshot
 from zabby.tree import acl
 from zabby.tree.datatree import ZOOKEEPER_CONFIG
