@@ -182,10 +182,10 @@ def test_a_broken_core_is_caught() -> None:
     original = Majority.committed
     Majority.committed = lambda self, acked: max(acked.values())  # type: ignore[method-assign]
     try:
-        failures = [r for r in map(_run, range(1, 41)) if not r.ok]
+        caught = next((r for r in map(_run, range(1, 41)) if not r.ok), None)  # the first that notices is enough
     finally:
         Majority.committed = original  # type: ignore[method-assign]
-    assert failures, "40 seeds ran a leader that commits alone, and no checker noticed"
+    assert caught is not None, "40 seeds ran a leader that commits alone, and no checker noticed"
 
 
 def test_a_proposal_overtaking_the_one_before_it_is_caught() -> None:
@@ -201,10 +201,10 @@ def test_a_proposal_overtaking_the_one_before_it_is_caught() -> None:
     original = Replica._send_early
     Replica._send_early = send_early  # type: ignore[method-assign]
     try:
-        failures = [r for r in map(_run, range(1, 41)) if not r.ok]
+        caught = next((r for r in map(_run, range(1, 41)) if "right after" in (r.error or "")), None)
     finally:
         Replica._send_early = original  # type: ignore[method-assign]
-    assert any("right after" in (r.error or "") for r in failures), "40 seeds ran a leader whose PROPOSALs overtake each other, and no checker noticed"
+    assert caught is not None, "40 seeds ran a leader whose PROPOSALs overtake each other, and no checker noticed"
 
 
 @pytest.mark.slow
