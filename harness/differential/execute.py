@@ -64,10 +64,13 @@ class LoggedSession(Protocol):
 class Session:
     """One kazoo session under a label ("a", "b", "c"), with the log of what it received."""
 
-    def __init__(self, hosts: str, label: str) -> None:
+    def __init__(self, hosts: str, label: str, reconnect_max_delay_s: float | None = None) -> None:
         self.label = label
         self.log: list[Event] = []
-        self.client = KazooClient(hosts=hosts, timeout=SESSION_TIMEOUT_S)
+        # kazoo copies its connection retry when the client is made: a bound on the backoff
+        # between reconnects must be given here, not set on the client afterwards
+        retry = None if reconnect_max_delay_s is None else {"max_tries": -1, "delay": 0.1, "max_delay": reconnect_max_delay_s}
+        self.client = KazooClient(hosts=hosts, timeout=SESSION_TIMEOUT_S, connection_retry=retry)
         self._instrument()
 
     def _instrument(self) -> None:
@@ -104,9 +107,10 @@ class Session:
 class Executor:
     """The sessions of one seed on one server, and the ops run through them."""
 
-    def __init__(self, hosts: str, root: str) -> None:
+    def __init__(self, hosts: str, root: str, reconnect_max_delay_s: float | None = None) -> None:
         self.hosts = hosts
         self.root = root
+        self.reconnect_max_delay_s = reconnect_max_delay_s  # None: kazoo's own backoff, up to an hour
         self.sessions: dict[str, LoggedSession] = {}
         self.owners: dict[int, str] = {}  # session id → "a1", "a2", ... (label + generation)
         self.reapable: dict[str, CreateMode] = {}  # containers and short-TTL nodes, by path
@@ -121,7 +125,7 @@ class Executor:
             self._open_session(label)
 
     def _new_session(self, label: str) -> LoggedSession:
-        return Session(self.hosts, label)
+        return Session(self.hosts, label, self.reconnect_max_delay_s)
 
     def _open_session(self, label: str) -> None:
         session = self._new_session(label)

@@ -46,6 +46,7 @@ from zabby.wire import jute
 
 SNAP_COUNT = 200  # ZooKeeper snapshots every 100-200 txns: fuzzy snapshots and log rolls all through a run
 ABANDONED_TIMEOUT_MS = 8000
+REATTACH_MAX_DELAY_S = 0.5
 CONFIG = "/zookeeper/config"  # each server's own membership: left out of a view
 DIGEST_MISMATCH = "Digests are not matching"
 
@@ -157,7 +158,10 @@ class Migration:
         self.hosts = f"127.0.0.1:{self.port}"
         self.root = f"/migrate-{seed}"
         self.run = SeedRun(seed, ops)
-        self.executor = Executor(self.hosts, self.root)
+        # re-attach promptly once the next server is up: kazoo's own backoff doubles to minutes,
+        # and a retry that lands past the session timeout after the next server loaded sees the
+        # session expired (a CI run: session c waited 30 s for ZooKeeper to come back, and lost)
+        self.executor = Executor(self.hosts, self.root, reconnect_max_delay_s=REATTACH_MAX_DELAY_S)
         self.workload = Workload(seed, self.root)
 
     def check(self, ok: bool, problem: str) -> None:
@@ -193,8 +197,6 @@ class Migration:
         server = zookeeper(self.workdir / "zookeeper", self.port)
         with running(server):
             self.executor.open()
-            for client in self._sessions().values():
-                client._conn_retry.max_delay = 0.5  # re-attach promptly once the next server is up
             self._extras()
             for _ in range(self.run.ops):
                 op = self.workload.next_op()
