@@ -21,7 +21,12 @@ LOG_DIR = Path("/sim/1/version-2")
 
 
 def payload(zxid: int) -> bytes:
-    return f"txn {zxid} ".encode() * (zxid % 7 + 1)
+    """No byte of it is one bit away from zero (no space, no ``@``): a torn write that zeroed a
+    record's last byte, with a later write reordered in after it, would otherwise look exactly
+    like one flipped bit in a record that may have been acknowledged, which the log refuses to
+    cut (``txnlog._flipped``: the safe side of the ambiguity; about 3 in 20,000 examples drew it
+    with the space this payload had)."""
+    return f"txn-{zxid};".encode() * (zxid % 7 + 1)
 
 
 @settings(max_examples=150, deadline=None)
