@@ -157,6 +157,14 @@ class ClientProxy:
             writer.close()
 
 
+async def _end_connections() -> None:
+    """Cancel the loop's other tasks (the proxy's connections) and wait for their ends."""
+    connections = asyncio.all_tasks() - {asyncio.current_task()}
+    for connection in connections:
+        connection.cancel()
+    await asyncio.gather(*connections, return_exceptions=True)
+
+
 @contextlib.contextmanager
 def recording_proxy(target_port: int) -> Iterator[ClientProxy]:
     """A ``ClientProxy`` to ``target_port`` running in a thread of its own; stopped at the end."""
@@ -169,6 +177,9 @@ def recording_proxy(target_port: int) -> Iterator[ClientProxy]:
         task = loop.create_task(proxy.serve())
         with contextlib.suppress(asyncio.CancelledError):
             loop.run_until_complete(task)
+        # the connections' tasks end here, in the loop, not when the closed loop's coroutines
+        # are collected (their ``finally`` would call into it: "Event loop is closed")
+        loop.run_until_complete(_end_connections())
 
     thread = threading.Thread(target=run, name="xid-proxy", daemon=True)
     thread.start()
