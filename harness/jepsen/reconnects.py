@@ -112,13 +112,31 @@ def _cut_repeatedly(cluster: Cluster, watcher: ZabbyWatcher, spec: SoakSpec) -> 
     cuts = 0
     for round_index in range(spec.reconnects):
         deadline = time.monotonic() + RECONNECT_TIMEOUT_S
-        while watcher.connects <= round_index or not watcher.client.connected:
-            if watcher.error or time.monotonic() > deadline:
-                raise RuntimeError(f"round {round_index}: the watcher did not reconnect within {RECONNECT_TIMEOUT_S:g}s {watcher.error}")
-            time.sleep(0.002)
-        time.sleep(rng.uniform(0.0, spec.gap_ms / 1000))
-        cuts += sum(proxy.reset_connections() for proxy in proxies) > 0
+        # A try may find no connection to cut: the client still says connected while its
+        # link is already gone (it reconnects on its own).  It is tried again once the
+        # watcher is back, until the round's deadline.
+        while True:
+            _wait_reconnected(watcher, round_index, deadline)
+            time.sleep(rng.uniform(0.0, spec.gap_ms / 1000))
+            if sum(proxy.reset_connections() for proxy in proxies) > 0:
+                cuts += 1
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
     return cuts
+
+
+def _wait_reconnected(watcher: ZabbyWatcher, round_index: int, deadline: float) -> None:
+    """Until the watcher has connected more than ``round_index`` times and is connected.
+
+    Raises:
+        RuntimeError: not by ``deadline``, or the watcher stopped.
+    """
+    while watcher.connects <= round_index or not watcher.client.connected:
+        if watcher.error or time.monotonic() > deadline:
+            raise RuntimeError(f"round {round_index}: the watcher did not reconnect within {RECONNECT_TIMEOUT_S:g}s {watcher.error}")
+        time.sleep(0.002)
 
 
 def _write_marker(hosts: str) -> int:
