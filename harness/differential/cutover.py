@@ -24,6 +24,7 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from zabby.cli.admin import main_captured
+from harness.jepsen.clients import kazoo_reconnect_retry
 from harness.jepsen.history import longest_gap_s
 from zabby.client.fourletter import mntr, server_mode, srvr
 from harness.local.zookeeper import ZooKeeperEnsemble, ZooKeeperProcess
@@ -91,7 +92,7 @@ class Writer(threading.Thread):
 
 def client(hosts: str) -> KazooClient:
     """A kazoo client that retries its connection every second at most while the servers move."""
-    made = KazooClient(hosts=hosts, timeout=SESSION_TIMEOUT_S, connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0})
+    made = KazooClient(hosts=hosts, timeout=SESSION_TIMEOUT_S, connection_retry=kazoo_reconnect_retry())
     made.start(timeout=30)
     return made
 

@@ -30,6 +30,7 @@ from harness.differential.model import CLIENT_USER, CLIENTS, CREDENTIALS, ACLEnt
 from harness.differential.servers import SUPER_PASSWORD, SUPER_USER
 from harness.differential.kazoo_ops import kazoo_call
 from harness.differential.workload import READ_KINDS, TTL_SHORT_MS
+from harness.jepsen.clients import kazoo_reconnect_retry
 from zabby.opcodes import CreateMode, OpCode
 from zabby.wire import jute
 
@@ -67,9 +68,7 @@ class Session:
     def __init__(self, hosts: str, label: str, reconnect_max_delay_s: float | None = None) -> None:
         self.label = label
         self.log: list[Event] = []
-        # kazoo copies its connection retry when the client is made: a bound on the backoff
-        # between reconnects must be given here, not set on the client afterwards
-        retry = None if reconnect_max_delay_s is None else {"max_tries": -1, "delay": 0.1, "max_delay": reconnect_max_delay_s}
+        retry = None if reconnect_max_delay_s is None else kazoo_reconnect_retry(reconnect_max_delay_s)
         self.client = KazooClient(hosts=hosts, timeout=SESSION_TIMEOUT_S, connection_retry=retry)
         self._instrument()
 

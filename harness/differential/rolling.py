@@ -63,6 +63,7 @@ from harness.differential.curator import run_suite
 from harness.differential.java_client import JavaDriver
 from harness.jepsen.cluster import DIGEST_MISMATCH
 from harness.jepsen.converge import read_nodes
+from harness.jepsen.clients import kazoo_reconnect_retry
 from harness.jepsen.history import longest_gap, longest_gap_s
 from harness.jepsen.watchers import JavaWatcher
 from harness.jepsen.workloads import WorkloadSpec
@@ -179,7 +180,7 @@ class KazooWriter(Writer):
     def __init__(self, name: str, hosts: str) -> None:
         super().__init__(name)
         self.states: list[tuple[float, str]] = []
-        self.client = KazooClient(hosts=hosts, timeout=SESSION_TIMEOUT_S, connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0})
+        self.client = KazooClient(hosts=hosts, timeout=SESSION_TIMEOUT_S, connection_retry=kazoo_reconnect_retry())
         self.client.add_listener(lambda state: self.states.append((time.monotonic(), str(state))))
         self.client.start(timeout=30)
         self.session_id = self.client.client_id[0]

@@ -36,6 +36,13 @@ def open_client(kind: str, hosts: str, session_timeout_s: float, request_timeout
     return client
 
 
+def kazoo_reconnect_retry(max_delay_s: float = 1.0) -> dict[str, Any]:
+    """A kazoo ``connection_retry`` that tries for ever, at most ``max_delay_s`` apart (kazoo's
+    default backoff doubles toward an hour).  kazoo copies it when the client is made: a bound
+    set on the client afterwards changes nothing."""
+    return {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": max_delay_s}
+
+
 def _make_client(kind: str, hosts: str, session_timeout_s: float, request_timeout_s: float, randomize_hosts: bool) -> Any:
     if kind == "zabby":
         from zabby import SyncClient
@@ -44,10 +51,9 @@ def _make_client(kind: str, hosts: str, session_timeout_s: float, request_timeou
     if kind == "kazoo":
         from kazoo.client import KazooClient
 
-        # a short reconnect backoff: kazoo's default grows to a minute, which would make the
-        # harness measure kazoo's patience rather than the servers' availability
-        retry = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}
-        return KazooClient(hosts=hosts, timeout=session_timeout_s, connection_retry=retry, randomize_hosts=randomize_hosts)
+        # a short reconnect backoff: kazoo's default would make the harness measure kazoo's
+        # patience rather than the servers' availability
+        return KazooClient(hosts=hosts, timeout=session_timeout_s, connection_retry=kazoo_reconnect_retry(), randomize_hosts=randomize_hosts)
     raise ValueError(f"unknown client kind {kind!r} (expected one of {CLIENT_KINDS})")
 
 
