@@ -100,6 +100,7 @@ class ServerConfig:
     sync_limit_ticks: int = 5
     session_timeout_ms_min: int = 4000
     session_timeout_ms_max: int = 40000
+    election_client_hold_ms: int = 2000  # electionClientHoldMs: how long a server that stops serving holds its idle clients (0: closes them, as ZooKeeper)
     client_connections_per_ip_max: int = 60
     client_connections_max: int = 0  # maxCnxns: connections at once on each client port (0: as descriptors allow)
     descriptor_reserve: int = 64  # descriptorReserve: descriptors no connection may take (zabby.server.process.descriptors)
@@ -337,6 +338,7 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
     dynamic_file, membership_version = _dynamic_config(raw, base)
     peers = tuple(sorted((_peer(k, raw.pop(k)) for k in list(raw) if k.startswith("server.")), key=lambda p: p.sid))
     jute_bytes_max, txn_bytes_max = _txn_limits(raw)
+    session_timeout_ms_min = _int(raw, "minSessionTimeout", 2 * tick_ms, 1)
     acl_entries_max = _int(raw, "maxAclEntries", 256, 1)
     txn_acl_entries_max = _int(raw, "maxTxnAclEntries", 8192, 1)
     if txn_acl_entries_max < acl_entries_max:
@@ -350,8 +352,9 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
         tick_ms=tick_ms,
         init_limit_ticks=_int(raw, "initLimit", 10, 1),
         sync_limit_ticks=_int(raw, "syncLimit", 5, 1),
-        session_timeout_ms_min=_int(raw, "minSessionTimeout", 2 * tick_ms, 1),
+        session_timeout_ms_min=session_timeout_ms_min,
         session_timeout_ms_max=_int(raw, "maxSessionTimeout", 20 * tick_ms, 1),
+        election_client_hold_ms=_election_client_hold_ms(raw, tick_ms, session_timeout_ms_min),
         client_connections_per_ip_max=_int(raw, "maxClientCnxns", 60),
         client_connections_max=_int(raw, "maxCnxns", 0),
         descriptor_reserve=_int(raw, "descriptorReserve", 64, 16),
@@ -440,6 +443,20 @@ def _with_quorum_protocol(config: ServerConfig, raw: dict[str, str]) -> ServerCo
                 raise ConfigError(f"quorum.protocol=zookeeper does not go with {key}=true: zabby speaks ZooKeeper's peer "
                                   f"protocol in plain text, without reconfig")  # fmt: skip
     return dataclasses.replace(config, quorum_protocol=protocol)
+
+
+def _election_client_hold_ms(raw: dict[str, str], tick_ms: int, session_timeout_ms_min: int) -> int:
+    """``electionClientHoldMs``: a server that stops serving (its leader is gone, it lost its
+    quorum) keeps the connections of idle clients this long, so that an election shorter
+    than it passes them by without a disconnection; then it closes them, and they move to a
+    server that serves.  At most half the shortest session timeout: a client held on a server
+    cut off from the quorum must still reach one in time to keep its session."""
+    most = session_timeout_ms_min // 2
+    hold_ms = _int(raw, "electionClientHoldMs", min(tick_ms, most), 0)
+    if hold_ms > most:
+        raise ConfigError(f"electionClientHoldMs={hold_ms} is more than half of minSessionTimeout ({session_timeout_ms_min} ms): a client "
+                          f"held that long on a server cut off from the quorum could lose its session")  # fmt: skip
+    return hold_ms
 
 
 def _check_client_memory(config: ServerConfig) -> None:

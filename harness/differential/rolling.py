@@ -33,8 +33,9 @@ node by node with every Stat field; every acknowledged create is there; every wr
 session is the one it began with and still owns its ephemeral (none expired); the watcher
 heard the creation of every znode, but for creates made while it reconnected (ZooKeeper
 re-adds a persistent watch after a reconnect without what changed meanwhile: those are
-counted, and none may fall outside its reconnections); no server logged a digest mismatch or
-a traceback.  At the end the latches are judged: the holder (which counts only a lost session
+counted, and none may fall outside its reconnections, each taken to begin when its server
+stopped serving: a zabby server holds its idle clients up to ``electionClientHoldMs`` before
+it closes them); no server logged a digest mismatch or a traceback.  At the end the latches are judged: the holder (which counts only a lost session
 as an error) never lost its leadership, and every disconnection of a Curator client, and so
 every loss of the standard latch, came in a step that stopped its server or made the
 ensemble elect.
@@ -88,7 +89,8 @@ QUIET_S = 3.0  # the watcher heard nothing new for this long: it has caught up
 LOSS_SLACK_MS = 1000  # a standard latch's loss from this long before its client's SUSPENDED to 5 times this after is that SUSPENDED's
 RECONNECT_SLACK_S = 1.0  # a create this near a reconnection of the watcher may fall in it (see Watch)
 KAZOO_WRITERS = 2
-ZABBY_SETTINGS: dict[str, Any] = {"snapCount": 5000}
+HOLD_MS = TICK_MS  # how long a zabby server that stops serving holds its idle clients (its default)
+ZABBY_SETTINGS: dict[str, Any] = {"snapCount": 5000, "electionClientHoldMs": HOLD_MS}
 ZK_PROPERTIES: dict[str, Any] = {"zookeeper.snapCount": 5000}
 DATA_MODES = ("import", "sync")
 PHASES: tuple[tuple[str, str, str], ...] = (  # name, the kind replaced, the kind it becomes
@@ -577,14 +579,14 @@ class Rolling:
         uncaused = [state for state in states if state["state"] in ("SUSPENDED", "LOST") and self._cause(state) is None]
         if uncaused:
             verdict.problems.append(f"Curator clients disconnected in no step that stopped their server or elected: {uncaused[:5]}")
-        suspended = [state["t"] for state in states if state["client"] == "standard" and state["state"] == "SUSPENDED"]
+        suspended_states = [state for state in states if state["client"] == "standard" and state["state"] == "SUSPENDED"]
+        suspended = [state["t"] for state in suspended_states]
         unexplained = [loss for loss in losses if loss["client"] == "standard" and not any(-LOSS_SLACK_MS <= loss["t"] - t <= 5 * LOSS_SLACK_MS for t in suspended)]
         if unexplained:
             verdict.problems.append(f"the standard LeaderLatch lost leadership without a disconnection: {unexplained}")
-        verdict.figures["standard_latch_lost_in"] = [
-            f"{step.round}/{step.phase}/server {step.sid}{' (elected)' if step.elected else ''}" for step in self.steps
-            if any(loss["client"] == "standard" and step.started_ms <= loss["t"] <= step.ended_ms for loss in losses)
-        ]  # fmt: skip
+        lost_in = [self._loss_step(loss, suspended_states) for loss in losses if loss["client"] == "standard"]
+        verdict.figures["standard_latch_lost_in"] = [label for label, _ in lost_in]
+        verdict.figures["standard_latch_lost_off_its_server"] = sum(not own for _, own in lost_in)
         if any(state["state"] == "LOST" for state in raw.get("states", [])):
             verdict.problems.append("a Curator client's session was LOST")
         verdict.figures.update({"steps": len(self.steps), "standard_latch_losses": sum(loss["client"] == "standard" for loss in losses),
@@ -594,13 +596,35 @@ class Rolling:
     def _cause(self, state: dict[str, Any]) -> str | None:
         """The step that explains a Curator client's SUSPENDED or LOST: it stopped the client's
         server, or the ensemble elected in it."""
-        for step in self.steps:
-            if step.started_ms <= state["t"] <= step.ended_ms:
-                if step.elected:
-                    return "elected"
-                if state.get("server") == str(self.ports[step.sid]):
-                    return "its server"
+        step = self._step_at(state["t"])
+        if step is not None:
+            if step.elected:
+                return "elected"
+            if state.get("server") == str(self.ports[step.sid]):
+                return "its server"
         return None
+
+    def _step_at(self, t_ms: int) -> Step | None:
+        """The step whose doing a disconnection at ``t_ms`` is: the one under way, else one that
+        ended at most ``HOLD_MS`` before (a zabby server that stopped serving in it held its idle
+        clients that long)."""
+        under_way = next((step for step in self.steps if step.started_ms <= t_ms <= step.ended_ms), None)
+        return under_way or next((step for step in reversed(self.steps) if step.ended_ms < t_ms <= step.ended_ms + HOLD_MS), None)
+
+    def _loss_step(self, loss: dict[str, Any], suspensions: list[dict[str, Any]]) -> tuple[str, bool]:
+        """The standard latch's loss of leadership: the step it came in, and whether that step
+        replaced the server its client was connected to (issue 60's one excuse)."""
+        before = [state for state in suspensions if -LOSS_SLACK_MS <= loss["t"] - state["t"] <= 5 * LOSS_SLACK_MS]
+        at = before[-1] if before else loss
+        step = self._step_at(at["t"])
+        if step is None:
+            return "in no step", False
+        own = at.get("server") == str(self.ports[step.sid])
+        where = "its own server" if own else f"its server {self._sid_of(at.get('server'))} not replaced"
+        return f"{step.round}/{step.phase}/server {step.sid}{' (elected)' if step.elected else ''}: {where}", own
+
+    def _sid_of(self, port: str | None) -> str:
+        return next((str(sid) for sid, server_port in self.ports.items() if str(server_port) == port), f"on port {port}")
 
 
 def heard(watcher: JavaWatcher) -> set[str]:
@@ -608,11 +632,14 @@ def heard(watcher: JavaWatcher) -> set[str]:
 
 
 def reconnect_windows(states: list[tuple[float, str]]) -> list[tuple[float, float]]:
-    """From each Disconnected of the watcher's session to its next SyncConnected (or on)."""
+    """From each Disconnected of the watcher's session to its next SyncConnected (or on),
+    each from ``HOLD_MS`` before the Disconnected: a zabby server that stopped serving held
+    the watcher that long, and what the others applied meanwhile never reached it (as a
+    ZooKeeper follower cut off from its leader serves its clients until ``syncLimit``)."""
     windows, down = [], None
     for at, state in states:
         if state == "Disconnected" and down is None:
-            down = at
+            down = at - HOLD_MS / 1000
         elif state == "SyncConnected" and down is not None:
             windows.append((down, at))
             down = None

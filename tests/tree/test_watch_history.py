@@ -137,7 +137,7 @@ def test_the_engine_records_its_applies_and_starts_again_with_a_new_tree() -> No
     driver = Driver(engine, [create(1), create(2), create(3), create(4), create(5)])
     driver.run_work(engine._restart_core(snapshot_wanted=False))  # the tree reloaded from disk
     assert engine.history.since == make_zxid(1, 5) and len(engine.history) == 0
-    engine._replace_tree(engine.tree.__class__())  # a SNAP's empty tree
+    driver.run_work(engine._replace_tree(engine.tree.__class__()))  # a SNAP's empty tree
     assert engine.history.since == 0
 
 

@@ -71,6 +71,7 @@ class Peer(Replica):
         super().__init__(config, durable)
         self._step: Callable[[int, Message], None]  # the role's, chosen with it
         self._tick: Callable[[], None]
+        self.leader_silent_ticks = 0  # when it last went LOOKING, how long its leader had been silent (0: it led or looked)
         self._look(0, {})
 
     # ----------------------------------------------------------------- the role, as the shell sees it
@@ -261,6 +262,7 @@ class Peer(Replica):
         LOOKING again while LOOKING is a new vote: the followers that chose us stay known."""
         old = self.role
         check_transition(old.state, ServerState.LOOKING)
+        self.leader_silent_ticks = self.now - old.heard_tick if isinstance(old, LearnerRole) else 0
         self._ready.drop_links.extend(old.links_to_drop(hand_over))
         self._look(vote_for, old.early_followers if isinstance(old, LookingRole) else {})
 

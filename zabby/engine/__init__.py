@@ -11,6 +11,7 @@ from zabby.engine.effects import (
     FailStop as FailStop,
     Freezer as Freezer,
     Install as Install,
+    Kept as Kept,
     Pause as Pause,
     Persist as Persist,
     Purge as Purge,

@@ -456,9 +456,13 @@ class ClientCalls:
             LOGGER.info("session 0x%x moved to a new connection; closing the old one", session_id)
             old.close_after_flush()
         self.session_sinks[session_id] = sink
+        self.revalidate_at_leader(session_id)
+
+    def revalidate_at_leader(self, session_id: int) -> None:
+        """A ZooKeeper leader answers a session's writes only from the learner it last heard
+        of it from (else SESSIONMOVED): a learner under ZooKeeper's protocol that takes a
+        session sends REVALIDATE, ahead of its writes on the link."""
         if self.config.quorum_protocol == ZOOKEEPER_PROTOCOL and self.peer.learner is not None and session_id in self.tree.sessions:
-            # A ZooKeeper leader answers a session's writes only from the learner it last
-            # heard of it from (else SESSIONMOVED): REVALIDATE, ahead of them on the link.
             self.peer.forward(Revalidate(session_id=session_id, timeout_ms=self.tree.sessions[session_id][0]))
             self.wake()
 

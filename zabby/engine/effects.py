@@ -13,6 +13,7 @@ carry out is answered with the exception it raised; the engine then repairs itse
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -112,9 +113,22 @@ class DropLinks:
     sids: tuple[int, ...]
 
 
+class Kept(enum.Enum):
+    """Which client connections a ``CloseClients`` leaves open."""
+
+    NONE = "none"
+    IDLE = "idle"  # those with a session and no request unanswered: they are held from now
+    HELD = "held"  # those held (by the last ``Kept.IDLE``)
+    UNHELD = "unheld"  # those not held: read-only sessions made since
+
+
 @dataclass(frozen=True, slots=True)
 class CloseClients:
-    """This server stopped serving: close every client connection (they see ConnectionLoss)."""
+    """Close client connections (they see ConnectionLoss): every one, or all but those
+    ``keep`` names.  A server that stops serving holds its idle clients through the election
+    (``Kept.IDLE``) and closes the rest, whose requests it can no longer answer."""
+
+    keep: Kept = Kept.NONE
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,7 +55,7 @@ from zabby.engine.digests import DigestCheck
 from zabby.engine.zk_digests import ZkDigests
 from zabby.engine.effects import (
     Append, CheckSpace, ClientSink, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
-    Install, Pause, Persist, Purge, Reconfigure, Recovered, Reload, Send, StageSnapshot, SyncDone, WriteSnapshot,
+    Install, Kept, Pause, Persist, Purge, Reconfigure, Recovered, Reload, Send, StageSnapshot, SyncDone, WriteSnapshot,
 )  # fmt: skip
 from zabby.errors import Inconsistency, InvariantError
 from zabby.opcodes import OpCode
@@ -209,6 +209,7 @@ class Engine(ClientCalls):
         self._snapshot_running = False
         self._next_session_id = first_session_id(config.server_id, clock.wall_ms())
         self._membership_seen = (self.peer.membership, self.peer.proposed, self.peer.hinted)
+        self._clients_held_since_ms: int | None = None  # the idle clients are held since (see ``_stop_serving``)
         self._clients_leave_at: int | None = None  # the version of a committed membership that leaves this server out, until applied
         if not self.standalone:  # a standalone server's /zookeeper/config is empty, as ZooKeeper's
             self._show_config()
@@ -407,6 +408,8 @@ class Engine(ClientCalls):
             self.zxid_waiting.expire(self.clock.monotonic_ms())
         if self.space_low and self._ticks % max(1, 1000 // self.core_tick_ms) == 0:
             self.space_low = yield CheckSpace()
+        if self._clients_held_since_ms is not None:
+            yield from self._release_held_clients()
         if not self.peer.established_leader:  # the core's state now: this feed may have changed it
             self._expiry_checked_ms = None
             self._expiries_left = False
@@ -646,7 +649,7 @@ class Engine(ClientCalls):
         recovered: Recovered = yield Reload(why)
         if recovered.durable.repairing:  # the reload found damage and started over empty: so must the core
             raise Inconsistency(f"the storage found its history damaged while reloading ({why})")
-        self._replace_tree(recovered.tree, recovered.history)
+        yield from self._replace_tree(recovered.tree, recovered.history)
         self._tree_committed = False
 
     def _forwarded_caller(self, sid: int, request: Request) -> Caller | None:
@@ -722,10 +725,15 @@ class Engine(ClientCalls):
         if self.zk_digests is not None:
             self.zk_digests.carry(zxid, digest)
 
-    def _replace_tree(self, tree: DataTree, history: WatchHistory | None = None) -> None:
+    def _replace_tree(self, tree: DataTree, history: WatchHistory | None = None) -> Work:
         """The one place the tree is replaced: the watch history starts again with it (from
         the log replayed onto it, if it came from disk), as its events are about the old tree;
-        so does a learner's replay of ZooKeeper's digest."""
+        so does a learner's replay of ZooKeeper's digest.  Clients still connected (held
+        through an election) are closed: their watches and what they read are of the old tree,
+        which the new one may be behind."""
+        if self.session_sinks or self._clients_held_since_ms is not None:
+            self._clients_held_since_ms = None
+            yield CloseClients()
         self.tree = tree
         if self.zk_digests is not None:
             self.zk_digests.stop()
@@ -890,7 +898,7 @@ class Engine(ClientCalls):
                 yield from self._sync_all()
             # The old tree goes now, so the whole tree is never held twice; this server is
             # not serving while it syncs, and a broken stream reloads the tree from disk.
-            self._replace_tree(DataTree())
+            yield from self._replace_tree(DataTree())
             self._tree_committed = False
             self._snap_in[sid] = (message, TreeBuilder(digest=False))  # Install answers it
             self.peer.step(sid, message)
@@ -916,7 +924,7 @@ class Engine(ClientCalls):
             return
         digest = yield Install(tree, snap.zxid, sid)
         tree.adopt_digest(digest)
-        self._replace_tree(tree)
+        yield from self._replace_tree(tree)
         self.peer.snapshot_installed(snap.zxid)
         self._logged_zxid = self._durable_zxid = snap.zxid  # the snapshot is the whole log now
         self._sync_asked_zxid = 0
@@ -1013,6 +1021,8 @@ class Engine(ClientCalls):
                 self._zk_mismatch_logged = self._zk_check_failed = False
         if old.serving and not soft.serving:
             yield from self._stop_serving()
+        elif soft.serving and not old.serving and self._clients_held_since_ms is not None:
+            yield from self._serve_held_clients()
         if soft.state != ServerState.LOOKING:
             yield from self._leave_read_only()
         elif old.state != ServerState.LOOKING:
@@ -1044,10 +1054,18 @@ class Engine(ClientCalls):
         self.looking_since_ms = None
         if self.local_sessions or (self.session_sinks and not self.serving):
             self.local_sessions.clear()
-            yield CloseClients()
+            yield CloseClients(Kept.HELD if self._clients_held_since_ms is not None else Kept.NONE)
 
-    def _stop_serving(self) -> Work:
-        """Clients of a server that stops serving are told (ConnectionLoss), not served."""
+    def _stop_serving(self, *, hold: bool = True) -> Work:
+        """Clients of a server that stops serving are told (ConnectionLoss), not served, but
+        for the idle ones (a session, no request unanswered): unless ``hold`` is False, those
+        are held for ``electionClientHoldMs`` (``_release_held_clients``), so that when an
+        election gives this server a leader again before then, they go on without noticing.
+        ZooKeeper closes them all, and a Curator LeaderLatch on any server loses its leadership
+        at every election (a disconnection is SUSPENDED, which it takes as a loss).  Held,
+        they are answered pings and reads from this server's tree (it only moves forward:
+        ``_replace_tree`` closes them); a write or sync closes the connection, as ZooKeeper's
+        would have been (``zabby.server.clients.session``)."""
         self._proposals.clear()
         self.preparer.reset()
         self.waiting.clear()
@@ -1057,7 +1075,41 @@ class Engine(ClientCalls):
         self.opening_sessions.clear()  # and so do the session creates
         self.outstanding = 0
         self.sessions = SessionTracker(self.config.tick_ms)
-        yield CloseClients()
+        # The hold counts from when the leader was last heard: a learner cut off from a leader
+        # that lives on notices only after syncLimit, and that leader heard no touch since.
+        now = self.clock.monotonic_ms()
+        silent_ms = self.peer.leader_silent_ticks * self.core_tick_ms if self.soft.state is ServerState.LOOKING else 0
+        if hold and self.config.election_client_hold_ms > silent_ms:
+            self._clients_held_since_ms = now - silent_ms
+            yield CloseClients(Kept.IDLE)
+        else:
+            self._clients_held_since_ms = None
+            yield CloseClients()
+
+    def _serve_held_clients(self) -> Work:
+        """Serving again within the hold: the held clients go on, unless this server may not
+        serve them now (a reconfig left it out of the membership; it leads with
+        ``leaderServes=no``).  Under ZooKeeper's protocol a learner revalidates each of their
+        sessions, as a reconnect does: a ZooKeeper leader takes a session's writes only from
+        the learner link it last heard the session on (else SESSIONMOVED)."""
+        held_ms = self.clock.monotonic_ms() - (self._clients_held_since_ms or 0)
+        self._clients_held_since_ms = None
+        if self.outside_membership or (self.is_leader and not self.standalone and not self.config.leader_serves):
+            LOGGER.info("serving again %d ms after it stopped, but not clients here: closing the clients held meanwhile", held_ms)
+            yield CloseClients()
+            return
+        LOGGER.info("serving again %d ms after it stopped: the clients held meanwhile go on", held_ms)
+        for session_id in self.session_sinks:
+            self.revalidate_at_leader(session_id)
+
+    def _release_held_clients(self) -> Work:
+        """Held clients whose server did not serve again within ``electionClientHoldMs`` are
+        closed, to reconnect to one that serves (this one may be cut off from the quorum)."""
+        since = self._clients_held_since_ms
+        if since is not None and self.clock.monotonic_ms() - since >= self.config.election_client_hold_ms:
+            LOGGER.info("not serving %d ms after it stopped: closing the clients held meanwhile", self.clock.monotonic_ms() - since)
+            self._clients_held_since_ms = None
+            yield CloseClients(Kept.UNHELD)  # a read-only session made meanwhile stays
 
     # ----------------------------------------------------------------- repair
     def _repair(self, exc: Exception) -> Work:
@@ -1082,7 +1134,7 @@ class Engine(ClientCalls):
     def _restart_core(self, *, snapshot_wanted: bool, why: str = "restarting the core") -> Work:
         """As a process restart would: stop serving, drop every link, reload the tree and the
         core's durable state from disk, and look for the leader."""
-        yield from self._stop_serving()
+        yield from self._stop_serving(hold=False)
         self._inputs.clear()
         self._snap_in.clear()
         self.digests.clear()
@@ -1094,7 +1146,7 @@ class Engine(ClientCalls):
             yield DropLinks(peers)
         self._tails.clear()  # what they would send and apply: the new core decides again
         recovered: Recovered = yield Reload(why, snapshot_wanted=snapshot_wanted)
-        self._replace_tree(recovered.tree, recovered.history)
+        yield from self._replace_tree(recovered.tree, recovered.history)
         self._tree_committed = False
         self._logged_zxid = self._durable_zxid = recovered.durable.last_logged
         self._sync_asked_zxid = 0

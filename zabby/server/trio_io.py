@@ -27,7 +27,7 @@ import trio
 
 from zabby.config import ServerConfig, write_dynamic_config
 from zabby.core.messages import Message, Snap
-from zabby.engine import Engine, Install, Recovered, Reload, WriteSnapshot
+from zabby.engine import Engine, Install, Kept, Recovered, Reload, WriteSnapshot
 from zabby.engine.storage import Storage
 from zabby.membership import Membership
 from zabby.server.peering.gate import InputGate
@@ -133,9 +133,10 @@ class TrioIO:
             for connection in waiting:
                 connection.requests_answered()
 
-    def close_clients(self) -> None:
+    def close_clients(self, keep: Kept = Kept.NONE) -> None:
         for conn in list(self.server.connections):
-            conn.close_after_flush()
+            if not conn.kept(keep):
+                conn.close_after_flush()
 
     def wake(self) -> None:
         self.wake_event.set()

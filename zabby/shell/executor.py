@@ -171,7 +171,7 @@ class EffectExecutor:
             for sid in effect.sids:
                 self.io.drop_link(sid)
         elif isinstance(effect, CloseClients):
-            self.io.close_clients()
+            self.io.close_clients(effect.keep)
         elif isinstance(effect, StageSnapshot):
             self._stage(effect)
         else:

@@ -40,7 +40,7 @@ from zabby.core.messages import Inform, Proposal, Request, Sync
 from zabby.core.peer import Peer, PeerConfig
 from zabby.core.ready import SoftState
 from zabby.core.types import ServerState
-from zabby.engine import Engine, Recovered, WriteSnapshot
+from zabby.engine import Engine, Kept, Recovered, WriteSnapshot
 from zabby.errors import ZabbyError
 from zabby.membership import Member, Membership
 from zabby.sim.checkers import Checker, Violation
@@ -150,7 +150,7 @@ def _configs(options: SimOptions) -> dict[int, tuple[ServerConfig, PeerConfig]]:
         addresses = tuple(sim_member(peer, peer in observers) for peer in known) if len(known) > 1 else ()
         config = ServerConfig(
             data_dir=Path(f"/sim/{sid}"), data_log_dir=Path(f"/sim/{sid}"), tick_ms=4 * TICK_MS,
-            session_timeout_ms_min=8 * TICK_MS, session_timeout_ms_max=400 * TICK_MS,
+            session_timeout_ms_min=8 * TICK_MS, session_timeout_ms_max=400 * TICK_MS, election_client_hold_ms=options.client_hold_ticks * TICK_MS,
             snap_count=max(2, options.snapshot_every_txns), container_check_interval_ms=40 * TICK_MS,
             log_reserve_bytes=options.log_reserve_bytes, turn_ops_max=options.turn_ops_max,
             commit_log_count=options.commit_log_count, zxid_counter_last=options.zxid_counter_last,
@@ -192,7 +192,7 @@ class Cluster:
         for sid, (config, peer_config) in _configs(options).items():
             self.nodes[sid] = Node(sid, config, peer_config, SimClock(self))
         # client hooks, set by the workload
-        self.on_clients_closed: Callable[[Node], None] = lambda node: None
+        self.on_clients_closed: Callable[[Node, Kept], None] = lambda node, keep: None
         self.on_node_down: Callable[[Node], None] = lambda node: None
         self.stats: dict[str, int] = {"forged": 0, "crashes": 0, "crashes_in_ready": 0, "lost_unsynced": 0, "snaps": 0,
                                       "truncs": 0, "reloads": 0, "elections": 0, "restarts": 0, "snapshots": 0,

@@ -70,6 +70,7 @@ class SimOptions:
     request_timeout_ticks: int = 120
     reconfig_probability: float = 0.0  # of a client's writes, how many are reconfigs (super user)
     forge_probability: float = 0.0  # per tick: a forged vote, request or learner packet reaches a server
+    client_hold_ticks: int = 4  # electionClientHoldMs, in ticks: idle clients held through an election (at most half the shortest session)
 
     @property
     def node_count(self) -> int:
@@ -153,7 +154,8 @@ def swarm(rng: random.Random, seed: int, reconfig_share: float = 0.0, forge_shar
         options = replace(options, torn_writes=rng.random() < 0.7, reordered_writes=rng.random() < 0.5,
                           disk_fault_probability=_maybe(rng, 0.7, 0.01), bit_flip_probability=_maybe(rng, 0.5, 0.05))  # fmt: skip
     options = replace(options, turn_ops_max=rng.choice((2_000, 2_000, 1, 3)))  # last, as above; small: Readys finished over many turns
-    return replace(options, kernel_sync=rng.random() < 0.5)  # last, as above
+    options = replace(options, kernel_sync=rng.random() < 0.5)  # last, as above
+    return replace(options, client_hold_ticks=rng.choice((0, 1, 4)))  # last, as above
 
 
 def _reconfig_options(rng: random.Random, share: float) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from zabby.engine import Kept
 from zabby.errors import Err, ZabbyError
 from zabby.opcodes import CreateMode, OpCode
 from zabby.sim.checkers import AckedWrite, Checker
@@ -53,6 +54,7 @@ class Client:
         self.session_id = 0
         self.password = b""
         self.attached = False
+        self.held = False  # idle when its server stopped serving: kept through the election (see ``kept``)
         self.cxid = 0
         self.outstanding: Outstanding | None = None
         self.last_touch = 0
@@ -77,7 +79,7 @@ class Workload:
         self.stats = {"writes": 0, "reconfigs": 0, "acked": 0, "failed": 0, "syncs": 0, "synced": 0, "timeouts": 0,
                       "sessions": 0, "expired": 0, "closed": 0}  # fmt: skip
         cluster.on_clients_closed = self.on_clients_closed
-        cluster.on_node_down = self.on_clients_closed
+        cluster.on_node_down = lambda node: self.on_clients_closed(node, Kept.NONE)
 
     def idle(self) -> bool:
         return all(c.outstanding is None or c.outstanding.kind == "connect" for c in self.clients)
@@ -154,14 +156,23 @@ class Workload:
                 node.engine.detach(client)
             self.cluster.log(f"client {client.index}: disconnected from server {client.sid} ({why})")
 
-    def on_clients_closed(self, node: Node) -> None:
+    def on_clients_closed(self, node: Node, keep: Kept) -> None:
+        """As the server's connections (``zabby.server.clients.session.ClientSession.kept``)."""
         for client in self.clients:
-            if client.sid == node.sid:
+            if client.sid != node.sid:
+                continue
+            if keep is Kept.IDLE:
+                client.held = client.attached and client.outstanding is None
+            kept = client.held if keep in (Kept.IDLE, Kept.HELD) else keep is Kept.UNHELD and not client.held
+            if not kept:
                 self.disconnect(client, "the server stopped serving")
 
     # ----------------------------------------------------------------- requests
     def _issue(self, client: Client, now: int) -> None:
         node = self._node(client)
+        if not node.serving:  # held through an election: a write or sync closes the connection
+            self.disconnect(client, "a request while its server does not serve")
+            return
         client.cxid += 1
         roll = self.rng.random()
         client.last_touch = now

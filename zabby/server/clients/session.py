@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from zabby.config import ServerConfig
 from zabby.engine.clients import ZXID_WAIT_MS_MAX
-from zabby.engine.effects import ClientSink, Done, SyncDone
+from zabby.engine.effects import ClientSink, Done, Kept, SyncDone
 from zabby.errors import Err, ZabbyError, shown
 from zabby.opcodes import WRITE_OPS, OpCode
 from zabby.sasl import DigestMd5Server, SaslFailure
@@ -212,6 +212,8 @@ class ClientSession:
         self.session_id = 0
         self.password = b""
         self.timeout_ms = 0
+        self.read_only = False  # a read-only session (the server was cut off from a quorum when it began)
+        self.held = False  # idle when the server stopped serving: kept open through the election (``kept``)
         self.auth_ids: list[acls.AuthId] = [("ip", address[0])]
         self.superuser = host.config.skip_acl  # skipACL: no ACL is checked for anyone
         self.reply_bytes_max = host.config.connection_memory_bytes_max // 2  # a larger read is refused (see reads)
@@ -299,7 +301,7 @@ class ClientSession:
         self._start_session(txn.session_id, password, timeout_ms)
 
     def _start_session(self, session_id: int, password: bytes, timeout_ms: int, *, read_only: bool = False) -> None:
-        self.session_id, self.password, self.timeout_ms = session_id, password, timeout_ms
+        self.session_id, self.password, self.timeout_ms, self.read_only = session_id, password, timeout_ms, read_only
         self._caller = Caller(session_id, self.auth_ids, self.superuser)
         self.host.attach(session_id, self)
         self.host.touch(session_id)
@@ -314,6 +316,28 @@ class ClientSession:
         self._send(connect_refusal(int(code), self.host.last_zxid, message))
         self.output.close_after_flush()
         return False
+
+    def kept(self, keep: Kept) -> bool:
+        """Whether the connection stays open when its server closes its clients (see
+        ``zabby.engine.engine.Engine._stop_serving``).  ``Kept.IDLE`` holds it if it has a
+        read-write session and no request unanswered (an answer it waits for would never come)."""
+        if keep is Kept.IDLE:
+            self.held = bool(self.session_id) and not self.read_only and not self._slots and not self._broken
+        elif keep is Kept.UNHELD:
+            return not self.held
+        return keep is not Kept.NONE and self.held
+
+    def _left_unserved(self, op: int, refused: ZabbyError) -> bool:
+        """A write or sync refused on a read-write session because the server does not serve
+        (it was held through an election, or it stopped in the Ready being carried out): the
+        connection closes, unanswered, as ZooKeeper's would have been, and the client asks a
+        server that serves."""
+        if refused.code != Err.CONNECTIONLOSS and (self.host.serving or self.read_only):
+            return False
+        LOGGER.info("closing %s:%d (session 0x%x): op %d while this server does not serve", *self.address, self.session_id, op)
+        self._broken = True
+        self.output.close_after_flush()
+        return True
 
     # ----------------------------------------------------------------- requests
     def touch(self) -> None:
@@ -472,6 +496,8 @@ class ClientSession:
             else:
                 self.host.submit(op, tuple(args), self._caller, xid, done)
         except ZabbyError as exc:
+            if self._left_unserved(op, exc):
+                return
             slot.reply = [xid, self.host.last_zxid, int(exc.code), str(exc)]
         except (TypeError, ValueError) as exc:
             slot.reply = [xid, self.host.last_zxid, int(Err.BADARGUMENTS), f"bad arguments: {exc}"]
@@ -496,6 +522,8 @@ class ClientSession:
         try:
             self.host.client_sync(self.session_id, xid, done)
         except ZabbyError as exc:
+            if self._left_unserved(OpCode.SYNC, exc):
+                return
             slot.reply = [xid, self.host.last_zxid, int(exc.code), str(exc)]
         self._hold(slot)
         if slot.reply is not None:
