@@ -1095,10 +1095,10 @@ class Engine(ClientCalls):
         held_ms = self.clock.monotonic_ms() - (self._clients_held_since_ms or 0)
         self._clients_held_since_ms = None
         if self.outside_membership or (self.is_leader and not self.standalone and not self.config.leader_serves):
-            LOGGER.info("serving again %d ms after it stopped, but not clients here: closing the clients held meanwhile", held_ms)
+            LOGGER.info("serving again %d ms into its clients' hold, but not clients here: closing the clients held", held_ms)
             yield CloseClients()
             return
-        LOGGER.info("serving again %d ms after it stopped: the clients held meanwhile go on", held_ms)
+        LOGGER.info("serving again %d ms into its clients' hold: the clients held go on", held_ms)
         for session_id in self.session_sinks:
             self.revalidate_at_leader(session_id)
 
@@ -1107,7 +1107,7 @@ class Engine(ClientCalls):
         closed, to reconnect to one that serves (this one may be cut off from the quorum)."""
         since = self._clients_held_since_ms
         if since is not None and self.clock.monotonic_ms() - since >= self.config.election_client_hold_ms:
-            LOGGER.info("not serving %d ms after it stopped: closing the clients held meanwhile", self.clock.monotonic_ms() - since)
+            LOGGER.info("not serving %d ms into its clients' hold: closing the clients held", self.clock.monotonic_ms() - since)
             self._clients_held_since_ms = None
             yield CloseClients(Kept.UNHELD)  # a read-only session made meanwhile stays
 
