@@ -5,11 +5,13 @@ longer one, or a tree replaced under them, closes them."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.engine.helpers import Driver, create, make_engine
 from zabby.config import ConfigError, from_dict
+from zabby.core.messages import Revalidate
 from zabby.core.ready import SoftState
 from zabby.core.types import ServerState, ZabPhase
 from zabby.engine import CloseClients, Engine, Kept
@@ -31,11 +33,11 @@ class Sink:
         pass
 
 
-def serving_follower(**settings: object) -> tuple[Engine, Driver]:
+def serving_follower(**settings: Any) -> tuple[Engine, Driver]:
     engine = make_engine([create(1)], **settings)
     driver = Driver(engine)
     engine._set_soft(SERVING)
-    engine.attach(0x42, Sink(0x42))  # type: ignore[arg-type]
+    engine.attach(0x42, Sink(0x42))
     return engine, driver
 
 
@@ -96,6 +98,20 @@ def test_a_server_that_serves_again_but_not_clients_closes_the_held_ones() -> No
     leading = SoftState(ServerState.LEADING, ZabPhase.BROADCAST, 1, 2, True)
     assert closes(driver, engine._change_state(leading)) == [CloseClients()]
     assert engine._clients_held_since_ms is None
+
+
+def test_under_zookeepers_protocol_a_learner_serving_again_revalidates_its_held_sessions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ZooKeeper leader answers a session's writes only from the learner link it last heard
+    the session on (SESSIONMOVED otherwise): serving again, the learner sends the REVALIDATE
+    a reconnect would have sent, ahead of the session's next write."""
+    engine, driver = serving_follower(election_client_hold_ms=1500, quorum_protocol="zookeeper")
+    engine.tree.sessions[0x42] = (4000, b"password")
+    driver.run_work(engine._change_state(LOOKING))
+    forwarded: list[object] = []
+    monkeypatch.setattr(type(engine.peer), "learner", property(lambda peer: object()))
+    monkeypatch.setattr(engine.peer, "forward", forwarded.append)
+    assert closes(driver, engine._change_state(SERVING_AGAIN)) == []
+    assert forwarded == [Revalidate(session_id=0x42, timeout_ms=4000)]
 
 
 def test_no_hold_closes_every_client_as_zookeeper_does() -> None:
