@@ -14,7 +14,7 @@ from zabby.config import ConfigError, from_dict
 from zabby.core.messages import Revalidate
 from zabby.core.ready import SoftState
 from zabby.core.types import ServerState, ZabPhase
-from zabby.engine import CloseClients, Engine, Kept
+from zabby.engine import ClientsKept, CloseClients, Engine
 
 SERVING = SoftState(ServerState.FOLLOWING, ZabPhase.BROADCAST, 2, 1, True)
 LOOKING = SoftState(ServerState.LOOKING, ZabPhase.ELECTION, None, 1, False)
@@ -47,10 +47,10 @@ def closes(driver: Driver, work: object) -> list[CloseClients]:
 
 def test_an_election_shorter_than_the_hold_closes_only_the_busy_clients() -> None:
     engine, driver = serving_follower(election_client_hold_ms=1500)
-    assert closes(driver, engine._change_state(LOOKING)) == [CloseClients(Kept.IDLE)]
+    assert closes(driver, engine._change_state(LOOKING)) == [CloseClients(ClientsKept.IDLE)]
     engine.clock.now_ms += 600  # type: ignore[attr-defined]
     assert closes(driver, engine._tick()) == []
-    assert closes(driver, engine._change_state(SYNCING)) == [CloseClients(Kept.HELD)]  # read-only sessions, none held
+    assert closes(driver, engine._change_state(SYNCING)) == [CloseClients(ClientsKept.HELD)]  # read-only sessions, none held
     engine.clock.now_ms += 600  # type: ignore[attr-defined]
     assert closes(driver, engine._change_state(SERVING_AGAIN)) == []
     engine.clock.now_ms += 5000  # type: ignore[attr-defined]
@@ -63,7 +63,7 @@ def test_held_clients_are_closed_when_the_hold_runs_out() -> None:
     engine.clock.now_ms += 1499  # type: ignore[attr-defined]
     assert closes(driver, engine._tick()) == []
     engine.clock.now_ms += 1  # type: ignore[attr-defined]
-    assert closes(driver, engine._tick()) == [CloseClients(Kept.UNHELD)]  # a read-only session made meanwhile stays
+    assert closes(driver, engine._tick()) == [CloseClients(ClientsKept.UNHELD)]  # a read-only session made meanwhile stays
     engine.clock.now_ms += 5000  # type: ignore[attr-defined]
     assert closes(driver, engine._tick()) == []
 
@@ -84,11 +84,11 @@ def test_the_hold_counts_from_when_the_leader_was_last_heard() -> None:
     assert closes(driver, engine._change_state(LOOKING)) == [CloseClients()]
     engine, driver = serving_follower(election_client_hold_ms=1500)
     engine.peer.leader_silent_ticks = 1000 // engine.core_tick_ms
-    assert closes(driver, engine._change_state(LOOKING)) == [CloseClients(Kept.IDLE)]
+    assert closes(driver, engine._change_state(LOOKING)) == [CloseClients(ClientsKept.IDLE)]
     engine.clock.now_ms += 499  # type: ignore[attr-defined]
     assert closes(driver, engine._tick()) == []
     engine.clock.now_ms += 1  # type: ignore[attr-defined]
-    assert closes(driver, engine._tick()) == [CloseClients(Kept.UNHELD)]
+    assert closes(driver, engine._tick()) == [CloseClients(ClientsKept.UNHELD)]
 
 
 def test_a_server_that_serves_again_but_not_clients_closes_the_held_ones() -> None:

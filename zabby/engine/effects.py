@@ -113,12 +113,12 @@ class DropLinks:
     sids: tuple[int, ...]
 
 
-class Kept(enum.Enum):
+class ClientsKept(enum.Enum):
     """Which client connections a ``CloseClients`` leaves open."""
 
     NONE = "none"
     IDLE = "idle"  # those with a session and no request unanswered: they are held from now
-    HELD = "held"  # those held (by the last ``Kept.IDLE``)
+    HELD = "held"  # those held (by the last ``ClientsKept.IDLE``)
     UNHELD = "unheld"  # those not held: read-only sessions made since
 
 
@@ -126,9 +126,9 @@ class Kept(enum.Enum):
 class CloseClients:
     """Close client connections (they see ConnectionLoss): every one, or all but those
     ``keep`` names.  A server that stops serving holds its idle clients through the election
-    (``Kept.IDLE``) and closes the rest, whose requests it can no longer answer."""
+    (``ClientsKept.IDLE``) and closes the rest, whose requests it can no longer answer."""
 
-    keep: Kept = Kept.NONE
+    keep: ClientsKept = ClientsKept.NONE
 
 
 @dataclass(frozen=True, slots=True)

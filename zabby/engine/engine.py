@@ -54,8 +54,8 @@ from zabby.engine.clients import ClientCalls, Waiters, ZxidWaiters, first_sessio
 from zabby.engine.digests import DigestCheck
 from zabby.engine.zk_digests import ZkDigests
 from zabby.engine.effects import (
-    Append, CheckSpace, ClientSink, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
-    Install, Kept, Pause, Persist, Purge, Reconfigure, Recovered, Reload, Send, StageSnapshot, SyncDone, WriteSnapshot,
+    Append, CheckSpace, ClientSink, ClientsKept, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
+    Install, Pause, Persist, Purge, Reconfigure, Recovered, Reload, Send, StageSnapshot, SyncDone, WriteSnapshot,
 )  # fmt: skip
 from zabby.errors import Inconsistency, InvariantError
 from zabby.opcodes import OpCode
@@ -1054,7 +1054,7 @@ class Engine(ClientCalls):
         self.looking_since_ms = None
         if self.local_sessions or (self.session_sinks and not self.serving):
             self.local_sessions.clear()
-            yield CloseClients(Kept.HELD if self._clients_held_since_ms is not None else Kept.NONE)
+            yield CloseClients(ClientsKept.HELD if self._clients_held_since_ms is not None else ClientsKept.NONE)
 
     def _stop_serving(self, *, hold: bool = True) -> Work:
         """Clients of a server that stops serving are told (ConnectionLoss), not served, but
@@ -1081,7 +1081,7 @@ class Engine(ClientCalls):
         silent_ms = self.peer.leader_silent_ticks * self.core_tick_ms if self.soft.state is ServerState.LOOKING else 0
         if hold and self.config.election_client_hold_ms > silent_ms:
             self._clients_held_since_ms = now - silent_ms
-            yield CloseClients(Kept.IDLE)
+            yield CloseClients(ClientsKept.IDLE)
         else:
             self._clients_held_since_ms = None
             yield CloseClients()
@@ -1105,11 +1105,11 @@ class Engine(ClientCalls):
     def _release_held_clients(self) -> Work:
         """Held clients whose server did not serve again within ``electionClientHoldMs`` are
         closed, to reconnect to one that serves (this one may be cut off from the quorum)."""
-        since = self._clients_held_since_ms
-        if since is not None and self.clock.monotonic_ms() - since >= self.config.election_client_hold_ms:
-            LOGGER.info("not serving %d ms into its clients' hold: closing the clients held", self.clock.monotonic_ms() - since)
+        held_ms = self.clock.monotonic_ms() - (self._clients_held_since_ms or 0)
+        if held_ms >= self.config.election_client_hold_ms:
+            LOGGER.info("not serving %d ms into its clients' hold: closing the clients held", held_ms)
             self._clients_held_since_ms = None
-            yield CloseClients(Kept.UNHELD)  # a read-only session made meanwhile stays
+            yield CloseClients(ClientsKept.UNHELD)  # a read-only session made meanwhile stays
 
     # ----------------------------------------------------------------- repair
     def _repair(self, exc: Exception) -> Work:

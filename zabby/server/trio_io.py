@@ -27,7 +27,7 @@ import trio
 
 from zabby.config import ServerConfig, write_dynamic_config
 from zabby.core.messages import Message, Snap
-from zabby.engine import Engine, Install, Kept, Recovered, Reload, WriteSnapshot
+from zabby.engine import ClientsKept, Engine, Install, Recovered, Reload, WriteSnapshot
 from zabby.engine.storage import Storage
 from zabby.membership import Membership
 from zabby.server.peering.gate import InputGate
@@ -133,7 +133,7 @@ class TrioIO:
             for connection in waiting:
                 connection.requests_answered()
 
-    def close_clients(self, keep: Kept = Kept.NONE) -> None:
+    def close_clients(self, keep: ClientsKept = ClientsKept.NONE) -> None:
         for conn in list(self.server.connections):
             if not conn.kept(keep):
                 conn.close_after_flush()

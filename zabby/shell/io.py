@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from zabby.core.messages import Message, Snap
-from zabby.engine import Install, Kept, Recovered, Reload, WriteSnapshot
+from zabby.engine import ClientsKept, Install, Recovered, Reload, WriteSnapshot
 from zabby.membership import Membership
 
 T = TypeVar("T")
@@ -42,7 +42,7 @@ class ShellIO(Protocol):
 
     def drop_link(self, sid: int) -> None: ...
 
-    def close_clients(self, keep: Kept) -> None:
+    def close_clients(self, keep: ClientsKept) -> None:
         """Close the client connections, but those ``keep`` names (``zabby.engine.effects.CloseClients``)."""
 
     def reach(self, members: tuple[Any, ...]) -> None:

@@ -40,7 +40,7 @@ from zabby.core.messages import Inform, Proposal, Request, Sync
 from zabby.core.peer import Peer, PeerConfig
 from zabby.core.ready import SoftState
 from zabby.core.types import ServerState
-from zabby.engine import Engine, Kept, Recovered, WriteSnapshot
+from zabby.engine import ClientsKept, Engine, Recovered, WriteSnapshot
 from zabby.errors import ZabbyError
 from zabby.membership import Member, Membership
 from zabby.sim.checkers import Checker, Violation
@@ -192,7 +192,7 @@ class Cluster:
         for sid, (config, peer_config) in _configs(options).items():
             self.nodes[sid] = Node(sid, config, peer_config, SimClock(self))
         # client hooks, set by the workload
-        self.on_clients_closed: Callable[[Node, Kept], None] = lambda node, keep: None
+        self.on_clients_closed: Callable[[Node, ClientsKept], None] = lambda node, keep: None
         self.on_node_down: Callable[[Node], None] = lambda node: None
         self.stats: dict[str, int] = {"forged": 0, "crashes": 0, "crashes_in_ready": 0, "lost_unsynced": 0, "snaps": 0,
                                       "truncs": 0, "reloads": 0, "elections": 0, "restarts": 0, "snapshots": 0,

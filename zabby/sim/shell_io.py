@@ -24,7 +24,7 @@ from typing import Any, NoReturn, Protocol, Sequence, TypeVar
 import msgpack
 
 from zabby.core.messages import Diff, Inform, Message, Proposal, Snap, SnapChunk, Trunc, decode, encode
-from zabby.engine import Append, Install, Kept, Persist, Recovered, Reload, WriteSnapshot
+from zabby.engine import Append, ClientsKept, Install, Persist, Recovered, Reload, WriteSnapshot
 from zabby.engine.storage import Storage
 from zabby.membership import Member, Membership
 from zabby.config import ServerConfig
@@ -83,7 +83,7 @@ class Cluster(Protocol):
     stats: dict[str, int]
     trace: Callable[[str], None] | None
     nodes: dict[int, Any]
-    on_clients_closed: Callable[[Any, Kept], None]
+    on_clients_closed: Callable[[Any, ClientsKept], None]
 
     def log(self, text: str) -> None: ...
 
@@ -243,7 +243,7 @@ class SimIO:
     def drop_link(self, sid: int) -> None:
         self.cluster.network.close(self.cluster.now, self.node.sid, sid)
 
-    def close_clients(self, keep: Kept) -> None:
+    def close_clients(self, keep: ClientsKept) -> None:
         self.cluster.on_clients_closed(self.node, keep)
 
     def reach(self, members: tuple[Member, ...]) -> None:

@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from zabby.engine import Kept
+from zabby.engine import ClientsKept
 from zabby.errors import Err, ZabbyError
 from zabby.opcodes import CreateMode, OpCode
 from zabby.sim.checkers import AckedWrite, Checker
@@ -79,7 +79,7 @@ class Workload:
         self.stats = {"writes": 0, "reconfigs": 0, "acked": 0, "failed": 0, "syncs": 0, "synced": 0, "timeouts": 0,
                       "sessions": 0, "expired": 0, "closed": 0}  # fmt: skip
         cluster.on_clients_closed = self.on_clients_closed
-        cluster.on_node_down = lambda node: self.on_clients_closed(node, Kept.NONE)
+        cluster.on_node_down = lambda node: self.on_clients_closed(node, ClientsKept.NONE)
 
     def idle(self) -> bool:
         return all(c.outstanding is None or c.outstanding.kind == "connect" for c in self.clients)
@@ -156,14 +156,14 @@ class Workload:
                 node.engine.detach(client)
             self.cluster.log(f"client {client.index}: disconnected from server {client.sid} ({why})")
 
-    def on_clients_closed(self, node: Node, keep: Kept) -> None:
+    def on_clients_closed(self, node: Node, keep: ClientsKept) -> None:
         """As the server's connections (``zabby.server.clients.session.ClientSession.kept``)."""
         for client in self.clients:
             if client.sid != node.sid:
                 continue
-            if keep is Kept.IDLE:
+            if keep is ClientsKept.IDLE:
                 client.held = client.attached and client.outstanding is None
-            kept = client.held if keep in (Kept.IDLE, Kept.HELD) else keep is Kept.UNHELD and not client.held
+            kept = client.held if keep in (ClientsKept.IDLE, ClientsKept.HELD) else keep is ClientsKept.UNHELD and not client.held
             if not kept:
                 self.disconnect(client, "the server stopped serving")
 

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from zabby.config import ServerConfig
 from zabby.engine.clients import ZXID_WAIT_MS_MAX
-from zabby.engine.effects import ClientSink, Done, Kept, SyncDone
+from zabby.engine.effects import ClientSink, ClientsKept, Done, SyncDone
 from zabby.errors import Err, ZabbyError, shown
 from zabby.opcodes import WRITE_OPS, OpCode
 from zabby.sasl import DigestMd5Server, SaslFailure
@@ -317,15 +317,15 @@ class ClientSession:
         self.output.close_after_flush()
         return False
 
-    def kept(self, keep: Kept) -> bool:
+    def kept(self, keep: ClientsKept) -> bool:
         """Whether the connection stays open when its server closes its clients (see
-        ``zabby.engine.engine.Engine._stop_serving``).  ``Kept.IDLE`` holds it if it has a
+        ``zabby.engine.engine.Engine._stop_serving``).  ``ClientsKept.IDLE`` holds it if it has a
         read-write session and no request unanswered (an answer it waits for would never come)."""
-        if keep is Kept.IDLE:
+        if keep is ClientsKept.IDLE:
             self.held = bool(self.session_id) and not self.read_only and not self._slots and not self._broken
-        elif keep is Kept.UNHELD:
+        elif keep is ClientsKept.UNHELD:
             return not self.held
-        return keep is not Kept.NONE and self.held
+        return keep is not ClientsKept.NONE and self.held
 
     def _left_unserved(self, op: int, refused: ZabbyError) -> bool:
         """A write or sync refused on a read-write session because the server does not serve
