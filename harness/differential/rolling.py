@@ -35,8 +35,8 @@ heard the creation of every znode, but for creates made while it reconnected (Zo
 re-adds a persistent watch after a reconnect without what changed meanwhile: those are
 counted, and none may fall outside its reconnections, each taken to begin when its server
 stopped serving: a zabby server holds its idle clients up to ``electionClientHoldMs`` before
-it closes them); no server logged a digest mismatch or a traceback.  At the end the latches are judged: the holder (which counts only a lost session
-as an error) never lost its leadership, and every disconnection of a Curator client, and so
+it closes them); no server logged a digest mismatch or a traceback.  At the end the latches
+are judged: the holder (which counts only a lost session as an error) never lost its leadership, and every disconnection of a Curator client, and so
 every loss of the standard latch, came in a step that stopped its server or made the
 ensemble elect.
 """
@@ -579,12 +579,12 @@ class Rolling:
         uncaused = [state for state in states if state["state"] in ("SUSPENDED", "LOST") and self._cause(state) is None]
         if uncaused:
             verdict.problems.append(f"Curator clients disconnected in no step that stopped their server or elected: {uncaused[:5]}")
-        suspended_states = [state for state in states if state["client"] == "standard" and state["state"] == "SUSPENDED"]
-        suspended = [state["t"] for state in suspended_states]
-        unexplained = [loss for loss in losses if loss["client"] == "standard" and not any(-LOSS_SLACK_MS <= loss["t"] - t <= 5 * LOSS_SLACK_MS for t in suspended)]
+        suspensions = [state for state in states if state["client"] == "standard" and state["state"] == "SUSPENDED"]
+        standard_losses = [loss for loss in losses if loss["client"] == "standard"]
+        unexplained = [loss for loss in standard_losses if suspension_of(loss, suspensions) is None]
         if unexplained:
             verdict.problems.append(f"the standard LeaderLatch lost leadership without a disconnection: {unexplained}")
-        lost_in = [self._loss_step(loss, suspended_states) for loss in losses if loss["client"] == "standard"]
+        lost_in = [self._loss_step(loss, suspensions) for loss in standard_losses]
         verdict.figures["standard_latch_lost_in"] = [label for label, _ in lost_in]
         verdict.figures["standard_latch_lost_off_its_server"] = sum(not own for _, own in lost_in)
         if any(state["state"] == "LOST" for state in raw.get("states", [])):
@@ -614,8 +614,7 @@ class Rolling:
     def _loss_step(self, loss: dict[str, Any], suspensions: list[dict[str, Any]]) -> tuple[str, bool]:
         """The standard latch's loss of leadership: the step it came in, and whether that step
         replaced the server its client was connected to (issue 60's one excuse)."""
-        before = [state for state in suspensions if -LOSS_SLACK_MS <= loss["t"] - state["t"] <= 5 * LOSS_SLACK_MS]
-        at = before[-1] if before else loss
+        at = suspension_of(loss, suspensions) or loss
         step = self._step_at(at["t"])
         if step is None:
             return "in no step", False
@@ -625,6 +624,12 @@ class Rolling:
 
     def _sid_of(self, port: str | None) -> str:
         return next((str(sid) for sid, server_port in self.ports.items() if str(server_port) == port), f"on port {port}")
+
+
+def suspension_of(loss: dict[str, Any], suspensions: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The latest SUSPENDED of the latch's client that explains its loss of leadership: from
+    ``LOSS_SLACK_MS`` after the loss to 5 times that before it."""
+    return next((state for state in reversed(suspensions) if -LOSS_SLACK_MS <= loss["t"] - state["t"] <= 5 * LOSS_SLACK_MS), None)
 
 
 def heard(watcher: JavaWatcher) -> set[str]:
