@@ -158,12 +158,19 @@ class ServerConfig:
     peers: tuple[PeerAddress, ...] = ()
     server_id: int = 0
     quorum_protocol: str = ZABBY_PROTOCOL  # quorum.protocol: what the peer ports speak, zabby's or ZooKeeper 3.8's
+    quorum_bridge: bool = False  # quorum.protocol.bridge: the peer ports take the other protocol too (a rolling switch)
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def membership(self) -> Membership | None:
         """The server.N lines as a membership (None for a standalone server)."""
         return Membership.of(self.peers, self.membership_version) if self.peers else None
+
+    @property
+    def zookeeper_peers(self) -> bool:
+        """Whether a peer may speak ZooKeeper's protocol with this server: then what that
+        protocol cannot carry (a session's password, zabby's LOGGED) is done ZooKeeper's way."""
+        return self.quorum_protocol == ZOOKEEPER_PROTOCOL or self.quorum_bridge
 
     @property
     def standalone(self) -> bool:
@@ -432,17 +439,22 @@ def from_dict(raw: dict[str, str], base: Path = Path(".")) -> ServerConfig:  # n
 
 def _with_quorum_protocol(config: ServerConfig, raw: dict[str, str]) -> ServerConfig:
     """``quorum.protocol``: ``zookeeper`` makes the peer ports speak ZooKeeper 3.8's protocol,
-    so that ZooKeeper servers and zabby servers make one ensemble (docs/operations.md).  What
-    only zabby's protocol has is refused with it."""
+    so that ZooKeeper servers and zabby servers make one ensemble (docs/operations.md).
+    ``quorum.protocol.bridge=true``: the ports take both protocols, and each peer is answered
+    in the one it speaks (``zabby.server.peering.bridge``), so that an ensemble switches
+    protocol by a rolling restart with every server serving.  What only zabby's protocol has
+    is refused with either."""
     protocol = raw.pop("quorum.protocol", ZABBY_PROTOCOL).strip().lower()
     if protocol not in QUORUM_PROTOCOLS:
         raise ConfigError(f"quorum.protocol={protocol}: one of {', '.join(QUORUM_PROTOCOLS)}")
-    if protocol == ZOOKEEPER_PROTOCOL:
+    bridge = _bool(raw, "quorum.protocol.bridge", False)
+    if protocol == ZOOKEEPER_PROTOCOL or bridge:
+        setting = "quorum.protocol.bridge=true" if bridge else "quorum.protocol=zookeeper"
         for on, key in ((config.quorum_tls, "sslQuorum"), (config.quorum_auth, "quorum.auth.enabled"), (config.reconfig_enabled, "reconfigEnabled")):
             if on:
-                raise ConfigError(f"quorum.protocol=zookeeper does not go with {key}=true: zabby speaks ZooKeeper's peer "
+                raise ConfigError(f"{setting} does not go with {key}=true: zabby speaks ZooKeeper's peer "
                                   f"protocol in plain text, without reconfig")  # fmt: skip
-    return dataclasses.replace(config, quorum_protocol=protocol)
+    return dataclasses.replace(config, quorum_protocol=protocol, quorum_bridge=bridge)
 
 
 def _election_client_hold_ms(raw: dict[str, str], tick_ms: int, session_timeout_ms_min: int) -> int:

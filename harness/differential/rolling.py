@@ -9,16 +9,17 @@ once at most):
 1. onto zabby: a ZooKeeper server stopped, its data dir imported (``zabby-admin zookeeper
    import``; or, with ``data="sync"``, an empty one) and a zabby server started there with
    ``quorum.protocol=zookeeper``, which catches up from the leader;
-2. zabby's protocol: each zabby server restarted with zabby's own peer protocol.  A server on
-   the other protocol than the majority's does not serve; the step that makes the majority
-   switch is the phase's election;
+2. zabby's protocol: each zabby server restarted with zabby's own peer protocol and
+   ``quorum.protocol.bridge=true``, so that it serves with the others whichever protocol they
+   speak (without the bridge, the server left on the old protocol once the majority switched
+   could not serve until its own restart); the leader's restart is the phase's election;
 3. ZooKeeper's protocol again, the same way;
 4. back to ZooKeeper: a zabby server stopped, its data dir exported (``zabby-admin zookeeper
    export``) and ZooKeeper started there.
 
-Between steps, as an operator would: ``srvr`` on each server (the servers of the majority's
-protocol serve, one of them leads, the others do not serve) and ``mntr`` on the leader
-(``zk_synced_followers``: every other server of its protocol).
+Between steps, as an operator would: ``srvr`` on each server (every server that can speak with
+the majority serves, one of them leads) and ``mntr`` on the leader (``zk_synced_followers``:
+every other server that serves).
 
 Throughout: two kazoo writers and a writer on ZooKeeper's Java client
 (``JavaClientDriver.java``), each with a session of its own holding an ephemeral znode and
@@ -33,7 +34,8 @@ node by node with every Stat field; every acknowledged create is there; every wr
 session is the one it began with and still owns its ephemeral (none expired); the watcher
 heard the creation of every znode, but for creates made while it reconnected (ZooKeeper
 re-adds a persistent watch after a reconnect without what changed meanwhile: those are
-counted, and none may fall outside its reconnections, each taken to begin when its server
+counted, and the watcher reads its tree again after each reconnection, as Curator's
+CuratorCache does, and must find each of them so; none may fall outside its reconnections, each taken to begin when its server
 stopped serving: a zabby server holds its idle clients up to ``electionClientHoldMs`` before
 it closes them); no server logged a digest mismatch or a traceback.  At the end the latches
 are judged: the holder (which counts only a lost session as an error) never lost its leadership, and every disconnection of a Curator client, and so
@@ -356,8 +358,7 @@ class Rolling:
         replacement = self._replacement(sid, before, kind, step)
         replacement.launch()
         step.times["launched"] = time.monotonic() - step.started
-        kinds = {other: protocol_of(self.ensemble.kinds[other]) for other in self.ports}
-        step.leader_after = self._wait_steady(kinds)
+        step.leader_after = self._wait_steady({other: protocol_of(self.ensemble.kinds[other]) for other in self.ports})
         step.times["steady"] = time.monotonic() - step.started
         self._settle(step)
         self.steps.append(step)
@@ -366,7 +367,7 @@ class Rolling:
     def _replacement(self, sid: int, before: str, kind: str, step: Step) -> ServerProcess | ZooKeeperProcess:
         """Server ``sid`` as ``kind``, its data moved over (not started)."""
         if protocol_of(before) != protocol_of(kind) and ZOOKEEPER not in (before, kind):
-            return self.ensemble.switch_protocol(sid, kind)
+            return self.ensemble.switch_protocol(sid, kind, bridge=True)
         server, old = self.ensemble.replace(sid, kind)
         if self.data == "import":
             source = old / "data"
@@ -397,10 +398,13 @@ class Rolling:
         return {sid: server_mode(port) for sid, port in self.ports.items()}
 
     def _wait_steady(self, protocols: dict[int, str]) -> int:
-        """Until the servers of the majority's protocol serve, one leading and the others synced
-        with it (``mntr``'s zk_synced_followers), and the others do not serve; the leader."""
+        """Until the servers that speak with the majority serve (of its protocol, or bridging,
+        or all of it bridges), one leading and the others synced with it (``mntr``'s
+        zk_synced_followers), and the others do not serve; the leader."""
         majority = max(set(protocols.values()), key=list(protocols.values()).count)
-        members = {sid for sid, protocol in protocols.items() if protocol == majority}
+        bridged = self.ensemble.bridged
+        everyone = {sid for sid, protocol in protocols.items() if protocol == majority} <= bridged
+        members = {sid for sid, protocol in protocols.items() if protocol == majority or sid in bridged or everyone}
         found: list[int] = []
 
         def steady() -> bool:
@@ -448,7 +452,8 @@ class Rolling:
         finally:
             setup.stop()
             setup.close()
-        self.watcher = JavaWatcher("watcher", self.hosts, ROOT, WorkloadSpec(session_timeout_s=SESSION_TIMEOUT_S), self.workdir / "watcher.log")
+        self.watcher = JavaWatcher("watcher", self.hosts, ROOT, WorkloadSpec(session_timeout_s=SESSION_TIMEOUT_S), self.workdir / "watcher.log",
+                                   reread=True)  # fmt: skip
         self.watcher.start()
         if not self.watcher.ready.wait(60):
             raise RuntimeError(f"the recursive watcher did not register: {self.watcher.error}")
@@ -538,23 +543,29 @@ class Rolling:
 
     def _check_watch(self, tree: dict[str, tuple[bytes, tuple[int, ...]]], verdict: Verdict) -> None:
         """Every znode under ``/rolling`` made since the watch was added was heard created, but
-        those whose create may have met a reconnection of the watcher."""
+        those whose create may have met a reconnection of the watcher; and those the watcher
+        found when it read its tree again after each reconnection (as Curator's CuratorCache
+        does): none may be missed by both."""
         watcher = self.watcher
         assert watcher is not None
         expected = {path for path in tree if path.startswith(ROOT + "/") and path.count("/") == 3}
         deadline, count, still_since = time.monotonic() + CATCH_UP_S, -1, time.monotonic()
-        while not expected <= heard(watcher) and time.monotonic() < deadline and time.monotonic() - still_since < QUIET_S:
-            if len(watcher.events) != count:
-                count, still_since = len(watcher.events), time.monotonic()
+        while not expected <= heard(watcher) | watcher.reread and time.monotonic() < deadline and time.monotonic() - still_since < QUIET_S:
+            if len(watcher.events) + len(watcher.reread) != count:
+                count, still_since = len(watcher.events) + len(watcher.reread), time.monotonic()
             time.sleep(0.2)
         missed = sorted(expected - heard(watcher))
         writes = {w.tag: w for writer in self.writers for w in writer.writes}
         windows = reconnect_windows(watcher.state_times)
         unexplained = [p for p in missed if not in_windows(writes.get(tree[p][0].decode(errors="replace")), windows)]
+        never_seen = [p for p in missed if p not in watcher.reread]
         verdict.figures.update({"watched_creates": len(expected), "missed_in_reconnects": len(missed) - len(unexplained),
-                                "watcher_reconnects": len(windows)})  # fmt: skip
+                                "found_by_rereading": len(missed) - len(never_seen), "watcher_reconnects": len(windows),
+                                "watcher_rereads": watcher.rereads})  # fmt: skip
         if unexplained:
             verdict.problems.append(f"the watcher missed {len(unexplained)} creates while connected, e.g. {unexplained[:5]}")
+        if never_seen:
+            verdict.problems.append(f"the watcher never saw {len(never_seen)} creates, by its watch or by reading again, e.g. {never_seen[:5]}")
 
     def _check_logs(self, verdict: Verdict) -> None:
         found = []

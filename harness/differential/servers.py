@@ -46,7 +46,7 @@ def zookeeper_server(workdir: Path) -> ZooKeeperProcess:
 
 
 def mixed_ensemble(workdir: Path, kinds: dict[int, str], *, observers: tuple[int, ...] = (), zk_properties: dict[str, Any] | None = None,
-                   **settings: Any) -> MixedEnsemble:  # fmt: skip
+                   bridged: tuple[int, ...] = (), **settings: Any) -> MixedEnsemble:  # fmt: skip
     """ZooKeeper and zabby servers in one ensemble (``MixedEnsemble``; not started) with the
     settings ``zookeeper_server`` and ``zabby_server`` use, so that the differential can run
     through any member; ``settings`` go to the zabby members, ``zk_properties`` to the JVMs."""
@@ -54,7 +54,7 @@ def mixed_ensemble(workdir: Path, kinds: dict[int, str], *, observers: tuple[int
                   **(zk_properties or {})}  # fmt: skip
     shared = {key: value for key, value in COMMON.items() if key not in ("tickTime", "4lw.commands.whitelist", "admin.enableServer")}
     return MixedEnsemble(workdir, kinds, observers=observers, tick_ms=COMMON["tickTime"], zk_settings=shared, zk_properties=properties,
-                         **shared, **{"znode.container.checkIntervalMs": REAP_INTERVAL_MS, "superDigest": SUPER_DIGEST, **settings})  # fmt: skip
+                         bridged=bridged, **shared, **{"znode.container.checkIntervalMs": REAP_INTERVAL_MS, "superDigest": SUPER_DIGEST, **settings})  # fmt: skip
 
 
 def zabby_server(workdir: Path) -> ServerProcess:

@@ -162,9 +162,13 @@ class ZabbyWatcher(threading.Thread):
 class JavaWatcher:
     """ZooKeeper's Java client with a persistent recursive watch (``RecursiveWatcher.java``)."""
 
-    def __init__(self, name: str, hosts: str, watch_path: str, spec: WorkloadSpec, log_path: Path) -> None:
+    def __init__(self, name: str, hosts: str, watch_path: str, spec: WorkloadSpec, log_path: Path, *, reread: bool = False) -> None:
+        """``reread``: after each reconnection it reads the tree under ``watch_path`` again, as
+        Curator's CuratorCache does (``reread``: every path found so)."""
         self.name = name
         self.events: list[Change] = []
+        self.reread: set[str] = set()
+        self.rereads = 0  # reconnections after which the whole tree was read again
         self.ready = threading.Event()
         self.error = ""
         self.states: Counter[str] = Counter()
@@ -173,7 +177,7 @@ class JavaWatcher:
         build = compile_java("zk-recursive-watcher", [JAVA_SOURCE], [ZK_JAR])
         argv = ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dzookeeper.sasl.client=false",
                 "-cp", classpath(build, ZK_JAR, JAVA_DIR / "slf4j-nop.jar"), "RecursiveWatcher", hosts, watch_path,
-                str(int(spec.session_timeout_s * 1000))]  # fmt: skip
+                str(int(spec.session_timeout_s * 1000)), *(["reread"] if reread else [])]  # fmt: skip
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, encoding="utf-8", bufsize=1)
         self._lock = threading.Lock()
@@ -192,6 +196,11 @@ class JavaWatcher:
                     self.events.append(Change(-1, kind, path))
             elif word == "READY":
                 self.ready.set()
+            elif word == "R":
+                with self._lock:
+                    self.reread.add(rest)
+            elif word == "REREAD":
+                self.rereads += 1
             elif word == "S":
                 self.states[rest] += 1
                 self.state_times.append((time.monotonic(), rest))

@@ -24,11 +24,11 @@ ZOOKEEPER, ZABBY, ZABBY_NATIVE = "zookeeper", "zabby", "zabby-native"
 class MixedEnsemble(Ensemble):
     """``kinds`` maps each server id (1..n) to its kind; ``observers``: the ids that observe.
     ``zk_settings`` and ``zk_properties`` (-D options) go to the ZooKeeper servers only,
-    ``settings`` to the zabby ones."""
+    ``settings`` to the zabby ones; ``bridged``: the zabby servers with ``quorum.protocol.bridge=true``."""
 
     def __init__(self, workdir: Path, kinds: Mapping[int, str], *, observers: Iterable[int] = (), tick_ms: int = 200,
                  zk_settings: Mapping[str, object] | None = None, zk_properties: Mapping[str, object] | None = None,
-                 **settings: object) -> None:  # fmt: skip
+                 bridged: Iterable[int] = (), **settings: object) -> None:  # fmt: skip
         if sorted(kinds) != list(range(1, len(kinds) + 1)):
             raise ValueError(f"server ids 1..{len(kinds)}, not {sorted(kinds)}")
         self.servers: dict[int, ServerProcess | ZooKeeperProcess] = {}  # type: ignore[assignment]
@@ -40,6 +40,7 @@ class MixedEnsemble(Ensemble):
         self.common = {"tickTime": tick_ms, **QUORUM_LIMITS, **server_lines(self.members.values(), self.roles, client=False)}
         self.zk_settings = dict(zk_settings or {})
         self.zk_properties = dict(zk_properties or {})
+        self.bridged = set(bridged)  # zabby servers that take both peer protocols (quorum.protocol.bridge)
         for sid, kind in self.kinds.items():
             write_myid(self._folder(sid) / "data", sid)
             self.servers[sid] = self._server_of(sid, kind)
@@ -68,7 +69,9 @@ class MixedEnsemble(Ensemble):
             return ZooKeeperProcess(folder, port=client, properties=self.zk_properties, **settings)
         if kind not in (ZABBY, ZABBY_NATIVE):
             raise ValueError(f"server {sid}: kind {kind!r} is none of {ZOOKEEPER!r}, {ZABBY!r}, {ZABBY_NATIVE!r}")
-        protocol = {"quorum.protocol": "zookeeper"} if kind == ZABBY else {}
+        protocol: dict[str, Any] = {"quorum.protocol": "zookeeper"} if kind == ZABBY else {}
+        if sid in self.bridged:
+            protocol["quorum.protocol.bridge"] = "true"
         return ServerProcess(folder, port=client, **{**self.common, **protocol, **self.settings})
 
     def replace(self, sid: int, kind: str) -> tuple[ServerProcess | ZooKeeperProcess, Path]:
@@ -82,15 +85,19 @@ class MixedEnsemble(Ensemble):
         old = folder.rename(folder.with_name(f"server{sid}.{aside}"))
         write_myid(folder / "data", sid)
         self.kinds[sid] = kind
+        self.bridged.discard(sid)
         server = self.servers[sid] = self._server_of(sid, kind)
         return server, old
 
-    def switch_protocol(self, sid: int, kind: str) -> ServerProcess:
+    def switch_protocol(self, sid: int, kind: str, *, bridge: bool = False) -> ServerProcess:
         """Zabby server ``sid`` (not running) on the other peer protocol: ``kind`` ZABBY for
-        ZooKeeper's, ZABBY_NATIVE for zabby's own; its folder and data kept."""
+        ZooKeeper's, ZABBY_NATIVE for zabby's own; its folder and data kept.  ``bridge``: it
+        takes both protocols (``quorum.protocol.bridge=true``), so that it serves with the
+        others whichever they speak."""
         if self.kinds[sid] not in (ZABBY, ZABBY_NATIVE) or kind not in (ZABBY, ZABBY_NATIVE):
             raise ValueError(f"server {sid} is {self.kinds[sid]}: only a zabby server switches between {ZABBY!r} and {ZABBY_NATIVE!r}, not to {kind!r}")
         self.kinds[sid] = kind
+        (self.bridged.add if bridge else self.bridged.discard)(sid)
         server = self.servers[sid] = self._server_of(sid, kind)
         assert isinstance(server, ServerProcess)
         return server

@@ -142,3 +142,17 @@ def test_console_keys(tmp_path: Path) -> None:
     for bad in ("admin:secret", "admin", ":fvr2cB/fjGeAiX8g1aGhUm3ZICk=", "admin:bm90IDIwIGJ5dGVz"):
         with pytest.raises(zoo_config.ConfigError, match="admin.console.auth=.*zabby-admin digest"):
             zoo_config.load(_write(tmp_path, f"dataDir=data\nadmin.console.auth={bad}\n"))
+
+
+def test_the_peer_protocol_bridge_is_off_by_default_and_plain_text_without_reconfig(tmp_path: Path) -> None:
+    servers = "dataDir=data\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889\n"
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "myid").write_text("1\n")
+    plain = zoo_config.load(_write(tmp_path, servers))
+    assert not plain.quorum_bridge and not plain.zookeeper_peers
+    bridged = zoo_config.load(_write(tmp_path, servers + "quorum.protocol.bridge=true\n"))
+    assert bridged.quorum_bridge and bridged.zookeeper_peers and bridged.quorum_protocol == zoo_config.ZABBY_PROTOCOL
+    with pytest.raises(zoo_config.ConfigError, match="quorum.protocol.bridge=true does not go with reconfigEnabled=true"):
+        zoo_config.load(_write(tmp_path, servers + "quorum.protocol.bridge=true\nreconfigEnabled=true\n"))
+    with pytest.raises(zoo_config.ConfigError, match="quorum.protocol.bridge"):
+        zoo_config.load(_write(tmp_path, servers + "quorum.protocol.bridge=maybe\n"))

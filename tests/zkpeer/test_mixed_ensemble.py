@@ -1,5 +1,5 @@
-"""ZooKeeper 3.8 servers and zabby servers in one ensemble (``quorum.protocol=zookeeper``): zabby
-as a follower, an observer and the leader.  Through every member, the differential's seeded
+"""ZooKeeper 3.8 servers and zabby servers in one ensemble (``quorum.protocol=zookeeper``, or
+zabby's own with ``quorum.protocol.bridge=true``): zabby as a follower, an observer and the leader.  Through every member, the differential's seeded
 ops (kazoo, and ZooKeeper's Java client through the zabby members) answer as a standalone
 ZooKeeper answers them, writes of every txn type commit, and afterwards every member holds
 the same tree, node by node with every Stat field and ACL, with no digest mismatch (or exit)
@@ -25,7 +25,7 @@ from harness.differential.runner import Pair, run_ops
 from harness.differential.servers import mixed_ensemble, running_mixed_pair, zookeeper_server
 from harness.differential.workload import Workload
 from harness.local.javac import JavaUnavailable
-from harness.local.mixed import ZABBY, ZOOKEEPER, MixedEnsemble
+from harness.local.mixed import ZABBY, ZABBY_NATIVE, ZOOKEEPER, MixedEnsemble
 from harness.local.zookeeper import ZooKeeperProcess
 from zabby.testing.processes import ServerProcess
 
@@ -37,8 +37,12 @@ TOPOLOGIES: dict[str, tuple[dict[int, str], tuple[int, ...], dict[int, str]]] = 
     "one-zookeeper-two-zabby": ({1: ZK, 2: ZABBY, 3: ZABBY}, (), {3: "leader", 1: "follower"}),
     "zabby-observes": ({1: ZK, 2: ZK, 3: ZABBY}, (3,), {3: "observer"}),
     "zookeeper-observes-zabby": ({1: ZK, 2: ZABBY, 3: ZK}, (3,), {2: "leader", 3: "observer"}),
+    # on zabby's own protocol with quorum.protocol.bridge=true: it answers ZooKeeper's servers in theirs
+    "bridging-zabby-leads": ({1: ZK, 2: ZK, 3: ZABBY_NATIVE}, (), {3: "leader"}),
+    "bridging-zabby-follows": ({1: ZABBY_NATIVE, 2: ZK, 3: ZK}, (), {1: "follower"}),
 }
-DEFAULT_TOPOLOGIES = ("zabby-follows", "zabby-leads")
+BRIDGED = {"bridging-zabby-leads": (3,), "bridging-zabby-follows": (1,)}
+DEFAULT_TOPOLOGIES = ("zabby-follows", "zabby-leads", "bridging-zabby-leads")
 DIFF_OPS, JAVA_OPS = 200, 150
 
 
@@ -56,7 +60,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def started(tmp_path: Path, topology: str, **settings: Any) -> MixedEnsemble:
     kinds, observers, roles = TOPOLOGIES[topology]
-    ensemble = mixed_ensemble(tmp_path, kinds, observers=observers, **settings)
+    ensemble = mixed_ensemble(tmp_path, kinds, observers=observers, bridged=BRIDGED.get(topology, ()), **settings)
     ensemble.start(90)
     ensemble.wait_leader(60, everyone=True)
     modes = ensemble.modes()

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic, TypeVar
 
-from zabby.config import ZOOKEEPER_PROTOCOL, ServerConfig
+from zabby.config import ServerConfig
 from zabby.core.messages import Request, Revalidate, Revalidated, Sync
 from zabby.core.peer import Peer, PeerConfig
 from zabby.core.ready import SoftState
@@ -398,7 +398,7 @@ class ClientCalls:
     def _new_password(self, session_id: int) -> bytes:
         """Random, but among ZooKeeper servers the one they derive from the id (their
         createSession txn carries none): a client must re-attach anywhere."""
-        return session_password(session_id) if self.config.quorum_protocol == ZOOKEEPER_PROTOCOL else self.rng.randbytes(16)
+        return session_password(session_id) if self.config.zookeeper_peers else self.rng.randbytes(16)
 
     def close_session(self, session_id: int, cxid: int, done: Done) -> None:
         self.submit(OpCode.CLOSE_SESSION, (), Caller(session_id, []), cxid, done)
@@ -462,7 +462,7 @@ class ClientCalls:
         """A ZooKeeper leader answers a session's writes only from the learner it last heard
         of it from (else SESSIONMOVED): a learner under ZooKeeper's protocol that takes a
         session sends REVALIDATE, ahead of its writes on the link."""
-        if self.config.quorum_protocol == ZOOKEEPER_PROTOCOL and self.peer.learner is not None and session_id in self.tree.sessions:
+        if self.config.zookeeper_peers and self.peer.learner is not None and session_id in self.tree.sessions:
             self.peer.forward(Revalidate(session_id=session_id, timeout_ms=self.tree.sessions[session_id][0]))
             self.wake()
 

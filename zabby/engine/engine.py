@@ -44,7 +44,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from zabby.config import ZOOKEEPER_PROTOCOL, ServerConfig
+from zabby.config import ServerConfig
 from zabby.core.messages import Ack, Diff, Logged, Message, Proposal, Request, Revalidate, Revalidated, Snap, SnapChunk, TreeDigest, Trunc
 from zabby.core.peer import Peer, PeerConfig
 from zabby.core.zk_link import SUPER_ID
@@ -105,7 +105,7 @@ def core_timing(config: ServerConfig) -> tuple[int, PeerConfig]:
         notify_interval_ticks_max=math.ceil(2000 / core_tick_ms),
         commit_log_count=config.commit_log_count,
         zxid_counter_last=config.zxid_counter_last,
-        logged_commits=config.quorum_protocol != ZOOKEEPER_PROTOCOL,
+        logged_commits=not config.zookeeper_peers,
     )
 
 
@@ -184,7 +184,7 @@ class Engine(ClientCalls):
         self.last_proposal_bytes = (0, 0, 0)  # last, min, max
         self.digests = DigestCheck(self.stats)
         # ZooKeeper's digest of each proposal, for ZooKeeper learners (None: zabby's protocol)
-        self.zk_digests = ZkDigests() if config.quorum_protocol == ZOOKEEPER_PROTOCOL else None
+        self.zk_digests = ZkDigests() if config.zookeeper_peers else None
         self._zk_mismatch_logged = False  # a learner's first mismatch with this leader's digests was logged
         self._zk_check_failed = False  # a learner could not replay one of this leader's txns: no more checks
         self._inputs: deque[tuple[int, Any, Any]] = deque()
@@ -674,7 +674,7 @@ class Engine(ClientCalls):
         ids = [(scheme, ident) for scheme, ident in auth_ids]
         super_digest = self.config.super_digest
         superuser = self.config.skip_acl or (super_digest is not None and ("digest", super_digest) in ids)
-        if self.config.quorum_protocol == ZOOKEEPER_PROTOCOL and SUPER_ID in ids:
+        if self.config.zookeeper_peers and SUPER_ID in ids:
             superuser = True
         caller = Caller(request.session_id, ids, superuser)
         if len(self._forwarded_callers) >= FORWARDED_CALLERS_MAX:  # sessions come and go: start again

@@ -112,7 +112,7 @@ class ZkDigests:
     def __init__(self, kept: int = DIGESTS_KEPT) -> None:
         self.kept = kept
         self._digests: OrderedDict[int, int] = OrderedDict()
-        self._carried: OrderedDict[int, int | None] = OrderedDict()  # a learner's: its leader's, by zxid
+        self._carried: OrderedDict[int, int] = OrderedDict()  # a learner's: its leader's, by zxid
         self._overlay: TreeOverlay | None = None
         self._replay: ZkTree | None = None
 
@@ -155,7 +155,9 @@ class ZkDigests:
         send another txn with the zxid of one this learner dropped."""
         carried = self._carried
         carried.pop(zxid, None)
-        carried[zxid] = digest[1] if digest is not None and digest[0] == DIGEST_VERSION else None
+        if digest is None or digest[0] != DIGEST_VERSION:
+            return  # nothing to check it against: no replay for it (a bridging leader on zabby's protocol sends none)
+        carried[zxid] = digest[1]
         if len(carried) > self.kept:
             carried.popitem(last=False)
 

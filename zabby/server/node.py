@@ -32,7 +32,8 @@ from zabby.server.clients.passes import PassBudget
 from zabby.server.clients.session import ClientSession
 from zabby.server.clients.throttle import GuessThrottle
 from zabby.server.peering.gate import InputGate
-from zabby.server.peering.transport import Transport
+from zabby.server.peering.bridge import BridgeTransport
+from zabby.server.peering.transport import Deliver, LinkClosed, Transport
 from zabby.server.peering.zk_transport import ZkTransport
 from zabby.server.process.descriptors import Descriptors
 from zabby.server.process.forks import ForkFreezer
@@ -67,7 +68,7 @@ class ZabbyServer:
         self.io = TrioIO(self)
         self.executor = EffectExecutor(storage, self.io, ensemble=bool(config.peers))
         self.engine = Engine(config, peer_config, self.core_tick_ms, recovered, clock=SystemClock(),
-                             freezer=ForkFreezer(storage.snap_dir, zookeeper_peers=config.quorum_protocol == ZOOKEEPER_PROTOCOL),
+                             freezer=ForkFreezer(storage.snap_dir, zookeeper_peer=self._syncs_in_zookeeper),
                              rng=random.SystemRandom(), stats=self.stats)  # fmt: skip
         self.engine.space_low = storage.space_low
         self.executor.drive(self.engine)
@@ -83,18 +84,35 @@ class ZabbyServer:
         self.guesses = GuessThrottle()  # SASL responses, by client host
         self.session_sources = SessionSources(config.sessions_per_host_max, self._session_alive, config.sessions_max)
         self.passes = PassBudget(self.engine)  # what a pass of trio's scheduler may do (installed by run_peer)
-        self.transport: Transport | ZkTransport | None = None
+        self.transport: Transport | ZkTransport | BridgeTransport | None = None
         self.input_gate = InputGate()  # what peers queue in the engine while it awaits an effect
-        if config.peers and config.quorum_protocol == ZOOKEEPER_PROTOCOL:
-            self.transport = ZkTransport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
-                                         session_timeout=self._session_timeout, heard=self.engine.heard_from, gate=self.input_gate,
-                                         digest_of=self._zk_digest_of, carried=self.engine.zk_digest_carried,
-                                         membership_version=config.membership_version, warn=self.warn_rate_limited)  # fmt: skip
-        elif config.peers:  # peer links' unread input counts in the same budget as the clients'
-            self.transport = Transport(config.server_id, {p.sid: p for p in config.peers}, self._deliver, self._link_down,
-                                       config.quorum_tls,
-                                       memory=self.client_memory, warn=self.warn_rate_limited, auth=config.quorum_auth,
-                                       gate=self.input_gate, limits=config.peer_links)  # fmt: skip
+        if config.peers and config.quorum_bridge:
+            self.transport = BridgeTransport(config.quorum_protocol, self._zabby_transport, self._zookeeper_transport, self._deliver)
+        elif config.peers and config.quorum_protocol == ZOOKEEPER_PROTOCOL:
+            self.transport = self._zookeeper_transport(self._deliver)
+        elif config.peers:
+            self.transport = self._zabby_transport(self._deliver)
+
+    def _zabby_transport(self, deliver: Deliver, link_closed: LinkClosed = lambda sid, kind: None) -> Transport:
+        """Peer links in zabby's protocol; their unread input counts in the clients' budget."""
+        config = self.config
+        return Transport(config.server_id, {p.sid: p for p in config.peers}, deliver, self._link_down, config.quorum_tls,
+                         memory=self.client_memory, warn=self.warn_rate_limited, auth=config.quorum_auth,
+                         gate=self.input_gate, limits=config.peer_links, link_closed=link_closed)  # fmt: skip
+
+    def _zookeeper_transport(self, deliver: Deliver, link_closed: LinkClosed = lambda sid, kind: None) -> ZkTransport:
+        config = self.config
+        return ZkTransport(config.server_id, {p.sid: p for p in config.peers}, deliver, self._link_down,
+                           session_timeout=self._session_timeout, heard=self.engine.heard_from, gate=self.input_gate,
+                           digest_of=self._zk_digest_of, carried=self.engine.zk_digest_carried,
+                           membership_version=config.membership_version, warn=self.warn_rate_limited,
+                           link_closed=link_closed)  # fmt: skip
+
+    def _syncs_in_zookeeper(self, sid: int) -> bool:
+        """Whether a SNAP to ``sid`` is ZooKeeper's serialized tree."""
+        if isinstance(self.transport, BridgeTransport):
+            return self.transport.speaks_zookeeper(sid)
+        return self.config.quorum_protocol == ZOOKEEPER_PROTOCOL
 
     # ----------------------------------------------------------------- what sessions see
     @property

@@ -29,7 +29,54 @@ def receiver(stream: trio.abc.ReceiveStream, max_bytes: int) -> Callable[[], Awa
     """An async callable returning the next bytes ``stream`` received (b"" at its end)."""
     if isinstance(stream, trio.SocketStream):
         return SocketReader(stream.socket, max_bytes).receive
+    if isinstance(stream, PrefixedStream) and isinstance(stream.stream, trio.SocketStream):
+        return stream.then(SocketReader(stream.stream.socket, max_bytes).receive)
     return functools.partial(stream.receive_some, max_bytes)
+
+
+class PrefixedStream(trio.abc.Stream):
+    """A stream whose first bytes were read already (to tell its protocol): they are
+    received again first."""
+
+    def __init__(self, stream: trio.abc.Stream, prefix: bytes) -> None:
+        self.stream = stream
+        self._prefix = prefix
+        self._closed = False
+
+    @property
+    def socket(self) -> trio.socket.SocketType | None:  # for peer_host
+        return getattr(self.stream, "socket", None)
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        if not self._prefix:
+            return await self.stream.receive_some(max_bytes)
+        await trio.lowlevel.checkpoint()  # first: a cancellation here loses nothing
+        if self._closed:
+            raise trio.ClosedResourceError("the stream was closed")
+        size = len(self._prefix) if max_bytes is None else max_bytes
+        data, self._prefix = self._prefix[:size], self._prefix[size:]
+        return data
+
+    def then(self, read: Callable[[], Awaitable[bytes]]) -> Callable[[], Awaitable[bytes | bytearray]]:
+        """``read`` (of the same socket, faster than ``receive_some``) once the prefix is
+        received."""
+
+        async def receive() -> bytes | bytearray:
+            if self._prefix:
+                return await self.receive_some()
+            return await read()
+
+        return receive
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self.stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.stream.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await self.stream.aclose()
 
 
 class SocketReader:

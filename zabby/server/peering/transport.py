@@ -37,7 +37,7 @@ import msgpack
 import trio
 
 from zabby import tls
-from zabby.config import PeerAddress, PeerLinkLimits, QuorumAuth, TlsConfig
+from zabby.config import ZOOKEEPER_PROTOCOL, PeerAddress, PeerLinkLimits, QuorumAuth, TlsConfig
 from zabby.core.messages import Inform, Message, Notification, Proposal, decode, encode
 from zabby.errors import RemoteProtocolError
 from zabby.server.process.guard import contained
@@ -45,6 +45,7 @@ from zabby.server.peering import peer_auth
 from zabby.server.clients.budget import ClientMemory
 from zabby.server.peering.gate import InputGate
 from zabby.server.process.listeners import serve_peer_ports
+from zabby.server.peering.sniff import OTHER_PROTOCOL_ADVICE, SNIFF_BYTES, protocol_of
 from zabby.server.peering.peer_slots import STRANGER_LINKS_MAX, Slot, UnidentifiedSlots
 from zabby.server.process.ratelog import RateLimitedLog
 from zabby.server.clients.sockets import receiver
@@ -69,6 +70,7 @@ ELECTION, QUORUM = "election", "quorum"
 
 Deliver = Callable[[int, list[Message]], None]
 LinkDown = Callable[[int], None]
+LinkClosed = Callable[[int, str], None]
 
 
 def kind_of(message: Message) -> str:
@@ -110,6 +112,7 @@ class ForkedStream:
     pid: int
     fd: int
     what: str  # for log lines
+    zookeeper: bool = False  # a SNAP's tree in ZooKeeper's format (for a link in its protocol)
 
     def abandon(self) -> None:
         """Never relayed (the link went): stop the child and close the pipe."""
@@ -178,8 +181,10 @@ class Transport:
     def __init__(self, sid: int, peers: dict[int, PeerAddress], deliver: Deliver, link_down: LinkDown, quorum_tls: TlsConfig | None = None,
                  *, frame_bytes_max: int = MEMBER_FRAME_BYTES_MAX, memory: ClientMemory | None = None,
                  warn: Callable[[str, str], None] | None = None, auth: QuorumAuth | None = None,
-                 gate: InputGate | None = None, limits: PeerLinkLimits = PeerLinkLimits()) -> None:  # fmt: skip
+                 gate: InputGate | None = None, limits: PeerLinkLimits = PeerLinkLimits(),
+                 link_closed: LinkClosed = lambda sid, kind: None) -> None:  # fmt: skip
         self.sid = sid
+        self.link_closed = link_closed  # a peer's link to us closed (its sid and kind): the bridge's
         self.gate = gate  # bounds what each link queues in the engine while it is busy
         self.peers = peers
         self.members = set(peers)  # ids a membership names (the configured, and every membership's since)
@@ -187,7 +192,7 @@ class Transport:
         self.memory = memory
         self.auth = auth
         self.warn = warn or (lambda kind, message: LOGGER.warning("%s", message))
-        self._unidentified = UnidentifiedSlots(limits, self._member_hosts)  # connections that have not said who they are yet
+        self.unidentified = UnidentifiedSlots(limits, self._member_hosts)  # connections that have not said who they are yet
         self._strangers = 0  # links from servers no membership names
         self._last_heard: dict[tuple[int, str], float] = {}  # when each incoming link last delivered
         self.deliver = deliver
@@ -202,13 +207,18 @@ class Transport:
         self._dial_context = tls.peer_client_context(quorum_tls) if quorum_tls else None
         self._tls_warning = RateLimitedLog(LOGGER, TLS_WARNING_INTERVAL_S).warning
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, listen: bool = True, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve the links; ``listen=False``: another listens on the ports and hands this one
+        its connections (``incoming_handler``: the bridge)."""
         me = self.peers[self.sid]
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            if not listen:
+                task_status.started()
+                await trio.sleep_forever()
             context = self._accept_context
             wrap = partial(trio.SSLListener, ssl_context=context) if context is not None else None
-            ports = [(kind, port, self._incoming_handler(kind)) for kind, port in ((QUORUM, me.quorum_port), (ELECTION, me.election_port))]
+            ports = [(kind, port, self.incoming_handler(kind)) for kind, port in ((QUORUM, me.quorum_port), (ELECTION, me.election_port))]
             await serve_peer_ports(nursery, me.host, ports, LOGGER, wrap)
             task_status.started()
 
@@ -218,7 +228,7 @@ class Transport:
             if member.sid != self.sid and member.host:
                 self.peers[member.sid] = member
                 self.members.add(member.sid)
-        self._unidentified.forget_hosts()
+        self.unidentified.forget_hosts()
 
     def _member_hosts(self) -> list[str]:
         return [self.peers[sid].host for sid in self.members if sid in self.peers and self.peers[sid].host]
@@ -456,7 +466,7 @@ class Transport:
         scope.cancel()
 
     # ----------------------------------------------------------------- receiving
-    def _incoming_handler(self, kind: str) -> Callable[[trio.abc.Stream], Awaitable[None]]:
+    def incoming_handler(self, kind: str) -> Callable[[trio.abc.Stream], Awaitable[None]]:
         async def handle(stream: trio.abc.Stream) -> None:
             sid = None
             stranger = False
@@ -464,7 +474,7 @@ class Transport:
             address = peer_host(stream)
             try:
                 async with stream:
-                    slot = await self._unidentified.take(address)
+                    slot = await self.unidentified.take(address)
                     if not isinstance(slot, Slot):
                         self.warn("peer-unidentified", f"refusing a {kind} link from {address}: {slot} that have not said who they are yet")
                         return
@@ -502,6 +512,7 @@ class Transport:
                 self._strangers -= stranger
                 if sid is not None and self._incoming.get((sid, kind)) is stream:
                     del self._incoming[(sid, kind)]
+                    self.link_closed(sid, kind)
                     if kind == QUORUM:
                         self.link_down(sid)
 
@@ -597,6 +608,8 @@ class Transport:
         buffer = bytearray()
         with trio.move_on_after(CONNECT_TIMEOUT_S):
             while len(buffer) < 4 or len(buffer) < 4 + int.from_bytes(buffer[:4], "big"):
+                if len(buffer) >= SNIFF_BYTES and protocol_of(buffer) == ZOOKEEPER_PROTOCOL:
+                    raise RemoteProtocolError(f"it speaks ZooKeeper's peer protocol, and this server zabby's ({OTHER_PROTOCOL_ADVICE})")
                 if len(buffer) >= 4 and int.from_bytes(buffer[:4], "big") > HELLO_BYTES_MAX:
                     raise RemoteProtocolError(f"a hello of {int.from_bytes(buffer[:4], 'big')} bytes (at most {HELLO_BYTES_MAX})")
                 data = await stream.receive_some(HELLO_BYTES_MAX)

@@ -23,13 +23,14 @@ protocol features: the configuration refuses them with this protocol.
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import trio
 
-from zabby.config import PeerAddress
+from zabby.config import ZABBY_PROTOCOL, PeerAddress
 from zabby.core.messages import FollowerInfo, Logged, Message, Notification, TreeDigest
 from zabby.core.zk_link import LeaderLink, LearnerLink, vote_from_zk, vote_to_zk
 from zabby.errors import RemoteProtocolError
@@ -37,7 +38,8 @@ from zabby.server.peering.gate import InputGate
 from zabby.server.process.guard import contained
 from zabby.server.process.listeners import serve_peer_ports
 from zabby.server.clients.sockets import receiver
-from zabby.server.peering.transport import ELECTION, QUORUM, Deliver, ForkedStream, LinkDown, relay_forked
+from zabby.server.peering.sniff import OTHER_PROTOCOL_ADVICE, protocol_of
+from zabby.server.peering.transport import ELECTION, QUORUM, Deliver, ForkedStream, LinkClosed, LinkDown, relay_forked
 from zabby.wire import zk_quorum
 from zabby.wire.framing import FrameDecoder
 
@@ -50,6 +52,7 @@ LEARNER_CONNECT_DELAY_S = 0.2  # between them (ZooKeeper waits a second)
 READ_BYTES = 1 << 20
 QUEUE_BYTES_MAX = 256 * 2**20
 
+GATE_KIND = "zookeeper quorum"  # its links' key in the input gate: apart from zabby's with the bridge
 SessionTimeout = Callable[[int], int | None]
 
 
@@ -66,6 +69,7 @@ class _Connection:
     wake: trio.Event = field(default_factory=trio.Event)
     closed: bool = False
     dropped: bool = False  # closed on purpose: nobody is told
+    until_identified: trio.CancelScope | None = None  # a learner's link until it says who it is
 
     def put(self, data: bytes | ForkedStream) -> bool:
         """Queue ``data``; False if the queue is over its bound (the connection must go)."""
@@ -101,8 +105,10 @@ class ZkTransport:
                  digest_of: Callable[[int], tuple[int, int] | None] = lambda zxid: None,
                  carried: Callable[[int, tuple[int, int] | None], None] = lambda zxid, digest: None,
                  gate: InputGate | None = None, membership_version: int = 0,
-                 warn: Callable[[str, str], None] | None = None) -> None:  # fmt: skip
+                 warn: Callable[[str, str], None] | None = None,
+                 link_closed: LinkClosed = lambda sid, kind: None) -> None:  # fmt: skip
         self.sid = sid
+        self.link_closed = link_closed  # a link with a peer closed (its sid and kind): the bridge's
         self.peers = dict(peers)
         self.deliver = deliver
         self.link_down = link_down
@@ -126,12 +132,17 @@ class ZkTransport:
         members = [(p.sid, p.host, p.quorum_port, p.election_port, p.observer) for p in self.peers.values()]
         return zk_quorum.config_text(members, self.membership_version).encode()
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, listen: bool = True, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve the links; ``listen=False``: another listens on the ports and hands this one
+        its connections (``accept_quorum``, ``accept_election``: the bridge)."""
         me = self.peers[self.sid]
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            await serve_peer_ports(nursery, me.host, [(QUORUM, me.quorum_port, self._accept_quorum), (ELECTION, me.election_port, self._accept_election)], LOGGER)
+            if listen:
+                await serve_peer_ports(nursery, me.host, [(QUORUM, me.quorum_port, self.accept_quorum), (ELECTION, me.election_port, self.accept_election)], LOGGER)
             task_status.started()
+            if not listen:
+                await trio.sleep_forever()
 
     def add_peers(self, members: Iterable[PeerAddress]) -> None:
         for member in members:
@@ -198,6 +209,7 @@ class ZkTransport:
             del self._quorum[conn.sid]
         if conn.kind == ELECTION and self._election.get(conn.sid) is conn:
             del self._election[conn.sid]
+            self.link_closed(conn.sid, ELECTION)
         if report and conn.kind == QUORUM:
             self._report_down(conn.sid)
 
@@ -270,7 +282,7 @@ class ZkTransport:
             return
         await self._serve_election(sid, stream, b"")
 
-    async def _accept_election(self, stream: trio.abc.Stream) -> None:
+    async def accept_election(self, stream: trio.abc.Stream) -> None:
         buffer = bytearray()
         with trio.move_on_after(HELLO_TIMEOUT_S):
             while (found := zk_quorum.read_initial_message(buffer)) is None:
@@ -279,6 +291,9 @@ class ZkTransport:
                     return
                 buffer += data
         if found is None:
+            return
+        if protocol_of(buffer) == ZABBY_PROTOCOL:
+            self.warn("peer-protocol", f"closing an election link in zabby's peer protocol: this server speaks ZooKeeper's ({OTHER_PROTOCOL_ADVICE})")
             return
         initial, used = found
         sid = initial.sid
@@ -293,9 +308,9 @@ class ZkTransport:
 
     async def _serve_election(self, sid: int, stream: trio.abc.Stream, early: bytes) -> None:
         old = self._election.get(sid)
-        if old is not None:
-            self._close(old, report=False)
         conn = self._election[sid] = _Connection(sid, ELECTION, stream)
+        if old is not None:  # replaced: not a link that closed (link_closed is not called)
+            self._close(old, report=False)
         last = self._last_votes.get(sid)
         if last is not None:  # as ZooKeeper's SendWorker sends its last message on a new connection: a vote lost with the old one
             self._queue(conn, last)
@@ -355,9 +370,12 @@ class ZkTransport:
             return
         await self._serve_quorum(conn, stream)
 
-    async def _accept_quorum(self, stream: trio.abc.Stream) -> None:
+    async def accept_quorum(self, stream: trio.abc.Stream) -> None:
+        """A learner's link: it must say who it is (FOLLOWERINFO, OBSERVERINFO) within
+        ``HELLO_TIMEOUT_S``."""
         conn = _Connection(0, QUORUM, stream, link=LeaderLink(digest_of=self.digest_of))
-        await self._serve_quorum(conn, stream)
+        with trio.CancelScope(deadline=trio.current_time() + HELLO_TIMEOUT_S) as conn.until_identified:
+            await self._serve_quorum(conn, stream)
 
     async def _serve_quorum(self, conn: _Connection, stream: trio.abc.Stream) -> None:
         conn.stream = stream
@@ -390,14 +408,14 @@ class ZkTransport:
                 elif isinstance(link, LearnerLink) and link.receiving_tree:
                     self.heard(conn.sid)
                 if self.gate is not None:
-                    await self.gate.admit((conn.sid, QUORUM), len(data))
+                    await self.gate.admit((conn.sid, GATE_KIND), len(data))
         except RemoteProtocolError as exc:
             self.warn("peer-protocol", f"closing the quorum link with server {conn.sid or 'unknown'}: {exc}")
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             LOGGER.info("link to server %d (quorum) broke: %s", conn.sid, exc)
         finally:
             if self.gate is not None:
-                self.gate.forget((conn.sid, QUORUM))
+                self.gate.forget((conn.sid, GATE_KIND))
 
     def _register_learner(self, conn: _Connection, sid: int) -> bool:
         """A learner said who it is: its connection replaces an older one of it."""
@@ -405,6 +423,8 @@ class ZkTransport:
             self.warn("peer-refused", f"refusing a learner that says it is server {sid}: {'our own id' if sid == self.sid else 'not in our configuration'}")
             return False
         conn.sid = sid
+        if conn.until_identified is not None:
+            conn.until_identified.deadline = math.inf
         old = self._quorum.get(sid)
         if old is not None:
             self._close(old, report=False)

@@ -79,7 +79,7 @@ def download_image(tree: DataTree) -> tuple[ForkedStream, int, int]:
     return _forked_pipe(stream_file, f"a snapshot at 0x{zxid:x} for download"), zxid, digest
 
 
-def _forked_pipe(work: Callable[[int], None], what: str) -> ForkedStream:
+def _forked_pipe(work: Callable[[int], None], what: str, *, zookeeper: bool = False) -> ForkedStream:
     """A child running ``work(write_fd)`` on its copy-on-write image, read through a pipe."""
     read_fd, write_fd = os.pipe()
     with contextlib.suppress(OSError, AttributeError):  # a bigger pipe: fewer wake-ups (Linux)
@@ -91,7 +91,7 @@ def _forked_pipe(work: Callable[[int], None], what: str) -> ForkedStream:
 
     pid = fork_child(in_child)
     os.close(write_fd)
-    return ForkedStream(pid, read_fd, what)
+    return ForkedStream(pid, read_fd, what, zookeeper)
 
 
 class BackgroundPriority:
@@ -165,17 +165,17 @@ class DiskImage:
 
 
 class ForkFreezer:
-    def __init__(self, snap_dir: Path, *, zookeeper_peers: bool = False) -> None:
-        """``zookeeper_peers``: a SNAP's child writes the tree as ZooKeeper's leader does
-        (the serialized tree and its signature, ``zabby.wire.zk_snapshot.snap_stream``),
-        for peers that speak ZooKeeper's protocol."""
-        self.zookeeper_peers = zookeeper_peers
+    def __init__(self, snap_dir: Path, *, zookeeper_peer: Callable[[int], bool] = lambda sid: False) -> None:
+        """``zookeeper_peer(sid)``: whether a SNAP's child writes the tree for ``sid`` as
+        ZooKeeper's leader does (the serialized tree and its signature,
+        ``zabby.wire.zk_snapshot.snap_stream``): a peer that speaks ZooKeeper's protocol."""
+        self.zookeeper_peer = zookeeper_peer
         self.snap_dir = snap_dir
 
     def image_for_peer(self, tree: DataTree, sid: int) -> ForkedStream:
         """A child streams the tree's records as it is now into a pipe (the tree is never
         held twice; the pipe is the buffer)."""
-        records, zookeeper = tree.records, self.zookeeper_peers
+        records, zookeeper = tree.records, self.zookeeper_peer(sid)
 
         def stream_tree(write_fd: int) -> None:
             with os.fdopen(write_fd, "wb", buffering=1 << 20) as pipe:
@@ -185,7 +185,7 @@ class ForkFreezer:
                 else:
                     write_snapshot_frames(pipe, records())
 
-        return _forked_pipe(stream_tree, f"a snapshot at 0x{tree.last_zxid:x} to server {sid}")
+        return _forked_pipe(stream_tree, f"a snapshot at 0x{tree.last_zxid:x} to server {sid}", zookeeper=zookeeper)
 
     def image_for_disk(self, tree: DataTree) -> DiskImage:
         snap_dir, zxid, records = self.snap_dir, tree.last_zxid, tree.records
