@@ -18,10 +18,11 @@ import trio.testing
 from kazoo.client import KazooClient
 
 from harness.local.mixed import ZABBY, ZABBY_NATIVE, MixedEnsemble
-from zabby.config import ZABBY_PROTOCOL, ZOOKEEPER_PROTOCOL
+from zabby.config import ZABBY_PROTOCOL, ZOOKEEPER_PROTOCOL, PeerAddress
 from zabby.core.messages import Commit, FollowerInfo, Notification, Revalidate, Revalidated
 from zabby.server.peering.bridge import BridgeTransport
 from zabby.server.peering.transport import ELECTION
+from zabby.server.peering.zk_transport import ZkTransport
 from zabby.server.clients.sockets import PrefixedStream
 from zabby.server.peering.sniff import protocol_of
 from zabby.testing.processes import stop_processes, wait_until
@@ -177,3 +178,18 @@ def test_a_sync_goes_in_one_protocol_at_both_ends_and_drops_the_peers_link_in_th
     bridge.send(4, Revalidated(session_id=7, valid=True))  # ZooKeeper's own: not for a zabby link
     bridge.send(4, Commit(zxid=5))
     assert zabby.sent == [(4, "Commit")] and zookeeper.dropped == [4] and not bridge.speaks_zookeeper(4)
+
+
+def test_a_link_the_engine_asks_for_while_the_server_shuts_down_is_not_an_error() -> None:
+    """At a SIGTERM the transports' nurseries close while the engine still runs: a vote it
+    sends then (its links closing made it look for a leader) must not fail the core."""
+    peers = {sid: PeerAddress(sid, "127.0.0.1", 1, 2) for sid in (1, 2)}
+
+    async def main() -> None:
+        transport = ZkTransport(1, peers, lambda sid, messages: None, lambda sid: None, session_timeout=lambda session: None)
+        async with trio.open_nursery() as nursery:
+            transport._nursery = nursery
+        transport.send(2, VOTE)  # the nursery is closed: nothing, no exception
+        transport.drop(2)
+
+    trio.run(main)

@@ -282,8 +282,7 @@ class Transport:
         out = self._outgoing.get((sid, kind))
         if out is None:
             out = self._outgoing[(sid, kind)] = _Outgoing(sid, kind)
-            assert self._nursery is not None
-            self._nursery.start_soon(self._sender, out)
+            spawn(self._nursery, self._sender, out)
         frame = encode_frame(payload)
         if out.queued_bytes + len(frame) > QUEUE_BYTES_MAX:
             LOGGER.warning("send queue to %d (%s) is full: dropping the link", sid, kind)
@@ -317,8 +316,8 @@ class Transport:
                 _clear(out)
                 out.wake_sender()
         stream = self._incoming.pop((sid, QUORUM), None)
-        if stream is not None and self._nursery is not None:
-            self._nursery.start_soon(stream.aclose)
+        if stream is not None:
+            spawn(self._nursery, stream.aclose)
 
     async def _sender(self, out: _Outgoing) -> None:
         peer = self.peers[out.sid]
@@ -650,6 +649,17 @@ class Transport:
         finally:
             if messages:
                 self.deliver(sid, messages)
+
+
+def spawn(nursery: trio.Nursery | None, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    """``nursery.start_soon(fn, *args)``, but nothing once the nursery has closed: the server
+    is shutting down, and what the engine still sends or drops meanwhile goes nowhere."""
+    if nursery is None:
+        return
+    try:
+        nursery.start_soon(fn, *args)
+    except RuntimeError:  # "Nursery is closed to new arrivals"
+        LOGGER.debug("not started, shutting down: %s", fn)
 
 
 def _clear(out: _Outgoing) -> None:

@@ -39,7 +39,7 @@ from zabby.server.process.guard import contained
 from zabby.server.process.listeners import serve_peer_ports
 from zabby.server.clients.sockets import receiver
 from zabby.server.peering.sniff import OTHER_PROTOCOL_ADVICE, protocol_of
-from zabby.server.peering.transport import ELECTION, QUORUM, Deliver, ForkedStream, LinkClosed, LinkDown, relay_forked
+from zabby.server.peering.transport import ELECTION, QUORUM, Deliver, ForkedStream, LinkClosed, LinkDown, relay_forked, spawn
 from zabby.wire import zk_quorum
 from zabby.wire.framing import FrameDecoder
 
@@ -203,8 +203,8 @@ class ZkTransport:
         conn.closed, conn.dropped = True, not report
         conn.abandon_queue()
         conn.wake.set()
-        if conn.stream is not None and self._nursery is not None:
-            self._nursery.start_soon(trio.aclose_forcefully, conn.stream)
+        if conn.stream is not None:
+            spawn(self._nursery, trio.aclose_forcefully, conn.stream)
         if conn.kind == QUORUM and self._quorum.get(conn.sid) is conn:
             del self._quorum[conn.sid]
         if conn.kind == ELECTION and self._election.get(conn.sid) is conn:
@@ -215,8 +215,7 @@ class ZkTransport:
 
     def _report_down(self, sid: int) -> None:
         """``link_down`` from a task of its own: never inside a call the engine made."""
-        if self._nursery is not None:
-            self._nursery.start_soon(self._call_link_down, sid)
+        spawn(self._nursery, self._call_link_down, sid)
 
     async def _call_link_down(self, sid: int) -> None:
         self.link_down(sid)
@@ -264,7 +263,7 @@ class ZkTransport:
         if sid in self._dialling or sid not in self.peers or self._nursery is None:
             return
         self._dialling.add(sid)
-        self._nursery.start_soon(contained, f"the election link to server {sid}", LOGGER, self._dial_election_now, sid)
+        spawn(self._nursery, contained, f"the election link to server {sid}", LOGGER, self._dial_election_now, sid)
 
     async def _dial_election_now(self, sid: int) -> None:
         peer, me = self.peers[sid], self.peers[self.sid]
@@ -347,8 +346,7 @@ class ZkTransport:
         if old is not None:
             self._close(old, report=False)
         conn = self._quorum[sid] = _Connection(sid, QUORUM, link=LearnerLink(self.sid, self.session_timeout, carried=self.carried))
-        if self._nursery is not None:
-            self._nursery.start_soon(contained, f"the quorum link to server {sid}", LOGGER, self._dial_leader, conn)
+        spawn(self._nursery, contained, f"the quorum link to server {sid}", LOGGER, self._dial_leader, conn)
 
     async def _dial_leader(self, conn: _Connection) -> None:
         peer = self.peers.get(conn.sid)
