@@ -126,6 +126,7 @@ class FakeTransport:
         self.deliver, self.closed = deliver, closed
         self.sent: list[tuple[int, str]] = []
         self.dropped: list[int] = []
+        self.peers = {sid: None for sid in (1, 2, 3, 4)}  # the configuration's servers
 
     def send(self, sid: int, message: Any) -> None:
         self.sent.append((sid, type(message).__name__))
@@ -178,6 +179,8 @@ def test_a_sync_goes_in_one_protocol_at_both_ends_and_drops_the_peers_link_in_th
     bridge.send(4, Revalidated(session_id=7, valid=True))  # ZooKeeper's own: not for a zabby link
     bridge.send(4, Commit(zxid=5))
     assert zabby.sent == [(4, "Commit")] and zookeeper.dropped == [4] and not bridge.speaks_zookeeper(4)
+    zookeeper.deliver(99, [VOTE, FollowerInfo(accepted_epoch=1, last_zxid=5)])  # no configuration names it: delivered, not kept
+    assert 99 not in bridge.votes_in and 99 not in bridge.syncs_in
 
 
 def test_a_link_the_engine_asks_for_while_the_server_shuts_down_is_not_an_error() -> None:

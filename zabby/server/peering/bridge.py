@@ -20,7 +20,11 @@ peer is answered in the protocol it speaks:
 A server without the bridge speaks only its own protocol, so each peer's messages say which
 it reads.  What ZooKeeper's protocol cannot carry is done its way on every server that
 bridges (``ServerConfig.zookeeper_peers``): session passwords derived from the session id,
-COMMIT rather than zabby's LOGGED.
+COMMIT rather than zabby's LOGGED, ZooKeeper's digests for its learners.
+
+Bounds: a connection that has not said what it speaks holds one of zabby's unidentified-link
+slots (``UnidentifiedSlots``) for at most ``SNIFF_TIMEOUT_S``, then the bounds of the
+transport it goes to; what each peer speaks is kept for the configuration's servers only.
 """
 
 from __future__ import annotations
@@ -112,6 +116,9 @@ class BridgeTransport:
 
     # ----------------------------------------------------------------- what peers speak
     def _delivered(self, protocol: str, sid: int, messages: list[Message]) -> None:
+        if sid not in self.zookeeper.peers:  # (a server no configuration names: reconfig is off with the bridge)
+            self.deliver(sid, messages)  # what it speaks is not kept: the two maps stay as small as the ensemble
+            return
         for message in messages:
             if isinstance(message, Notification):
                 self.votes_in.setdefault(sid, set()).add(protocol)
@@ -121,8 +128,11 @@ class BridgeTransport:
 
     def _closed(self, protocol: str, sid: int, kind: str) -> None:
         """A link of ``sid`` in ``protocol`` closed: it may come back speaking the other."""
-        if kind == ELECTION:
-            self.votes_in.get(sid, set()).discard(protocol)
+        heard = self.votes_in.get(sid)
+        if kind == ELECTION and heard is not None:
+            heard.discard(protocol)
+            if not heard:
+                del self.votes_in[sid]
 
     def _votes_protocol(self, sid: int) -> str | None:
         """What ``sid`` is sent votes in (None: both)."""
