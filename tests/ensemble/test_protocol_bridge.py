@@ -20,9 +20,9 @@ from kazoo.client import KazooClient
 from harness.local.mixed import ZABBY, ZABBY_NATIVE, MixedEnsemble
 from zabby.config import ZABBY_PROTOCOL, ZOOKEEPER_PROTOCOL, PeerAddress
 from zabby.core.messages import Commit, FollowerInfo, Notification, Revalidate, Revalidated
-from zabby.server.peering.bridge import BridgeTransport
-from zabby.server.peering.transport import ELECTION
-from zabby.server.peering.zk_transport import ZkTransport
+from zabby.server.peering.bridge import SNIFF_TIMEOUT_S, BridgeTransport
+from zabby.server.peering.transport import ELECTION, Transport
+from zabby.server.peering.zk_transport import HELLO_TIMEOUT_S, ZkTransport
 from zabby.server.clients.sockets import PrefixedStream
 from zabby.server.peering.sniff import protocol_of
 from zabby.testing.processes import stop_processes, wait_until
@@ -196,3 +196,45 @@ def test_a_link_the_engine_asks_for_while_the_server_shuts_down_is_not_an_error(
         transport.drop(2)
 
     trio.run(main)
+
+
+def test_a_learner_link_that_never_says_who_it_is_is_closed_after_the_hello_deadline() -> None:
+    """A connection to a ZooKeeper-protocol quorum port (or one the bridge handed there) that
+    sends no FOLLOWERINFO holds nothing for longer than ``HELLO_TIMEOUT_S``."""
+    peers = {sid: PeerAddress(sid, "127.0.0.1", 1, 2) for sid in (1, 2)}
+
+    async def main() -> float:
+        transport = ZkTransport(1, peers, lambda sid, messages: None, lambda sid: None, session_timeout=lambda session: None)
+        mine, theirs = trio.testing.memory_stream_pair()
+        async with trio.open_nursery() as nursery:
+            transport._nursery = nursery
+            started = trio.current_time()
+            await transport.accept_quorum(mine)
+            return trio.current_time() - started
+
+    assert trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)) == pytest.approx(HELLO_TIMEOUT_S)
+
+
+def test_the_bridge_sniffs_inside_the_bound_on_unidentified_links() -> None:
+    """A connection that sends fewer bytes than tell its protocol holds an unidentified-link
+    slot no longer than ``SNIFF_TIMEOUT_S``, and a connection beyond the slots is refused."""
+    peers = {sid: PeerAddress(sid, "127.0.0.1", 1, 2) for sid in (1, 2)}
+
+    async def main() -> tuple[float, int]:
+        bridge = BridgeTransport(ZABBY_PROTOCOL, lambda deliver, closed: Transport(1, dict(peers), deliver, lambda sid: None, link_closed=closed),
+                                 lambda deliver, closed: ZkTransport(1, dict(peers), deliver, lambda sid: None, session_timeout=lambda s: None,
+                                                                     link_closed=closed), lambda sid, messages: None)  # fmt: skip
+        handled: list[str] = []
+
+        async def handler(stream: trio.abc.Stream) -> None:
+            handled.append("handed over")
+
+        sniff = bridge._sniffing(handler, handler)
+        mine, theirs = trio.testing.memory_stream_pair()
+        await theirs.send_all(b"\0\0")  # 2 bytes: not enough to tell
+        started = trio.current_time()
+        await sniff(mine)
+        return trio.current_time() - started, len(handled)
+
+    waited, handed = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert waited == pytest.approx(SNIFF_TIMEOUT_S) and handed == 0

@@ -92,9 +92,10 @@ class BridgeTransport:
 
     def _sniffing(self, zabby: Handler, zookeeper: Handler) -> Handler:
         async def handle(stream: trio.abc.Stream) -> None:
-            slot = await self.zabby.unidentified.take(peer_host(stream))  # the bound on links that have not said who they are
+            address = peer_host(stream)
+            slot = await self.zabby.unidentified.take(address)  # the bound on links that have not said who they are
             if not isinstance(slot, Slot):
-                self.zabby.warn("peer-unidentified", f"refusing a peer link from {peer_host(stream)}: {slot} that have not said who they are yet")
+                self.zabby.warn("peer-unidentified", f"refusing a peer link from {address}: {slot} that have not said who they are yet")
                 await trio.aclose_forcefully(stream)
                 return
             try:
