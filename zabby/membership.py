@@ -72,15 +72,16 @@ def _client_address(key: str, text: str) -> tuple[str | None, int | None]:
 class Membership:
     members: tuple[Member, ...]  # sorted by sid
     version: int = 0
-    # the sets every message and every quorum count looks at, made once (a frozen membership)
-    _sids: frozenset[int] = field(init=False, repr=False, compare=False)
-    _voters: frozenset[int] = field(init=False, repr=False, compare=False)
-    _observers: frozenset[int] = field(init=False, repr=False, compare=False)
+    # the sets every message and every quorum count looks at, made once (a frozen membership),
+    # and read as fields: a property is a Python call on every forwarded write
+    sids: frozenset[int] = field(init=False, repr=False, compare=False)
+    voters: frozenset[int] = field(init=False, repr=False, compare=False)
+    observers: frozenset[int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_sids", frozenset(m.sid for m in self.members))
-        object.__setattr__(self, "_voters", frozenset(m.sid for m in self.members if not m.observer))
-        object.__setattr__(self, "_observers", frozenset(m.sid for m in self.members if m.observer))
+        object.__setattr__(self, "sids", frozenset(m.sid for m in self.members))
+        object.__setattr__(self, "voters", frozenset(m.sid for m in self.members if not m.observer))
+        object.__setattr__(self, "observers", frozenset(m.sid for m in self.members if m.observer))
 
     @classmethod
     def of(cls, members: Iterable[Member], version: int = 0) -> Membership:
@@ -91,17 +92,6 @@ class Membership:
             raise MembershipError("a membership needs at least one participant")
         return cls(ordered, version)
 
-    @property
-    def voters(self) -> frozenset[int]:
-        return self._voters
-
-    @property
-    def observers(self) -> frozenset[int]:
-        return self._observers
-
-    @property
-    def sids(self) -> frozenset[int]:
-        return self._sids
 
     def member(self, sid: int) -> Member | None:
         return next((m for m in self.members if m.sid == sid), None)

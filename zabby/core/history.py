@@ -17,15 +17,18 @@ from zabby.tree.txns import Txn
 class History:
     def __init__(self, count_max: int) -> None:
         self.count_max = count_max
-        self.txns: deque[Txn] = deque()
+        self.txns: deque[Txn] = deque(maxlen=count_max)  # the oldest go as the newest come, in C
 
     def extend(self, txns: Iterable[Txn]) -> None:
+        """Every server calls this for every batch it logs: the check is one loop, the append one call."""
+        txns = txns if isinstance(txns, (list, tuple)) else list(txns)
+        kept = self.txns
+        last = kept[-1].zxid if kept else -1
         for txn in txns:
-            if self.txns and txn.zxid <= self.txns[-1].zxid:
-                raise InvariantError(f"history must grow: 0x{txn.zxid:x} after 0x{self.txns[-1].zxid:x}")
-            self.txns.append(txn)
-        while len(self.txns) > self.count_max:
-            self.txns.popleft()
+            if txn.zxid <= last:
+                raise InvariantError(f"history must grow: 0x{txn.zxid:x} after 0x{last:x}")
+            last = txn.zxid
+        kept.extend(txns)
 
     def truncate_after(self, zxid: int) -> None:
         while self.txns and self.txns[-1].zxid > zxid:

@@ -36,7 +36,7 @@ class Memberships:
         self.hinted: Membership | None = None  # a vote's proposed membership, for the next election only
         self.disowned_at: int | None = None  # the committed version whose voters, as peers know them, leave us out
         self.disowned_by_sids: frozenset[int] = frozenset()  # that version's servers, as they know it
-        self.quorum = self.quorums()
+        self._views_changed()
 
     # ----------------------------------------------------------------- views
     def views(self, *, hinted: bool = True, proposed: bool = True) -> list[Membership]:
@@ -55,14 +55,21 @@ class Memberships:
         return frozenset().union(*(m.sids for m in self.views())) - {self.sid}
 
     def is_member(self, sid: int) -> bool:
-        """Named by the committed membership or the proposed one."""
-        return sid in self.committed.sids or (self.proposed is not None and sid in self.proposed.sids)
+        """Named by the committed membership or the proposed one (``member_sids``)."""
+        return sid in self.member_sids
 
     def counted_as_member(self) -> bool:
-        """Our own view names us, and no peer's copy of the same version leaves us out."""
+        """Our own view names us, and no peer's copy of the same version leaves us out (kept
+        as ``counted``: asked for every client write)."""
         if not self.is_member(self.sid):
             return False
         return self.disowned_at != self.committed.version or self.sid in self.disowned_by_sids
+
+    def _views_changed(self) -> None:
+        """What follows from the views, made again whenever one changes."""
+        self.quorum = self.quorums()
+        self.member_sids = self.committed.sids | self.proposed.sids if self.proposed is not None else self.committed.sids
+        self.counted = self.counted_as_member()  # after member_sids: it asks is_member
 
     def candidates(self) -> frozenset[int]:
         """Whom we may elect: the committed voters, without us if a peer's copy of the same
@@ -86,13 +93,13 @@ class Memberships:
         for txn in txns:
             if txn.type == OpCode.RECONFIG:
                 self.proposed = Membership.parse(txn.body[0])
-                self.quorum = self.quorums()
+                self._views_changed()
 
     def truncated(self, zxid: int) -> None:
         """The log was cut after ``zxid``: a RECONFIG txn cut with it never commits."""
         if self.proposed is not None and self.proposed.version > zxid:
             self.proposed = None
-            self.quorum = self.quorums()
+            self._views_changed()
 
     def activate(self, commit_point: int) -> bool:
         """The proposed membership is committed once the commit point reaches its txn;
@@ -100,7 +107,7 @@ class Memberships:
         if self.proposed is None or commit_point < self.proposed.version:
             return False
         self.committed, self.proposed = self.proposed, None
-        self.quorum = self.quorums()
+        self._views_changed()
         return True
 
     def adopt(self, text: str) -> bool:
@@ -114,7 +121,7 @@ class Memberships:
         self.committed = membership
         if self.proposed is not None and self.proposed.version <= membership.version:
             self.proposed = None
-        self.quorum = self.quorums()
+        self._views_changed()
         return True
 
     def synced_proposed(self, text: str) -> None:
@@ -122,7 +129,7 @@ class Memberships:
         may be in the history just synced, maybe only inside a SNAP's tree), or none."""
         proposed = Membership.parse(text) if text else None
         self.proposed = proposed if proposed is not None and proposed.version > self.committed.version else None
-        self.quorum = self.quorums()
+        self._views_changed()
 
     # ----------------------------------------------------------------- what votes tell
     def disowned_by(self, text: str) -> bool:
@@ -135,6 +142,7 @@ class Memberships:
             return False
         self.disowned_at = theirs.version
         self.disowned_by_sids = theirs.sids
+        self._views_changed()
         return True
 
     def adopt_hint(self, text: str) -> bool:
@@ -148,13 +156,13 @@ class Memberships:
         if hinted.version <= self.newest_version():
             return False
         self.hinted = hinted
-        self.quorum = self.quorums()
+        self._views_changed()
         return True
 
     def drop_hint(self) -> None:
         if self.hinted is not None:
             self.hinted = None
-            self.quorum = self.quorums()
+            self._views_changed()
 
     def speaks_for(self, sender: int, note: Notification) -> bool:
         """Whether a vote's memberships may change ours: only a member's (of a membership we

@@ -279,12 +279,17 @@ def _check_kinds(type_: int, values: tuple[Any, ...]) -> None:
             raise TypeError(f"a field of type {type(value).__name__} where {kind.__name__} belongs")
 
 
-def _check_txn(txn: tuple[Any, ...]) -> None:
-    """[zxid, session, cxid, time, type, body]: five ints (not bools) and a tuple, as msgpack
-    decodes them (exact classes: a check a PROPOSAL pays for each of its txns)."""
-    if (len(txn) != 6 or txn[5].__class__ is not tuple or txn[0].__class__ is not int or txn[1].__class__ is not int
-            or txn[2].__class__ is not int or txn[3].__class__ is not int or txn[4].__class__ is not int):  # fmt: skip
-        raise TypeError("a txn is not [zxid, session, cxid, time, type, body]")
+def _checked_txns(txns: tuple[Any, ...]) -> tuple[Txn, ...]:
+    """The txns of a PROPOSAL or INFORM, each checked to be [zxid, session, cxid, time, type,
+    body]: five ints (not bools) and a tuple, as msgpack decodes them (exact classes, in one
+    loop: every follower pays it for every txn)."""
+    made = []
+    for txn in txns:
+        if (len(txn) != 6 or txn[5].__class__ is not tuple or txn[0].__class__ is not int or txn[1].__class__ is not int
+                or txn[2].__class__ is not int or txn[3].__class__ is not int or txn[4].__class__ is not int):  # fmt: skip
+            raise TypeError("a txn is not [zxid, session, cxid, time, type, body]")
+        made.append(_new_tuple(Txn, txn))
+    return tuple(made)
 
 
 def _wire_values(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
@@ -313,10 +318,8 @@ def decode(frame: bytes) -> Message:
         value = _unpackb(frame, raw=False, use_list=False)
         cls = _TYPES[value[0]]
         if cls is Proposal or cls is Inform:
-            (_, txns) = value  # checked before the txns are made
-            for txn in txns:
-                _check_txn(txn)
-            return cls(tuple([_new_tuple(Txn, txn) for txn in txns]))
+            (_, txns) = value
+            return cls(_checked_txns(txns))
         if cls is SnapChunk:
             (_, records, last) = value
             _check_kinds(SnapChunk.TYPE, (records, last))

@@ -137,7 +137,7 @@ class Replica:
         """Whether the ensemble counts this server a member: our own view names us, and no
         peer's copy of the same version leaves us out (a joiner's zoo.cfg lists itself beside
         the initial servers, all at version 0, before the reconfig that adds it)."""
-        return self.members.counted_as_member()
+        return self.members.counted
 
     def _role_changed(self) -> bool:
         """Following as a voter while the membership makes us an observer, or the reverse."""

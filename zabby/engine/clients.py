@@ -85,11 +85,14 @@ class Waiters(Generic[T]):
 
     def pop_answered(self, key: tuple[int, int], txn_type: int) -> T | None:
         """The oldest value of ``key`` if a txn of ``txn_type`` answers it (its first field is
-        the write's op: ``txn_answers``), else None and the values left as they are: ``pop``
+        the write's op: ``ANSWERED_BY``), else None and the values left as they are: ``pop``
         without a function made per txn."""
         first = self._first
         value = first.get(key)
-        if value is None or not txn_answers(value[0], txn_type):  # type: ignore[index]
+        if value is None:
+            return None
+        answered_by = ANSWERED_BY.get(value[0])  # type: ignore[index]
+        if answered_by is not None and txn_type not in answered_by:
             return None
         if key in self._more:
             return self.pop(key)
@@ -107,31 +110,17 @@ class Waiters(Generic[T]):
         return bool(self._first)
 
 
-# The txn type each write op's txn has (or ERROR): a waiter is answered only by a txn of its
-# op.  A key can be repeated by the same session through another connection (kazoo restarts
-# its xids at 1 on each), here or on another server, so the txn with the key is not always
-# the one the oldest waiter here asked for.  An op missing here (reconfig) takes any txn.
-TXN_TYPES_OF_OP: dict[int, frozenset[int]] = {
-    OpCode.CREATE: frozenset({OpCode.CREATE}),
-    OpCode.CREATE2: frozenset({OpCode.CREATE}),
-    OpCode.CREATE_CONTAINER: frozenset({OpCode.CREATE}),
-    OpCode.CREATE_TTL: frozenset({OpCode.CREATE}),
-    OpCode.DELETE: frozenset({OpCode.DELETE}),
-    OpCode.SET_DATA: frozenset({OpCode.SET_DATA}),
-    OpCode.SET_ACL: frozenset({OpCode.SET_ACL}),
-    OpCode.CHECK: frozenset({OpCode.CHECK}),
-    OpCode.MULTI: frozenset({OpCode.MULTI}),
-    OpCode.CREATE_SESSION: frozenset({OpCode.CREATE_SESSION}),
-    OpCode.CLOSE_SESSION: frozenset({OpCode.CLOSE_SESSION}),
-}
-
-
-def txn_answers(op: int, txn_type: int) -> bool:
-    """Whether a txn of ``txn_type`` can be the answer to a write of ``op``."""
-    if txn_type == OpCode.ERROR:
-        return True
-    types = TXN_TYPES_OF_OP.get(op)
-    return types is None or txn_type in types
+# The txn types that answer each write op: its own op's txn, or ERROR.  A key can be repeated
+# by the same session through another connection (kazoo restarts its xids at 1 on each), here
+# or on another server, so the txn with the key is not always the one the oldest waiter here
+# asked for.  An op missing here (reconfig) takes any txn.
+ANSWERED_BY: dict[int, frozenset[int]] = {
+    op: frozenset({txn_type, OpCode.ERROR})
+    for op, txn_type in ((OpCode.CREATE, OpCode.CREATE), (OpCode.CREATE2, OpCode.CREATE), (OpCode.CREATE_CONTAINER, OpCode.CREATE),
+                         (OpCode.CREATE_TTL, OpCode.CREATE), (OpCode.DELETE, OpCode.DELETE), (OpCode.SET_DATA, OpCode.SET_DATA),
+                         (OpCode.SET_ACL, OpCode.SET_ACL), (OpCode.CHECK, OpCode.CHECK), (OpCode.MULTI, OpCode.MULTI),
+                         (OpCode.CREATE_SESSION, OpCode.CREATE_SESSION), (OpCode.CLOSE_SESSION, OpCode.CLOSE_SESSION))
+}  # fmt: skip
 
 
 ZXID_WAIT_MS_MAX = 60_000  # a wait for a zxid is answered OPERATIONTIMEOUT after this at most
@@ -272,7 +261,7 @@ class ClientCalls:
         """A learner the ensemble does not count as a member: one started before the reconfig
         that adds it, or one a reconfig removed.  It syncs, but the leader takes nothing it
         forwards, so it serves no session: its clients would wait on writes that never go."""
-        return not self.is_leader and not self.peer.counted_as_member()
+        return not self.is_leader and not self.peer.members.counted  # kept by the views: asked for every write
 
     def check_member(self) -> None:
         """Raises: ZabbyError NOTREADONLY when ``outside_membership``."""

@@ -770,7 +770,7 @@ class Engine(ClientCalls):
         watched = bool(watches.data or watches.child or watches.persistent or watches.recursive)
         zk = self.zk_digests
         apply = self._apply_checking_zk_digest if zk is not None and zk.checking and not (self.is_leader or self._zk_check_failed) else tree.apply
-        ops = 0
+        ops, multi = 0, OpCode.MULTI
         for txn in txns:
             kind = txn.type
             waiter = pop_answered((txn.session_id, txn.cxid), kind) if pop_answered is not None else None
@@ -792,7 +792,7 @@ class Engine(ClientCalls):
                                      txn.session_id, txn.cxid, txn.zxid)  # fmt: skip
             if kind in _SESSION_AND_REAP_TXNS:
                 self._after_apply(txn)
-            ops += len(txn.body[0]) if kind == OpCode.MULTI else 1
+            ops += len(txn.body[0]) if kind == multi else 1
         self._turn_ops += ops
         if txns:
             if self.zxid_waiting:

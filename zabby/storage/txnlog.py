@@ -423,10 +423,11 @@ class TxnLog:
         for zxid, payload in records:
             if zxid <= last_zxid:
                 raise InvariantError(f"txn log append: zxid 0x{zxid:x} after 0x{last_zxid:x}")
-            if len(payload) > RECORD_BYTES_MAX:  # prep keeps txns below it: the reader would refuse it
-                raise InvariantError(f"txn log append: a record of {len(payload)} bytes at zxid 0x{zxid:x}, over {RECORD_BYTES_MAX}")
+            size = len(payload)
+            if size > RECORD_BYTES_MAX:  # prep keeps txns below it: the reader would refuse it
+                raise InvariantError(f"txn log append: a record of {size} bytes at zxid 0x{zxid:x}, over {RECORD_BYTES_MAX}")
             zxid_bytes = pack_zxid(zxid)
-            parts += (pack_length_crc(len(payload), crc32(payload, crc32(zxid_bytes))), zxid_bytes, payload)
+            parts += (pack_length_crc(size, crc32(payload, crc32(zxid_bytes))), zxid_bytes, payload)
             last_zxid = zxid
         data = b"".join(parts)
         if rolling and self._start_segment(records[0][0], len(_FILE_HEADER_BYTES) + len(data)):

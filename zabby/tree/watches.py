@@ -285,20 +285,22 @@ class WatchHistory:
         self._indexed = 0  # the sequence number of the first txn not in the index yet
         self._by_top: dict[str, deque[int]] = {}  # a first name → the sequence numbers of the txns with an event under it
         self._forgotten_unpruned = 0  # txns forgotten since the index was last pruned
+        self._off = not txns_max or not bytes_max  # nothing is kept: only ``since`` moves
+        self._room = txns_max  # txns that may be recorded before the oldest must go (a count kept, not a len taken per txn)
 
     def __len__(self) -> int:
         return len(self._entries) - self._head
 
     def record(self, zxid: int, events: list[Event]) -> None:
         """The events txn ``zxid`` made, as it was applied (after every zxid recorded before)."""
-        if not self.txns_max or not self.bytes_max:
+        if self._off:
             self.since = zxid
             return
         entries = self._entries
         if len(events) == 1:  # nearly every txn: one event, no loop and no sum
-            event = events[0]
-            size = _ONE_EVENT_TXN_BYTES + len(event[1])
-            entries.append((zxid, size) + event)
+            event_type, path, acl = events[0]
+            size = _ONE_EVENT_TXN_BYTES + len(path)
+            entries.append((zxid, size, event_type, path, acl))
         else:
             size = HISTORY_TXN_BYTES
             for event in events:
@@ -308,7 +310,8 @@ class WatchHistory:
             else:  # a multi's: concatenation copies the growing tuple per event (5,000 events: 0.33 s)
                 entries.append((zxid, size, *chain.from_iterable(events)))
         self.bytes += size
-        if len(entries) - self._head > self.txns_max or self.bytes > self.bytes_max:
+        self._room -= 1
+        if self._room < 0 or self.bytes > self.bytes_max:
             self._forget_oldest()
         if INDEX_BACKLOG_MAX is not None and self._base + len(entries) - self._indexed >= INDEX_BACKLOG_MAX:
             self._index()
@@ -324,6 +327,7 @@ class WatchHistory:
             self.since = oldest[0]
             self.bytes -= oldest[1]
             self._forgotten_unpruned += 1
+        self._room = self.txns_max - (len(entries) - head)
         if head >= _COMPACT_AT and head * 2 >= len(entries):
             del entries[:head]
             self._base += head

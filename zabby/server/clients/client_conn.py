@@ -230,7 +230,8 @@ class Connection:
         self._charge(delta)
 
     def requests_answered(self) -> None:
-        self._charge_requests()
+        if not self._queued:  # else the flush due at the end of this batch settles them, once for all its answers
+            self._charge_requests()
         if self._paused:
             self._resume.set()
 
@@ -295,6 +296,7 @@ class Connection:
         """Send what is queued without waiting: what the socket takes now goes now, the rest
         (all of it, while the writer task is mid-send) goes to the writer task."""
         self._queued = False
+        self._charge_requests()  # the requests answered since the batch began (``requests_answered``)
         if not self._out:
             return
         if self._sending or self._closing or self._direct_socket is None:

@@ -184,9 +184,10 @@ class _Slot:
     __slots__ = ("xid", "op", "args", "reply", "started", "write", "size", "ops")
 
     def __init__(self, xid: int, op: int, args: list[Any], started: float, write: bool, size: int = 0) -> None:
-        self.ops = ops_of(op, args)  # what it weighs in flight
+        self.ops = ops = ops_of(op, args) if op in _MULTI_OPS else 1  # what it weighs in flight
         # what it holds: its frame, and what its ops became once decoded and prepared
-        size += (self.ops - 1) * REQUEST_OP_BYTES if self.ops > 1 else 0
+        if ops > 1:
+            size += (ops - 1) * REQUEST_OP_BYTES
         self.xid, self.op, self.args, self.started, self.write, self.size = xid, op, args, started, write, size
         self.reply: list[Any] | None = None  # the reply's values, encoded when sent
 
@@ -226,7 +227,9 @@ class ClientSession:
         self.latency = LatencyStat()
         self._caller = Caller(0, self.auth_ids)
         self._slots: deque[_Slot] = deque()
-        self._slot_ops = 0  # the ops of the requests in ``_slots`` (``ops_of``)
+        # Requests taken and not yet answered (writes, and the reads queued behind them), each
+        # weighing its ops (``ops_of``): the ops of ``_slots``, read before every request taken.
+        self.in_flight = 0
         self._state_delta = 0  # watch bytes added or gone, not charged yet (``hold_state``)
         self.request_bytes = 0  # the frames of the requests in ``_slots``, held until answered
         self._broken = False  # it broke the protocol: it is closed once what it asked before is answered
@@ -344,15 +347,9 @@ class ClientSession:
         """The client was heard from: its session lives on."""
         self.host.touch(self.session_id)
 
-    @property
-    def in_flight(self) -> int:
-        """Requests taken and not yet answered (writes, and the reads queued behind them),
-        each weighing its ops (``ops_of``)."""
-        return self._slot_ops
-
     def _hold(self, slot: _Slot) -> None:
         self._slots.append(slot)
-        self._slot_ops += slot.ops
+        self.in_flight += slot.ops
 
     def handle(self, request: list[Any], size: int = 0) -> None:
         """One decoded request, ``[xid, op, *args]``, in arrival order; ``size``: its frame's bytes."""
@@ -576,7 +573,7 @@ class ClientSession:
             else:
                 self._answer_read(head.xid, head.op, head.args, head.started)
             slots.popleft()
-            self._slot_ops -= head.ops
+            self.in_flight -= head.ops
             self.request_bytes -= head.size
             answered = True
         if self._state_delta:  # reads answered in their turn add watches too
