@@ -157,7 +157,7 @@ PURE_PACKAGES = ("zabby.core", "zabby.tree", "zabby.wire")
 PURE_FORBIDDEN = ("trio", "socket", "os", "time", "threading")
 # Lower layers first; a module may import its own layer and those below, never one above.
 LAYERS = (
-    ("zabby.errors", "zabby.opcodes", "zabby.membership"),
+    ("zabby.errors", "zabby.opcodes", "zabby.membership", "zabby.records"),
     ("zabby.tree", "zabby.wire"),
     ("zabby.core", "zabby.storage"),
     ("zabby.engine",),

@@ -135,10 +135,13 @@ def activate(peer: Replica, leader: LeaderRole, commit_point: int) -> int:
 def proposal(peer: Replica, learner: LearnerRole, message: Proposal) -> None:
     last = peer.last_logged
     for txn in message.txns:
-        if not follows(last, txn.zxid):
+        zxid = txn.zxid
+        # the next counter of the same epoch (no carry into the epoch's bits) follows: the
+        # stream's every txn but an epoch's first, checked without ``follows``'s four calls
+        if not (zxid == last + 1 and zxid & 0xFFFFFFFF) and not follows(last, zxid):
             peer._learner_resync()  # a gap or a step back in the proposal stream
             return
-        last = txn.zxid
+        last = zxid
     peer._log(list(message.txns))
     if learner.acked:
         peer._send(learner.leader, Ack(zxid=peer.last_logged))

@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, ClassVar
 
 import msgpack
 
 from zabby.errors import RemoteProtocolError
+from zabby.records import immutable
 from zabby.tree.txns import Txn
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Notification:
     """A fast-leader-election vote: who the sender proposes, and the sender's own state.
     ``config``: the sender's committed membership (its text), so that a server which missed
@@ -46,7 +46,7 @@ class Notification:
     logged: int = -1  # the sender's own last logged zxid: a membership it names can be no later
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Request:
     """A client write (or session close) forwarded by a learner to the leader: the session and
     the identities its client proved to the learner.  ``superuser`` stays on the wire for older
@@ -61,19 +61,19 @@ class Request:
     superuser: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Proposal:
     TYPE: ClassVar[int] = 2
     txns: tuple[Txn, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Ack:
     TYPE: ClassVar[int] = 3
     zxid: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Commit:
     """Everything up to ``zxid`` is committed.  ``designated``: that commit activated a
     membership that leaves the leader out; the learners elect this server next (ZooKeeper's
@@ -84,7 +84,7 @@ class Commit:
     designated: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Logged:
     """Leader → follower: the leader's own log holds everything up to ``zxid`` (as its own
     ACK would say); sent only to a follower that makes a quorum with the leader alone."""
@@ -93,7 +93,7 @@ class Logged:
     zxid: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Ping:
     """Leader → learner: liveness, and the leader's latest confirmation ``round`` (see
     ``Peer``'s sync).  Learner → leader: the sessions its clients touched, and the round of
@@ -104,7 +104,7 @@ class Ping:
     round: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Sync:
     """A client ``sync``: learner → leader asks, leader → learner answers in stream order."""
 
@@ -113,7 +113,7 @@ class Sync:
     cxid: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Inform:
     """Committed txns for observers (PROPOSAL and COMMIT in one)."""
 
@@ -121,7 +121,7 @@ class Inform:
     txns: tuple[Txn, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class NewLeader:
     """``config``: the leader's committed membership (``zabby.membership`` text), which a
     learner synced by SNAP could not learn from its log; ``proposed``: the membership of a
@@ -134,7 +134,7 @@ class NewLeader:
     proposed: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class FollowerInfo:
     """``config_version``: the version of the learner's committed membership (ZooKeeper's
     LearnerInfo carries it too): a leader that knows no membership that recent is stale."""
@@ -146,24 +146,24 @@ class FollowerInfo:
     config_version: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class UpToDate:
     TYPE: ClassVar[int] = 12
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Diff:
     TYPE: ClassVar[int] = 13
     zxid: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Trunc:
     TYPE: ClassVar[int] = 14
     zxid: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Snap:
     """Sync by snapshot: the tree as of ``zxid`` follows (as SnapChunk messages)."""
 
@@ -171,13 +171,13 @@ class Snap:
     zxid: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class LeaderInfo:
     TYPE: ClassVar[int] = 17
     epoch: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class AckEpoch:
     """``snapshot_wanted``: the learner cannot truncate to where the leader would (see Peer)."""
 
@@ -187,7 +187,7 @@ class AckEpoch:
     snapshot_wanted: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class SnapChunk:
     """Part of a snapshot stream (shell level: the core never sees chunks).  ``encoded``, not
     on the wire: the records' bytes as they arrived, one msgpack value after another (what a
@@ -200,7 +200,7 @@ class SnapChunk:
     encoded: bytes | memoryview = dataclasses.field(default=b"", compare=False, repr=False, metadata={"wire": False})
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class TreeDigest:
     """Leader → learner: the leader's tree digest right after it applied ``zxid`` (shell level,
     like SnapChunk; ZooKeeper attaches a digest to its txns).  A learner that computes another
@@ -211,7 +211,7 @@ class TreeDigest:
     digest: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Revalidate:
     """Learner → leader: a client re-attached to ``session_id`` here; the leader touches it,
     makes this learner its owner, and answers whether it is still open (ZooKeeper's
@@ -223,7 +223,7 @@ class Revalidate:
     timeout_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Revalidated:
     """Leader → learner: the answer to a ``Revalidate``."""
 

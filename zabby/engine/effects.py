@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 from zabby.core.messages import Message
 from zabby.core.peer import DurableState
 from zabby.membership import Membership
+from zabby.records import immutable
 from zabby.tree.datatree import DataTree
 from zabby.tree.txns import Txn
 from zabby.tree.watches import WatchHistory
@@ -28,7 +29,7 @@ from zabby.tree.watches import WatchHistory
 Frozen = Any  # a tree image taken at one zxid: a forked child (server) or a tuple of records (sim)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Send:
     """Send ``messages`` in order.  A ``Snap`` to ``sid`` at ``zxid`` is followed on that link
     by ``images[(sid, zxid)]``, the tree exactly at that zxid (the engine guarantees one)."""
@@ -37,7 +38,7 @@ class Send:
     images: dict[tuple[int, int], Frozen] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Persist:
     """Durably store, in this order: the accepted epoch (when not None), a log cut after
     ``truncate_to`` (when not None), ``append``, an fsync of the log if ``sync``, and last
@@ -51,7 +52,7 @@ class Persist:
     sync: bool
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Append:
     """Append ``txns`` to the log now and, if ``sync``, have the log made durable: here, or in
     the background, reporting ``Engine.log_synced(zxid)`` each time everything appended up
@@ -64,7 +65,7 @@ class Append:
     sync: bool
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Recovered:
     """What a restart would find on disk: the tree (newest snapshot plus the whole log) and
     the core's durable state; and the watch history of the log's txns replayed onto the
@@ -75,7 +76,7 @@ class Recovered:
     history: WatchHistory | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Reload:
     """Close the log and recover from disk; answer with a ``Recovered``."""
 
@@ -83,7 +84,7 @@ class Reload:
     snapshot_wanted: bool = False  # carried into the answer's DurableState
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class StageSnapshot:
     """Write ``records``, the next part of the SNAP stream from leader ``sid`` at ``zxid``, to
     disk as they arrive (not durable yet); ``start``: the stream begins, and any earlier one
@@ -97,7 +98,7 @@ class StageSnapshot:
     encoded: bytes | memoryview = b""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Install:
     """Make the leader ``sid``'s snapshot at ``zxid`` this server's whole history (Zab SNAP):
     the stream staged from it, whose records built ``tree``, made durable.  Answered with the
@@ -108,7 +109,7 @@ class Install:
     sid: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class DropLinks:
     sids: tuple[int, ...]
 
@@ -122,7 +123,7 @@ class ClientsKept(enum.Enum):
     UNHELD = "unheld"  # those not held: read-only sessions made since
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CloseClients:
     """Close client connections (they see ConnectionLoss): every one, or all but those
     ``keep`` names.  A server that stops serving holds its idle clients through the election
@@ -131,7 +132,7 @@ class CloseClients:
     keep: ClientsKept = ClientsKept.NONE
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class WriteSnapshot:
     """Write ``image`` (the tree at ``zxid``) to disk in the background; then call
     ``Engine.snapshot_written`` with the outcome.  Start a new log segment first."""
@@ -140,17 +141,17 @@ class WriteSnapshot:
     zxid: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Purge:
     """Remove the snapshots and log segments older than the retained ones."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CheckSpace:
     """Try again to reserve log space; answer True if the disk is still short of it."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Reconfigure:
     """The membership changed: reach every member of ``membership`` and ``proposed`` (a
     reconfig in progress); when ``committed`` (the committed membership is new), record it
@@ -161,7 +162,7 @@ class Reconfigure:
     committed: bool
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Pause:
     """Do nothing until the monotonic clock reaches ``until_ms`` (a repair that follows
     another one too soon: no busy loop on a bad disk)."""
@@ -169,7 +170,7 @@ class Pause:
     until_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class FailStop:
     """The disk failed: stop this server now (exit code 74 for a process)."""
 
