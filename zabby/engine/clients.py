@@ -56,11 +56,14 @@ class Waiters(Generic[T]):
     oldest.  Nothing a client sends can so drop another request's answer or leak the count.
     """
 
-    __slots__ = ("_first", "_more")
+    __slots__ = ("_first", "_more", "peek")
 
     def __init__(self) -> None:
         self._first: dict[tuple[int, int], T] = {}
         self._more: dict[tuple[int, int], deque[T]] = {}  # keys repeated, in arrival order
+        # The oldest value of a key, or None, left in place: the dict's own get, no Python call
+        # (the apply asks it of every txn, most of them another server's clients').
+        self.peek = self._first.get
 
     def put(self, key: tuple[int, int], value: T) -> None:
         if key in self._first:
@@ -354,10 +357,10 @@ class ClientCalls:
         Raises:
             ZabbyError: NOTREADONLY in read-only mode, CONNECTIONLOSS when not serving.
         """
-        if self.read_only:
+        if self.looking_since_ms is not None and self.read_only:  # never read-only while it has a leader: no call then
             raise ZabbyError(Err.NOTREADONLY, "this server is in read-only mode: writes and syncs need a quorum")
         stale = not self.peer.established_leader if self.is_leader else self.peer.learner is None
-        if not self.serving or stale:
+        if not self.soft.serving or stale:
             raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
 
     def _check_sessions_max(self) -> None:

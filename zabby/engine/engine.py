@@ -659,15 +659,9 @@ class Engine(ClientCalls):
         ``super`` id a ZooKeeper learner adds for a client that proved its superDigest, which
         ZooKeeper's leader trusts (with ``quorum.protocol=zookeeper`` only: its links carry no
         proof anyway); None, and the request dropped, if the ids are not (scheme, id) pairs of
-        strings."""
+        strings.  The callers made are kept by session and ids, and looked up by ``_act_on``
+        first (every forwarded write asks)."""
         auth_ids = request.auth_ids
-        key = (request.session_id, auth_ids)
-        try:
-            caller = self._forwarded_callers.get(key)
-        except TypeError:  # not hashable: not a tuple of (scheme, id) pairs of strings
-            caller = None
-        if caller is not None:
-            return caller
         if not all(isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) and isinstance(a[1], str) for a in auth_ids):
             LOGGER.warning("dropping a request forwarded by server %d: its identities are not (scheme, id) pairs", sid)
             return None
@@ -679,7 +673,7 @@ class Engine(ClientCalls):
         caller = Caller(request.session_id, ids, superuser)
         if len(self._forwarded_callers) >= FORWARDED_CALLERS_MAX:  # sessions come and go: start again
             self._forwarded_callers.clear()
-        self._forwarded_callers[key] = caller
+        self._forwarded_callers[(request.session_id, auth_ids)] = caller
         return caller
 
     def _apply_checking_zk_digest(self, txn: Txn, with_stat: bool) -> tuple[Any, list[Event]]:
@@ -745,8 +739,14 @@ class Engine(ClientCalls):
         written, as they ask for no effect.  Writes that reached a leader which stepped down
         in this Ready are dropped: their learners lose this leader too, and their clients see
         the connection lost (nothing was acknowledged)."""
+        known = self._forwarded_callers
         for sid, request in ready.requests if self.peer.established_leader else ():
-            caller = self._forwarded_caller(sid, request)
+            try:
+                caller = known.get((request.session_id, request.auth_ids))
+            except TypeError:  # not hashable: not a tuple of (scheme, id) pairs of strings
+                caller = None
+            if caller is None:
+                caller = self._forwarded_caller(sid, request)
             if caller is not None:
                 self._prepare(request.op, request.args, caller, request.cxid, forwarded=True)
         if ready.touched_sessions:
@@ -764,7 +764,8 @@ class Engine(ClientCalls):
     # ----------------------------------------------------------------- apply
     def _apply(self, txns: list[Txn]) -> None:
         tree, watches, history, on_applied = self.tree, self.watches, self.history, self.on_applied
-        pop_answered = self.waiting.pop_answered if self.waiting else None  # no waiter is added meanwhile
+        waiting = self.waiting  # no waiter is added meanwhile
+        peek, pop_answered = (waiting.peek, waiting.pop_answered) if waiting else (None, None)
         # Watches are set by reads, never while a batch is applied: whether any is set is
         # asked once (a fired one-shot watch only makes the later triggers find less).
         watched = bool(watches.data or watches.child or watches.persistent or watches.recursive)
@@ -773,7 +774,10 @@ class Engine(ClientCalls):
         ops, multi = 0, OpCode.MULTI
         for txn in txns:
             kind = txn.type
-            waiter = pop_answered((txn.session_id, txn.cxid), kind) if pop_answered is not None else None
+            if peek is not None and peek(key := (txn.session_id, txn.cxid)) is not None:
+                waiter = pop_answered(key, kind)  # type: ignore[misc]  # peek and pop_answered are set together
+            else:
+                waiter = None
             result, events = apply(txn, waiter is not None)  # no waiter: no Stat to make
             if on_applied is not None:
                 on_applied(txn, result)

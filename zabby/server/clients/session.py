@@ -352,12 +352,9 @@ class ClientSession:
         self.in_flight += slot.ops
 
     def handle(self, request: list[Any], size: int = 0) -> None:
-        """One decoded request, ``[xid, op, *args]``, in arrival order; ``size``: its frame's bytes."""
-        self._handle(request, size)
-        if self._state_delta:
-            self._settle_state()
-
-    def _handle(self, request: list[Any], size: int) -> None:
+        """One decoded request, ``[xid, op, *args]``, in arrival order; ``size``: its frame's bytes.
+        The watches a read added are charged once it is answered (a request refused on the
+        way adds none)."""
         if self._broken:
             return
         started = time.perf_counter()
@@ -391,6 +388,8 @@ class ClientSession:
                 self._answer_read(xid, op, args, started)
         else:
             self._answer_error(xid, Err.UNIMPLEMENTED, f"unknown or unsupported op {op}", started)
+        if self._state_delta:
+            self._settle_state()
 
     def refuse(self, xid: int, code: Err, message: str) -> None:
         """A request the codec refused before reading it whole: answered in its turn."""
