@@ -24,6 +24,7 @@ was then.  History replay and live triggers match by the one rule (``recursive_p
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from itertools import chain, islice
 from collections.abc import Hashable, Iterable, Iterator
@@ -233,20 +234,26 @@ HISTORY_TXN_BYTES = 120  # what the history holds for a txn: its entry, its plac
 HISTORY_EVENT_BYTES = 80  # and for each of its events beside the path
 _ONE_EVENT_TXN_BYTES = HISTORY_TXN_BYTES + HISTORY_EVENT_BYTES
 Kept = tuple[int, int, str, tuple[acls.ACL, ...]]  # an event in the history: (zxid, type, path, acl)
-# A txn in the history: (zxid, bytes, then each event's type, path and ACL), one flat tuple: a
-# txn kept costs the cyclic collector one object, which it stops tracking at its first look
-# (its contents are ints, strings and ACL tuples).  Kept as the apply's list of event tuples,
-# it cost three or four, walked in every young collection: 2.5 µs of a pipelined create's CPU
-# on each server.
+# A txn in the history: its zxid in an array of them, and its events' type, path and ACL in one
+# flat tuple: for a txn of one event (nearly all), the apply's own event tuple, kept as it is.  A
+# txn so costs no object of its own, which a pipelined write felt twice: in the young collections
+# that walked one (every 10,000 txns kept, where a server that keeps nothing runs none) and in
+# the memory it held (a tuple, its size and zxid as ints: 140 bytes beside the path).
 Entry = tuple[Any, ...]
-_EVENTS_AT = 2
 _CONCATENATED_MAX = 8  # events of a txn joined by concatenation (faster for a few, quadratic)
 _COMPACT_AT = 4096  # forgotten entries at the front of the list before it is cut
+_FORGET_SLACK = 64  # a history over a bound forgets down to 1/64 below it (below 64 txns: none spare)
 # Txns recorded and not indexed before a record indexes them; None: only when a resume needs the
 # index.  Indexing costs about 0.6 µs a txn, on every server, for every write: paid only where
 # watches resume, the first resume indexes what the history holds (at most watchHistoryTxns:
 # 40-80 ms at the default 100,000), and each later one what was recorded since.
 INDEX_BACKLOG_MAX: int | None = None
+
+
+def _entry_bytes(entry: Entry) -> int:
+    """What the history counts for a txn kept: ``HISTORY_TXN_BYTES``, and for each of its
+    events ``HISTORY_EVENT_BYTES`` and its path."""
+    return HISTORY_TXN_BYTES + len(entry) // 3 * HISTORY_EVENT_BYTES + sum(len(path) for path in entry[1::3])
 
 
 def _top(path: str) -> str:
@@ -263,8 +270,9 @@ class WatchHistory:
     from ``since`` on.  A history starts at the zxid of the tree it follows and is started
     again whenever the tree is replaced (a SNAP, a reload from disk).
 
-    Recording a txn is one tuple appended to a list (every server records every write; a
-    resume is rare).  The txns are indexed by the first names of their events' paths (nearly
+    Recording a txn appends its events' tuple and its zxid (every server records every write;
+    a resume is rare); a history over a bound forgets its oldest txns until it is 1/64 below
+    it.  The txns are indexed by the first names of their events' paths (nearly
     always one) in bulk, when a resume needs the index, from where the last indexing left it
     (or the oldest txn kept), so a resume reads only the txns of its
     top-level subtree (every txn for a watch on ``/``), newest first down to its zxid: it
@@ -280,6 +288,7 @@ class WatchHistory:
         self.since = since
         self.bytes = 0
         self._entries: list[Entry | None] = []  # oldest first; None where forgotten, before ``_head``
+        self._zxids = array("Q")  # each entry's txn zxid
         self._head = 0  # the index in ``_entries`` of the oldest kept
         self._base = 0  # the sequence number of ``_entries[0]``
         self._indexed = 0  # the sequence number of the first txn not in the index yet
@@ -296,40 +305,43 @@ class WatchHistory:
         if self._off:
             self.since = zxid
             return
-        entries = self._entries
-        if len(events) == 1:  # nearly every txn: one event, no loop and no sum
-            event_type, path, acl = events[0]
-            size = _ONE_EVENT_TXN_BYTES + len(path)
-            entries.append((zxid, size, event_type, path, acl))
+        entry: Entry
+        if len(events) == 1:  # nearly every txn: one event, no loop and no sum (``_entry_bytes`` of it)
+            entry = events[0]
+            size = _ONE_EVENT_TXN_BYTES + len(entry[1])
         else:
-            size = HISTORY_TXN_BYTES
-            for event in events:
-                size += HISTORY_EVENT_BYTES + len(event[1])
-            if len(events) <= _CONCATENATED_MAX:  # the events' fields after the two: tuple concatenation, in C
-                entries.append(sum(events, (zxid, size)))
+            if len(events) <= _CONCATENATED_MAX:  # the events' fields: tuple concatenation, in C
+                entry = sum(events, ())
             else:  # a multi's: concatenation copies the growing tuple per event (5,000 events: 0.33 s)
-                entries.append((zxid, size, *chain.from_iterable(events)))
+                entry = tuple(chain.from_iterable(events))
+            size = _entry_bytes(entry)
+        self._entries.append(entry)
+        self._zxids.append(zxid)
         self.bytes += size
         self._room -= 1
         if self._room < 0 or self.bytes > self.bytes_max:
             self._forget_oldest()
-        if INDEX_BACKLOG_MAX is not None and self._base + len(entries) - self._indexed >= INDEX_BACKLOG_MAX:
+        if INDEX_BACKLOG_MAX is not None and self._base + len(self._entries) - self._indexed >= INDEX_BACKLOG_MAX:
             self._index()
 
     def _forget_oldest(self) -> None:
-        """Forget the oldest txns until both bounds hold."""
-        entries, head = self._entries, self._head
-        while len(entries) - head > self.txns_max or self.bytes > self.bytes_max:
+        """Forget the oldest txns until both bounds hold with ``_FORGET_SLACK`` of each to
+        spare: a full history forgets once per so many txns, not with each one."""
+        entries, zxids, head = self._entries, self._zxids, self._head
+        txns_low = self.txns_max - self.txns_max // _FORGET_SLACK
+        bytes_low = self.bytes_max - self.bytes_max // _FORGET_SLACK
+        while len(entries) - head > txns_low or self.bytes > bytes_low:
             oldest = entries[head]
             assert oldest is not None
             entries[head] = None
+            self.since = zxids[head]
             head += 1
-            self.since = oldest[0]
-            self.bytes -= oldest[1]
+            self.bytes -= _ONE_EVENT_TXN_BYTES + len(oldest[1]) if len(oldest) == 3 else _entry_bytes(oldest)
             self._forgotten_unpruned += 1
         self._room = self.txns_max - (len(entries) - head)
         if head >= _COMPACT_AT and head * 2 >= len(entries):
             del entries[:head]
+            del zxids[:head]
             self._base += head
             head = 0
         self._head = head
@@ -340,15 +352,15 @@ class WatchHistory:
         first = base + self._head
         seq = max(self._indexed, first)
         for entry in islice(entries, seq - base, None):
-            path = entry[3]  # type: ignore[index]  # kept entries are never None
+            path = entry[1]  # type: ignore[index]  # kept entries are never None
             cut = path.find("/", 1)
             top = path[1:cut] if cut > 0 else path[1:]
             found = by_top.get(top)
             if found is None:
                 found = by_top[top] = deque()
             found.append(seq)
-            if len(entry) > 5:  # type: ignore[arg-type]  # more than one event: under other first names too?
-                for at in range(6, len(entry), 3):  # type: ignore[arg-type]
+            if len(entry) > 3:  # type: ignore[arg-type]  # more than one event: under other first names too?
+                for at in range(4, len(entry), 3):  # type: ignore[arg-type]
                     other = _top(entry[at])  # type: ignore[index]
                     if other != top and (not by_top.get(other) or by_top[other][-1] != seq):
                         by_top.setdefault(other, deque()).append(seq)
@@ -367,7 +379,7 @@ class WatchHistory:
     def _newest_first(self, watch_path: str, recursive: bool) -> Iterator[Kept]:
         """The events a watch on ``watch_path`` may see, newest first: a recursive one on ``/``
         every txn's, any other the events of the txns of its top-level subtree."""
-        entries, base = self._entries, self._base
+        entries, zxids, base = self._entries, self._zxids, self._base
         first = base + self._head
         if watch_path == "/" and recursive:
             seqs: Iterable[int] = range(base + len(entries) - 1, first - 1, -1)
@@ -378,8 +390,8 @@ class WatchHistory:
                 return
             entry = entries[seq - base]
             assert entry is not None
-            zxid = entry[0]
-            for at in range(len(entry) - 3, _EVENTS_AT - 1, -3):
+            zxid = zxids[seq - base]
+            for at in range(len(entry) - 3, -1, -3):
                 yield zxid, entry[at], entry[at + 1], entry[at + 2]
 
     def replay(self, watcher: Any, watch_path: str, recursive: bool, since_zxid: int, bytes_max: int) -> list[Replayed]:
