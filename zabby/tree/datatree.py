@@ -94,6 +94,9 @@ def _stat_bytes(node: Znode) -> bytes:
     return _pack_stat(node.czxid, node.mzxid, pzxid, node.ctime, node.mtime, node.version, cversion, aversion, owner)
 
 
+SET_SEEDS_MAX = 4096  # paths whose digest seeds a tree keeps for setData (about 400 KB)
+
+
 def _pack_stat(czxid: int, mzxid: int, pzxid: int, ctime: int, mtime: int, version: int, cversion: int, aversion: int, owner: int) -> bytes:  # fmt: skip
     try:
         return _STAT_DIGEST.pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner)
@@ -386,6 +389,9 @@ class DataTree:
         self.quota_roots: set[str] = set()  # paths with a quota (zabby.tree.quota)
         self.shared = SharedMetas()
         self._time_ms = 0  # the last txn's time, the int object znodes share (_shared_time)
+        # ``_seeds`` of the paths set lately: a setData's path is set again and again (a
+        # counter, a config, a lock's data), and its seeds cost an encode and two CRCs
+        self._set_seeds: dict[str, tuple[int | None, int | None]] = {}
         self._add_system_nodes()
 
     def size_bytes(self) -> int:
@@ -434,7 +440,8 @@ class DataTree:
             result = self._set_data(txn, txn.body, events, answered)
         else:
             result = self._apply_body(txn, txn.type, txn.body, events)
-        self.last_zxid = max(self.last_zxid, txn.zxid)
+        if txn.zxid > self.last_zxid:  # an ERROR txn may come at a zxid applied already
+            self.last_zxid = txn.zxid
         self.digest &= DIGEST_MASK
         self.digest_log.append((self.last_zxid, self.digest))
         return result, events
@@ -582,7 +589,12 @@ class DataTree:
         self.data_size += len(data) - len(old_data)
         if self.quota_roots:
             quota.data_changed(self, path, len(data) - len(old_data))
-        stat_seed, data_seed = _seeds(path)
+        seeds = self._set_seeds.get(path)
+        if seeds is None:
+            if len(self._set_seeds) >= SET_SEEDS_MAX:  # bounded: started again when full
+                self._set_seeds.clear()
+            seeds = self._set_seeds[path] = _seeds(path)
+        stat_seed, data_seed = seeds
         if stat_seed is not None and data_seed is not None:  # a system znode counts nothing (both None)
             # the Stat's digest bytes before and after from one read of the fields it keeps
             _, aversion, owner = node.meta

@@ -253,7 +253,7 @@ INDEX_BACKLOG_MAX: int | None = None
 def _entry_bytes(entry: Entry) -> int:
     """What the history counts for a txn kept: ``HISTORY_TXN_BYTES``, and for each of its
     events ``HISTORY_EVENT_BYTES`` and its path."""
-    return HISTORY_TXN_BYTES + len(entry) // 3 * HISTORY_EVENT_BYTES + sum(len(path) for path in entry[1::3])
+    return HISTORY_TXN_BYTES + len(entry) // 3 * HISTORY_EVENT_BYTES + sum(map(len, entry[1::3]))
 
 
 def _top(path: str) -> str:
