@@ -54,7 +54,7 @@ def propose(peer: Replica, leader: LeaderRole, txns: list[Txn]) -> None:
         leader.last_proposed = expected
         expected += 1
     peer._log(txns)
-    if not leader.learners and peer.quorum.has_quorum((peer.sid,)):
+    if not leader.learners and peer.members.quorum.has_quorum((peer.sid,)):
         # A quorum of one (standalone): logging is committing.  The txns are applied in
         # step 5 of this Ready, after its persist, rather than in a Ready of their own.
         leader.self_acked = txns[-1].zxid
@@ -84,7 +84,7 @@ def maybe_commit(peer: Replica, leader: LeaderRole) -> None:
         return
     acked = {sid: info.acked for sid, info in leader.learners.items() if not info.observer and info.synced}  # voters only count
     acked[peer.sid] = leader.self_acked
-    point = peer.quorum.committed(acked)
+    point = peer.members.quorum.committed(acked)
     if point <= leader.commit_point:
         return
     committed = peer._ready.committed
@@ -103,7 +103,7 @@ def maybe_commit(peer: Replica, leader: LeaderRole) -> None:
                 commit = commit or Commit(zxid=point, designated=designated)
                 peer._send_early(sid, commit)
     rounds.advance_syncs(peer, leader)
-    if peer.sid not in peer.quorum.voters:  # the new membership leaves us out: hand over
+    if peer.sid not in peer.members.quorum.voters:  # the new membership leaves us out: hand over
         peer._become_looking(vote_for=designated, hand_over=True)
 
 
@@ -116,7 +116,7 @@ def _tell_logged(peer: Replica, leader: LeaderRole, logged: int) -> None:
     if not leader.established or logged <= leader.commit_point or peer.proposed is not None or not peer.config.logged_commits:
         return
     for sid, info in leader.learners.items():
-        if info.uptodate and not info.observer and info.acked < logged and peer.quorum.has_quorum((peer.sid, sid)):
+        if info.uptodate and not info.observer and info.acked < logged and peer.members.quorum.has_quorum((peer.sid, sid)):
             info.logged_sent = logged
             peer._send(sid, Logged(zxid=logged))
 
@@ -124,10 +124,10 @@ def _tell_logged(peer: Replica, leader: LeaderRole, logged: int) -> None:
 def activate(peer: Replica, leader: LeaderRole, commit_point: int) -> int:
     """Activate a membership the commit point reached; the designated next leader if it
     leaves this leader out (0: none, or no hand-over needed)."""
-    if not peer.members.activate(commit_point) or peer.sid in peer.quorum.voters:
+    if not peer.members.activate(commit_point) or peer.sid in peer.members.quorum.voters:
         return 0
     candidates = [(info.acked, sid) for sid, info in leader.learners.items()
-                  if info.uptodate and sid in peer.quorum.voters]  # fmt: skip
+                  if info.uptodate and sid in peer.members.quorum.voters]  # fmt: skip
     return max(candidates)[1] if candidates else 0
 
 

@@ -54,7 +54,7 @@ def _step_down_below(peer: Replica, accepted_epoch: int) -> None:
 def maybe_pick_epoch(peer: Replica, leader: LeaderRole) -> None:
     """Once a quorum sent FOLLOWERINFO, the new epoch beats every accepted one."""
     voters = {peer.sid} | {sid for sid, i in leader.learners.items() if not i.observer}
-    if leader.epoch or not peer.quorum.has_quorum(voters):
+    if leader.epoch or not peer.members.quorum.has_quorum(voters):
         return
     leader.epoch = max([peer.accepted_epoch] + [i.accepted_epoch for i in leader.learners.values()]) + 1
     peer.accepted_epoch = leader.epoch
@@ -73,7 +73,7 @@ def _maybe_sync_self(peer: Replica, leader: LeaderRole) -> None:
     if not leader.epoch or peer.sid in leader.newleader_acks:
         return
     acked = {peer.sid} | {sid for sid, i in leader.learners.items() if i.acked_epoch and not i.observer}
-    if not peer.quorum.has_quorum(acked):
+    if not peer.members.quorum.has_quorum(acked):
         return
     peer.current_epoch = leader.epoch
     peer._ready.current_epoch = leader.epoch

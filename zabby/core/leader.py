@@ -29,7 +29,7 @@ def tick(peer: Replica, leader: LeaderRole) -> None:
         if peer.now - info.heard_tick > (peer.config.sync_limit_ticks if info.synced else peer.config.init_limit_ticks):
             discovery.drop_learner(peer, leader, sid)
     alive = {peer.sid} | {sid for sid, info in leader.learners.items() if info.uptodate}
-    if not peer.quorum.has_quorum(alive):
+    if not peer.members.quorum.has_quorum(alive):
         peer._become_looking()
         return
     if peer.now % peer.config.ping_interval_ticks == 0:

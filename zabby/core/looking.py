@@ -64,7 +64,7 @@ def step_notification(peer: Replica, sender: int, note: Notification) -> None:
     elif changed:
         broadcast_notification(peer, role)
     elif note.state == ServerState.LOOKING.value and (note.election_epoch < peer.logical_clock
-                                                      or sender not in peer.quorum.voters):  # fmt: skip
+                                                      or sender not in peer.members.quorum.voters):  # fmt: skip
         # Behind us, or a server we do not count (ZooKeeper answers those too): it may
         # count us, in a membership it knows and we have not learnt yet.
         peer._send(sender, election.notification(role.state))

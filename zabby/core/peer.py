@@ -273,12 +273,12 @@ class Peer(Replica):
         # holds, not of a vote's hint: a server the hint alone makes its only voter would
         # wait for its own word forever (the soak's seed 4578, with reconfigs).
         logged = self.members.quorums(hinted=False) if self.hinted else None
-        election = Election(self.sid, self.quorum, self.logical_clock, own, self.config.finalize_wait_ticks,
+        election = Election(self.sid, self.members.quorum, self.logical_clock, own, self.config.finalize_wait_ticks,
                             self.members.candidates(), logged, abstain=self.repairing)  # fmt: skip
         role = LookingRole(election=election, notify_interval=self.config.notify_interval_ticks_min, early_followers=early_followers)
         self.role, self._step, self._tick = role, partial(looking.step, self, role), partial(looking.tick, self, role)
         looking.broadcast_notification(self, role)
-        if self.quorum.voters == {self.sid} and not self.repairing:
+        if self.members.quorum.voters == {self.sid} and not self.repairing:
             self._decide(election.proposal)
 
     def _decide(self, vote: Vote) -> None:

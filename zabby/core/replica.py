@@ -21,7 +21,6 @@ from zabby.core.election import Vote
 from zabby.core.history import History
 from zabby.core.membership import Memberships
 from zabby.core.messages import Message, Notification
-from zabby.core.quorum import Quorums
 from zabby.core.ready import Ready, SoftState
 from zabby.core.roles import LearnerRole, Role
 from zabby.core.types import ServerState, ZabPhase
@@ -117,10 +116,6 @@ class Replica:
     def hinted(self) -> Membership | None:
         """A vote's proposed membership, for the next election only."""
         return self.members.hinted
-
-    @property
-    def quorum(self) -> Quorums:
-        return self.members.quorum
 
     @property
     def peers(self) -> frozenset[int]:

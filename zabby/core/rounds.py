@@ -44,7 +44,7 @@ def _confirmed(peer: Replica, leader: LeaderRole) -> int:
     """The highest round a quorum has confirmed (the leader confirms its own at once)."""
     confirmed = {sid: info.round_acked for sid, info in leader.learners.items() if info.uptodate and not info.observer}
     confirmed[peer.sid] = leader.round
-    return peer.quorum.committed(confirmed)
+    return peer.members.quorum.committed(confirmed)
 
 
 def advance_syncs(peer: Replica, leader: LeaderRole) -> None:

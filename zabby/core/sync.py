@@ -115,7 +115,7 @@ def newleader_acked(peer: Replica, leader: LeaderRole, sender: int, info: Learne
 def maybe_establish(peer: Replica, leader: LeaderRole) -> None:
     """A quorum of voters acked NEWLEADER: what we logged is committed, and we serve."""
     voters_synced = {sid for sid in leader.newleader_acks if sid == peer.sid or not leader.learners[sid].observer}
-    if leader.established or not peer.quorum.has_quorum(voters_synced):
+    if leader.established or not peer.members.quorum.has_quorum(voters_synced):
         return
     leader.established = True
     leader.established_by = frozenset(voters_synced)
@@ -127,7 +127,7 @@ def maybe_establish(peer: Replica, leader: LeaderRole) -> None:
             peer._send(sid, Commit(zxid=peer.last_logged, designated=designated))
         peer._send(sid, UpToDate())
         leader.learners[sid].uptodate = True
-    if peer.sid not in peer.quorum.voters:
+    if peer.sid not in peer.members.quorum.voters:
         peer._become_looking(vote_for=designated, hand_over=True)
 
 
