@@ -269,7 +269,8 @@ class Preparer:
         if len(fixed) > entries_max:
             raise ZabbyError(Err.INVALIDACL, f"an ACL of {len(fixed)} entries (with auth expanded into the session's ids), "
                                              f"more than maxAclEntries ({entries_max})")  # fmt: skip
-        self._charge_acl_entries(len(fixed) - asked)  # what auth expanded into
+        if len(fixed) != asked:  # what auth expanded into
+            self._charge_acl_entries(len(fixed) - asked)
         if key is not None:
             self._txn_acls[key] = fixed
         return fixed

@@ -233,6 +233,7 @@ REPLAY_BYTES_PER_EVENT = 24  # an event's frame without its path: the length pre
 HISTORY_TXN_BYTES = 120  # what the history holds for a txn: its entry, its place in an index or two
 HISTORY_EVENT_BYTES = 80  # and for each of its events beside the path
 _ONE_EVENT_TXN_BYTES = HISTORY_TXN_BYTES + HISTORY_EVENT_BYTES
+_TWO_EVENT_TXN_BYTES = HISTORY_TXN_BYTES + 2 * HISTORY_EVENT_BYTES
 Kept = tuple[int, int, str, tuple[acls.ACL, ...]]  # an event in the history: (zxid, type, path, acl)
 # A txn in the history: its zxid in an array of them, and its events' type, path and ACL in one
 # flat tuple: for a txn of one event (nearly all), the apply's own event tuple, kept as it is.  A
@@ -306,9 +307,14 @@ class WatchHistory:
             self.since = zxid
             return
         entry: Entry
-        if len(events) == 1:  # nearly every txn: one event, no loop and no sum (``_entry_bytes`` of it)
+        count = len(events)
+        if count == 1:  # nearly every txn: one event, no loop and no sum (``_entry_bytes`` of it)
             entry = events[0]
             size = _ONE_EVENT_TXN_BYTES + len(entry[1])
+        elif count == 2:  # a create or a delete: its node's event and its parent's
+            first, second = events
+            entry = first + second
+            size = _TWO_EVENT_TXN_BYTES + len(first[1]) + len(second[1])
         else:
             if len(events) <= _CONCATENATED_MAX:  # the events' fields: tuple concatenation, in C
                 entry = sum(events, ())
