@@ -297,10 +297,20 @@ class QuotaLedger:
         self._change(root, count_delta, bytes_delta)
 
     def applied(self, zxid: int) -> None:
+        """A run of entries of one root (a batch of writes all under ``TREE``) is taken off
+        its totals at once: one ``_change`` a batch, not one a txn."""
         entries = self._entries
+        run_root, run_count, run_bytes = None, 0, 0
         while entries and entries[0][0] <= zxid:
             _, root, count_delta, bytes_delta = entries.popleft()
-            self._change(root, -count_delta, -bytes_delta)
+            if root != run_root:
+                if run_root is not None:
+                    self._change(run_root, -run_count, -run_bytes)
+                run_root, run_count, run_bytes = root, 0, 0
+            run_count += count_delta
+            run_bytes += bytes_delta
+        if run_root is not None:
+            self._change(run_root, -run_count, -run_bytes)
 
     def mark(self) -> int:
         return len(self._entries)
