@@ -278,3 +278,26 @@ def test_max_txn_acl_entries_below_max_acl_entries_is_refused_at_start() -> None
 
     with pytest.raises(ConfigError, match="maxTxnAclEntries=100 must be at least maxAclEntries"):
         from_dict({"dataDir": "/tmp/x", "clientPort": "2181", "maxTxnAclEntries": "100", "maxAclEntries": "256"})
+
+
+def test_the_set_data_seed_cache_is_bounded_in_paths_and_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A setData's digest seeds are kept by path, for at most ``SET_SEEDS_MAX`` paths of at most
+    ``SET_SEEDS_PATH_MAX`` characters: a client setting nodes of 200 kB paths held their paths
+    in it after the nodes were gone (38 MiB for 200 of them), counted by no bound.  The digest is
+    the one the seeds computed afresh give, cached or not."""
+    from zabby.tree import datatree
+
+    monkeypatch.setattr(datatree, "SET_SEEDS_MAX", 4)
+    h, fresh = Harness(), Harness()
+    long_path = "/" + "x" * (datatree.SET_SEEDS_PATH_MAX + 1)
+    for path in [long_path] + [f"/n{n}" for n in range(10)]:
+        for harness in (h, fresh):
+            harness.create(path, b"a")
+        h.set_data(path, b"bb")
+        h.set_data(path, b"ccc")
+        fresh.tree._set_seeds.clear()
+        fresh.set_data(path, b"bb")
+        fresh.tree._set_seeds.clear()
+        fresh.set_data(path, b"ccc")
+        assert long_path not in h.tree._set_seeds and len(h.tree._set_seeds) <= 4
+        assert h.tree.digest == fresh.tree.digest

@@ -94,7 +94,8 @@ def _stat_bytes(node: Znode) -> bytes:
     return _pack_stat(node.czxid, node.mzxid, pzxid, node.ctime, node.mtime, node.version, cversion, aversion, owner)
 
 
-SET_SEEDS_MAX = 4096  # paths whose digest seeds a tree keeps for setData (about 400 KB)
+SET_SEEDS_MAX = 4096  # paths whose digest seeds a tree keeps for setData
+SET_SEEDS_PATH_MAX = 256  # the longest path kept among them (4,096 of them: at most about 1.5 MB)
 
 
 def _pack_stat(czxid: int, mzxid: int, pzxid: int, ctime: int, mtime: int, version: int, cversion: int, aversion: int, owner: int) -> bytes:  # fmt: skip
@@ -591,9 +592,11 @@ class DataTree:
             quota.data_changed(self, path, len(data) - len(old_data))
         seeds = self._set_seeds.get(path)
         if seeds is None:
-            if len(self._set_seeds) >= SET_SEEDS_MAX:  # bounded: started again when full
-                self._set_seeds.clear()
-            seeds = self._set_seeds[path] = _seeds(path)
+            seeds = _seeds(path)
+            if len(path) <= SET_SEEDS_PATH_MAX:  # a long path is not kept: the cache stays small in bytes too
+                if len(self._set_seeds) >= SET_SEEDS_MAX:  # bounded: started again when full
+                    self._set_seeds.clear()
+                self._set_seeds[path] = seeds
         stat_seed, data_seed = seeds
         if stat_seed is not None and data_seed is not None:  # a system znode counts nothing (both None)
             # the Stat's digest bytes before and after from one read of the fields it keeps

@@ -243,7 +243,6 @@ Kept = tuple[int, int, str, tuple[acls.ACL, ...]]  # an event in the history: (z
 Entry = tuple[Any, ...]
 _CONCATENATED_MAX = 8  # events of a txn joined by concatenation (faster for a few, quadratic)
 _COMPACT_AT = 4096  # forgotten entries at the front of the list before it is cut
-_FORGET_SLACK = 64  # a history over a bound forgets down to 1/64 below it (below 64 txns: none spare)
 # Txns recorded and not indexed before a record indexes them; None: only when a resume needs the
 # index.  Indexing costs about 0.6 µs a txn, on every server, for every write: paid only where
 # watches resume, the first resume indexes what the history holds (at most watchHistoryTxns:
@@ -272,8 +271,7 @@ class WatchHistory:
     again whenever the tree is replaced (a SNAP, a reload from disk).
 
     Recording a txn appends its events' tuple and its zxid (every server records every write;
-    a resume is rare); a history over a bound forgets its oldest txns until it is 1/64 below
-    it.  The txns are indexed by the first names of their events' paths (nearly
+    a resume is rare).  The txns are indexed by the first names of their events' paths (nearly
     always one) in bulk, when a resume needs the index, from where the last indexing left it
     (or the oldest txn kept), so a resume reads only the txns of its
     top-level subtree (every txn for a watch on ``/``), newest first down to its zxid: it
@@ -331,12 +329,10 @@ class WatchHistory:
             self._index()
 
     def _forget_oldest(self) -> None:
-        """Forget the oldest txns until both bounds hold with ``_FORGET_SLACK`` of each to
-        spare: a full history forgets once per so many txns, not with each one."""
+        """Forget the oldest txns until both bounds hold (no more: a watch may resume over
+        every txn the bounds allow)."""
         entries, zxids, head = self._entries, self._zxids, self._head
-        txns_low = self.txns_max - self.txns_max // _FORGET_SLACK
-        bytes_low = self.bytes_max - self.bytes_max // _FORGET_SLACK
-        while len(entries) - head > txns_low or self.bytes > bytes_low:
+        while len(entries) - head > self.txns_max or self.bytes > self.bytes_max:
             oldest = entries[head]
             assert oldest is not None
             entries[head] = None

@@ -296,7 +296,8 @@ class Connection:
         """Send what is queued without waiting: what the socket takes now goes now, the rest
         (all of it, while the writer task is mid-send) goes to the writer task."""
         self._queued = False
-        self._charge_requests()  # the requests answered since the batch began (``requests_answered``)
+        if self.session.request_bytes < self._request_bytes:  # answered since the batch began (``requests_answered``)
+            self._charge_requests()  # a release only: requests taken are charged after their input (``_handle_frames``)
         if not self._out:
             return
         if self._sending or self._closing or self._direct_socket is None:
