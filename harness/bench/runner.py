@@ -20,6 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from harness import checkout_env
@@ -193,6 +194,9 @@ class Context:
     java_build: Path | None
     limits: Limits
     counter: int = 0
+    # called with the servers' pids as the measured window starts (the clients told GO) and
+    # once their results are in (``harness.bench.window`` signals its hook in the servers)
+    window_hooks: tuple[Callable[[list[int]], None], Callable[[list[int]], None]] | None = None
 
     def next_id(self) -> int:
         self.counter += 1
@@ -209,6 +213,12 @@ def cdf_points(values: list[float], points: int = 200) -> list[float]:
     if not ordered:
         return []
     return [ordered[min(len(ordered) - 1, int(i / points * len(ordered)))] for i in range(points)] + [ordered[-1]]
+
+
+def _window_hook(ctx: Context, end: int, pids: list[int]) -> None:
+    """The measured window's start (0) or end (1) told to ``ctx.window_hooks``, if any."""
+    if ctx.window_hooks is not None:
+        ctx.window_hooks[end](pids)
 
 
 def run_clients(ctx: Context, system: System, driver: str, cfgs: list[dict[str, Any]], during: Any = None,
@@ -239,6 +249,7 @@ def run_clients(ctx: Context, system: System, driver: str, cfgs: list[dict[str, 
         started = time.monotonic()
         for proc in procs:
             proc.send("GO")
+        _window_hook(ctx, 0, pids)
         if during is not None:
             during(procs)
         deadline = time.monotonic() + timeout_s
@@ -247,6 +258,7 @@ def run_clients(ctx: Context, system: System, driver: str, cfgs: list[dict[str, 
             line = proc.expect("RESULT ", deadline)
             results.append(json.loads(line[len("RESULT "):]))
         wall = time.monotonic() - started
+        _window_hook(ctx, 1, pids)
         cpu1 = {pid: cpu_split_of(pid) for pid in pids}
         by_pid = {pid: (cpu1[pid][0] - cpu0[pid][0], cpu1[pid][1] - cpu0[pid][1]) for pid in pids}
         for spy in spies:
