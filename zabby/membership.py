@@ -92,7 +92,6 @@ class Membership:
             raise MembershipError("a membership needs at least one participant")
         return cls(ordered, version)
 
-
     def member(self, sid: int) -> Member | None:
         return next((m for m in self.members if m.sid == sid), None)
 

@@ -47,7 +47,7 @@ def step(peer: Replica, leader: LeaderRole, sender: int, message: Message) -> No
         return
     info.heard_tick = peer.now
     if isinstance(message, Request):  # the busy leader's two messages first: each forwarded write, each ACK
-        if leader.established and info.uptodate and sender in peer.members.member_sids:  # ``is_member``, without two calls a write
+        if leader.established and info.uptodate and sender in peer.members.member_sids:  # named by the committed or the proposed membership
             peer._ready.requests.append((sender, message))
     elif isinstance(message, Ack):
         if message.zxid == make_zxid(leader.epoch, 0) and not info.synced:

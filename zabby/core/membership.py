@@ -55,7 +55,9 @@ class Memberships:
         return frozenset().union(*(m.sids for m in self.views())) - {self.sid}
 
     def is_member(self, sid: int) -> bool:
-        """Named by the committed membership or the proposed one (``member_sids``)."""
+        """Named by the committed membership or the proposed one (``member_sids``): a server
+        that is neither may sync as a non-voting learner (a joiner does, before its reconfig),
+        but what it forwards is not taken, and its acks and votes count for nothing."""
         return sid in self.member_sids
 
     def counted_as_member(self) -> bool:

@@ -268,10 +268,10 @@ _KINDS = {type_: _field_kinds(cls) for type_, cls in _TYPES.items()}
 
 def _check_kinds(type_: int, values: tuple[Any, ...]) -> None:
     """Every field has its type: a packet that lies about one is refused here, as malformed,
-    rather than failing somewhere in the core (a forged ``Ack(zxid="x")`` would have)."""
+    rather than failing somewhere in the core (a forged ``Ack(zxid="x")`` would have).  Asked
+    when the fields are not all of their exact types, as msgpack decodes them (``decode``
+    compares those first): fewer fields (defaults), or a subclass, or a lie."""
     kinds = _KINDS[type_]
-    if tuple(map(type, values)) == kinds:  # every field of its exact type, as msgpack decodes them
-        return
     if len(values) > len(kinds):
         raise TypeError(f"{len(values)} fields for {len(kinds)}")
     for value, kind in zip(values, kinds):
@@ -322,10 +322,11 @@ def decode(frame: bytes) -> Message:
             return cls(_checked_txns(txns))
         if cls is SnapChunk:
             (_, records, last) = value
-            _check_kinds(SnapChunk.TYPE, (records, last))
+            if (records.__class__, last.__class__) != _KINDS[SnapChunk.TYPE]:
+                _check_kinds(SnapChunk.TYPE, (records, last))
             return SnapChunk(records, last, _records_bytes(frame))
         fields = value[1:]
-        if tuple(map(type, fields)) != _KINDS[value[0]]:  # the exact types, without a call (``_check_kinds`` says what is wrong)
+        if tuple(map(type, fields)) != _KINDS[value[0]]:  # every field of its exact type: no call
             _check_kinds(value[0], fields)
         # the wire fields in their order, positionally: no dict of them per message
         return cls(*fields)

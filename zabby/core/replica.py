@@ -122,18 +122,6 @@ class Replica:
         """The servers to vote with: every member of the committed, proposed and hinted memberships."""
         return self.members.peers()
 
-    def is_member(self, sid: int) -> bool:
-        """Named by the committed membership or the proposed one: a server that is neither may
-        sync as a non-voting learner (a joiner does, before its reconfig), but what it forwards
-        is not taken, and its acks and votes count for nothing."""
-        return self.members.is_member(sid)
-
-    def counted_as_member(self) -> bool:
-        """Whether the ensemble counts this server a member: our own view names us, and no
-        peer's copy of the same version leaves us out (a joiner's zoo.cfg lists itself beside
-        the initial servers, all at version 0, before the reconfig that adds it)."""
-        return self.members.counted
-
     def _role_changed(self) -> bool:
         """Following as a voter while the membership makes us an observer, or the reverse."""
         role = self.role

@@ -357,10 +357,10 @@ class ClientCalls:
         Raises:
             ZabbyError: NOTREADONLY in read-only mode, CONNECTIONLOSS when not serving.
         """
-        if self.looking_since_ms is not None and self.read_only:  # never read-only while it has a leader: no call then
+        if self.read_only:
             raise ZabbyError(Err.NOTREADONLY, "this server is in read-only mode: writes and syncs need a quorum")
         stale = not self.peer.established_leader if self.is_leader else self.peer.learner is None
-        if not self.soft.serving or stale:
+        if not self.serving or stale:
             raise ZabbyError(Err.CONNECTIONLOSS, "this server is not serving")
 
     def _check_sessions_max(self) -> None:

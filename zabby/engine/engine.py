@@ -349,8 +349,7 @@ class Engine(ClientCalls):
         # within the turn too (``_turn_room``), and what they send (pings, proposals,
         # acknowledgements) must not wait behind a backlog of applies (a leader whose pings
         # waited so lost its followers).
-        tails = self._tails  # ``_durable_tails``, without its call: asked every time the loop looks for work
-        if self._turn_ops < self.config.turn_ops_max and tails and tails[0].needs <= self._durable_zxid:
+        if self._turn_ops < self.config.turn_ops_max and self._durable_tails():
             return self._finish_durable()
         if self._proposals and self.peer.established_leader:  # the core's state: it may have just stepped down
             batch = self._next_batch()

@@ -201,8 +201,7 @@ class ZabbyServer:
 
     @property
     def throttled(self) -> bool:
-        engine = self.engine  # asked before every request a connection takes: one call, not two
-        return engine.outstanding >= engine.config.outstanding_requests_max
+        return self.engine.throttled
 
     def secret_attempt(self, source: str) -> bool:
         """Whether ``source`` (a client's address) may try a secret now: a SASL response, the

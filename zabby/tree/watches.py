@@ -252,7 +252,10 @@ INDEX_BACKLOG_MAX: int | None = None
 
 def _entry_bytes(entry: Entry) -> int:
     """What the history counts for a txn kept: ``HISTORY_TXN_BYTES``, and for each of its
-    events ``HISTORY_EVENT_BYTES`` and its path."""
+    events ``HISTORY_EVENT_BYTES`` and its path (``record`` counts a txn of one or two events
+    the same way, inline)."""
+    if len(entry) == 3:  # one event: nearly every txn a full history forgets
+        return _ONE_EVENT_TXN_BYTES + len(entry[1])
     return HISTORY_TXN_BYTES + len(entry) // 3 * HISTORY_EVENT_BYTES + sum(map(len, entry[1::3]))
 
 
@@ -293,15 +296,13 @@ class WatchHistory:
         self._indexed = 0  # the sequence number of the first txn not in the index yet
         self._by_top: dict[str, deque[int]] = {}  # a first name → the sequence numbers of the txns with an event under it
         self._forgotten_unpruned = 0  # txns forgotten since the index was last pruned
-        self._off = not txns_max or not bytes_max  # nothing is kept: only ``since`` moves
-        self._room = txns_max  # txns that may be recorded before the oldest must go (a count kept, not a len taken per txn)
 
     def __len__(self) -> int:
         return len(self._entries) - self._head
 
     def record(self, zxid: int, events: list[Event]) -> None:
         """The events txn ``zxid`` made, as it was applied (after every zxid recorded before)."""
-        if self._off:
+        if not self.txns_max or not self.bytes_max:
             self.since = zxid
             return
         entry: Entry
@@ -314,18 +315,18 @@ class WatchHistory:
             entry = first + second
             size = _TWO_EVENT_TXN_BYTES + len(first[1]) + len(second[1])
         else:
-            if len(events) <= _CONCATENATED_MAX:  # the events' fields: tuple concatenation, in C
+            if count <= _CONCATENATED_MAX:  # the events' fields: tuple concatenation, in C
                 entry = sum(events, ())
             else:  # a multi's: concatenation copies the growing tuple per event (5,000 events: 0.33 s)
                 entry = tuple(chain.from_iterable(events))
             size = _entry_bytes(entry)
-        self._entries.append(entry)
+        entries = self._entries
+        entries.append(entry)
         self._zxids.append(zxid)
         self.bytes += size
-        self._room -= 1
-        if self._room < 0 or self.bytes > self.bytes_max:
+        if len(entries) - self._head > self.txns_max or self.bytes > self.bytes_max:
             self._forget_oldest()
-        if INDEX_BACKLOG_MAX is not None and self._base + len(self._entries) - self._indexed >= INDEX_BACKLOG_MAX:
+        if INDEX_BACKLOG_MAX is not None and self._base + len(entries) - self._indexed >= INDEX_BACKLOG_MAX:
             self._index()
 
     def _forget_oldest(self) -> None:
@@ -338,9 +339,8 @@ class WatchHistory:
             entries[head] = None
             self.since = zxids[head]
             head += 1
-            self.bytes -= _ONE_EVENT_TXN_BYTES + len(oldest[1]) if len(oldest) == 3 else _entry_bytes(oldest)
+            self.bytes -= _entry_bytes(oldest)
             self._forgotten_unpruned += 1
-        self._room = self.txns_max - (len(entries) - head)
         if head >= _COMPACT_AT and head * 2 >= len(entries):
             del entries[:head]
             del zxids[:head]

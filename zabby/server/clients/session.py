@@ -184,7 +184,7 @@ class _Slot:
     __slots__ = ("xid", "op", "args", "reply", "started", "write", "size", "ops")
 
     def __init__(self, xid: int, op: int, args: list[Any], started: float, write: bool, size: int = 0) -> None:
-        self.ops = ops = ops_of(op, args) if op in _MULTI_OPS else 1  # what it weighs in flight
+        self.ops = ops = ops_of(op, args)  # what it weighs in flight
         # what it holds: its frame, and what its ops became once decoded and prepared
         if ops > 1:
             size += (ops - 1) * REQUEST_OP_BYTES
