@@ -14,7 +14,9 @@ flight, spread over the servers); the two sides alternate, each run on servers o
 
 It prints, per workload and server role (``follower`` is one follower, the mean of both), the
 median over the rounds of: user and system µs per write, minor faults and young collections per
-1,000 writes, and with ``--profile`` the Python calls per write (builtins apart), with the rates.
+1,000 writes, and with ``--profile`` the Python calls per write (builtins apart), with the rates
+and the cores the whole machine kept busy over the window (from /proc/stat: servers and load
+driver; below the core count, the load stalls on something other than CPU).
 A server's user CPU per write moved by about 5% between runs where the rates moved by 10-15%.
 """
 
@@ -24,6 +26,7 @@ import argparse
 import json
 import os
 import pstats
+import shutil
 import signal
 import statistics
 import subprocess
@@ -49,6 +52,18 @@ def _signal(pids: list[int], signum: int) -> None:
             os.kill(pid, signum)
         except ProcessLookupError:
             pass
+
+
+def machine_ticks() -> tuple[int, int]:
+    """The machine's (busy, all) CPU ticks since boot, from /proc/stat (idle and iowait are not busy)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields) - fields[3] - fields[4], sum(fields)
+
+
+def busy_cores(start: tuple[int, int], end: tuple[int, int]) -> float:
+    """The cores the whole machine kept busy between two ``machine_ticks`` (servers and load driver)."""
+    busy, total = end[0] - start[0], end[1] - start[1]
+    return (os.cpu_count() or 1) * busy / total if total > 0 else 0.0
 
 
 def python_calls(stats_path: Path) -> int:
@@ -81,8 +96,10 @@ def spent_per_write(folder: Path, roles: dict[int, str], writes: int) -> dict[st
 
 
 def run_sides(roots: dict[str, Path], settings: dict[str, dict[str, str]], workloads: list[str], deployment: str, rounds: int,
-              limits: Limits, workdir: Path, profile: bool) -> list[dict[str, Any]]:  # fmt: skip
-    """Every workload, ``rounds`` times on each side, alternating; a record per run with its figures by role."""
+              limits: Limits, workdir: Path, profile: bool, keep: Path | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Every workload, ``rounds`` times on each side, alternating; a record per run with its figures by role.
+
+    With ``keep``, each run's profiles are copied there as ``<side>-<workload>-<round>-<role>-<pid>.prof``."""
     java = build_java(workdir / "java")
     if isinstance(java, str):
         raise SystemExit(f"the Java load driver cannot be built: {java}")
@@ -91,7 +108,17 @@ def run_sides(roots: dict[str, Path], settings: dict[str, dict[str, str]], workl
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SITE), os.environ.get("PYTHONPATH", "")]))
     os.environ["ZABBY_WINDOW_OUT"] = str(window)
     os.environ["ZABBY_WINDOW_PROFILE"] = "1" if profile else "0"
-    ctx = Context(workdir, java, limits, window_hooks=(lambda pids: _signal(pids, signal.SIGUSR2), lambda pids: _signal(pids, signal.SIGUSR1)))
+    ticks: dict[str, tuple[int, int]] = {}
+
+    def window_start(pids: list[int]) -> None:
+        _signal(pids, signal.SIGUSR2)
+        ticks["start"] = machine_ticks()
+
+    def window_end(pids: list[int]) -> None:
+        ticks["end"] = machine_ticks()
+        _signal(pids, signal.SIGUSR1)
+
+    ctx = Context(workdir, java, limits, window_hooks=(window_start, window_end))
     session = Session(workdir, CHECKOUT, "512m")
     out = Run(workdir / "records")
     records = []
@@ -108,6 +135,12 @@ def run_sides(roots: dict[str, Path], settings: dict[str, dict[str, str]], workl
                         record = measure(ctx, out, system, "java", workload, "window", None if workload.startswith("latency") else SPREAD,
                                          extra={"side": side, "round": number})  # fmt: skip
                         record["spent"] = spent_per_write(window, roles, max(1, record.get("ops", 0)))
+                        if "start" in ticks and "end" in ticks:
+                            record["busy_cores"] = busy_cores(ticks.pop("start"), ticks.pop("end"))
+                        if keep is not None:
+                            for pid, role in roles.items():
+                                if (kept := window / f"{pid}.prof").exists():
+                                    shutil.copyfile(kept, keep / f"{side}-{workload}-{number}-{role}-{pid}.prof")
                         records.append(record)
                     finally:
                         session.bring_down(system)
@@ -126,6 +159,9 @@ def table(records: list[dict[str, Any]], sides: list[str]) -> str:
     for workload in dict.fromkeys(r["workload"] for r in records):
         runs = [r for r in records if r["workload"] == workload and "spent" in r]
         rates = " → ".join(f"{statistics.median(r['rate'] for r in runs if r['side'] == side):,.0f}" for side in sides)
+        busy = [[r["busy_cores"] for r in runs if r["side"] == side and "busy_cores" in r] for side in sides]
+        if all(busy):
+            rates += " (machine busy " + " → ".join(f"{statistics.median(b):.2f}" for b in busy) + f" of {os.cpu_count()} cores)"
         for role in sorted({role for r in runs for role in r["spent"]}):
             cells = []
             for key, _ in shown:
@@ -147,11 +183,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="cProfile in every server: Python calls per write")
     parser.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE", help="a zoo.cfg setting for both sides")
     parser.add_argument("--new-only-setting", action="store_true", help="the --setting lines for the working tree's side only")
+    parser.add_argument("--keep-profiles", type=Path, metavar="DIR", help="with --profile: copy each run's profiles into DIR")
     parser.add_argument("--json", type=Path, help="also write every run's record here (JSON lines)")
     parser.add_argument("--wait-quiet", type=float, default=10.0, help="minutes to wait for a quiet machine (default 10)")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.seconds <= 0:
         parser.error("--rounds and --seconds must be positive")
+    if args.keep_profiles is not None:
+        args.keep_profiles.mkdir(parents=True, exist_ok=True)
     settings = parse_settings(parser, args.setting, [])
     workloads = [w for w in args.workloads.split(",") if w]
     quiet, load = wait_quiet(args.wait_quiet, 0.7)
@@ -163,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             sides = {"old": old_root, "new": CHECKOUT}
             records = run_sides(sides, {"old": {} if args.new_only_setting else settings, "new": settings}, workloads, args.deployment,
-                                args.rounds, replace(Limits(), seconds=args.seconds), workdir, args.profile)  # fmt: skip
+                                args.rounds, replace(Limits(), seconds=args.seconds), workdir, args.profile, args.keep_profiles)  # fmt: skip
         finally:
             subprocess.run(["git", "-C", str(CHECKOUT), "worktree", "remove", "--force", str(old_root)], check=False)
     if args.json:

@@ -67,6 +67,7 @@ def install(out_path: str) -> None:
 
     import zabby.server.clients.client_conn as client_conn
     import zabby.server.peering.transport as transport
+    import zabby.storage.fs as fs
     from zabby.core import messages
 
     clock, spans = time.perf_counter, _Spans()
@@ -115,6 +116,7 @@ def install(out_path: str) -> None:
 
     transport.decode, transport.encode = timed_decode, timed_encode
     os.fdatasync = timed_fdatasync  # type: ignore[assignment]
+    fs.OsFileSystem.fdatasync = staticmethod(timed_fdatasync)  # type: ignore[arg-type]  # the log's: os.fdatasync itself
     client_conn.Connection._handle_frames = timed_handle_frames  # type: ignore[method-assign, assignment]
     client_conn.Connection.flush = timed_flush  # type: ignore[method-assign]
     atexit.register(spans.write, out_path)

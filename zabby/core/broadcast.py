@@ -66,7 +66,8 @@ def propose(peer: Replica, leader: LeaderRole, txns: list[Txn]) -> None:
         if info.acked_epoch and not info.observer:
             peer._send_early(sid, message)
     _tell_logged(peer, leader, txns[-1].zxid)
-    rounds.advance_syncs(peer, leader)
+    if leader.syncs:  # asked first: a call per proposal saved (it answers nothing without syncs)
+        rounds.advance_syncs(peer, leader)
     if zxid_counter(leader.last_proposed) == peer.config.zxid_counter_last:
         # ZooKeeper's ZOOKEEPER-1277: no counter is left in this epoch, so an election
         # starts the next one; what was proposed is recovered by it, as after any step-down
@@ -102,7 +103,8 @@ def maybe_commit(peer: Replica, leader: LeaderRole) -> None:
             else:
                 commit = commit or Commit(zxid=point, designated=designated)
                 peer._send_early(sid, commit)
-    rounds.advance_syncs(peer, leader)
+    if leader.syncs:
+        rounds.advance_syncs(peer, leader)
     if peer.sid not in peer.members.quorum.voters:  # the new membership leaves us out: hand over
         peer._become_looking(vote_for=designated, hand_over=True)
 

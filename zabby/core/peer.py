@@ -195,14 +195,14 @@ class Peer(Replica):
         role = self.role
         if isinstance(role, LeaderRole) and role.round_wanted:
             return True
-        return not self._ready.is_empty() or self._ready.soft_state != self.soft_state()
+        return not self._ready.is_empty() or self._ready.soft_state != role.soft_state(self.sid, self.current_epoch)
 
     def ready(self) -> Ready:
         role = self.role
         if isinstance(role, LeaderRole) and role.round_wanted:
             rounds.start(self, role)  # every sync of this Ready shares the round
         ready = self._ready
-        ready.soft_state = self.soft_state()
+        ready.soft_state = role.soft_state(self.sid, self.current_epoch)
         self._ready = Ready(soft_state=ready.soft_state)
         unsent = self._unsent_sids
         for sid in self._regular_sids:

@@ -318,7 +318,8 @@ class Engine(ClientCalls):
         no proposal it could make, so what can be left is the Readys the durable log covers
         whose applies this turn had no room for (``_next_work``).  (Asking the core again cost
         a soft state built per request, reads included.)"""
-        return self._durable_tails()
+        tails = self._tails
+        return bool(tails) and tails[0].needs <= self._durable_zxid
 
     # ----------------------------------------------------------------- the work loop
     def next_effect(self, result: Any = None, error: BaseException | None = None) -> Effect | None:
@@ -349,7 +350,7 @@ class Engine(ClientCalls):
         # within the turn too (``_turn_room``), and what they send (pings, proposals,
         # acknowledgements) must not wait behind a backlog of applies (a leader whose pings
         # waited so lost its followers).
-        if self._turn_ops < self.config.turn_ops_max and self._durable_tails():
+        if self._tails and self._turn_ops < self.config.turn_ops_max and self.has_work():
             return self._finish_durable()
         if self._proposals and self.peer.established_leader:  # the core's state: it may have just stepped down
             batch = self._next_batch()
@@ -366,8 +367,12 @@ class Engine(ClientCalls):
     def _next_batch(self) -> list[Txn]:
         """The prepared txns to propose together: up to ``config.turn_ops_max`` ops (a bigger multi
         alone), so that one Ready's applies fit a turn of the driver."""
-        count, _ = self._turn_room(self._proposals, 0)
-        batch, self._proposals = self._proposals[:count], self._proposals[count:]
+        proposals = self._proposals
+        if len(proposals) == 1:  # one at a time: a turn with no ops yet takes the first whatever its ops
+            self._proposals = []
+            return proposals
+        count, _ = self._turn_room(proposals, 0)
+        batch, self._proposals = proposals[:count], proposals[count:]
         return batch
 
     def _feed(self) -> Work:
@@ -462,7 +467,7 @@ class Engine(ClientCalls):
         if ready.early_messages:  # the core keeps them behind what waits on their links
             yield Send(ready.early_messages)
         tail = _Tail(0, ready, ready.committed)
-        applied_first = self._applies_first(ready)
+        applied_first = bool(ready.committed) and self._applies_first(ready)
         if applied_first:
             committed = ready.committed
             # a broadcast Ready's, as many as the turn has room for: the rest wait with its tail
@@ -581,9 +586,10 @@ class Engine(ClientCalls):
             self._answer_syncs(tail.ready)
         if ready.soft_state != self.soft:
             yield from self._change_state(ready.soft_state)
-        snapshot = self._due_snapshot()
-        if snapshot is not None:
-            yield snapshot
+        if self._txns_since_snapshot >= self._snapshot_due:  # asked first: a call per Ready saved
+            snapshot = self._due_snapshot()
+            if snapshot is not None:
+                yield snapshot
         if self._membership_moved():
             yield from self._membership_changed()
         for tail in tails:
@@ -626,10 +632,6 @@ class Engine(ClientCalls):
                 break
             count, turn_ops = count + 1, ops
         return count, turn_ops
-
-    def _durable_tails(self) -> bool:
-        """Readys the durable log covers are left to finish (a turn ended before them)."""
-        return bool(self._tails) and self._tails[0].needs <= self._durable_zxid
 
     def _sync_all(self) -> Work:
         """Make the whole log durable here and finish every Ready still waiting for it."""
@@ -959,7 +961,8 @@ class Engine(ClientCalls):
                 or self._clients_leave_at is not None)  # fmt: skip
 
     def _membership_changed(self) -> Work:
-        seen = (self.peer.membership, self.peer.proposed, self.peer.hinted)
+        members = self.peer.members
+        seen = (members.committed, members.proposed, members.hinted)
         if seen != self._membership_seen:
             committed = seen[0] != self._membership_seen[0]
             self._membership_seen = seen

@@ -143,10 +143,10 @@ class Storage:
 
     def append(self, txns: Sequence[Txn]) -> None:
         if txns:
-            self.log.append([(txn.zxid, encode_txn(txn)) for txn in txns])
+            (self._log or self.log).append([(txn.zxid, encode_txn(txn)) for txn in txns])  # the property only to raise its error
 
     def sync(self) -> None:
-        self.log.sync()
+        (self._log or self.log).sync()
 
     def logged_after(self, zxid: int) -> list[Txn]:
         """The txns the log holds above ``zxid`` (what a truncation to it would cut)."""
@@ -175,7 +175,7 @@ class Storage:
 
     @property
     def space_low(self) -> bool:
-        return self.log.space_low
+        return (self._log or self.log).space_low
 
     def close(self) -> None:
         self.datadir.close()  # the log it recovered: ``self._log``

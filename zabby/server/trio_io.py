@@ -157,6 +157,8 @@ class TrioIO:
             else:
                 gc.enable()
 
+    watches_effects = False
+
     def before_effect(self, effect: Any) -> None:
         pass
 
@@ -221,9 +223,7 @@ class TrioIO:
         log.segment_synced(writes)
         return True
 
-    @staticmethod
-    def perf_s() -> float:
-        return time.perf_counter()
+    perf_s = staticmethod(time.perf_counter)
 
     def want_sync(self) -> None:
         self._sync_wanted.set()

@@ -128,12 +128,14 @@ class EffectExecutor:
 
     def _run_until_awaited(self) -> None:
         engine, io = self.engine, self.io
+        watched = io.watches_effects
         while True:
             effect = engine.next_effect(self._result, self._error)
             self._result, self._error = None, None
             if effect is None:
                 break
-            io.before_effect(effect)
+            if watched:
+                io.before_effect(effect)
             try:
                 done, self._result = self._carry_out_now(effect)
             except Exception as exc:  # handed back: the engine decides what a failure means

@@ -88,6 +88,8 @@ class ShellIO(Protocol):
     def fail_stop(self, reason: str) -> NoReturn: ...
 
     # ----------------------------------------------------------------- hooks
+    watches_effects: bool  # before_effect is called only if set: a call per effect the server's I/O does without
+
     def before_effect(self, effect: Any) -> None:
         """About to carry out ``effect`` (the simulator may crash the server here)."""
 

@@ -188,6 +188,8 @@ class SimIO:
         if not self.node.faulted:
             raise Violation(f"server {self.node.sid}: its storage failed with no fault injected: {exc}") from exc
 
+    watches_effects = True
+
     def before_effect(self, effect: Any) -> None:
         self.effects += 1
         if self.effects > EFFECTS_PER_DRAIN_MAX:

@@ -65,7 +65,8 @@ class FileSystem(Protocol):
 
 
 class OsFileSystem:
-    """The real file system: each call is the ``os`` call of the same name."""
+    """The real file system: each call is the ``os`` call of the same name (the log's hot two
+    are those calls themselves: no Python frame per write)."""
 
     def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
         return os.open(path, flags, mode)
@@ -76,14 +77,12 @@ class OsFileSystem:
     def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
         return os.write(fd, data)
 
-    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
-        return os.pwrite(fd, data, offset)
+    pwrite = staticmethod(os.pwrite)
 
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
 
-    def fdatasync(self, fd: int) -> None:
-        os.fdatasync(fd)
+    fdatasync = staticmethod(os.fdatasync)
 
     def ftruncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)

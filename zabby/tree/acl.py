@@ -12,6 +12,7 @@ import functools
 import hashlib
 import ipaddress
 import re
+from collections.abc import Hashable
 from typing import Any
 
 from zabby.errors import Err, ZabbyError, shown
@@ -214,6 +215,12 @@ def fix_acl(acl: object, auth_ids: list[AuthId], *, sasl: bool = False) -> tuple
             and not any(e[1] in ("auth", "sasl") for e in acl)):  # fmt: skip
         _FIXED_CACHE[key] = fixed
     return fixed
+
+
+def validated_before(key: Hashable) -> tuple[ACL, ...] | None:
+    """What ``fix_acl`` made of an ACL it validated before and keeps (one with no ``auth`` or
+    ``sasl`` entry: the same for every caller), given as a tuple of tuples; None otherwise."""
+    return _FIXED_CACHE.get(key)
 
 
 def _fix_acl(acl: list[object] | tuple[object, ...], auth_ids: list[AuthId], sasl: bool) -> tuple[ACL, ...]:

@@ -256,11 +256,19 @@ class Preparer:
                 TxnTooLarge, past ``maxTxnAclEntries``.
         """
         key = _acl_key(acl)
-        known = self._txn_acls.get(key) if key is not None else None
-        if known is not None:
-            return known
         limits = self.limits
         entries_max = limits.acl_entries_max
+        if key is not None:
+            known = self._txn_acls.get(key)
+            if known is not None:
+                return known
+            known = acls.validated_before(key)  # nearly every create's: no entry to check or expand
+            if known is not None and len(known) <= entries_max:
+                if self._overlay is None and len(known) <= limits.txn_acl_entries_max:
+                    return known  # the txn's only op: its only ACL, within both bounds (a multi's are counted)
+                self._charge_acl_entries(len(known))
+                self._txn_acls[key] = known
+                return known
         asked = len(acl) if isinstance(acl, (list, tuple)) else 0  # fix_acl refuses anything else
         if asked > entries_max:  # refused before 30,000 entries are validated
             raise ZabbyError(Err.INVALIDACL, f"an ACL of {asked} entries, more than maxAclEntries ({entries_max})")
@@ -438,14 +446,16 @@ class Preparer:
             bytes_delta += acls.acl_cost(acl)
         if not (count_delta or bytes_delta):
             return
-        count, size = self.quota_ledger.in_flight(TREE)
-        if count_delta and len(tree.nodes) + count + count_delta > limits.znodes_max:
+        ledger = self.quota_ledger
+        count, size = ledger.add(zxid, TREE, count_delta, bytes_delta)  # counted first, taken back if refused
+        if count_delta and len(tree.nodes) + count > limits.znodes_max:
+            ledger.drop_last()
             raise ZabbyError(Err.QUOTAEXCEEDED, f"the tree holds maxZnodes ({limits.znodes_max:,}) znodes, "
                                                 f"with the writes in flight: delete some first")  # fmt: skip
-        if bytes_delta and tree.size_bytes() + size + bytes_delta > limits.tree_bytes_max:
+        if bytes_delta and tree.size_bytes() + size > limits.tree_bytes_max:
+            ledger.drop_last()
             raise ZabbyError(Err.QUOTAEXCEEDED, f"the tree's paths, data and ACLs would pass maxTreeBytes "
                                                 f"({limits.tree_bytes_max:,} bytes), with the writes in flight")  # fmt: skip
-        self.quota_ledger.add(zxid, TREE, count_delta, bytes_delta)
 
     def _check_quota_node(self, path: str, caller: Caller) -> None:
         """A quota's limits or stats node, created under ``/zookeeper/quota`` (world-writable,

@@ -292,9 +292,14 @@ class QuotaLedger:
     def in_flight(self, root: str) -> tuple[int, int]:
         return self._totals.get(root, (0, 0))
 
-    def add(self, zxid: int, root: str, count_delta: int, bytes_delta: int) -> None:
+    def add(self, zxid: int, root: str, count_delta: int, bytes_delta: int) -> tuple[int, int]:
+        """Count a prepared write in; the root's (count, bytes) in flight with it."""
         self._entries.append((zxid, root, count_delta, bytes_delta))
-        self._change(root, count_delta, bytes_delta)
+        return self._change(root, count_delta, bytes_delta)
+
+    def drop_last(self) -> None:
+        """Take the last ``add`` back (a write refused after it was counted)."""
+        self.rollback(len(self._entries) - 1)
 
     def applied(self, zxid: int) -> None:
         """A run of entries of one root (a batch of writes all under ``TREE``) is taken off
@@ -324,10 +329,11 @@ class QuotaLedger:
         self._entries.clear()
         self._totals.clear()
 
-    def _change(self, root: str, count_delta: int, bytes_delta: int) -> None:
+    def _change(self, root: str, count_delta: int, bytes_delta: int) -> tuple[int, int]:
         count, data_bytes = self._totals.get(root, (0, 0))
         count, data_bytes = count + count_delta, data_bytes + bytes_delta
         if count == 0 and data_bytes == 0:
             self._totals.pop(root, None)
         else:
             self._totals[root] = (count, data_bytes)
+        return count, data_bytes

@@ -34,9 +34,17 @@ class InputGate:
 
     async def admit(self, link: Hashable, nbytes: int) -> None:
         """Count a read ``link`` delivered; wait while the link is over its budget."""
+        if self.over(link, nbytes):
+            await self.wait(link)
+
+    def over(self, link: Hashable, nbytes: int) -> bool:
+        """Count a read ``link`` delivered: True when the link is over its budget, and its reader
+        must ``wait`` (``admit`` without a coroutine per read: nearly every read is within it)."""
         queued = self._queued[link] = self._queued.get(link, 0) + nbytes
-        if queued < self.budget_bytes:
-            return
+        return queued >= self.budget_bytes
+
+    async def wait(self, link: Hashable) -> None:
+        """Until the link is within its budget again (the engine's input queue emptied)."""
         self.waits += 1
         while self._queued.get(link, 0) >= self.budget_bytes:
             if self._drained is None:

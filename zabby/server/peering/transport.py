@@ -629,19 +629,19 @@ class Transport:
             if not data:
                 return
             frames = decoder.receive_data(data)
-            peer_input.hold(decoder.buffered_bytes)
+            buffered = decoder.buffered_bytes
+            if buffered != peer_input.held_bytes:  # nearly every read ends at a frame's end: nothing held
+                peer_input.hold(buffered)
             if frames:
                 self._heard(sid, kind, frames)
-                if self.gate is not None:  # the engine busy and this link over its share: read no more meanwhile
-                    await self.gate.admit((sid, kind), len(data))
+                gate = self.gate
+                if gate is not None and gate.over((sid, kind), len(data)):  # the engine busy and this link over its share
+                    await gate.wait((sid, kind))  # read no more meanwhile
 
     def _heard(self, sid: int, kind: str, frames: list[bytes]) -> None:
-        self._last_heard[(sid, kind)] = time.monotonic()
-        self._deliver_frames(sid, frames)
-
-    def _deliver_frames(self, sid: int, frames: list[bytes]) -> None:
         """Hand one read's messages over together (the engine then acts on them at once); those
         before a frame that does not decode still count."""
+        self._last_heard[(sid, kind)] = time.monotonic()
         messages: list[Message] = []
         try:
             for frame in frames:
