@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.tree.harness import OPEN, Harness
 from zabby.errors import Err, ZabbyError
-from zabby.opcodes import CreateMode, OpCode
+from zabby.opcodes import CreateMode, EventType, OpCode
 from zabby.tree import acl as acls
 from zabby.tree.acl import acl_cost
 from zabby.tree.datatree import DataTree
@@ -301,3 +301,25 @@ def test_the_set_data_seed_cache_is_bounded_in_paths_and_in_bytes(monkeypatch: p
         fresh.set_data(path, b"ccc")
         assert long_path not in h.tree._set_seeds and len(h.tree._set_seeds) <= 4
         assert h.tree.digest == fresh.tree.digest
+
+
+def test_a_set_data_event_is_kept_once_per_path_and_follows_its_acl() -> None:
+    """A setData's NodeDataChanged event is the one tuple for its path, and a create's parent's
+    NodeChildrenChanged the one for that parent (the watch history then holds a reference a txn,
+    not an event and its path), with the ACL its node has now: a setACL between two setData
+    gives the second its new ACL, which a watcher's READ check reads."""
+    h = Harness()
+    h.create("/jobs", b"")
+    h.create("/jobs/a", b"")
+    children_changed = h.tree._set_seeds["/jobs"][3]
+    h.create("/jobs/b", b"")
+    assert h.tree._set_seeds["/jobs"][3] is children_changed and children_changed[:2] == (EventType.NODE_CHILDREN_CHANGED, "/jobs")
+    h.create("/counter", b"0")
+    h.set_data("/counter", b"1")
+    first = h.tree._set_seeds["/counter"][2]
+    h.set_data("/counter", b"2")
+    assert h.tree._set_seeds["/counter"][2] is first and h.last_acls == [first[2]]
+    h.set_acl("/counter", [(acls.READ | acls.WRITE, "world", "anyone")])
+    h.set_data("/counter", b"3")
+    assert h.last_acls == [((acls.READ | acls.WRITE, "world", "anyone"),)]
+    assert h.tree._set_seeds["/counter"][2] is not first

@@ -94,8 +94,8 @@ def _stat_bytes(node: Znode) -> bytes:
     return _pack_stat(node.czxid, node.mzxid, pzxid, node.ctime, node.mtime, node.version, cversion, aversion, owner)
 
 
-SET_SEEDS_MAX = 4096  # paths whose digest seeds a tree keeps for setData
-SET_SEEDS_PATH_MAX = 256  # the longest path kept among them (4,096 of them: at most about 1.5 MB)
+SET_SEEDS_MAX = 4096  # paths whose digest seeds and last events a tree keeps (for setData, and a create's parent)
+SET_SEEDS_PATH_MAX = 256  # the longest path kept among them (4,096 of them: at most about 3 MB)
 
 
 def _pack_stat(czxid: int, mzxid: int, pzxid: int, ctime: int, mtime: int, version: int, cversion: int, aversion: int, owner: int) -> bytes:  # fmt: skip
@@ -390,10 +390,25 @@ class DataTree:
         self.quota_roots: set[str] = set()  # paths with a quota (zabby.tree.quota)
         self.shared = SharedMetas()
         self._time_ms = 0  # the last txn's time, the int object znodes share (_shared_time)
-        # ``_seeds`` of the paths set lately: a setData's path is set again and again (a
-        # counter, a config, a lock's data), and its seeds cost an encode and two CRCs
-        self._set_seeds: dict[str, tuple[int | None, int | None]] = {}
+        # For the paths set lately, and the parents of the nodes created lately: ``_seeds`` (an
+        # encode and two CRCs), and the last NodeDataChanged and NodeChildrenChanged events
+        # (``_kept``).  A setData's path is set again and again (a counter, a config, a lock's
+        # data), creates come under a few parents, and each such event is the same tuple each
+        # time: the watch history keeps one per txn, and shared, it holds a reference, not a
+        # tuple and its path
+        self._set_seeds: dict[str, list[Any]] = {}
         self._add_system_nodes()
+
+    def _kept(self, path: str) -> list[Any]:
+        """What ``_set_seeds`` keeps for ``path``, made on its first sight: [stat seed, data seed,
+        NodeDataChanged event, NodeChildrenChanged event, the path].  A long path's is made
+        each time and not kept: the cache stays small in bytes too."""
+        kept: list[Any] = [*_seeds(path), None, None, path]
+        if len(path) <= SET_SEEDS_PATH_MAX:
+            if len(self._set_seeds) >= SET_SEEDS_MAX:  # bounded: started again when full
+                self._set_seeds.clear()
+            self._set_seeds[path] = kept
+        return kept
 
     def size_bytes(self) -> int:
         """What ``maxTreeBytes`` bounds: the paths and data (ZooKeeper's approximate data size)
@@ -537,7 +552,8 @@ class DataTree:
         acl = meta[0]
         time_ms = self._shared_time(txn.time_ms)
         nodes[path] = Znode(data, meta, zxid, time_ms)
-        parent_seed = _stat_seed(parent_path)
+        parent_kept = self._set_seeds.get(parent_path) or self._kept(parent_path)
+        parent_seed = parent_kept[0]
         if parent_seed is not None:  # its Stat's digest bytes before and after from one read of its fields
             _, aversion, parent_owner = parent.meta
             pzxid, cversion = parent.child_fields()
@@ -557,7 +573,10 @@ class DataTree:
         if self.quota_roots or path.startswith(quota.QUOTA_PREFIX):
             quota.node_created(self, path, len(data))
         events.append((EventType.NODE_CREATED, path, acl))
-        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.meta[0]))
+        children_changed = parent_kept[3]
+        if children_changed is None or children_changed[2] is not parent.meta[0]:  # first, or the parent's ACL changed
+            children_changed = parent_kept[3] = (EventType.NODE_CHILDREN_CHANGED, parent_kept[4], parent.meta[0])
+        events.append(children_changed)
         return path, _created_stat(zxid, time_ms, owner, len(data))
 
     def _delete(self, zxid: int, path: str, events: list[Event]) -> None:
@@ -590,14 +609,11 @@ class DataTree:
         self.data_size += len(data) - len(old_data)
         if self.quota_roots:
             quota.data_changed(self, path, len(data) - len(old_data))
-        seeds = self._set_seeds.get(path)
-        if seeds is None:
-            seeds = _seeds(path)
-            if len(path) <= SET_SEEDS_PATH_MAX:  # a long path is not kept: the cache stays small in bytes too
-                if len(self._set_seeds) >= SET_SEEDS_MAX:  # bounded: started again when full
-                    self._set_seeds.clear()
-                self._set_seeds[path] = seeds
-        stat_seed, data_seed = seeds
+        kept = self._set_seeds.get(path) or self._kept(path)
+        stat_seed, data_seed, event = kept[0], kept[1], kept[2]
+        acl = node.meta[0]
+        if event is None or event[2] is not acl:  # first, or its node's ACL changed
+            event = kept[2] = (EventType.NODE_DATA_CHANGED, kept[4], acl)
         if stat_seed is not None and data_seed is not None:  # a system znode counts nothing (both None)
             # the Stat's digest bytes before and after from one read of the fields it keeps
             _, aversion, owner = node.meta
@@ -611,7 +627,7 @@ class DataTree:
         node.version = version
         node.mzxid = zxid
         node.mtime = mtime
-        events.append((EventType.NODE_DATA_CHANGED, path, node.meta[0]))
+        events.append(event)
         return node.stat() if answered else None
 
     def _set_acl(self, body: tuple[Any, ...]) -> Stat:
