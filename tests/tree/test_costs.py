@@ -323,3 +323,34 @@ def test_a_set_data_event_is_kept_once_per_path_and_follows_its_acl() -> None:
     h.set_data("/counter", b"3")
     assert h.last_acls == [((acls.READ | acls.WRITE, "world", "anyone"),)]
     assert h.tree._set_seeds["/counter"][2] is not first
+
+
+@pytest.mark.parametrize("validated_before", [False, True])
+def test_an_acl_with_repeated_entries_is_counted_as_asked_whether_validated_before_or_not(validated_before: bool) -> None:
+    """``fix_acl`` drops an ACL's repeated entries, and keeps what it validated; the preparer
+    counts the entries as asked (``maxAclEntries``, ``maxTxnAclEntries``) either way: a review
+    found a fast path that counted a kept ACL's fewer entries, so that a request was refused or
+    not by what the process had validated before."""
+    repeated = [(31, "world", "anyone"), (31, "world", "anyone")]
+    acls._FIXED_CACHE.clear()
+    if validated_before:
+        acls.fix_acl(repeated, [])
+    h = Harness(PrepLimits(acl_entries_max=1, txn_acl_entries_max=1))
+    with pytest.raises(ZabbyError) as refused:
+        h.create("/a", b"", acl=repeated)
+    assert refused.value.code == Err.INVALIDACL
+
+
+def test_a_large_acl_is_not_kept_with_the_events_past_its_node() -> None:
+    """The events kept by path hold their ACL past the node's life: one larger than
+    ``SET_SEEDS_ACL_BYTES_MAX`` is not kept (the events are made each time instead)."""
+    from zabby.tree import datatree
+
+    h = Harness()
+    large = [(31, "world", "anyone")] + [(31, "ip", f"10.0.{n}.1") for n in range(60)]
+    h.create("/big", b"", acl=large)
+    assert acls.acl_bytes(h.tree.nodes["/big"].acl) > datatree.SET_SEEDS_ACL_BYTES_MAX
+    h.set_data("/big", b"1")
+    h.create("/big/child", b"")
+    assert h.tree._set_seeds["/big"][2] is None and h.tree._set_seeds["/big"][3] is None
+    assert h.last_acls == [h.tree.nodes["/big/child"].acl, h.tree.nodes["/big"].acl]

@@ -14,7 +14,7 @@ txn, of ERROR entries).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -109,7 +109,7 @@ def _from_node(node: Znode) -> Pending:
     return _new_tuple(Pending, (True, acl, node.version, node.child_fields()[1], aversion, owner, len(node.children), 0, len(node.data)))
 
 
-def _acl_key(acl: object) -> Hashable | None:
+def _acl_key(acl: object) -> tuple[Any, ...] | None:
     """An ACL as asked, as a key: the same entries the same key whether they came as tuples
     (jute, a forwarded request) or lists (zabby's msgpack protocol), so a txn's repeated ACL
     is charged once whichever server its client reached; None for what is no ACL."""
@@ -263,7 +263,7 @@ class Preparer:
             if known is not None:
                 return known
             known = acls.validated_before(key)  # nearly every create's: no entry to check or expand
-            if known is not None and len(known) <= entries_max:
+            if known is not None and len(known) == len(key) <= entries_max:  # (fix_acl drops repeated entries: counted as asked)
                 if self._overlay is None and len(known) <= limits.txn_acl_entries_max:
                     return known  # the txn's only op: its only ACL, within both bounds (a multi's are counted)
                 self._charge_acl_entries(len(known))
