@@ -34,7 +34,7 @@ from zabby.opcodes import OpCode, owner_ttl_ms
 from zabby.tree.datatree import ZOOKEEPER_CONFIG, DataTree
 from zabby.tree.prep import Caller, Preparer
 from zabby.tree.sessions import SessionTracker
-from zabby.tree.txns import Txn, zxid_counter
+from zabby.tree.txns import ZXID_COUNTER_MASK, Txn
 from zabby.tree.watches import WatchHistory, WatchManager
 from zabby.wire.zk_snapshot import session_password
 
@@ -310,7 +310,7 @@ class ClientCalls:
         session must be open whatever its id: session id 0 (the leader's own system writes)
         bypasses nothing that comes over the network."""
         zxid = self._next_zxid()
-        if zxid_counter(zxid) > self.peer_config.zxid_counter_last:
+        if (zxid & ZXID_COUNTER_MASK) > self.peer_config.zxid_counter_last:  # zxid_counter, without a call a write
             # the epoch has no counter left: the leader steps down once the last one is
             # proposed, and this write's client hears ConnectionLoss as all of its clients do
             return

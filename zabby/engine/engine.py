@@ -64,7 +64,7 @@ from zabby.storage.files import DiskFailure, DiskFull
 from zabby.tree.datatree import DataTree, Event, TreeBuilder
 from zabby.tree.prep import Caller, Preparer, PrepLimits
 from zabby.tree.sessions import SessionTracker
-from zabby.tree.txns import Txn, zxid_counter
+from zabby.tree.txns import ZXID_COUNTER_MASK, Txn, zxid_counter
 from zabby.tree.watches import Run, WatchHistory, WatchManager
 
 LOGGER = logging.getLogger("zabby.server")
@@ -357,7 +357,7 @@ class Engine(ClientCalls):
             self.peer.propose(batch)
             if self.zk_digests is not None:
                 self.zk_digests.proposed(batch)
-            if zxid_counter(batch[-1].zxid) == self.peer_config.zxid_counter_last:
+            if (batch[-1].zxid & ZXID_COUNTER_MASK) == self.peer_config.zxid_counter_last:  # zxid_counter, without a call
                 LOGGER.warning("the zxid counter of epoch %d is used up at 0x%x: this leader steps down, and the "
                                "election that follows starts a new epoch", batch[-1].zxid >> 32, batch[-1].zxid)  # fmt: skip
         if not self.peer.has_ready():
@@ -471,7 +471,10 @@ class Engine(ClientCalls):
         if applied_first:
             committed = ready.committed
             # a broadcast Ready's, as many as the turn has room for: the rest wait with its tail
-            fits = self._turn_room(committed, self._turn_ops)[0] if broadcast else len(committed)
+            if not broadcast or (len(committed) == 1 and not self._turn_ops):  # a turn with no ops yet takes one whole
+                fits = len(committed)
+            else:
+                fits = self._turn_room(committed, self._turn_ops)[0]
             if fits == len(committed):
                 tail.images = self._apply_and_freeze(committed, ready.messages)
                 tail.committed = []

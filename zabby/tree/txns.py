@@ -90,8 +90,11 @@ def zxid_epoch(zxid: int) -> int:
     return zxid >> 32
 
 
+ZXID_COUNTER_MASK = 0xFFFFFFFF  # a zxid's low 32 bits: its counter within the epoch
+
+
 def zxid_counter(zxid: int) -> int:
-    return zxid & 0xFFFFFFFF
+    return zxid & ZXID_COUNTER_MASK
 
 
 def follows(last: int, zxid: int) -> bool:
