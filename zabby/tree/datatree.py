@@ -99,6 +99,16 @@ SET_SEEDS_PATH_MAX = 256  # the longest path kept among them (4,096 of them: at 
 SET_SEEDS_ACL_BYTES_MAX = 512  # an event is kept only with an ACL of at most this (``acl_bytes``): 4 MB more at most
 
 
+def _keep_event(kept: list[Any], slot: int, event_type: int, acl: tuple[acls.ACL, ...]) -> Event:
+    """A new event of ``event_type`` for the path ``kept`` is for (``DataTree._kept``), kept in its
+    ``slot`` if its ACL is at most ``SET_SEEDS_ACL_BYTES_MAX`` bytes: kept past its node's life, a
+    large ACL is not."""
+    event: Event = (event_type, kept[4], acl)
+    if acls.acl_bytes(acl) <= SET_SEEDS_ACL_BYTES_MAX:
+        kept[slot] = event
+    return event
+
+
 def _pack_stat(czxid: int, mzxid: int, pzxid: int, ctime: int, mtime: int, version: int, cversion: int, aversion: int, owner: int) -> bytes:  # fmt: skip
     try:
         return _STAT_DIGEST.pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner)
@@ -576,9 +586,7 @@ class DataTree:
         events.append((EventType.NODE_CREATED, path, acl))
         children_changed = parent_kept[3]
         if children_changed is None or children_changed[2] is not parent.meta[0]:  # first, or the parent's ACL changed
-            children_changed = (EventType.NODE_CHILDREN_CHANGED, parent_kept[4], parent.meta[0])
-            if acls.acl_bytes(parent.meta[0]) <= SET_SEEDS_ACL_BYTES_MAX:
-                parent_kept[3] = children_changed
+            children_changed = _keep_event(parent_kept, 3, EventType.NODE_CHILDREN_CHANGED, parent.meta[0])
         events.append(children_changed)
         return path, _created_stat(zxid, time_ms, owner, len(data))
 
@@ -616,9 +624,7 @@ class DataTree:
         stat_seed, data_seed, event = kept[0], kept[1], kept[2]
         acl = node.meta[0]
         if event is None or event[2] is not acl:  # first, or its node's ACL changed
-            event = (EventType.NODE_DATA_CHANGED, kept[4], acl)
-            if acls.acl_bytes(acl) <= SET_SEEDS_ACL_BYTES_MAX:  # kept past its node's life: a large ACL is not
-                kept[2] = event
+            event = _keep_event(kept, 2, EventType.NODE_DATA_CHANGED, acl)
         if stat_seed is not None and data_seed is not None:  # a system znode counts nothing (both None)
             # the Stat's digest bytes before and after from one read of the fields it keeps
             _, aversion, owner = node.meta
