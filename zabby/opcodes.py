@@ -2,6 +2,12 @@
 
 All values are ZooKeeper's (``ZooDefs.OpCode``, ``CreateMode``, ``Watcher.Event``), so the
 msgpack protocol and a jute codec map one to one.
+
+A member read as the class's attribute (``OpCode.CREATE``) costs about 60 ns under Python 3.11,
+where ``EnumType.__getattr__`` sends every attribute of an enum class through a slot hook; a
+module global costs 10.  A write read some 44 of them across the three servers, so the modules
+that compare every request or txn with members keep those members in module globals (the same
+objects: a reply, an event or a log line shows them as before).
 """
 
 from __future__ import annotations

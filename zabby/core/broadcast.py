@@ -31,6 +31,8 @@ from zabby.core.types import ServerState, ZabPhase
 from zabby.errors import InvariantError
 from zabby.tree.txns import Txn, follows, make_zxid, zxid_counter, zxid_epoch
 
+_BROADCAST, _FOLLOWING = ZabPhase.BROADCAST, ServerState.FOLLOWING  # globals: read per COMMIT (see zabby.opcodes)
+
 
 # ----------------------------------------------------------------- leader side
 def next_zxid(leader: LeaderRole) -> int:
@@ -156,7 +158,7 @@ def commit(peer: Replica, learner: LearnerRole, zxid: int, designated: int = 0) 
         peer._learner_resync()  # a COMMIT for a proposal we do not hold
         return
     learner.commit_point = zxid
-    if learner.phase == ZabPhase.BROADCAST:
+    if learner.phase == _BROADCAST:
         peer._apply_up_to(zxid)
     _committed(peer, learner, designated)
 
@@ -166,7 +168,7 @@ def logged(peer: Replica, learner: LearnerRole, zxid: int) -> None:
     what our own log holds up to there is committed (see the module's docstring), and
     the leader sends no COMMIT of it.  The shell logs a Ready's txns before it applies
     them, so a txn logged in this Ready too is on disk before it is applied."""
-    if learner.state != ServerState.FOLLOWING or learner.phase != ZabPhase.BROADCAST or zxid > peer.last_logged:
+    if learner.state != _FOLLOWING or learner.phase != _BROADCAST or zxid > peer.last_logged:
         peer._learner_resync()  # sent only once our stream is up to date and holds it
         return
     if zxid > learner.commit_point:

@@ -25,6 +25,8 @@ from zabby.membership import Membership, MembershipError
 from zabby.opcodes import OpCode
 from zabby.tree.txns import Txn, zxid_epoch
 
+_RECONFIG = OpCode.RECONFIG  # a global: every logged txn is compared with it (see zabby.opcodes)
+
 
 class Memberships:
     """One server's views of the membership: committed, proposed (logged), hinted (voted)."""
@@ -93,7 +95,7 @@ class Memberships:
     def logged(self, txns: list[Txn]) -> None:
         """A logged RECONFIG txn: its membership is proposed from now on."""
         for txn in txns:
-            if txn.type == OpCode.RECONFIG:
+            if txn.type == _RECONFIG:
                 self.proposed = Membership.parse(txn.body[0])
                 self._views_changed()
 

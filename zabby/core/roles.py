@@ -29,6 +29,8 @@ from zabby.core.ready import SoftState
 from zabby.core.types import ServerState, ZabPhase
 from zabby.errors import InvariantError
 
+_BROADCAST = ZabPhase.BROADCAST  # a global: read for every Ready's soft state (see zabby.opcodes)
+
 TRANSITIONS: dict[ServerState, frozenset[ServerState]] = {
     ServerState.LOOKING: frozenset(ServerState),
     ServerState.LEADING: frozenset({ServerState.LOOKING}),
@@ -117,7 +119,7 @@ class LeaderRole(Role):
 
     def soft_state(self, sid: int, epoch: int) -> SoftState:
         serving = self.established
-        phase = ZabPhase.BROADCAST if serving else (ZabPhase.SYNCHRONIZATION if self.epoch else ZabPhase.DISCOVERY)
+        phase = _BROADCAST if serving else (ZabPhase.SYNCHRONIZATION if self.epoch else ZabPhase.DISCOVERY)
         return SoftState(self.state, phase, sid, epoch, serving)
 
     def vote_leader(self, sid: int) -> int:
@@ -148,7 +150,7 @@ class LearnerRole(Role):
     touched: set[int] = field(default_factory=set)
 
     def soft_state(self, sid: int, epoch: int) -> SoftState:
-        return SoftState(self.state, self.phase, self.leader, epoch, self.phase == ZabPhase.BROADCAST)
+        return SoftState(self.state, self.phase, self.leader, epoch, self.phase == _BROADCAST)
 
     def vote_leader(self, sid: int) -> int:
         return self.leader

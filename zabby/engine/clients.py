@@ -41,6 +41,9 @@ from zabby.wire.zk_snapshot import session_password
 LOGGER = logging.getLogger("zabby.server")
 
 SESSION_OPS = frozenset({OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION})
+# The members each write is told apart by, as globals (see zabby.opcodes)
+_MULTI, _CLOSE_SESSION, _CREATE_SESSION, _RECONFIG = OpCode.MULTI, OpCode.CLOSE_SESSION, OpCode.CREATE_SESSION, OpCode.RECONFIG
+_NOT_PREPARED = frozenset({OpCode.CLOSE_SESSION, OpCode.CREATE_SESSION, OpCode.RECONFIG})  # the ops the preparer does not take
 READ_ONLY_AFTER_MS_MIN = 2000  # ZooKeeper starts its read-only server after max(2 s, tickTime)
 
 
@@ -295,7 +298,7 @@ class ClientCalls:
         self.check_member()
         if self.space_low and op not in SESSION_OPS and not self.is_leader:
             raise self._disk_full_error()
-        weight = len(args[0]) if op == OpCode.MULTI and args and isinstance(args[0], (list, tuple)) else 1  # a multi weighs its ops
+        weight = len(args[0]) if op == _MULTI and args and isinstance(args[0], (list, tuple)) else 1  # a multi weighs its ops
         self.waiting.put((caller.session_id, cxid), (op, done, weight))  # the op: only its txn answers it
         self.outstanding += weight
         if self.is_leader:
@@ -321,17 +324,17 @@ class ClientCalls:
             if op not in SESSION_OPS and (caller.session_id or forwarded) and not self._session_open(caller.session_id):
                 # ZooKeeper's checkSession: an ephemeral of a closed session would never go
                 raise ZabbyError(Err.SESSIONEXPIRED, f"session 0x{caller.session_id:x} is closed or closing")
-            if op == OpCode.CLOSE_SESSION:
+            if op not in _NOT_PREPARED:
+                txn_type, body = self.preparer.prepare(op, args, caller, zxid, now)
+            elif op == _CLOSE_SESSION:
                 self.closing_sessions.add(caller.session_id)
                 txn_type, body = self.preparer.close_session(caller.session_id, zxid)
-            elif op == OpCode.CREATE_SESSION:
+            elif op == _CREATE_SESSION:
                 txn_type, body = OpCode.CREATE_SESSION, (int(args[0]), bytes(args[1]))
                 self._check_sessions_max()
                 self.opening_sessions.add(caller.session_id)
-            elif op == OpCode.RECONFIG:
-                txn_type, body = self._prepare_reconfig(tuple(args), caller, zxid)
             else:
-                txn_type, body = self.preparer.prepare(op, args, caller, zxid, now)
+                txn_type, body = self._prepare_reconfig(tuple(args), caller, zxid)
         except ZabbyError as exc:
             txn_type, body = OpCode.ERROR, (int(exc.code), str(exc))
         except (TypeError, ValueError) as exc:

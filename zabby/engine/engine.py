@@ -78,6 +78,11 @@ FORWARDED_CALLERS_MAX = 4096  # the Callers of forwarded writes kept, by session
 # many ops it has.  The trio driver's turn is a pass of its scheduler (``zabby.server.clients.passes``),
 # whichever of its tasks run the engine in it; the simulator's is a step of its loop.
 FINALIZE_WAIT_MS = 200
+# The members the per-txn paths compare with, as globals (see zabby.opcodes: an Enum's own
+# attribute costs six times a global's under Python 3.11)
+_MULTI = OpCode.MULTI
+_DATA_TXNS = frozenset({OpCode.CREATE, OpCode.SET_DATA})
+_OBSERVING = ServerState.OBSERVING
 # Sessions a leader expires in one check: each is a closeSession prepared (its ephemerals
 # listed) and a log line.  All of a bucket at once, 20,000 sessions a client opened and
 # dropped together stalled every client for 0.3-0.6 s when they expired; past this many, the
@@ -630,7 +635,7 @@ class Engine(ClientCalls):
         that has none yet the first whatever its ops (a txn is applied whole)."""
         limit, count = self.config.turn_ops_max, 0
         for txn in txns:
-            ops = turn_ops + (len(txn.body[0]) if txn.type == OpCode.MULTI else 1)
+            ops = turn_ops + (len(txn.body[0]) if txn.type == _MULTI else 1)
             if ops > limit and turn_ops:
                 break
             count, turn_ops = count + 1, ops
@@ -644,7 +649,7 @@ class Engine(ClientCalls):
         yield from self._finish_durable(budgeted=False)
 
     def _sync_enabled(self) -> bool:
-        if self.soft.state == ServerState.OBSERVING:
+        if self.soft.state == _OBSERVING:
             return self.config.force_sync and self.config.observer_sync_enabled
         return self.config.force_sync
 
@@ -776,7 +781,7 @@ class Engine(ClientCalls):
         watched = bool(watches.data or watches.child or watches.persistent or watches.recursive)
         zk = self.zk_digests
         apply = self._apply_checking_zk_digest if zk is not None and zk.checking and not (self.is_leader or self._zk_check_failed) else tree.apply
-        ops, multi = 0, OpCode.MULTI
+        ops, multi = 0, _MULTI
         for txn in txns:
             kind = txn.type
             if peek is not None and peek(key := (txn.session_id, txn.cxid)) is not None:
@@ -867,7 +872,7 @@ class Engine(ClientCalls):
         return out, tuple(missing)
 
     def _note_proposal_size(self, proposal: Proposal) -> None:
-        size = sum(len(txn.body[1] or b"") if txn.type in (OpCode.CREATE, OpCode.SET_DATA) else 0 for txn in proposal.txns)  # None: null data
+        size = sum(len(txn.body[1] or b"") if txn.type in _DATA_TXNS else 0 for txn in proposal.txns)  # None: null data
         last, smallest, largest = self.last_proposal_bytes
         self.last_proposal_bytes = (size, min(smallest, size) if smallest else size, max(largest, size))
 

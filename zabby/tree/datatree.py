@@ -78,6 +78,11 @@ def shown_data(data: bytes) -> bytes | None:
 
 _DATA_CRC_SEED = 0x5A  # a znode's data CRC starts from its path's CRC with this seed, its Stat's from 0
 _crc32 = zlib.crc32
+# The members every apply compares with or puts in its events, as globals (see zabby.opcodes)
+_SET_DATA, _ERROR = OpCode.SET_DATA, OpCode.ERROR
+_CREATES = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL})
+_NODE_CREATED, _NODE_DELETED = EventType.NODE_CREATED, EventType.NODE_DELETED
+_NODE_DATA_CHANGED, _NODE_CHILDREN_CHANGED = EventType.NODE_DATA_CHANGED, EventType.NODE_CHILDREN_CHANGED
 
 
 def _is_system(path: str) -> bool:
@@ -459,12 +464,16 @@ class DataTree:
         """Apply one txn; return (result, watch triggers). Zxids must grow.
 
         ``answered=False``: nobody here answers the txn's client (a server applying another
-        server's write), so a setData's result is None rather than the Stat it would show."""
-        if txn.zxid <= self.last_zxid and txn.type != OpCode.ERROR:
+        server's write), so a setData's result is None rather than the Stat it would show, and
+        a create's ``(path, None)``."""
+        kind = txn.type
+        if txn.zxid <= self.last_zxid and kind != _ERROR:
             raise InvariantError(f"txn 0x{txn.zxid:x} applied after 0x{self.last_zxid:x}")
         events: list[Event] = []
-        if txn.type == OpCode.SET_DATA:  # the hot write, straight to its apply
+        if kind == _SET_DATA:  # the hot writes, straight to their apply
             result = self._set_data(txn, txn.body, events, answered)
+        elif kind in _CREATES:
+            result = self._create(txn, txn.body, events, answered)
         else:
             result = self._apply_body(txn, txn.type, txn.body, events)
         if txn.zxid > self.last_zxid:  # an ERROR txn may come at a zxid applied already
@@ -491,7 +500,7 @@ class DataTree:
         return None
 
     def _apply_body(self, txn: Txn, txn_type: int, body: tuple[Any, ...], events: list[Event]) -> Any:
-        if txn_type in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
+        if txn_type in _CREATES:
             return self._create(txn, body, events)
         if txn_type in (OpCode.DELETE, OpCode.DELETE_CONTAINER):
             return self._delete(txn.zxid, body[0], events)
@@ -550,7 +559,7 @@ class DataTree:
         node.version = node.mzxid = node.mtime = 0
         return reconfigured
 
-    def _create(self, txn: Txn, body: tuple[Any, ...], events: list[Event]) -> tuple[str, Stat]:
+    def _create(self, txn: Txn, body: tuple[Any, ...], events: list[Event], answered: bool = True) -> tuple[str, Stat | None]:
         path, data, acl, owner, parent_cversion = body
         if data is None:
             data = NULL_DATA
@@ -583,12 +592,12 @@ class DataTree:
             self._index_add(path, owner)
         if self.quota_roots or path.startswith(quota.QUOTA_PREFIX):
             quota.node_created(self, path, len(data))
-        events.append((EventType.NODE_CREATED, path, acl))
+        events.append((_NODE_CREATED, path, acl))
         children_changed = parent_kept[3]
         if children_changed is None or children_changed[2] is not parent.meta[0]:  # first, or the parent's ACL changed
-            children_changed = _keep_event(parent_kept, 3, EventType.NODE_CHILDREN_CHANGED, parent.meta[0])
+            children_changed = _keep_event(parent_kept, 3, _NODE_CHILDREN_CHANGED, parent.meta[0])
         events.append(children_changed)
-        return path, _created_stat(zxid, time_ms, owner, len(data))
+        return path, (_created_stat(zxid, time_ms, owner, len(data)) if answered else None)
 
     def _delete(self, zxid: int, path: str, events: list[Event]) -> None:
         node = self.nodes.get(path)
@@ -606,8 +615,8 @@ class DataTree:
         self._index_remove(path, node.ephemeral_owner)
         if self.quota_roots:
             quota.node_deleted(self, path, len(node.data))
-        events.append((EventType.NODE_DELETED, path, node.acl))
-        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.acl))
+        events.append((_NODE_DELETED, path, node.acl))
+        events.append((_NODE_CHILDREN_CHANGED, parent_path, parent.acl))
 
     def _set_data(self, txn: Txn, body: tuple[Any, ...], events: list[Event], answered: bool = True) -> Stat | None:
         path, data, version = body
@@ -624,7 +633,7 @@ class DataTree:
         stat_seed, data_seed, event = kept[0], kept[1], kept[2]
         acl = node.meta[0]
         if event is None or event[2] is not acl:  # first, or its node's ACL changed
-            event = _keep_event(kept, 2, EventType.NODE_DATA_CHANGED, acl)
+            event = _keep_event(kept, 2, _NODE_DATA_CHANGED, acl)
         if stat_seed is not None and data_seed is not None:  # a system znode counts nothing (both None)
             # the Stat's digest bytes before and after from one read of the fields it keeps
             _, aversion, owner = node.meta

@@ -36,6 +36,10 @@ from zabby.tree.paths import parent_of, sequential_name, validate_path
 PROTECTED_PATHS = frozenset({"/", ZOOKEEPER, ZOOKEEPER_CONFIG, ZOOKEEPER_QUOTA})
 TREE = ""  # the quota ledger's key for the whole tree's growth (no path is empty)
 _PLAIN_CREATE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2})  # ops whose flags 0 mean a persistent node
+# The members every write is told apart by or made with, as globals (see zabby.opcodes)
+_MULTI, _CHECK, _CREATE, _SET_DATA = OpCode.MULTI, OpCode.CHECK, OpCode.CREATE, OpCode.SET_DATA
+_MULTI_SUB_OPS = (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL, OpCode.DELETE,
+                  OpCode.SET_DATA, OpCode.CHECK)  # a tuple: a sub-op may be anything a client sent, unhashable too
 _NO_TTL = (None, 0, -1)  # what a create that is not a TTL node may carry as its TTL
 
 
@@ -199,10 +203,10 @@ class Preparer:
         self._txn_bytes, self._measures, self._txn_acl_entries = TXN_OVERHEAD_BYTES, 0, 0
         if self._txn_acls:
             self._txn_acls = {}
-        if op == OpCode.MULTI:
+        if op == _MULTI:
             return self._multi(args, caller, zxid, now_ms)
         handler = self._dispatch.get(op)
-        if handler is None or op == OpCode.CHECK:
+        if handler is None or op == _CHECK:
             # A check is part of a multi only: alone it would be a txn of its own that
             # ZooKeeper could not read back (ZOOKEEPER-2623), and clients cannot send it
             raise ZabbyError(Err.UNIMPLEMENTED, f"op {op} is not a write" if handler is None else "check is only an op of a multi")
@@ -325,7 +329,7 @@ class Preparer:
         new_cversion = parent.cversion + 1
         self._record(parent_path, parent.with_children(new_cversion, parent.num_children + 1, zxid))
         self._record(path, _new_tuple(Pending, (True, fixed_acl, 0, 0, 0, owner, 0, zxid, data_bytes)))
-        return OpCode.CREATE, (path, data, fixed_acl, owner, new_cversion)
+        return _CREATE, (path, data, fixed_acl, owner, new_cversion)
 
     def _create_mode(self, op: int, flags: Any, ttl_ms: Any) -> CreateMode:
         try:
@@ -408,7 +412,7 @@ class Preparer:
             self._check_quota(path, 0, data_bytes - node.data_bytes, zxid)
         new_version = node.version + 1
         self._record(path, node.with_data(new_version, zxid, data_bytes))
-        return OpCode.SET_DATA, (path, data, new_version)
+        return _SET_DATA, (path, data, new_version)
 
     def _set_acl(self, op: int, args: tuple[Any, ...], caller: Caller, zxid: int, now_ms: int) -> tuple[int, tuple[Any, ...]]:
         path, acl, aversion = args
@@ -535,8 +539,7 @@ class Preparer:
         if not isinstance(sub, (list, tuple)) or not sub:
             raise ZabbyError(Err.BADARGUMENTS, f"bad multi op {shown(sub)}")
         op, *rest = sub
-        if op not in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL,
-                      OpCode.DELETE, OpCode.SET_DATA, OpCode.CHECK):  # fmt: skip
+        if op not in _MULTI_SUB_OPS:
             raise ZabbyError(Err.UNIMPLEMENTED, f"op {op} is not allowed in multi")
         try:
             return self._dispatch[op](op, tuple(rest), caller, zxid, now_ms)

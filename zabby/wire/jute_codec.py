@@ -37,6 +37,9 @@ EXPIRED_PASSWORD = bytes(16)
 _CREATE_OPS = (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL)
 _MULTI_OPS = (OpCode.MULTI, OpCode.MULTI_READ)
 _LARGE_REQUESTS = frozenset({OpCode.MULTI, OpCode.MULTI_READ, OpCode.SET_WATCHES, OpCode.SET_WATCHES2})
+# The members every reply is told apart by, as globals (see zabby.opcodes)
+_SASL, _EXISTS, _GET_DATA, _CREATE = OpCode.SASL, OpCode.EXISTS, OpCode.GET_DATA, OpCode.CREATE
+_STAT_REPLIES = frozenset({OpCode.SET_DATA, OpCode.EXISTS})
 
 
 # ----------------------------------------------------------------------------- requests → op model
@@ -279,15 +282,15 @@ _LEAVE_HOT_REPLY = (struct.error, TypeError, AttributeError)
 
 def _hot_reply(op: int, xid: int, zxid: int, values: list[Any]) -> bytes | None:
     """The frame of a successful reply to a hot op, or None for the other ops."""
-    if op == OpCode.SET_DATA or op == OpCode.EXISTS:
+    if op in _STAT_REPLIES:
         return _HEADER_AND_STAT.pack(_HEADER_AND_STAT.size - 4, xid, zxid, 0, *values[0])
-    if op == OpCode.GET_DATA:
+    if op == _GET_DATA:
         data = values[0]
         return b"".join((_HEADER.pack(_HEADER.size + len(data) + _STAT.size, xid, zxid, 0), _INT.pack(len(data)), data,
                          _STAT.pack(*values[1])))  # fmt: skip
     if op in _CREATE_OPS:
         path = values[0].encode()
-        stat = b"" if op == OpCode.CREATE else _STAT.pack(*values[1])
+        stat = b"" if op == _CREATE else _STAT.pack(*values[1])
         return b"".join((_HEADER.pack(_HEADER.size + len(path) + len(stat), xid, zxid, 0), _INT.pack(len(path)), path, stat))
     return None
 
@@ -480,11 +483,11 @@ class JuteCodec:
             _, op, sub_ops = pending.popleft()
         else:
             op, sub_ops = self._pop(xid)
-        if op == OpCode.SASL:  # as ZooKeeper's processSasl: zxid 0, and the record even with an error
+        if op == _SASL:  # as ZooKeeper's processSasl: zxid 0, and the record even with an error
             return jute.encode_reply(jute.ReplyHeader(xid, 0, err), jute.SetSASLResponse(None if err else value[3]))
         if err:
             return jute.encode_reply(jute.ReplyHeader(xid, zxid, err))
-        if op == OpCode.EXISTS and value[3] is None:  # ZooKeeper: a missing node is NONODE
+        if op == _EXISTS and value[3] is None:  # ZooKeeper: a missing node is NONODE
             return jute.encode_reply(jute.ReplyHeader(xid, zxid, int(Err.NONODE)))
         values = value[3:]
         try:

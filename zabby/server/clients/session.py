@@ -55,6 +55,11 @@ ZXID_WAIT_BYTES = 400  # a waitForZxid the server holds: its slot, its wait, its
 AUTH_ID_BYTES = 160  # what a proved id costs beside its text: its tuple, strings and list slot
 SPECIAL_XIDS = frozenset({XID_PING, XID_AUTH, XID_SET_WATCHES})  # repeat by design; never a write's
 _MULTI_OPS = (OpCode.MULTI, OpCode.MULTI_READ)
+# The members each write's answer is told apart by, as globals (see zabby.opcodes)
+_ERROR, _CLOSE_SESSION, _CREATE, _SET_DATA, _MULTI = OpCode.ERROR, OpCode.CLOSE_SESSION, OpCode.CREATE, OpCode.SET_DATA, OpCode.MULTI
+_CREATES = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL})
+_PATH_AND_STAT = frozenset({OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL, OpCode.RECONFIG})
+_STAT_ONLY = frozenset({OpCode.SET_DATA, OpCode.SET_ACL})
 
 class SessionHost(Protocol):
     """The server as sessions and their connections use it: the engine's trio driver
@@ -475,7 +480,7 @@ class ClientSession:
         self.last_op = op
 
         def done(txn: Txn, result: Any) -> None:
-            if txn.type == OpCode.ERROR:
+            if txn.type == _ERROR:
                 slot.reply = [xid, txn.zxid, txn.body[0], txn.body[1] if len(txn.body) > 1 else ""]
             else:
                 try:
@@ -487,7 +492,7 @@ class ClientSession:
             self._flush_slots()
 
         try:
-            if op == OpCode.CLOSE_SESSION:
+            if op == _CLOSE_SESSION:
                 self.host.close_session(self.session_id, xid, done)
             else:
                 self.host.submit(op, tuple(args), self._caller, xid, done)
@@ -738,21 +743,21 @@ def _type_names(*values: Any) -> str:
 
 
 def _write_values(op: int, result: Any) -> list[Any]:
-    if op == OpCode.CREATE:
+    if op == _CREATE:
         return [result[0]]
-    if op in (OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL, OpCode.RECONFIG):
-        return [result[0], result[1]]  # a reconfig: the new configuration's data and stat
-    if op in (OpCode.SET_DATA, OpCode.SET_ACL):
+    if op in _STAT_ONLY:
         return [result]
-    if op == OpCode.MULTI:
+    if op in _PATH_AND_STAT:
+        return [result[0], result[1]]  # a reconfig: the new configuration's data and stat
+    if op == _MULTI:
         return [[[sub_type, err, _multi_value(sub_type, value)] for sub_type, err, value in result]]
     return []
 
 
 def _multi_value(sub_type: int, value: Any) -> Any:
-    if sub_type in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
+    if sub_type in _CREATES:
         return [value[0], value[1]]
-    if sub_type == OpCode.SET_DATA:
+    if sub_type == _SET_DATA:
         return value
     return None
 
