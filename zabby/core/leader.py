@@ -39,25 +39,27 @@ def tick(peer: Replica, leader: LeaderRole) -> None:
 
 
 def step(peer: Replica, leader: LeaderRole, sender: int, message: Message) -> None:
-    if isinstance(message, FollowerInfo):
-        discovery.follower_info(peer, leader, sender, message)
+    kind = message.__class__  # the exact classes, as decode makes them: no isinstance per message
+    if kind is FollowerInfo:
+        discovery.follower_info(peer, leader, sender, message)  # type: ignore[arg-type]
         return
     info = leader.learners.get(sender)
     if info is None:
         return
     info.heard_tick = peer.now
-    if isinstance(message, Request):  # the busy leader's two messages first: each forwarded write, each ACK
+    if kind is Request:  # the busy leader's two messages first: each forwarded write, each ACK
         if leader.established and info.uptodate and sender in peer.members.member_sids:  # named by the committed or the proposed membership
-            peer._ready.requests.append((sender, message))
-    elif isinstance(message, Ack):
-        if message.zxid == make_zxid(leader.epoch, 0) and not info.synced:
+            peer._ready.requests.append((sender, message))  # type: ignore[arg-type]
+    elif kind is Ack:
+        zxid = message.zxid  # type: ignore[union-attr]
+        if zxid == make_zxid(leader.epoch, 0) and not info.synced:
             sync.newleader_acked(peer, leader, sender, info)
         else:
-            broadcast.ack(peer, leader, info, message.zxid)
-    elif isinstance(message, AckEpoch):
-        discovery.ack_epoch(peer, leader, sender, info, message)
-    elif isinstance(message, Ping):
-        peer._ready.touched_sessions.extend(message.sessions)
-        rounds.answered(peer, leader, info, message.round)
-    elif isinstance(message, Sync) and leader.established:
-        rounds.request(leader, sender, message)
+            broadcast.ack(peer, leader, info, zxid)
+    elif kind is AckEpoch:
+        discovery.ack_epoch(peer, leader, sender, info, message)  # type: ignore[arg-type]
+    elif kind is Ping:
+        peer._ready.touched_sessions.extend(message.sessions)  # type: ignore[union-attr]
+        rounds.answered(peer, leader, info, message.round)  # type: ignore[union-attr]
+    elif kind is Sync and leader.established:
+        rounds.request(leader, sender, message)  # type: ignore[arg-type]

@@ -394,19 +394,18 @@ class Engine(ClientCalls):
                     raise b
                 self._durable_zxid = max(self._durable_zxid, a)
                 yield from self._finish_durable()
-            elif isinstance(b, TreeDigest):
+            elif b.__class__ not in _ENGINE_MESSAGES:  # nearly every message: the core's (exact classes, as decoded)
+                self.peer.step(a, b)
+            elif b.__class__ is TreeDigest:
                 if b.zxid and self.soft.leader == a and not self.is_leader:
                     self.digests.expect(b.zxid, b.digest, a, self.tree)
-            elif isinstance(b, (Snap, SnapChunk)):
+            elif b.__class__ is Snap or b.__class__ is SnapChunk:
                 yield from self._receive_snapshot(a, b)
-            elif isinstance(b, Revalidate):
+            elif b.__class__ is Revalidate:
                 if self.peer.established_leader:
                     yield Send([(a, self.revalidate(a, b))])
-            elif isinstance(b, Revalidated):
-                if self.soft.leader == a:
-                    self.revalidated(b)
-            else:
-                self.peer.step(a, b)
+            elif self.soft.leader == a:  # Revalidated
+                self.revalidated(b)  # type: ignore[arg-type]
             if self._snap_in:
                 yield from self._abandon_snapshot()
         yield from self._membership_changed()
@@ -1230,4 +1229,5 @@ def _describe(exc: BaseException) -> str:
 
 
 _SESSION_AND_REAP_TXNS = frozenset({OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION, OpCode.DELETE_CONTAINER})
+_ENGINE_MESSAGES = frozenset({TreeDigest, Snap, SnapChunk, Revalidate, Revalidated})  # handled here, not by the core
 _TICK, _MESSAGE, _LINK_DOWN, _SNAPSHOT_WRITTEN, _LOG_SYNCED = 0, 1, 2, 3, 4

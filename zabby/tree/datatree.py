@@ -78,6 +78,8 @@ def shown_data(data: bytes) -> bytes | None:
 
 _DATA_CRC_SEED = 0x5A  # a znode's data CRC starts from its path's CRC with this seed, its Stat's from 0
 _crc32 = zlib.crc32
+_new_znode = object.__new__
+_QUOTA_PREFIX = quota.QUOTA_PREFIX
 # The members every apply compares with or puts in its events, as globals (see zabby.opcodes)
 _SET_DATA, _ERROR = OpCode.SET_DATA, OpCode.ERROR
 _CREATES = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL})
@@ -114,9 +116,12 @@ def _keep_event(kept: list[Any], slot: int, event_type: int, acl: tuple[acls.ACL
     return event
 
 
+_pack_stat_unmasked = _STAT_DIGEST.pack  # the applies call it inline, and ``_pack_stat`` where it raises
+
+
 def _pack_stat(czxid: int, mzxid: int, pzxid: int, ctime: int, mtime: int, version: int, cversion: int, aversion: int, owner: int) -> bytes:  # fmt: skip
     try:
-        return _STAT_DIGEST.pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner)
+        return _pack_stat_unmasked(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner)
     except struct.error:  # a negative owner (container, TTL) or odd times in a test: masked, alike on all servers
         m = DIGEST_MASK
         return _STAT_DIGEST.pack(czxid & m, mzxid & m, pzxid & m, ctime & m, mtime & m,
@@ -470,6 +475,7 @@ class DataTree:
         if txn.zxid <= self.last_zxid and kind != _ERROR:
             raise InvariantError(f"txn 0x{txn.zxid:x} applied after 0x{self.last_zxid:x}")
         events: list[Event] = []
+        result: Any
         if kind == _SET_DATA:  # the hot writes, straight to their apply
             result = self._set_data(txn, txn.body, events, answered)
         elif kind in _CREATES:
@@ -570,27 +576,43 @@ class DataTree:
             raise InvariantError(f"create {path}: parent missing or node exists")
         meta = self.shared.take(acl, 0, owner)
         acl = meta[0]
-        time_ms = self._shared_time(txn.time_ms)
-        nodes[path] = Znode(data, meta, zxid, time_ms)
+        time_ms = txn.time_ms  # _shared_time, inline (as in _set_data): the same int as the last txn's
+        if time_ms == self._time_ms:
+            time_ms = self._time_ms
+        else:
+            self._time_ms = time_ms
+        # Znode(data, meta, zxid, time_ms), its fields set here: no call per create
+        node = nodes[path] = _new_znode(Znode)
+        node.data, node.meta, node.czxid, node.mzxid, node.ctime, node.mtime = data, meta, zxid, zxid, time_ms, time_ms
+        node.version, node.children = 0, NO_CHILDREN
         parent_kept = self._set_seeds.get(parent_path) or self._kept(parent_path)
         parent_seed = parent_kept[0]
+        children = parent.children  # the parent's own from now on, read once (child_fields, own_children)
+        if children.__class__ is Children:
+            pzxid, cversion = children.pzxid, children.cversion
+        else:
+            pzxid, cversion = parent.czxid, 0
+            children = parent.children = Children(pzxid)
         if parent_seed is not None:  # its Stat's digest bytes before and after from one read of its fields
             _, aversion, parent_owner = parent.meta
-            pzxid, cversion = parent.child_fields()
             czxid, mzxid, ctime, mtime, version = parent.czxid, parent.mzxid, parent.ctime, parent.mtime, parent.version
-            before = _pack_stat(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, parent_owner)
-            after = _pack_stat(czxid, mzxid, zxid, ctime, mtime, version, parent_cversion, aversion, parent_owner)
+            try:
+                before = _pack_stat_unmasked(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, parent_owner)
+                after = _pack_stat_unmasked(czxid, mzxid, zxid, ctime, mtime, version, parent_cversion, aversion, parent_owner)
+            except struct.error:  # see _pack_stat
+                before = _pack_stat(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, parent_owner)
+                after = _pack_stat(czxid, mzxid, zxid, ctime, mtime, version, parent_cversion, aversion, parent_owner)
             self.digest += _crc32(after, parent_seed) - _crc32(before, parent_seed)
-        parent.add_child(path)
-        children = parent.children  # its own now: set once, not through the two setters' own_children
-        children.cversion = parent_cversion  # type: ignore[union-attr]
-        children.pzxid = zxid  # type: ignore[union-attr]
+        children.add(path)  # add_child, inline
+        children.cached_listing = None
+        children.cversion = parent_cversion
+        children.pzxid = zxid
         # the new node's digest from the fields it was just given, as _node_digest would read them
         self.digest += _record_digest(path, data, zxid, zxid, zxid, time_ms, time_ms, 0, 0, 0, owner)
         self.data_size += len(data) + len(path)
         if owner:  # a persistent znode is in no index
             self._index_add(path, owner)
-        if self.quota_roots or path.startswith(quota.QUOTA_PREFIX):
+        if self.quota_roots or path.startswith(_QUOTA_PREFIX):
             quota.node_created(self, path, len(data))
         events.append((_NODE_CREATED, path, acl))
         children_changed = parent_kept[3]
@@ -625,7 +647,11 @@ class DataTree:
         node = self.nodes.get(path)
         if node is None:
             raise InvariantError(f"setData {path}: no node")
-        old_data, zxid, mtime = node.data, txn.zxid, self._shared_time(txn.time_ms)
+        old_data, zxid, mtime = node.data, txn.zxid, txn.time_ms
+        if mtime == self._time_ms:  # _shared_time, inline: the same int as the last txn's
+            mtime = self._time_ms
+        else:
+            self._time_ms = mtime
         self.data_size += len(data) - len(old_data)
         if self.quota_roots:
             quota.data_changed(self, path, len(data) - len(old_data))
@@ -637,10 +663,15 @@ class DataTree:
         if stat_seed is not None and data_seed is not None:  # a system znode counts nothing (both None)
             # the Stat's digest bytes before and after from one read of the fields it keeps
             _, aversion, owner = node.meta
-            pzxid, cversion = node.child_fields()
-            czxid, ctime = node.czxid, node.ctime
-            before = _pack_stat(czxid, node.mzxid, pzxid, ctime, node.mtime, node.version, cversion, aversion, owner)
-            after = _pack_stat(czxid, zxid, pzxid, ctime, mtime, version, cversion, aversion, owner)
+            children = node.children  # child_fields, inline
+            pzxid, cversion = (children.pzxid, children.cversion) if children.__class__ is Children else (node.czxid, 0)
+            czxid, ctime, old_mzxid, old_mtime, old_version = node.czxid, node.ctime, node.mzxid, node.mtime, node.version
+            try:
+                before = _pack_stat_unmasked(czxid, old_mzxid, pzxid, ctime, old_mtime, old_version, cversion, aversion, owner)
+                after = _pack_stat_unmasked(czxid, zxid, pzxid, ctime, mtime, version, cversion, aversion, owner)
+            except struct.error:  # see _pack_stat
+                before = _pack_stat(czxid, old_mzxid, pzxid, ctime, old_mtime, old_version, cversion, aversion, owner)
+                after = _pack_stat(czxid, zxid, pzxid, ctime, mtime, version, cversion, aversion, owner)
             self.digest += (_crc32(after, stat_seed) + _crc32(data, data_seed)
                             - _crc32(before, stat_seed) - _crc32(old_data, data_seed))  # fmt: skip
         node.data = data
