@@ -366,6 +366,27 @@ def test_a_set_data_nobody_here_answers_changes_the_tree_alike_and_makes_no_stat
     assert answered.tree.data_size == unanswered.tree.data_size
 
 
+def test_a_create_nobody_here_answers_changes_the_tree_alike_and_makes_no_stat() -> None:
+    answered, unanswered = Harness(), Harness()
+    for h in (answered, unanswered):
+        h.create("/a")
+    txn = answered.prepare(OpCode.CREATE, ("/a/b", b"data", OPEN, 0, None))
+    (path, st), events = answered.tree.apply(txn)
+    assert unanswered.tree.apply(txn, answered=False) == (("/a/b", None), events)
+    assert path == "/a/b" and st == stat(answered, "/a/b")
+    assert answered.tree.content_hash() == unanswered.tree.content_hash()
+    assert answered.tree.digest == unanswered.tree.digest == unanswered.tree.compute_digest()
+
+
+@pytest.mark.parametrize("txn", [Txn(1, 0, 0, 0, {"x": 1}, ("/a",)),  # type: ignore[arg-type]  # a map where the type goes
+                                 Txn(1, 0, 0, 0, OpCode.MULTI, ((({"x": 1}, ("/a",)),),))])  # fmt: skip
+def test_a_txn_of_an_unhashable_type_is_refused_as_no_txn(txn: Txn) -> None:
+    """A log record whose type decodes to a map (its CRC right: written so) is an
+    InvariantError, which replay and the export turn into their own errors, not a TypeError."""
+    with pytest.raises(InvariantError):
+        DataTree().apply(txn)
+
+
 def test_set_acl_stat(h: Harness) -> None:
     h.create("/a")
     before = stat(h, "/a")

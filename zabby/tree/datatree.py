@@ -82,7 +82,8 @@ _new_znode = object.__new__
 _QUOTA_PREFIX = quota.QUOTA_PREFIX
 # The members every apply compares with or puts in its events, as globals (see zabby.opcodes)
 _SET_DATA, _ERROR = OpCode.SET_DATA, OpCode.ERROR
-_CREATES = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL})
+# a tuple: a txn read back from a log may hold any type at all (an unhashable one is no txn: InvariantError)
+_CREATES = (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL)
 _NODE_CREATED, _NODE_DELETED = EventType.NODE_CREATED, EventType.NODE_DELETED
 _NODE_DATA_CHANGED, _NODE_CHILDREN_CHANGED = EventType.NODE_DATA_CHANGED, EventType.NODE_CHILDREN_CHANGED
 
