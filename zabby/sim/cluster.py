@@ -113,7 +113,14 @@ class Node:
     writing: tuple[int, WriteSnapshot, SnapshotWriter] | None = None  # a snapshot a child writes: (done at tick, it, its file)
     disk_faulted: bool = False  # a disk fault was injected since the start: a repair or a fail-stop may follow
     disk_full_until: int = 0  # ticks: the disk has no space until then
-    flipped: int = 0  # a bit flipped in its files: FLIPPED until a recovery reads them, REPAIRING until a leader syncs it
+    flipped: int = 0  # a bit flipped in its files: FLIPPED while the damaged byte is on disk unread, REPAIRING until a leader syncs it
+    flipped_byte: tuple[Path, int, int] | None = None  # the flip: its file, offset and damaged byte
+
+    def forget_flip_if_gone(self) -> None:
+        """No longer FLIPPED once the damaged byte is gone from the disk (cut off, written over,
+        deleted): nothing can read it any more."""
+        if self.flipped == FLIPPED and not (self.flipped_byte is not None and self.fs.holds_flip(*self.flipped_byte)):
+            self.flipped = 0
 
     @property
     def faulted(self) -> bool:
@@ -236,8 +243,12 @@ class Cluster:
         """``Storage.recover``; the checkers then see the txns it replayed from the log."""
         recovered = node.storage.recover(node.membership or node.config.membership, snapshot_wanted=snapshot_wanted,
                                          at_start=at_start)  # fmt: skip
-        if node.flipped:  # the recovery read the damage, or the flip hit no byte it reads
-            node.flipped = REPAIRING if recovered.durable.repairing else 0
+        if recovered.durable.repairing and node.flipped:  # the recovery read the damage
+            node.flipped = REPAIRING
+        elif node.flipped == REPAIRING:
+            node.flipped = 0
+        else:  # it did not read that byte, which a later read may (a reload's, after a TRUNC made
+            node.forget_flip_if_gone()  # the damaged segment the last one: seed 74454)
         base = node.storage.datadir.recovered.snapshot_zxid
         node.tree_zxid, node.tree_chain = base, self.checker.chain_hash(base) if base else 0
         for txn in node.storage.logged_after(base):

@@ -133,6 +133,15 @@ class SimFS:
     def durable_size(self, path: Path) -> int:
         return len(self._inode(path).durable)
 
+    def durable_byte(self, path: Path, offset: int) -> int:
+        return self._inode(path).durable[offset]
+
+    def holds_flip(self, path: Path, offset: int, damaged: int) -> bool:
+        """Whether the byte a flip left as ``damaged`` is still on disk as it left it: not cut
+        off, written over or deleted since (then a later read may still find it)."""
+        inode = self._names.get(path)
+        return inode is not None and offset < len(inode.durable) and inode.durable[offset] == damaged
+
     def flip_bit(self, rng: random.Random, path: Path) -> int:
         """Flip one durable bit of ``path`` (read back as damaged from now on); its offset."""
         inode = self._names[path]

@@ -152,6 +152,8 @@ class Simulation:
         a real one would.  Not on a standalone server: with nobody to repair it, it refuses
         to start (``tests/sim/test_fs.py``)."""
         cluster = self.cluster
+        for each in cluster.nodes.values():
+            each.forget_flip_if_gone()
         others = [n for n in cluster.nodes.values() if n is not node]
         is_voter = node.sid <= self.options.voter_count  # no reconfig here: the first membership stays
         if is_voter and self.options.voter_count < 3:
@@ -163,7 +165,7 @@ class Simulation:
             return
         path = self.fault_rng.choice(files)
         offset = node.fs.flip_bit(self.fault_rng, path)
-        node.flipped = FLIPPED
+        node.flipped, node.flipped_byte = FLIPPED, (path, offset, node.fs.durable_byte(path, offset))
         cluster.stats["bit_flips"] += 1
         cluster.log(f"server {node.sid}: a bit flips in {path.name} at offset {offset}")
 
