@@ -67,6 +67,9 @@ WRITE_OPS = frozenset(
     }
 )
 
+# The four creates.  A tuple, not a set: it is compared with whatever a txn read back or a
+# client sent carries as its type, an unhashable value too (then it is no create)
+CREATE_OPS = (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL)
 
 ZABBY_OPS = frozenset({OpCode.WAIT_FOR_ZXID})  # not ZooKeeper's: never taken from a jute client
 

@@ -42,7 +42,7 @@ LOGGER = logging.getLogger("zabby.server")
 
 SESSION_OPS = frozenset({OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION})
 # The members each write is told apart by, as globals (see zabby.opcodes)
-_MULTI, _CLOSE_SESSION, _CREATE_SESSION, _RECONFIG = OpCode.MULTI, OpCode.CLOSE_SESSION, OpCode.CREATE_SESSION, OpCode.RECONFIG
+_MULTI, _CLOSE_SESSION, _CREATE_SESSION = OpCode.MULTI, OpCode.CLOSE_SESSION, OpCode.CREATE_SESSION
 _NOT_PREPARED = frozenset({OpCode.CLOSE_SESSION, OpCode.CREATE_SESSION, OpCode.RECONFIG})  # the ops the preparer does not take
 READ_ONLY_AFTER_MS_MIN = 2000  # ZooKeeper starts its read-only server after max(2 s, tickTime)
 

@@ -11,7 +11,7 @@ import base64
 import datetime
 from typing import Any
 
-from zabby.opcodes import OpCode
+from zabby.opcodes import CREATE_OPS, OpCode
 from zabby.tree import acl as acls
 from zabby.tree.txns import Txn
 
@@ -23,7 +23,6 @@ TYPE_NAMES = {
     OpCode.SET_DATA: "setData", OpCode.SET_ACL: "setACL", OpCode.CHECK: "check", OpCode.MULTI: "multi",
     OpCode.ERROR: "error", OpCode.CREATE_SESSION: "createSession", OpCode.CLOSE_SESSION: "closeSession",
 }  # fmt: skip
-_CREATES = (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL)
 
 
 def _hex(value: int) -> str:
@@ -48,7 +47,7 @@ def _data_fields(data: bytes) -> dict[str, Any]:
 
 def _body_fields(txn_type: int, body: tuple[Any, ...]) -> dict[str, Any]:
     """The fields of one (sub-)txn body, by the grammar in ``zabby.tree.txns``."""
-    if txn_type in _CREATES:
+    if txn_type in CREATE_OPS:
         path, data, acl, owner, parent_cversion = body
         return {"path": path, **_data_fields(data), "acl": _acl_text(acl), "ephemeral_owner": _hex(owner),
                 "parent_cversion": parent_cversion}  # fmt: skip

@@ -35,7 +35,7 @@ from typing import Any, cast
 from sortedcontainers import SortedList
 
 from zabby.errors import InvariantError
-from zabby.opcodes import CONTAINER_OWNER, EventType, OpCode, is_session_owner, owner_ttl_ms
+from zabby.opcodes import CONTAINER_OWNER, CREATE_OPS, EventType, OpCode, is_session_owner, owner_ttl_ms
 from zabby.tree import acl as acls
 from zabby.tree import quota
 from zabby.tree.paths import int32, parent_of
@@ -78,12 +78,10 @@ def shown_data(data: bytes) -> bytes | None:
 
 _DATA_CRC_SEED = 0x5A  # a znode's data CRC starts from its path's CRC with this seed, its Stat's from 0
 _crc32 = zlib.crc32
-_new_znode = object.__new__
+_new_znode = object.__new__  # a Znode with no __init__: its fields set by the caller (a create, TreeBuilder)
 _QUOTA_PREFIX = quota.QUOTA_PREFIX
 # The members every apply compares with or puts in its events, as globals (see zabby.opcodes)
 _SET_DATA, _ERROR = OpCode.SET_DATA, OpCode.ERROR
-# a tuple: a txn read back from a log may hold any type at all (an unhashable one is no txn: InvariantError)
-_CREATES = (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL)
 _NODE_CREATED, _NODE_DELETED = EventType.NODE_CREATED, EventType.NODE_DELETED
 _NODE_DATA_CHANGED, _NODE_CHILDREN_CHANGED = EventType.NODE_DATA_CHANGED, EventType.NODE_CHILDREN_CHANGED
 
@@ -479,7 +477,7 @@ class DataTree:
         result: Any
         if kind == _SET_DATA:  # the hot writes, straight to their apply
             result = self._set_data(txn, txn.body, events, answered)
-        elif kind in _CREATES:
+        elif kind in CREATE_OPS:  # (an unhashable type is no txn: InvariantError)
             result = self._create(txn, txn.body, events, answered)
         else:
             result = self._apply_body(txn, txn.type, txn.body, events)
@@ -507,7 +505,7 @@ class DataTree:
         return None
 
     def _apply_body(self, txn: Txn, txn_type: int, body: tuple[Any, ...], events: list[Event]) -> Any:
-        if txn_type in _CREATES:
+        if txn_type in CREATE_OPS:
             return self._create(txn, body, events)
         if txn_type in (OpCode.DELETE, OpCode.DELETE_CONTAINER):
             return self._delete(txn.zxid, body[0], events)
@@ -869,7 +867,7 @@ class TreeBuilder:
         here once, from the record: ``Znode()`` would set most of them twice."""
         tree, nodes, children = self.tree, self.tree.nodes, self._children
         take, index_add, shared_time = tree.shared.take, tree._index_add, tree._shared_time
-        new_znode, with_digest = Znode.__new__, self._digest
+        new_znode, with_digest = _new_znode, self._digest
         data_size = digest = loaded = 0
         last_parent, siblings = "", cast("list[str]", [])
         collecting = gc.isenabled()

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from zabby.errors import Err, ZabbyError, shown
 from zabby.opcodes import (
     CONTAINER_OWNER,
+    CREATE_OPS,
     TTL_MAX_MS,
     CreateMode,
     OpCode,
@@ -38,8 +39,7 @@ TREE = ""  # the quota ledger's key for the whole tree's growth (no path is empt
 _PLAIN_CREATE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2})  # ops whose flags 0 mean a persistent node
 # The members every write is told apart by or made with, as globals (see zabby.opcodes)
 _MULTI, _CHECK, _CREATE, _SET_DATA = OpCode.MULTI, OpCode.CHECK, OpCode.CREATE, OpCode.SET_DATA
-_MULTI_SUB_OPS = (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL, OpCode.DELETE,
-                  OpCode.SET_DATA, OpCode.CHECK)  # a tuple: a sub-op may be anything a client sent, unhashable too
+_MULTI_SUB_OPS = (*CREATE_OPS, OpCode.DELETE, OpCode.SET_DATA, OpCode.CHECK)  # a tuple: a sub-op may be anything a client sent, unhashable too
 _NO_TTL = (None, 0, -1)  # what a create that is not a TTL node may carry as its TTL
 
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zabby.errors import Err, RefusedRequest, RemoteProtocolError, TooManyOps
-from zabby.opcodes import ZABBY_OPS, OpCode
+from zabby.opcodes import CREATE_OPS, ZABBY_OPS, OpCode
 from zabby.wire import jute
 from zabby.wire.codec import ClientProtocol, ConnectRequest, too_many_ops
 from zabby.wire.messages import PROTOCOL_NAME
@@ -34,7 +34,6 @@ LOGGER = logging.getLogger("zabby.wire.jute")
 
 EXPIRED_PASSWORD = bytes(16)
 
-_CREATE_OPS = (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL)
 _MULTI_OPS = (OpCode.MULTI, OpCode.MULTI_READ)
 _LARGE_REQUESTS = frozenset({OpCode.MULTI, OpCode.MULTI_READ, OpCode.SET_WATCHES, OpCode.SET_WATCHES2})
 # The members every reply is told apart by, as globals (see zabby.opcodes)
@@ -288,7 +287,7 @@ def _hot_reply(op: int, xid: int, zxid: int, values: list[Any]) -> bytes | None:
         data = values[0]
         return b"".join((_HEADER.pack(_HEADER.size + len(data) + _STAT.size, xid, zxid, 0), _INT.pack(len(data)), data,
                          _STAT.pack(*values[1])))  # fmt: skip
-    if op in _CREATE_OPS:
+    if op in CREATE_OPS:
         path = values[0].encode()
         stat = b"" if op == _CREATE else _STAT.pack(*values[1])
         return b"".join((_HEADER.pack(_HEADER.size + len(path) + len(stat), xid, zxid, 0), _INT.pack(len(path)), path, stat))
@@ -314,7 +313,7 @@ def _multi_result(request_op: int, result: list[Any]) -> tuple[int, int, jute.Re
         return -1, err, jute.ErrorResponse(err)
     if request_op in (OpCode.CREATE, OpCode.CREATE2):  # ZooKeeper's multi answers a create2 as a create
         return OpCode.CREATE, 0, jute.CreateResponse(value[0])
-    if request_op in _CREATE_OPS:
+    if request_op in CREATE_OPS:
         return OpCode.CREATE2, 0, jute.Create2Response(value[0], _stat(value[1]))
     if request_op == OpCode.SET_DATA:
         return OpCode.SET_DATA, 0, jute.SetDataResponse(_stat(value))
@@ -329,7 +328,7 @@ def response_record(op: int, values: list[Any], sub_ops: tuple[int, ...]) -> jut
     """zabby's reply values for ``op`` → the jute response record (None: header only)."""
     if op == OpCode.CREATE:
         return jute.CreateResponse(values[0])
-    if op in _CREATE_OPS:
+    if op in CREATE_OPS:
         return jute.Create2Response(values[0], _stat(values[1]))
     if op == OpCode.EXISTS:
         return jute.ExistsResponse(_stat(values[0]))

@@ -28,7 +28,7 @@ from zabby.config import ServerConfig
 from zabby.engine.clients import ZXID_WAIT_MS_MAX
 from zabby.engine.effects import ClientSink, ClientsKept, Done, SyncDone
 from zabby.errors import Err, ZabbyError, shown
-from zabby.opcodes import WRITE_OPS, OpCode
+from zabby.opcodes import CREATE_OPS, WRITE_OPS, OpCode
 from zabby.sasl import DigestMd5Server, SaslFailure
 from zabby.server.process.sources import SessionSources, source_of
 from zabby.server.clients.reads import READ_HANDLERS, missed_events, resume_watch
@@ -57,7 +57,6 @@ SPECIAL_XIDS = frozenset({XID_PING, XID_AUTH, XID_SET_WATCHES})  # repeat by des
 _MULTI_OPS = (OpCode.MULTI, OpCode.MULTI_READ)
 # The members each write's answer is told apart by, as globals (see zabby.opcodes)
 _ERROR, _CLOSE_SESSION, _CREATE, _SET_DATA, _MULTI = OpCode.ERROR, OpCode.CLOSE_SESSION, OpCode.CREATE, OpCode.SET_DATA, OpCode.MULTI
-_CREATES = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL})
 _PATH_AND_STAT = frozenset({OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL, OpCode.RECONFIG})
 _STAT_ONLY = frozenset({OpCode.SET_DATA, OpCode.SET_ACL})
 
@@ -755,7 +754,7 @@ def _write_values(op: int, result: Any) -> list[Any]:
 
 
 def _multi_value(sub_type: int, value: Any) -> Any:
-    if sub_type in _CREATES:
+    if sub_type in CREATE_OPS:
         return [value[0], value[1]]
     if sub_type == _SET_DATA:
         return value
