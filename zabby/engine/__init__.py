@@ -1,6 +1,7 @@
 """The engine: one server's decisions, driven by the trio server and by the simulator."""
 
 from zabby.engine.effects import (
+    FLUSH_CLIENTS as FLUSH_CLIENTS,
     Append as Append,
     CheckSpace as CheckSpace,
     ClientSink as ClientSink,
@@ -10,6 +11,7 @@ from zabby.engine.effects import (
     DropLinks as DropLinks,
     Effect as Effect,
     FailStop as FailStop,
+    FlushClients as FlushClients,
     Freezer as Freezer,
     Install as Install,
     Pause as Pause,

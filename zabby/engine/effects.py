@@ -110,6 +110,16 @@ class Install:
 
 
 @immutable
+class FlushClients:
+    """Write the answers queued for clients now: the engine asks once a Ready's applies
+    answered writes, after the Ready's ACKs and LOGGEDs and before the rest of its work (a
+    client that writes one request at a time waits for nothing else)."""
+
+
+FLUSH_CLIENTS = FlushClients()
+
+
+@immutable
 class DropLinks:
     sids: tuple[int, ...]
 
@@ -177,7 +187,7 @@ class FailStop:
     reason: str
 
 
-Effect = Send | Persist | Append | Reload | StageSnapshot | Install | DropLinks | CloseClients | WriteSnapshot | Purge | CheckSpace | Reconfigure | Pause | FailStop
+Effect = Send | FlushClients | Persist | Append | Reload | StageSnapshot | Install | DropLinks | CloseClients | WriteSnapshot | Purge | CheckSpace | Reconfigure | Pause | FailStop
 
 
 class Clock(Protocol):

@@ -54,8 +54,8 @@ from zabby.engine.clients import ClientCalls, Waiters, ZxidWaiters, first_sessio
 from zabby.engine.digests import DigestCheck
 from zabby.engine.zk_digests import ZkDigests
 from zabby.engine.effects import (
-    Append, CheckSpace, ClientSink, ClientsKept, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer, Frozen,
-    Install, Pause, Persist, Purge, Reconfigure, Recovered, Reload, Send, StageSnapshot, SyncDone, WriteSnapshot,
+    FLUSH_CLIENTS, Append, CheckSpace, ClientSink, ClientsKept, CloseClients, Clock, Done, DropLinks, Effect, FailStop, Freezer,
+    Frozen, Install, Pause, Persist, Purge, Reconfigure, Recovered, Reload, Send, StageSnapshot, SyncDone, WriteSnapshot,
 )  # fmt: skip
 from zabby.errors import Inconsistency, InvariantError
 from zabby.opcodes import OpCode
@@ -185,6 +185,7 @@ class Engine(ClientCalls):
         self.sync_waiting: Waiters[SyncDone] = Waiters()
         self.zxid_waiting = ZxidWaiters()  # clients' waits for a zxid
         self.outstanding = 0
+        self._answered = False  # an apply answered a client's write since the last FlushClients
         self.space_low = False
         self.last_proposal_bytes = (0, 0, 0)  # last, min, max
         self.digests = DigestCheck(self.stats)
@@ -486,6 +487,8 @@ class Engine(ClientCalls):
                 self._apply(committed[:fits])
                 tail.committed = committed[fits:]
             applied_first = fits > 0
+            if self._answered:  # not held behind the log's append and its fsync
+                yield from self._flush_answers()
         if broadcast:
             yield from self._append(tail)
         else:
@@ -501,6 +504,12 @@ class Engine(ClientCalls):
             yield from self._finish([tail])
         if tails and tails[0].needs <= self._durable_zxid:  # an Append synced here covers them
             yield from self._finish_durable()
+
+    def _flush_answers(self) -> Work:
+        """The answers the applies made leave now (``FlushClients``), not once the driver
+        has nothing left to do: one client writing one request at a time waits for them."""
+        self._answered = False
+        yield FLUSH_CLIENTS
 
     def _only_logs(self, ready: Ready) -> bool:
         if (ready.accepted_epoch is not None or ready.current_epoch is not None or ready.truncate_to is not None
@@ -584,6 +593,8 @@ class Engine(ClientCalls):
             messages, unsent = self._with_images(_without_superseded(messages), images)
             if messages:
                 yield Send(messages, images)
+        if self._answered:  # after the ACKs and LOGGEDs, before the rest of the Ready's work
+            yield from self._flush_answers()
         if committed and self.config.digest_enabled:
             yield from self._digests_after_commits()
         ready = last.ready
@@ -798,6 +809,7 @@ class Engine(ClientCalls):
                         _deliver(runs, txn.zxid)
             if waiter is not None:
                 self.outstanding -= waiter[2]
+                self._answered = True
                 try:
                     waiter[1](txn, result)
                 except Exception:  # a client's answer must never stop the engine

@@ -32,7 +32,7 @@ from typing import Any
 
 from zabby.core.messages import Snap
 from zabby.engine import (
-    Append, CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
+    FLUSH_CLIENTS, Append, CheckSpace, CloseClients, DropLinks, Effect, Engine, FailStop, Install, Pause, Persist, Purge,
     Reconfigure, Reload, Send, StageSnapshot, WriteSnapshot,
 )  # fmt: skip
 from zabby.engine.storage import Storage
@@ -164,6 +164,8 @@ class EffectExecutor:
         it must be awaited."""
         if isinstance(effect, Send):
             self._send(effect)
+        elif effect is FLUSH_CLIENTS:
+            self.io.flush()
         elif isinstance(effect, Append) and self._appends_now(effect):
             return True, self._append_in_background(effect)
         elif isinstance(effect, Persist) and self._persists_now(effect):
