@@ -63,11 +63,12 @@ def propose(peer: Replica, leader: LeaderRole, txns: list[Txn]) -> None:
         maybe_commit(peer, leader)
         if peer.role is not leader:
             return
-    message = Proposal(txns=tuple(txns))
-    for sid, info in leader.learners.items():
-        if info.acked_epoch and not info.observer:
-            peer._send_early(sid, message)
-    _tell_logged(peer, leader, txns[-1].zxid)
+    if leader.learners:  # none on a standalone server, or before any learner connects
+        message = Proposal(txns=tuple(txns))
+        for sid, info in leader.learners.items():
+            if info.acked_epoch and not info.observer:
+                peer._send_early(sid, message)
+        _tell_logged(peer, leader, txns[-1].zxid)
     if leader.syncs:  # asked first: a call per proposal saved (it answers nothing without syncs)
         rounds.advance_syncs(peer, leader)
     if zxid_counter(leader.last_proposed) == peer.config.zxid_counter_last:

@@ -760,7 +760,7 @@ class Engine(ClientCalls):
         in this Ready are dropped: their learners lose this leader too, and their clients see
         the connection lost (nothing was acknowledged)."""
         known = self._forwarded_callers
-        for sid, request in ready.requests if self.peer.established_leader else ():
+        for sid, request in ready.requests if ready.requests and self.peer.established_leader else ():
             try:
                 caller = known.get((request.session_id, request.auth_ids))
             except TypeError:  # not hashable: not a tuple of (scheme, id) pairs of strings

@@ -79,6 +79,7 @@ class EffectExecutor:
         self.sync_wanted = False  # an Append asked the background sync for more
         self._sync_on_thread = False  # the background sync is the disk thread's: no append meanwhile
         self._fsync_recent_s = 0.0  # a moving average of fsync times
+        self._fsync_unrecorded_s: float | None = None  # an inline fsync's time, recorded once the answers left
         self._staged: dict[int, StagedSnap] = {}  # SNAP streams being written, by leader
 
     def drive(self, engine: Engine) -> None:
@@ -146,6 +147,8 @@ class EffectExecutor:
                 self.awaited = effect
                 break
         io.flush()
+        if self._fsync_unrecorded_s is not None:
+            self._record_inline_fsync()
 
     async def carry_out_awaited(self) -> None:
         """The peer task's part: the effect that must be awaited, and what the engine asks
@@ -329,10 +332,18 @@ class EffectExecutor:
         self._fsynced(io.perf_s() - started)
 
     def _sync_here(self) -> None:
-        """The log's sync right here, blocking the loop."""
+        """The log's sync right here, blocking the loop; its time is recorded once the loop
+        is done (``_run_until_awaited``): the answers it made durable leave first."""
+        if self._fsync_unrecorded_s is not None:
+            self._record_inline_fsync()
         started = self.io.perf_s()
         self.storage.sync()
-        self._fsynced(self.io.perf_s() - started)
+        self._fsync_unrecorded_s = self.io.perf_s() - started
+
+    def _record_inline_fsync(self) -> None:
+        elapsed, self._fsync_unrecorded_s = self._fsync_unrecorded_s, None
+        assert elapsed is not None
+        self._fsynced(elapsed)
 
     def _fsynced(self, elapsed: float) -> None:
         self.engine.stats.record_fsync(elapsed)

@@ -25,6 +25,10 @@ class FrameDecoder:
 
     def receive_data(self, data: bytes | bytearray) -> list[bytes]:
         buffer = self._buffer
+        if not buffer and len(data) > 4:  # one whole frame, nearly every read of a request at a time: no copy into the buffer
+            length = int.from_bytes(data[:4], "big")
+            if length + 4 == len(data) and length <= self.frame_bytes_max:
+                return [bytes(data[4:])]
         buffer += data
         frames: list[bytes] = []
         offset, size = 0, len(buffer)

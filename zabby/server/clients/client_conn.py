@@ -296,14 +296,19 @@ class Connection:
         """Send what is queued without waiting: what the socket takes now goes now, the rest
         (all of it, while the writer task is mid-send) goes to the writer task."""
         self._queued = False
+        to_charge = self._send_out() if self._out else 0  # the write first: a client may be waiting for it
         if self.session.request_bytes < self._request_bytes:  # answered since the batch began (``requests_answered``)
             self._charge_requests()  # a release only: requests taken are charged after their input (``_handle_frames``)
-        if not self._out:
-            return
+        if to_charge:  # after the release, as before the write: a charge is checked against the limit
+            self._charge(to_charge)
+
+    def _send_out(self) -> int:
+        """Write what is queued, as much as the socket takes now (the rest goes to the writer
+        task); what to charge for it: the bytes queued since the last charge less those sent."""
         if self._sending or self._closing or self._direct_socket is None:
-            self._settle_out()
             self._wake.set()
-            return
+            uncharged, self._out_uncharged = self._out_uncharged, 0
+            return uncharged
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
         self._out.clear()
         uncharged, self._out_uncharged = self._out_uncharged, 0
@@ -316,8 +321,7 @@ class Connection:
         if sent < len(data):
             self._out.append(data[sent:])
             self._wake.set()
-        if uncharged != sent:  # what stays queued is charged; what left, uncharged
-            self._charge(uncharged - sent)
+        return uncharged - sent  # what left is uncharged (a negative figure: charged before)
 
     async def _writer(self, cancel_scope: trio.CancelScope) -> None:
         try:
@@ -454,7 +458,6 @@ class Connection:
         what the scheduler's pass has left (``zabby.server.clients.passes``); the first whatever is
         left if it is small, or, ``in_turn``, if it takes the engine's turn."""
         session = self.session
-        session.touch()
         decode, handle = codec.decode_request, session.handle
         pending = self._pending
         server = self.server
@@ -478,6 +481,7 @@ class Connection:
                 handle(request, size)
         finally:
             server.end_batch()
+        session.touch()  # after the batch's answers left, in the same pass
         passes.request_bytes_left = left
         self._charge_input()
         self._charge_requests()
