@@ -79,7 +79,7 @@ class EffectExecutor:
         self.sync_wanted = False  # an Append asked the background sync for more
         self._sync_on_thread = False  # the background sync is the disk thread's: no append meanwhile
         self._fsync_recent_s = 0.0  # a moving average of fsync times
-        self._fsync_unrecorded_s: float | None = None  # an inline fsync's time, recorded once the answers left
+        self._fsync_unrecorded_s: float | None = None  # an inline fsync's time, in the stats once the answers left
         self._staged: dict[int, StagedSnap] = {}  # SNAP streams being written, by leader
 
     def drive(self, engine: Engine) -> None:
@@ -137,6 +137,9 @@ class EffectExecutor:
                 break
             if watched:
                 io.before_effect(effect)
+            if effect is FLUSH_CLIENTS:  # outside the try, as the flush below: no failure of the engine's
+                io.flush()
+                continue
             try:
                 done, self._result = self._carry_out_now(effect)
             except Exception as exc:  # handed back: the engine decides what a failure means
@@ -167,8 +170,6 @@ class EffectExecutor:
         it must be awaited."""
         if isinstance(effect, Send):
             self._send(effect)
-        elif effect is FLUSH_CLIENTS:
-            self.io.flush()
         elif isinstance(effect, Append) and self._appends_now(effect):
             return True, self._append_in_background(effect)
         elif isinstance(effect, Persist) and self._persists_now(effect):
@@ -332,22 +333,29 @@ class EffectExecutor:
         self._fsynced(io.perf_s() - started)
 
     def _sync_here(self) -> None:
-        """The log's sync right here, blocking the loop; its time is recorded once the loop
-        is done (``_run_until_awaited``): the answers it made durable leave first."""
+        """The log's sync right here, blocking the loop; its time goes into the stats once the
+        loop is done (``_run_until_awaited``): the answers it made durable leave first."""
         if self._fsync_unrecorded_s is not None:
             self._record_inline_fsync()
         started = self.io.perf_s()
         self.storage.sync()
-        self._fsync_unrecorded_s = self.io.perf_s() - started
+        elapsed = self._fsync_unrecorded_s = self.io.perf_s() - started
+        self._average_fsync(elapsed)  # at once: the next Append's choice (``_fsync_inline``) reads it
 
     def _record_inline_fsync(self) -> None:
         elapsed, self._fsync_unrecorded_s = self._fsync_unrecorded_s, None
         assert elapsed is not None
-        self._fsynced(elapsed)
+        self._record_fsync(elapsed)
 
     def _fsynced(self, elapsed: float) -> None:
-        self.engine.stats.record_fsync(elapsed)
+        self._average_fsync(elapsed)
+        self._record_fsync(elapsed)
+
+    def _average_fsync(self, elapsed: float) -> None:
         self._fsync_recent_s = 0.8 * self._fsync_recent_s + 0.2 * elapsed
+
+    def _record_fsync(self, elapsed: float) -> None:
+        self.engine.stats.record_fsync(elapsed)
         if elapsed > FSYNC_WARNING_S:
             LOGGER.warning("fsync-ing the write ahead log took %.0f ms", elapsed * 1000)
 
