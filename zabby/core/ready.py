@@ -72,9 +72,14 @@ class Ready:
     def asks_for_effects(self) -> bool:
         """Whether the shell has anything to send, store, apply or drop (steps 0-7 but acting on
         ``requests``, ``touched_sessions`` and ``sync_replies``, which need no effect)."""
+        return bool(self.early_messages) or self.asks_beyond_early_messages()
+
+    def asks_beyond_early_messages(self) -> bool:
+        """``asks_for_effects`` with step 0 left out: whether anything is to be stored, applied,
+        sent after the persist or dropped."""
         return bool(
             self.accepted_epoch is not None or self.current_epoch is not None or self.truncate_to is not None
-            or self.append or self.must_sync or self.committed or self.messages or self.early_messages or self.drop_links
+            or self.append or self.must_sync or self.committed or self.messages or self.drop_links
         )  # fmt: skip
 
     def is_empty(self) -> bool:

@@ -463,12 +463,10 @@ class Engine(ClientCalls):
     # durable log.  A Ready that does more (epochs, a truncation, a SNAP, a role change,
     # links to drop) first makes the log durable and finishes every earlier one
     # (``_sync_all``), then persists (``Persist``) and is finished at once.  A Ready that
-    # asks for no effect (a forwarded write, a ping's touched sessions) is the degenerate
-    # case: nothing to send, store or apply, and a tail with nothing that waits.
+    # asks for no effect but early messages (a forwarded write, a ping's touched sessions)
+    # takes ``_process_light``: nothing to store, apply or wait for.
     def _process(self, ready: Ready) -> Work:
-        if (not ready.committed and not ready.append and not ready.messages and not ready.sync_replies and not ready.must_sync
-                and ready.accepted_epoch is None and ready.current_epoch is None and ready.truncate_to is None
-                and not ready.drop_links and ready.soft_state == self.soft):  # fmt: skip
+        if not ready.sync_replies and ready.soft_state == self.soft and not ready.asks_beyond_early_messages():
             yield from self._process_light(ready)
             return
         broadcast = self._only_logs(ready)
