@@ -19,6 +19,13 @@ spread, and the servers' CPU per op (the leader's and the followers', from /proc
 the rounds), with the user time of it apart: the interpreter's own work, where a regression of
 the Python code shows (the system time of sockets and fsyncs swings with the machine's load).
 A row whose median ratio is more than 5% below 1.0 is FLAGGED, and the command exits 1.
+``--pin`` places the one-at-a-time rows' processes: the load driver on CPU 1 and, standalone,
+the server on CPU 0.  Left to the scheduler, the Java client's threads land with the server's
+or apart from it run by run, and a getData one at a time reads ~6,000 or ~13,000/s whatever
+the commit (a ratio of 0.6x or 2x); pinned, a commit against itself read 0.96-1.07x on the
+one-at-a-time rows (docs/benchmarks.md, stop 76).  Even so a write one at a time moves by a
+few percent from round to round (the disk's fsyncs above all): more ``--rounds`` narrow the
+median.
 ``--profile DIR`` runs each row once more on each side with py-spy on every server (docs/bench
 shows how to read them).  A quiet machine matters: it waits (``--wait-quiet``) for the 1-minute
 load to fall below ``--quiet-load``.
@@ -28,10 +35,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +54,7 @@ from harness.bench.systems import System
 from harness import CHECKOUT
 
 FLAG_BELOW = 0.95
+PINNED_SERVER_CPUS, PINNED_CLIENT_CPUS = {0}, {1}  # --pin: a one-at-a-time row's standalone server, its load driver
 
 
 @dataclass(frozen=True)
@@ -107,13 +118,37 @@ def profiled(ctx: Context, out: Run, system: System, row: Row, side: str, folder
                 raw.with_suffix(".json").write_text(json.dumps(report.summarise_profile(raw, top=40), indent=1))
 
 
+@contextmanager
+def on_cpus(cpus: set[int] | None) -> Iterator[None]:
+    """The processes started meanwhile run on ``cpus`` (a child inherits its parent's affinity);
+    None: wherever the scheduler puts them."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def pinning_error() -> str | None:
+    """Why ``--pin`` cannot place the processes here, or None."""
+    if not hasattr(os, "sched_setaffinity"):
+        return "--pin needs sched_setaffinity (Linux)"
+    missing = (PINNED_SERVER_CPUS | PINNED_CLIENT_CPUS) - os.sched_getaffinity(0)
+    return f"--pin needs CPUs {sorted(missing)}, which this process may not use" if missing else None
+
+
 def run_rows(rows: list[Row], old_root: Path, rounds: int, limits: Limits, workdir: Path, out: Run,
-             profile: Path | None = None) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
+             profile: Path | None = None, pin: bool = False) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
     """Every row, ``rounds`` times on each side, alternating (and profiled once more, with
     ``profile``); the records by row name.  Each measurement has servers of its own, started
     for it: a set of server processes kept for every round carries its own luck (its memory
     layout, its hash seed, where its leader landed) into all of them, and an A/A run of one
-    commit against itself read 0.87x and 0.88x on the pipelined rows that way."""
+    commit against itself read 0.87x and 0.88x on the pipelined rows that way.  With ``pin``,
+    the one-at-a-time rows' processes are placed (see the module's docstring)."""
     java = build_java(workdir / "java")
     if isinstance(java, str):
         raise SystemExit(f"the Java load driver cannot be built: {java}")
@@ -123,12 +158,17 @@ def run_rows(rows: list[Row], old_root: Path, rounds: int, limits: Limits, workd
     found: dict[str, list[dict[str, Any]]] = {}
     try:
         for index, row in enumerate(rows):
+            pinned = pin and row.shape is None
+            server_cpus = PINNED_SERVER_CPUS if pinned and row.deployment == "standalone" else None
             for number in range(rounds):
                 for side in ("old", "new") if number % 2 == 0 else ("new", "old"):
                     print(f"{row.name}: {side}, round {number + 1}/{rounds}", flush=True)
-                    system = session.bring_up("zabby", row.deployment, f"{side}-{index}-{number}", roots[side])
+                    with on_cpus(server_cpus):
+                        system = session.bring_up("zabby", row.deployment, f"{side}-{index}-{number}", roots[side])
                     try:
-                        record = measure(ctx, out, system, "java", row.workload, "compare", row.shape, extra={"side": side, "round": number})
+                        with on_cpus(PINNED_CLIENT_CPUS if pinned else None):
+                            record = measure(ctx, out, system, "java", row.workload, "compare", row.shape,
+                                             extra={"side": side, "round": number, "pinned": pinned})  # fmt: skip
                     finally:
                         session.bring_down(system)
                     found.setdefault(row.name, []).append(record)
@@ -181,9 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, metavar="DIR", help="then profile each row once more on each side (py-spy), into DIR")
     parser.add_argument("--wait-quiet", type=float, default=10.0, help="minutes to wait for a quiet machine (default 10)")
     parser.add_argument("--quiet-load", type=float, default=0.7)
+    parser.add_argument("--pin", action="store_true", help="one-at-a-time rows: the load driver on CPU 1, a standalone server on CPU 0")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.seconds <= 0 or args.latency_ops < 1:
         parser.error("--rounds, --seconds and --latency-ops must be positive")
+    if args.pin and (why := pinning_error()) is not None:
+        parser.error(why)
     quiet, load = wait_quiet(args.wait_quiet, args.quiet_load)
     if not quiet:
         print(f"warning: the machine is not quiet (1-minute load {load:.2f}): the figures are noisier", flush=True)
@@ -195,13 +238,14 @@ def main(argv: list[str] | None = None) -> int:
             out = Run(workdir / "records")
             if args.profile:
                 args.profile.mkdir(parents=True, exist_ok=True)
-            found = run_rows(ROWS[args.rows], old_root, args.rounds, limits, workdir, out, args.profile)
+            found = run_rows(ROWS[args.rows], old_root, args.rounds, limits, workdir, out, args.profile, args.pin)
             if args.json:
                 args.json.write_text("".join(json.dumps(record) + "\n" for record in out.records))
         finally:
             subprocess.run(["git", "-C", str(CHECKOUT), "worktree", "remove", "--force", str(old_root)], check=False)
     text, flagged = table(found, old_hash)
-    print(f"\n{args.old} ({old_hash}) against the working tree, {args.rounds} rounds, alternating:\n\n{text}\n")
+    placed = ", one-at-a-time rows pinned (--pin)" if args.pin else ""
+    print(f"\n{args.old} ({old_hash}) against the working tree, {args.rounds} rounds, alternating{placed}:\n\n{text}\n")
     if flagged:
         print(f"FLAGGED (median more than {100 * (1 - FLAG_BELOW):.0f}% below the old commit): {', '.join(flagged)}")
         return 1
