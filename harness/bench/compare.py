@@ -25,7 +25,7 @@ or apart from it run by run, and a getData one at a time reads ~6,000 or ~13,000
 the commit (a ratio of 0.6x or 2x); pinned, a commit against itself read 0.96-1.07x on the
 one-at-a-time rows (docs/benchmarks.md, stop 76).  Even so a write one at a time moves by a
 few percent from round to round (the disk's fsyncs above all): more ``--rounds`` narrow the
-median.
+median.  ``--profile``'s extra runs are not pinned.
 ``--profile DIR`` runs each row once more on each side with py-spy on every server (docs/bench
 shows how to read them).  A quiet machine matters: it waits (``--wait-quiet``) for the 1-minute
 load to fall below ``--quiet-load``.
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             subprocess.run(["git", "-C", str(CHECKOUT), "worktree", "remove", "--force", str(old_root)], check=False)
     text, flagged = table(found, old_hash)
-    placed = ", one-at-a-time rows pinned (--pin)" if args.pin else ""
+    placed = ", one-at-a-time rows pinned (--pin)" if args.pin and any(row.shape is None for row in ROWS[args.rows]) else ""
     print(f"\n{args.old} ({old_hash}) against the working tree, {args.rounds} rounds, alternating{placed}:\n\n{text}\n")
     if flagged:
         print(f"FLAGGED (median more than {100 * (1 - FLAG_BELOW):.0f}% below the old commit): {', '.join(flagged)}")
