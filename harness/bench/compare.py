@@ -25,9 +25,9 @@ or apart from it run by run, and a getData one at a time reads ~6,000 or ~13,000
 the commit (a ratio of 0.6x or 2x); pinned, a commit against itself read 0.96-1.07x on the
 one-at-a-time rows (docs/benchmarks.md, stop 76).  Even so a write one at a time moves by a
 few percent from round to round (the disk's fsyncs above all): more ``--rounds`` narrow the
-median.  ``--profile``'s extra runs are not pinned.
+median.
 ``--profile DIR`` runs each row once more on each side with py-spy on every server (docs/bench
-shows how to read them).  A quiet machine matters: it waits (``--wait-quiet``) for the 1-minute
+shows how to read them; those runs are not pinned).  A quiet machine matters: it waits (``--wait-quiet``) for the 1-minute
 load to fall below ``--quiet-load``.
 """
 
