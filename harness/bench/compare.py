@@ -28,7 +28,10 @@ few percent from round to round (the disk's fsyncs above all): more ``--rounds``
 median.
 ``--profile DIR`` runs each row once more on each side with py-spy on every server (docs/bench
 shows how to read them; those runs are not pinned).  A quiet machine matters: it waits (``--wait-quiet``) for the 1-minute
-load to fall below ``--quiet-load``.
+load to fall below ``--quiet-load``.  A quiet machine can still change speed: the report's speed
+probe (``report.speed_probe``) runs before the rows and after them, and where its Python loop
+moved by more than 10% the table says so (on one VM it moved by a third within an hour, and the
+same commit against itself read 0.86-1.15x: docs/benchmarks.md, stop 77).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from harness.bench.systems import System
 from harness import CHECKOUT
 
 FLAG_BELOW = 0.95
+SPEED_DRIFT_WARN = 0.10  # the speed probe's Python loop moved by more than this between the start and the end
 PINNED_SERVER_CPUS, PINNED_CLIENT_CPUS = {0}, {1}  # --pin: a one-at-a-time row's standalone server, its load driver
 
 
@@ -210,6 +214,20 @@ def table(found: dict[str, list[dict[str, Any]]], old_label: str) -> tuple[str, 
     return "\n".join(lines), flagged
 
 
+def speed_note(start: dict[str, float], end: dict[str, float]) -> str:
+    """The speed probe before the rows and after them, and a warning where the machine's Python
+    speed moved by more than ``SPEED_DRIFT_WARN`` in between: a ratio within that says nothing of
+    the code."""
+    before, after = start["python_loop_ms"], end["python_loop_ms"]
+    note = (f"speed probe: a pure-Python loop {before:.0f} ms before the rows, {after:.0f} ms after; "
+            f"fdatasync p50 {start['fdatasync_us']:.0f} and {end['fdatasync_us']:.0f} µs")  # fmt: skip
+    drift = abs(after - before) / min(before, after)
+    if drift > SPEED_DRIFT_WARN:
+        note += (f"\nwarning: the machine's speed moved by {100 * drift:.0f}% during the comparison: "
+                 f"a ratio that far from 1.0 may be the machine's, not the code's")  # fmt: skip
+    return note
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("old", help="the commit to compare this working tree with (a hash, a tag, HEAD~3)")
@@ -238,14 +256,18 @@ def main(argv: list[str] | None = None) -> int:
             out = Run(workdir / "records")
             if args.profile:
                 args.profile.mkdir(parents=True, exist_ok=True)
+            probe_at_start = report.speed_probe(workdir)
             found = run_rows(ROWS[args.rows], old_root, args.rounds, limits, workdir, out, args.profile, args.pin)
+            probe_at_end = report.speed_probe(workdir)
             if args.json:
-                args.json.write_text("".join(json.dumps(record) + "\n" for record in out.records))
+                meta = {"kind": "meta", "old": args.old, "old_hash": old_hash, "probe_at_start": probe_at_start, "probe_at_end": probe_at_end}
+                args.json.write_text("".join(json.dumps(record) + "\n" for record in [*out.records, meta]))
         finally:
             subprocess.run(["git", "-C", str(CHECKOUT), "worktree", "remove", "--force", str(old_root)], check=False)
     text, flagged = table(found, old_hash)
     placed = ", one-at-a-time rows pinned (--pin)" if args.pin and any(row.shape is None for row in ROWS[args.rows]) else ""
     print(f"\n{args.old} ({old_hash}) against the working tree, {args.rounds} rounds, alternating{placed}:\n\n{text}\n")
+    print(speed_note(probe_at_start, probe_at_end))
     if flagged:
         print(f"FLAGGED (median more than {100 * (1 - FLAG_BELOW):.0f}% below the old commit): {', '.join(flagged)}")
         return 1
