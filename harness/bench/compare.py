@@ -30,7 +30,7 @@ median.
 shows how to read them; those runs are not pinned).  A quiet machine matters: it waits (``--wait-quiet``) for the 1-minute
 load to fall below ``--quiet-load``.  A quiet machine can still change speed: the report's speed
 probe (``report.speed_probe``) runs before the rows and after them, and where its Python loop
-moved by more than 10% the table says so (on one VM it moved by a third within an hour, and the
+moved by more than 10% a line under the table says so (on one VM it moved by a third within an hour, and the
 same commit against itself read 0.86-1.15x: docs/benchmarks.md, stop 77).
 """
 
@@ -43,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -224,7 +225,7 @@ def speed_note(start: dict[str, float], end: dict[str, float]) -> str:
     drift = abs(after - before) / min(before, after)
     if drift > SPEED_DRIFT_WARN:
         note += (f"\nwarning: the machine's speed moved by {100 * drift:.0f}% during the comparison: "
-                 f"a ratio that far from 1.0 may be the machine's, not the code's")  # fmt: skip
+                 f"a ratio within {100 * drift:.0f}% of 1.0 may be the machine's, not the code's")  # fmt: skip
     return note
 
 
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             found = run_rows(ROWS[args.rows], old_root, args.rounds, limits, workdir, out, args.profile, args.pin)
             probe_at_end = report.speed_probe(workdir)
             if args.json:
-                meta = {"kind": "meta", "old": args.old, "old_hash": old_hash, "probe_at_start": probe_at_start, "probe_at_end": probe_at_end}
+                meta = {"ts": round(time.time(), 1), "kind": "meta", "old": args.old, "old_hash": old_hash, "probe_at_start": probe_at_start, "probe_at_end": probe_at_end}
                 args.json.write_text("".join(json.dumps(record) + "\n" for record in [*out.records, meta]))
         finally:
             subprocess.run(["git", "-C", str(CHECKOUT), "worktree", "remove", "--force", str(old_root)], check=False)

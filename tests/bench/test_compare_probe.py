@@ -27,7 +27,7 @@ def test_a_speed_within_ten_percent_gets_no_warning(before: float, after: float)
 @pytest.mark.parametrize(("before", "after", "moved"), [(180.0, 239.0, "33%"), (239.0, 180.0, "33%"), (100.0, 111.0, "11%")])
 def test_a_speed_that_moved_more_is_said_to_be_the_machines(before: float, after: float, moved: str) -> None:
     note = compare.speed_note(_probe(before), _probe(after))
-    assert f"warning: the machine's speed moved by {moved} during the comparison" in note
+    assert f"warning: the machine's speed moved by {moved} during the comparison: a ratio within {moved} of 1.0" in note
 
 
 def test_main_probes_before_and_after_the_rows_and_keeps_both(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -58,5 +58,6 @@ def test_main_probes_before_and_after_the_rows_and_keeps_both(monkeypatch: pytes
     assert "speed probe: a pure-Python loop 180 ms before the rows, 239 ms after; fdatasync p50 98 and 130 µs" in printed
     assert "warning: the machine's speed moved by 33% during the comparison" in printed
     meta = json.loads(records.read_text().splitlines()[-1])
+    assert isinstance(meta.pop("ts"), float)
     assert meta == {"kind": "meta", "old": "HEAD", "old_hash": "0123456789", "probe_at_start": _probe(180.0, 98.0),
                     "probe_at_end": _probe(239.0, 130.0)}  # fmt: skip
