@@ -58,7 +58,6 @@ from harness.bench.systems import System
 from harness import CHECKOUT
 
 FLAG_BELOW = 0.95
-SPEED_DRIFT_WARN = 0.10  # the speed probe's Python loop moved by more than this between the start and the end
 PINNED_SERVER_CPUS, PINNED_CLIENT_CPUS = {0}, {1}  # --pin: a one-at-a-time row's standalone server, its load driver
 
 
@@ -215,18 +214,9 @@ def table(found: dict[str, list[dict[str, Any]]], old_label: str) -> tuple[str, 
     return "\n".join(lines), flagged
 
 
-def speed_note(start: dict[str, float], end: dict[str, float]) -> str:
-    """The speed probe before the rows and after them, and a warning where the machine's Python
-    speed moved by more than ``SPEED_DRIFT_WARN`` in between: a ratio within that says nothing of
-    the code."""
-    before, after = start["python_loop_ms"], end["python_loop_ms"]
-    note = (f"speed probe: a pure-Python loop {before:.0f} ms before the rows, {after:.0f} ms after; "
-            f"fdatasync p50 {start['fdatasync_us']:.0f} and {end['fdatasync_us']:.0f} µs")  # fmt: skip
-    drift = abs(after - before) / min(before, after)
-    if drift > SPEED_DRIFT_WARN:
-        note += (f"\nwarning: the machine's speed moved by {100 * drift:.0f}% during the comparison: "
-                 f"a ratio within {100 * drift:.0f}% of 1.0 may be the machine's, not the code's")  # fmt: skip
-    return note
+def run_meta(old: str, old_hash: str, probe_at_start: dict[str, float], probe_at_end: dict[str, float]) -> dict[str, Any]:
+    """The last record of a ``--json`` file: the old commit and the speed probes around the rows."""
+    return {"ts": round(time.time(), 1), "kind": "meta", "old": old, "old_hash": old_hash, "probe_at_start": probe_at_start, "probe_at_end": probe_at_end}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,14 +251,14 @@ def main(argv: list[str] | None = None) -> int:
             found = run_rows(ROWS[args.rows], old_root, args.rounds, limits, workdir, out, args.profile, args.pin)
             probe_at_end = report.speed_probe(workdir)
             if args.json:
-                meta = {"ts": round(time.time(), 1), "kind": "meta", "old": args.old, "old_hash": old_hash, "probe_at_start": probe_at_start, "probe_at_end": probe_at_end}
+                meta = run_meta(args.old, old_hash, probe_at_start, probe_at_end)
                 args.json.write_text("".join(json.dumps(record) + "\n" for record in [*out.records, meta]))
         finally:
             subprocess.run(["git", "-C", str(CHECKOUT), "worktree", "remove", "--force", str(old_root)], check=False)
     text, flagged = table(found, old_hash)
     placed = ", one-at-a-time rows pinned (--pin)" if args.pin and any(row.shape is None for row in ROWS[args.rows]) else ""
     print(f"\n{args.old} ({old_hash}) against the working tree, {args.rounds} rounds, alternating{placed}:\n\n{text}\n")
-    print(speed_note(probe_at_start, probe_at_end))
+    print(report.speed_note(probe_at_start, probe_at_end))
     if flagged:
         print(f"FLAGGED (median more than {100 * (1 - FLAG_BELOW):.0f}% below the old commit): {', '.join(flagged)}")
         return 1

@@ -18,6 +18,7 @@ from harness import CHECKOUT
 
 DRIVER_LABEL = {"java": "Java client", "kazoo": "kazoo", "zabby-msgpack": "zabby msgpack Client"}
 LAYOUTS = ("default", "spread")
+SPEED_DRIFT_WARN = 0.10  # the speed probe's Python loop moved by more than this between two probes of one run
 
 
 def client_label(driver: str, layout: str, rec: dict[str, Any] | None = None) -> str:
@@ -137,6 +138,20 @@ def speed_probe(folder: Path) -> dict[str, float]:
         os.close(fd)
         path.unlink()
     return {"python_loop_ms": round(min(loop_s) * 1000, 1), "fdatasync_us": round(percentile(sync_s, 0.5) * 1e6)}
+
+
+def speed_note(start: dict[str, float], end: dict[str, float]) -> str:
+    """The speed probe before a side-by-side run's measurements and after them, and a warning
+    where the machine's Python speed moved by more than ``SPEED_DRIFT_WARN`` in between: a
+    difference between the sides within that says nothing of the code."""
+    before, after = start["python_loop_ms"], end["python_loop_ms"]
+    note = (f"speed probe: a pure-Python loop {before:.0f} ms before the measurements, {after:.0f} ms after; "
+            f"fdatasync p50 {start['fdatasync_us']:.0f} and {end['fdatasync_us']:.0f} µs")  # fmt: skip
+    drift = abs(after - before) / min(before, after)
+    if drift > SPEED_DRIFT_WARN:
+        note += (f"\nwarning: the machine's speed moved by {100 * drift:.0f}% during the run: a difference between "
+                 f"the sides within {100 * drift:.0f}% may be the machine's, not the code's")  # fmt: skip
+    return note
 
 
 def loadavg() -> float:

@@ -17,7 +17,9 @@ median over the rounds of: user and system µs per write, minor faults and young
 1,000 writes, and with ``--profile`` the Python calls per write (builtins apart), with the rates
 and the cores the whole machine kept busy over the window (from /proc/stat: servers and load
 driver; below the core count, the load stalls on something other than CPU).
-A server's user CPU per write moved by about 5% between runs where the rates moved by 10-15%.
+A server's user CPU per write moved by about 5% between runs where the rates moved by 10-15%;
+on a machine whose own speed changes it moves with it, so the report's speed probe runs before
+and after, and a line under the table says where the probe moved by more than 10%.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from typing import Any
 
 from harness import CHECKOUT
 from harness.bench.cli import Session, parse_settings, wait_quiet
-from harness.bench.compare import old_worktree
+from harness.bench import report
+from harness.bench.compare import old_worktree, run_meta
 from harness.bench.runner import SPREAD, Context, Limits, build_java
 from harness.bench.series import Run, measure
 from harness.bench.systems import System
@@ -201,14 +204,17 @@ def main(argv: list[str] | None = None) -> int:
         old_root, old_hash = old_worktree(args.old, workdir / "old")
         try:
             sides = {"old": old_root, "new": CHECKOUT}
+            probe_at_start = report.speed_probe(workdir)
             records = run_sides(sides, {"old": {} if args.new_only_setting else settings, "new": settings}, workloads, args.deployment,
                                 args.rounds, replace(Limits(), seconds=args.seconds), workdir, args.profile, args.keep_profiles)  # fmt: skip
+            probe_at_end = report.speed_probe(workdir)
         finally:
             subprocess.run(["git", "-C", str(CHECKOUT), "worktree", "remove", "--force", str(old_root)], check=False)
     if args.json:
-        args.json.write_text("".join(json.dumps(record) + "\n" for record in records))
+        args.json.write_text("".join(json.dumps(record) + "\n" for record in [*records, run_meta(args.old, old_hash, probe_at_start, probe_at_end)]))
     print(f"\n{args.old} ({old_hash}) against the working tree, {args.deployment}, {args.rounds} rounds, alternating (medians):\n")
     print(table(records, ["old", "new"]))
+    print(report.speed_note(probe_at_start, probe_at_end))
     return 0
 
 
