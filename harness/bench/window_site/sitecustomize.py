@@ -1,7 +1,8 @@
 """Loaded by every server ``python -m harness.bench.window`` starts (first on its PYTHONPATH):
 SIGUSR2 opens a measured window, SIGUSR1 closes it and writes what the process spent in it to
 ``$ZABBY_WINDOW_OUT/<pid>.json`` (its user and system CPU, minor faults, the collector's runs by
-generation and their time) and, with ``ZABBY_WINDOW_PROFILE=1``, cProfile's stats of the main
+generation and their time, its read and write system calls and the times it slept: counts, which
+a machine's speed does not change for a write one at a time) and, with ``ZABBY_WINDOW_PROFILE=1``, cProfile's stats of the main
 thread to ``<pid>.prof``.  Nothing else of the server changes."""
 
 from __future__ import annotations
@@ -27,8 +28,19 @@ def _on_collection(phase: str, info: dict[str, Any]) -> None:
         run[1] += time.perf_counter() - _state.pop("collecting")
 
 
+def _io_calls() -> int:
+    """The process's read and write system calls so far (``syscr`` + ``syscw`` of /proc/self/io:
+    every thread's; 0 where the kernel does not keep them)."""
+    try:
+        with open("/proc/self/io") as io:
+            fields = dict(line.split(":", 1) for line in io)
+    except OSError:
+        return 0
+    return int(fields.get("syscr", 0)) + int(fields.get("syscw", 0))
+
+
 def _open(signum: int, frame: Any) -> None:
-    _state.update(times=os.times(), usage=resource.getrusage(resource.RUSAGE_SELF), runs={})
+    _state.update(times=os.times(), usage=resource.getrusage(resource.RUSAGE_SELF), io_calls=_io_calls(), runs={})
     if os.environ.get("ZABBY_WINDOW_PROFILE") == "1":
         import cProfile
 
@@ -47,7 +59,8 @@ def _close(signum: int, frame: Any) -> None:
         profile.dump_stats(os.path.join(_OUT, f"{os.getpid()}.prof"))
     times, usage = os.times(), resource.getrusage(resource.RUSAGE_SELF)
     spent = {"user_s": times.user - _state["times"].user, "system_s": times.system - _state["times"].system,
-             "minor_faults": usage.ru_minflt - _state["usage"].ru_minflt, "collections": _state.pop("runs")}  # fmt: skip
+             "minor_faults": usage.ru_minflt - _state["usage"].ru_minflt, "collections": _state.pop("runs"),
+             "io_calls": _io_calls() - _state["io_calls"], "sleeps": usage.ru_nvcsw - _state["usage"].ru_nvcsw}  # fmt: skip
     with open(os.path.join(_OUT, f"{os.getpid()}.json"), "w") as out:
         json.dump(spent, out)
 
