@@ -24,8 +24,8 @@ on a machine whose own speed changes it moves with it, so the report's speed pro
 and after, and a line under the table says where the probe moved by more than 10%.  The system
 calls and sleeps are counts: for a write one at a time the machine's speed does not move them
 (stop 78: a 3-server create one at a time made the same calls and sleeps on 50448ec and today's
-code, round after round, while the rates moved by a third); pipelined, a slower machine batches
-more writes per call.
+code, round after round, while the rates moved by a third); pipelined, how many writes a call
+carries moves with the machine.
 """
 
 from __future__ import annotations
