@@ -8,24 +8,26 @@ The compare (``harness.bench.compare``) reads rates, which move by a tenth from 
 shared machine.  This reads, inside each server, what its process spent over the measured window
 alone: a ``sitecustomize`` (``harness/bench/window_site``) put first on the servers' PYTHONPATH
 takes SIGUSR2 as the window's start and SIGUSR1 as its end, and writes the process's user and
-system CPU, minor faults, the cyclic collector's runs, its read and write system calls and the
-times it slept (voluntary context switches), and with ``--profile`` cProfile's stats.  The load
+system CPU, minor faults, the cyclic collector's runs, its calls of the read(2)/write(2) family
+(not send/recv) and the times it slept (voluntary context switches), and with ``--profile``
+cProfile's stats.  The load
 is the compare's (ZooKeeper's Java client; pipelined rows 4 processes x 32 in flight, spread over
 the servers); the two sides alternate, each run on servers of its own.
 
 It prints, per workload and server role (``follower`` is one follower, the mean of both), the
 median over the rounds of: user and system µs per write; minor faults, young collections,
-read/write system calls and sleeps per 1,000 writes; and with ``--profile`` the Python calls per
+read/write calls and sleeps per 1,000 writes; and with ``--profile`` the Python calls per
 write (builtins apart), with the rates and the cores the whole machine kept busy over the window
 (from /proc/stat: servers and load driver; below the core count, the load stalls on something
 other than CPU).
 A server's user CPU per write moved by about 5% between runs where the rates moved by 10-15%;
 on a machine whose own speed changes it moves with it, so the report's speed probe runs before
-and after, and a line under the table says where the probe moved by more than 10%.  The system
-calls and sleeps are counts: for a write one at a time the machine's speed does not move them
-(stop 78: a 3-server create one at a time made the same calls and sleeps on 50448ec and today's
-code, round after round, while the rates moved by a third); pipelined, how many writes a call
-carries moves with the machine.
+and after, and a line under the table says where the probe moved by more than 10%.  The calls
+and sleeps are counts, which the machine's speed moves far less: for a write one at a time only
+through a server's own wakeups per second, spread over fewer writes when the rate falls (stop
+78: a 3-server create one at a time made the same read/write calls within 1-2% on 50448ec and
+today's code while the rates moved by a third; its sleeps moved by 3-10% from round to round);
+pipelined, how many writes one call carries may move with the machine.
 """
 
 from __future__ import annotations
@@ -162,7 +164,7 @@ def run_sides(roots: dict[str, Path], settings: dict[str, dict[str, str]], workl
 def table(records: list[dict[str, Any]], sides: list[str]) -> str:
     """The medians over the rounds, by workload and role, side by side."""
     keys = [("user_us", "user µs/write"), ("system_us", "system µs/write"), ("faults_per_1k", "minor faults /1k"),
-            ("young_per_1k", "young collections /1k"), ("io_calls_per_1k", "read/write syscalls /1k"), ("sleeps_per_1k", "sleeps /1k"),
+            ("young_per_1k", "young collections /1k"), ("io_calls_per_1k", "read/write calls /1k"), ("sleeps_per_1k", "sleeps /1k"),
             ("calls", "Python calls/write")]  # fmt: skip
     shown = [(key, label) for key, label in keys if any(key in f for r in records for f in r.get("spent", {}).values())]
     lines = ["| workload | role | " + " | ".join(f"{label} ({' → '.join(sides)})" for _, label in shown) + " | ops/s |",

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.bench.window import SITE, spent_per_write, table
 
 
@@ -37,6 +39,7 @@ def test_the_table_shows_the_medians_of_each_side_and_the_change() -> None:
     assert "Python calls" not in lines[0]
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="the kernel keeps no /proc/self/io")
 def test_the_servers_hook_writes_what_the_process_spent_between_the_two_signals(tmp_path: Path) -> None:
     """The hook itself, in a process of its own: between SIGUSR2 and SIGUSR1 the process below
     makes 200 writes and 20 sleeps, and nothing the hook counts before or after."""
@@ -55,5 +58,5 @@ os.kill(os.getpid(), signal.SIGUSR1)
     (written,) = tmp_path.glob("*.json")
     spent = json.loads(written.read_text())
     assert 200 <= spent["io_calls"] < 260  # the writes, and /proc/self/io's own read
-    assert 20 <= spent["sleeps"] < 60
+    assert 15 <= spent["sleeps"] < 60  # a 1 ms sleep whose timer fires before the task sleeps makes no switch
     assert spent["user_s"] >= 0 and spent["minor_faults"] >= 0

@@ -1,9 +1,9 @@
 """Loaded by every server ``python -m harness.bench.window`` starts (first on its PYTHONPATH):
 SIGUSR2 opens a measured window, SIGUSR1 closes it and writes what the process spent in it to
 ``$ZABBY_WINDOW_OUT/<pid>.json`` (its user and system CPU, minor faults, the collector's runs by
-generation and their time, its read and write system calls and the times it slept: counts, which
-a machine's speed does not change for a write one at a time) and, with ``ZABBY_WINDOW_PROFILE=1``, cProfile's stats of the main
-thread to ``<pid>.prof``.  Nothing else of the server changes."""
+generation and their time, its calls of the read(2) and write(2) family and the times it slept)
+and, with ``ZABBY_WINDOW_PROFILE=1``, cProfile's stats of the main thread to ``<pid>.prof``.
+Nothing else of the server changes."""
 
 from __future__ import annotations
 
@@ -29,8 +29,10 @@ def _on_collection(phase: str, info: dict[str, Any]) -> None:
 
 
 def _io_calls() -> int:
-    """The process's read and write system calls so far (``syscr`` + ``syscw`` of /proc/self/io:
-    every thread's; 0 where the kernel does not keep them)."""
+    """The process's calls of the read(2) and write(2) family so far, every thread's (``syscr`` +
+    ``syscw`` of /proc/self/io; 0 where the kernel does not keep them): os.read and os.write on a
+    socket, the log's writes, a read that found nothing; not send(2) or recv(2), which trio's
+    socket streams use (a client's writer task when a socket took part of a reply, TLS, peers)."""
     try:
         with open("/proc/self/io") as io:
             fields = dict(line.split(":", 1) for line in io)
@@ -53,14 +55,14 @@ def _open(signum: int, frame: Any) -> None:
 def _close(signum: int, frame: Any) -> None:
     if "times" not in _state or _OUT is None:
         return
+    times, usage, io_calls = os.times(), resource.getrusage(resource.RUSAGE_SELF), _io_calls()  # before the profile's own writes
     profile = _state.pop("profile", None)
     if profile is not None:
         profile.disable()
         profile.dump_stats(os.path.join(_OUT, f"{os.getpid()}.prof"))
-    times, usage = os.times(), resource.getrusage(resource.RUSAGE_SELF)
     spent = {"user_s": times.user - _state["times"].user, "system_s": times.system - _state["times"].system,
              "minor_faults": usage.ru_minflt - _state["usage"].ru_minflt, "collections": _state.pop("runs"),
-             "io_calls": _io_calls() - _state["io_calls"], "sleeps": usage.ru_nvcsw - _state["usage"].ru_nvcsw}  # fmt: skip
+             "io_calls": io_calls - _state["io_calls"], "sleeps": usage.ru_nvcsw - _state["usage"].ru_nvcsw}  # fmt: skip
     with open(os.path.join(_OUT, f"{os.getpid()}.json"), "w") as out:
         json.dump(spent, out)
 
