@@ -10,9 +10,8 @@ alone: a ``sitecustomize`` (``harness/bench/window_site``) put first on the serv
 takes SIGUSR2 as the window's start and SIGUSR1 as its end, and writes the process's user and
 system CPU, minor faults, the cyclic collector's runs, its calls of the read(2)/write(2) family
 (not send/recv) and the times it slept (voluntary context switches), and with ``--profile``
-cProfile's stats.  The load
-is the compare's (ZooKeeper's Java client; pipelined rows 4 processes x 32 in flight, spread over
-the servers); the two sides alternate, each run on servers of its own.
+cProfile's stats.  The load is the compare's (ZooKeeper's Java client; pipelined rows 4 processes
+x 32 in flight, spread over the servers); the two sides alternate, each run on servers of its own.
 
 It prints, per workload and server role (``follower`` is one follower, the mean of both), the
 median over the rounds of: user and system µs per write; minor faults, young collections,
