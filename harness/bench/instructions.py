@@ -4,17 +4,20 @@
     python -m harness.bench.instructions 55ce23b --ops create,pipelined-create --deployments 3-server
 
 Rates (``harness.bench.compare``) and CPU times (``harness.bench.window``) move with the
-machine's speed, which on a shared VM moves by a fifth within a run.  An instruction count does
-not: each server runs under valgrind's callgrind, its instrumentation switched on only over a
-measured window (``callgrind_control``), and the window's user-space instructions (callgrind's
+machine's speed, which on a shared VM moves by a fifth within a run.  An instruction count moves
+far less: each server runs under valgrind's callgrind, its instrumentation switched on only over
+a measured window (``callgrind_control``), and the window's user-space instructions (callgrind's
 ``Ir``: the interpreter, the C libraries; not the kernel's side of a syscall) are divided by the
-ops a kazoo client made in it.  A server under callgrind runs some 50 times slower, so each
-window is followed by an idle one (at least as long, and 5 s), whose instructions per second (a
-server's timers and pings) are subtracted for the busy window's length.  Two runs of one commit read within 1-2% of
-each other (docs/benchmarks.md, stop 79), so a role whose median grows by more than 3% is
-FLAGGED.  What it cannot see: time spent in the kernel (the calls per write are counted by
-``window``), waiting (an fsync, a wakeup: ``write_path``), and what an instruction costs (cache
-misses, the branch predictor).
+ops a kazoo client made in it.  A server under callgrind runs some 50 times slower; its idle
+work (timers, pings: a few million instructions a second, in lumps) is measured in an idle
+window after each (at least as long, and 10 s) and taken off for the busy window's length, and
+the ops repeat until a window has lasted ``--seconds`` so that the lumps even out.  A count
+still moves with timing: how often a server's loop finds its socket empty, how its collector's
+runs fall.  Run it alone on the machine (two runs at once read up to 10% apart on one commit);
+a role whose median grows by more than 3% is FLAGGED (docs/benchmarks.md, stop 79, has what a
+commit against itself reads).  What it cannot see: time spent in the kernel (the calls per
+write are counted by ``window``), waiting (an fsync, a wakeup: ``write_path``), and what an
+instruction costs (cache misses, the branch predictor).
 
 The ops (``--ops``): ``create`` (a new 100-byte znode), ``set`` (100 bytes on one znode),
 ``get``, one at a time; ``pipelined-create``, 32 creates in flight on the one connection.  The
@@ -49,12 +52,13 @@ from zabby.testing.processes import kill_processes, wait_serving
 
 OPS = ("create", "set", "get", "pipelined-create")
 DEPLOYMENTS = ("standalone", "3-server")
-FLAG_ABOVE = 1.03  # new/old: two runs of one commit read within 1-2%
+FLAG_ABOVE = 1.03  # new/old
+LEAST_FLAGGED = 10_000  # instructions per op: below it a role takes no part in the op (a getData's leader)
 IN_FLIGHT = 32  # pipelined-create
 VALUE = b"x" * 100
 TICK_MS = 2000  # a server under callgrind is ~50x slower: no election or sync limit may lapse
 START_S = 600.0
-IDLE_MIN_S = 5.0  # the idle work comes in lumps (timers, pings): measured over at least this long
+IDLE_MIN_S = 10.0  # the idle work comes in lumps (timers, pings): measured over at least this long
 TOTALS = re.compile(rb"^totals: (\d+)$", re.M)
 
 
@@ -107,18 +111,19 @@ class CallgrindServers:
         for proc in self.procs.values():
             subprocess.run(["callgrind_control", *arguments, str(proc.pid)], check=True, capture_output=True, timeout=120)
 
-    def window(self, run: Callable[[], None]) -> tuple[float, dict[int, int]]:
-        """``run``'s wall time, and the instructions each server executed meanwhile."""
+    def window(self, run: Callable[[], int]) -> tuple[float, int, dict[int, int]]:
+        """``run``'s wall time (with the switching on and off), what it returned (the ops it
+        made), and the instructions each server executed meanwhile."""
         for old in self.workdir.glob("callgrind-*.out.*"):
             old.unlink()
         self._control("-z")
-        self._control("-i", "on")
         started = time.monotonic()
-        run()
-        wall = time.monotonic() - started
+        self._control("-i", "on")
+        made = run()
         self._control("-i", "off")
+        wall = time.monotonic() - started
         self._control("-d")
-        return wall, {sid: dumped_total(self._newest_dump(sid)) for sid in self.servers}
+        return wall, made, {sid: dumped_total(self._newest_dump(sid)) for sid in self.servers}
 
     def _newest_dump(self, sid: int) -> Path:
         dumps = list(self.workdir.glob(f"{self._dump_stem(sid).name}.*"))
@@ -130,24 +135,25 @@ class CallgrindServers:
         kill_processes(list(self.procs.values()))
 
 
-def op_runner(client: KazooClient, op: str, count: int) -> Callable[[], None]:
-    """``count`` ops of ``op`` on ``client`` (under /i, which the warm-up made)."""
+def op_runner(client: KazooClient, op: str, count: int) -> Callable[[int], None]:
+    """A function making ``count`` ops of ``op`` on ``client`` (under /i, which the warm-up
+    made); given the ops made before, so that each create has a name of its own."""
 
-    def create() -> None:
-        for i in range(count):
+    def create(done: int) -> None:
+        for i in range(done, done + count):
             client.create(f"/i/c{i:07d}", VALUE)
 
-    def set_data() -> None:
+    def set_data(done: int) -> None:
         for _ in range(count):
             client.set("/i/w0", VALUE)
 
-    def get_data() -> None:
+    def get_data(done: int) -> None:
         for _ in range(count):
             client.get("/i/w0")
 
-    def pipelined_create() -> None:
+    def pipelined_create(done: int) -> None:
         waiting = []
-        for i in range(count):
+        for i in range(done, done + count):
             waiting.append(client.create_async(f"/i/p{i:07d}", VALUE))
             if len(waiting) >= IN_FLIGHT:
                 waiting.pop(0).get(60)
@@ -155,6 +161,20 @@ def op_runner(client: KazooClient, op: str, count: int) -> Callable[[], None]:
             result.get(60)
 
     return {"create": create, "set": set_data, "get": get_data, "pipelined-create": pipelined_create}[op]
+
+
+def repeated(run: Callable[[int], None], count: int, seconds: float) -> Callable[[], int]:
+    """``run`` again and again, ``count`` ops each time, until ``seconds`` have passed; the ops made."""
+
+    def until() -> int:
+        done = 0
+        deadline = time.monotonic() + seconds
+        while done == 0 or time.monotonic() < deadline:
+            run(done)
+            done += count
+        return done
+
+    return until
 
 
 def role_names(modes: dict[int, str], target: int) -> dict[int, str]:
@@ -189,15 +209,21 @@ def running(root: Path, workdir: Path, deployment: str) -> Iterator[tuple[Callgr
         servers.close()
 
 
-def measure_side(root: Path, workdir: Path, deployment: str, ops: list[str], count: int) -> list[dict[str, Any]]:
-    """Instructions per op of each server role, one record per op."""
+def idle(seconds: float) -> int:
+    time.sleep(seconds)
+    return 0
+
+
+def measure_side(root: Path, workdir: Path, deployment: str, ops: list[str], count: int, seconds: float) -> list[dict[str, Any]]:
+    """Instructions per op of each server role, one record per op: ``count`` ops at a time
+    until ``seconds`` have passed (the idle work comes in lumps: a server's ticks, its pings)."""
     records = []
     with running(root, workdir, deployment) as (servers, client, roles):
         for op in ops:
-            wall, busy = servers.window(op_runner(client, op, count))
-            idle_wall, idle = servers.window(functools.partial(time.sleep, max(wall, IDLE_MIN_S)))
-            counts = per_op(busy, {sid: value * wall / idle_wall for sid, value in idle.items()}, count)
-            records.append({"deployment": deployment, "op": op, "ops": count, "wall_s": round(wall, 2),
+            wall, made, busy = servers.window(repeated(op_runner(client, op, count), count, seconds))
+            idle_wall, _, still = servers.window(functools.partial(idle, max(wall, IDLE_MIN_S)))
+            counts = per_op(busy, {sid: value * wall / idle_wall for sid, value in still.items()}, made)
+            records.append({"deployment": deployment, "op": op, "ops": made, "wall_s": round(wall, 2), "idle_per_s": {roles[sid]: round(value / idle_wall) for sid, value in still.items()},
                             "instructions_per_op": {roles[sid]: value for sid, value in counts.items()}})  # fmt: skip
     return records
 
@@ -216,12 +242,15 @@ def table(records: list[dict[str, Any]], old_label: str) -> tuple[str, list[str]
             if not by_side["old"] or not by_side["new"]:
                 continue
             old, new = statistics.median(by_side["old"]), statistics.median(by_side["new"])
-            ratio = new / old if old > 0 else float("inf")
+            shown = ", ".join(f"{value:,}" for value in by_side["old"]), ", ".join(f"{value:,}" for value in by_side["new"])
+            if old < LEAST_FLAGGED:
+                lines.append(f"| {deployment} | {op} | {role} | {shown[0]} | {shown[1]} | (no part in it) |")
+                continue
+            ratio = new / old
             mark = ""
-            if ratio > FLAG_ABOVE and old > 0:
+            if ratio > FLAG_ABOVE:
                 mark = " FLAGGED"
                 flagged.append(f"{deployment} {op} {role}")
-            shown = ", ".join(f"{value:,}" for value in by_side["old"]), ", ".join(f"{value:,}" for value in by_side["new"])
             lines.append(f"| {deployment} | {op} | {role} | {shown[0]} | {shown[1]} | **{ratio:.3f}**{mark} |")
     return "\n".join(lines), flagged
 
@@ -231,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("old", help="the commit to compare the working tree with")
     parser.add_argument("--ops", default=",".join(OPS), help=f"comma-separated, of {', '.join(OPS)} (default: all)")
     parser.add_argument("--deployments", default=",".join(DEPLOYMENTS), help="standalone, 3-server or both (default)")
-    parser.add_argument("--count", type=int, default=1000, help="ops per window (default 1,000)")
+    parser.add_argument("--count", type=int, default=200, help="ops at a time (default 200)")
+    parser.add_argument("--seconds", type=float, default=30.0, help="a window's least length, its ops repeated until then (default 30)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds per side, alternating (default 2)")
     parser.add_argument("--json", type=Path, help="also write every record here (JSON lines)")
     args = parser.parse_args(argv)
@@ -239,8 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     deployments = [d for d in args.deployments.split(",") if d]
     if unknown := sorted(set(ops) - set(OPS)) + sorted(set(deployments) - set(DEPLOYMENTS)):
         parser.error(f"unknown: {', '.join(unknown)} (ops: {', '.join(OPS)}; deployments: {', '.join(DEPLOYMENTS)})")
-    if args.count < 1 or args.rounds < 1:
-        parser.error("--count and --rounds must be positive")
+    if args.count < 1 or args.rounds < 1 or args.seconds < 0:
+        parser.error("--count and --rounds must be positive, --seconds not negative")
     if (why := callgrind_missing()) is not None:
         raise SystemExit(why)
     records: list[dict[str, Any]] = []
@@ -253,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                 for side in ("old", "new") if number % 2 == 0 else ("new", "old"):
                     for deployment in deployments:
                         print(f"{deployment}: {side}, round {number + 1}/{args.rounds}", flush=True)
-                        found = measure_side(roots[side], workdir / f"{side}-{deployment}-{number}", deployment, ops, args.count)
+                        found = measure_side(roots[side], workdir / f"{side}-{deployment}-{number}", deployment, ops, args.count, args.seconds)
                         for record in found:
                             record.update(side=side, round=number)
                             print(f"  {json.dumps(record)}", flush=True)
