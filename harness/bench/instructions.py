@@ -13,7 +13,7 @@ work (timers, pings: a few million instructions a second, in lumps) is measured 
 window after each (at least as long, and 10 s) and taken off for the busy window's length, and
 the ops repeat until a window has lasted ``--seconds`` so that the lumps even out.  A count
 still moves with timing: how often a server's loop finds its socket empty, how its collector's
-runs fall.  Run it alone on the machine (two runs at once read one commit 3-8% apart, a getData 30%);
+runs fall.  Run it alone on the machine (two runs at once read one commit up to 20% apart);
 a role whose median grows by more than 3% is FLAGGED, except one that executes under 10,000 an
 op on both sides (it takes no part: a getData's leader).  docs/benchmarks.md (stop 79) has what
 a commit against itself reads.  What it cannot see: time spent in the kernel (the calls per
