@@ -88,6 +88,16 @@ def old_worktree(commit: str, folder: Path) -> tuple[Path, str]:
     return folder, resolved.stdout.strip()[:10]
 
 
+@contextmanager
+def old_checkout(commit: str, folder: Path) -> Iterator[tuple[Path, str]]:
+    """``old_worktree`` for the length of a with-block, the worktree removed after it."""
+    root, short = old_worktree(commit, folder)
+    try:
+        yield root, short
+    finally:
+        subprocess.run(["git", "-C", str(CHECKOUT), "worktree", "remove", "--force", str(root)], check=False)
+
+
 def cpu_per_op(record: dict[str, Any], key: str = "server_cpu_by_mode") -> dict[str, float]:
     """The servers' CPU microseconds per op, by role (leader, follower: their sum; standalone):
     user and system time, or, with ``key="server_user_cpu_by_mode"``, the user time alone."""
@@ -242,8 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     limits = replace(Limits(), seconds=args.seconds, latency_ops=args.latency_ops)
     with tempfile.TemporaryDirectory(prefix="zabby-compare-") as folder:
         workdir = Path(folder)
-        old_root, old_hash = old_worktree(args.old, workdir / "old")
-        try:
+        with old_checkout(args.old, workdir / "old") as (old_root, old_hash):
             out = Run(workdir / "records")
             if args.profile:
                 args.profile.mkdir(parents=True, exist_ok=True)
@@ -253,14 +262,17 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:
                 meta = run_meta(args.old, old_hash, probe_at_start, probe_at_end)
                 args.json.write_text("".join(json.dumps(record) + "\n" for record in [*out.records, meta]))
-        finally:
-            subprocess.run(["git", "-C", str(CHECKOUT), "worktree", "remove", "--force", str(old_root)], check=False)
     text, flagged = table(found, old_hash)
     placed = ", one-at-a-time rows pinned (--pin)" if args.pin and any(row.shape is None for row in ROWS[args.rows]) else ""
     print(f"\n{args.old} ({old_hash}) against the working tree, {args.rounds} rounds, alternating{placed}:\n\n{text}\n")
     print(report.speed_note(probe_at_start, probe_at_end))
+    return flagged_exit(flagged, f"median more than {100 * (1 - FLAG_BELOW):.0f}% below the old commit")
+
+
+def flagged_exit(flagged: list[str], rule: str) -> int:
+    """The command's exit code, 1 where rows were flagged (printed, with the ``rule`` that flags them)."""
     if flagged:
-        print(f"FLAGGED (median more than {100 * (1 - FLAG_BELOW):.0f}% below the old commit): {', '.join(flagged)}")
+        print(f"FLAGGED ({rule}): {', '.join(flagged)}")
         return 1
     return 0
 

@@ -48,7 +48,7 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from harness import CHECKOUT
-from harness.bench.compare import old_worktree
+from harness.bench.compare import flagged_exit, old_checkout
 from zabby.testing import Ensemble, ServerProcess
 from zabby.testing.processes import stop_processes, wait_serving
 
@@ -293,8 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     records: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="zabby-instructions-") as folder:
         workdir = Path(folder)
-        old_root, old_hash = old_worktree(args.old, workdir / "old")
-        try:
+        with old_checkout(args.old, workdir / "old") as (old_root, old_hash):
             roots = {"old": old_root, "new": CHECKOUT}
             for number in range(args.rounds):
                 for side in ("old", "new") if number % 2 == 0 else ("new", "old"):
@@ -305,17 +304,12 @@ def main(argv: list[str] | None = None) -> int:
                             record.update(side=side, round=number)
                             print(f"  {json.dumps(record)}", flush=True)
                         records.extend(found)
-        finally:
-            subprocess.run(["git", "-C", str(CHECKOUT), "worktree", "remove", "--force", str(old_root)], check=False)
     if args.json:
         args.json.write_text("".join(json.dumps(record) + "\n" for record in records))
     text, flagged = table(records, old_hash)
     print(f"\n{args.old} ({old_hash}) against the working tree, {args.rounds} rounds, alternating; user-space instructions per op (callgrind):\n")
     print(text)
-    if flagged:
-        print(f"FLAGGED (median more than {FLAG_ABOVE - 1:.0%} above the old commit): {', '.join(flagged)}")
-        return 1
-    return 0
+    return flagged_exit(flagged, f"median more than {FLAG_ABOVE - 1:.0%} above the old commit")
 
 
 if __name__ == "__main__":

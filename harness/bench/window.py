@@ -38,7 +38,6 @@ import pstats
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 from dataclasses import replace
@@ -48,7 +47,7 @@ from typing import Any
 from harness import CHECKOUT
 from harness.bench.cli import Session, parse_settings, wait_quiet
 from harness.bench import report
-from harness.bench.compare import old_worktree, run_meta
+from harness.bench.compare import old_checkout, run_meta
 from harness.bench.runner import SPREAD, Context, Limits, build_java
 from harness.bench.series import Run, measure
 from harness.bench.systems import System
@@ -210,15 +209,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: the machine is not quiet (1-minute load {load:.2f}): the figures are noisier", flush=True)
     with tempfile.TemporaryDirectory(prefix="zabby-window-") as folder:
         workdir = Path(folder)
-        old_root, old_hash = old_worktree(args.old, workdir / "old")
-        try:
+        with old_checkout(args.old, workdir / "old") as (old_root, old_hash):
             sides = {"old": old_root, "new": CHECKOUT}
             probe_at_start = report.speed_probe(workdir)
             records = run_sides(sides, {"old": {} if args.new_only_setting else settings, "new": settings}, workloads, args.deployment,
                                 args.rounds, replace(Limits(), seconds=args.seconds), workdir, args.profile, args.keep_profiles)  # fmt: skip
             probe_at_end = report.speed_probe(workdir)
-        finally:
-            subprocess.run(["git", "-C", str(CHECKOUT), "worktree", "remove", "--force", str(old_root)], check=False)
     if args.json:
         args.json.write_text("".join(json.dumps(record) + "\n" for record in [*records, run_meta(args.old, old_hash, probe_at_start, probe_at_end)]))
     print(f"\n{args.old} ({old_hash}) against the working tree, {args.deployment}, {args.rounds} rounds, alternating (medians):\n")

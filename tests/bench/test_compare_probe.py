@@ -78,10 +78,10 @@ def test_window_probes_before_and_after_its_runs_and_keeps_both(monkeypatch: pyt
         return []
 
     monkeypatch.setattr(window, "wait_quiet", lambda minutes, load: (True, 0.1))
-    monkeypatch.setattr(window, "old_worktree", lambda commit, folder: (folder, "0123456789"))
+    monkeypatch.setattr(compare, "old_worktree", lambda commit, folder: (folder, "0123456789"))
     monkeypatch.setattr(window, "run_sides", run_sides)
     monkeypatch.setattr(window.report, "speed_probe", speed_probe)
-    monkeypatch.setattr(window.subprocess, "run", lambda *args, **kwargs: None)
+    monkeypatch.setattr(compare.subprocess, "run", lambda *args, **kwargs: None)  # no worktree to remove
     records = tmp_path / "records.jsonl"
 
     assert window.main(["HEAD", "--json", str(records)]) == 0
