@@ -22,8 +22,8 @@ instruction costs (cache misses, the branch predictor).
 
 The ops (``--ops``): ``create`` (a new 100-byte znode), ``set`` (100 bytes on one znode),
 ``get``, one at a time; ``pipelined-create``, up to 32 creates in flight on the one connection
-(drained every ``--count``).  The
-client talks to one server: a follower on 3 servers (``follower*``; the other is ``follower``).
+(drained every ``--count``).  The client talks to one server: a follower on 3 servers
+(``follower*``; the other is ``follower``).
 The sides alternate, each round on servers of its own.
 """
 
@@ -263,12 +263,13 @@ def table(records: list[dict[str, Any]], old_label: str) -> tuple[str, list[str]
             if max(old, new) < LEAST_FLAGGED:
                 lines.append(f"| {deployment} | {op} | {role} | {shown[0]} | {shown[1]} | (no part in it) |")
                 continue
-            ratio = new / old
-            mark = ""
-            if ratio > FLAG_ABOVE:
-                mark = " FLAGGED"
+            if old < LEAST_FLAGGED:  # no ratio from about nothing (the idle work taken off may leave it at or below 0)
+                verdict, grew = "(new work)", True
+            else:
+                verdict, grew = f"**{new / old:.3f}**", new / old > FLAG_ABOVE
+            if grew:
                 flagged.append(f"{deployment} {op} {role}")
-            lines.append(f"| {deployment} | {op} | {role} | {shown[0]} | {shown[1]} | **{ratio:.3f}**{mark} |")
+            lines.append(f"| {deployment} | {op} | {role} | {shown[0]} | {shown[1]} | {verdict}{' FLAGGED' if grew else ''} |")
     return "\n".join(lines), flagged
 
 

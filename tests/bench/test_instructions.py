@@ -68,11 +68,13 @@ def test_a_role_is_flagged_when_its_median_grows_by_more_than_three_percent() ->
 
 
 def test_a_role_only_one_side_has_is_left_out_and_one_that_takes_no_part_is_not_flagged() -> None:
-    records = [_record("old", "get", {"follower*": 90_000, "leader": 800, "follower": 900}),
-               _record("new", "get", {"follower*": 80_000, "leader": 2_400, "follower": 40_000, "observer": 5})]  # fmt: skip
+    records = [_record("old", "get", {"follower*": 90_000, "leader": 800, "follower": -150, "follower2": 0}),
+               _record("new", "get", {"follower*": 80_000, "leader": 2_400, "follower": 40_000, "follower2": 12_000, "observer": 5})]  # fmt: skip
     text, flagged = table(records, "abc")
-    assert flagged == ["3-server get follower"] and "observer" not in text  # a role that starts to work is flagged
-    assert text.splitlines()[-1] == "| 3-server | get | leader | 800 | 2,400 | (no part in it) |"
+    assert flagged == ["3-server get follower", "3-server get follower2"] and "observer" not in text  # roles that start to work
+    lines = text.splitlines()
+    assert lines[3] == "| 3-server | get | follower | -150 | 40,000 | (new work) FLAGGED |"
+    assert lines[-1] == "| 3-server | get | leader | 800 | 2,400 | (no part in it) |"
 
 
 @pytest.mark.parametrize(("arguments", "says"), [(["HEAD", "--ops", "delete"], "unknown: delete"),
@@ -132,9 +134,11 @@ def test_a_window_reads_the_newest_dump_and_an_answer_without_ok_is_an_error(tmp
         assert not (tmp_path / "callgrind-1.out.10").exists()
         servers2, control2 = _fake_servers(tmp_path, ["Error: Callgrind task with PID/name '1' not detected.\n"], {1: 5_000})
         monkeypatch.setattr(subprocess, "run", control2)
-        with pytest.raises(RuntimeError, match="not detected"):
-            servers2.window(lambda: 1)
-        servers2.close()
+        try:
+            with pytest.raises(RuntimeError, match="not detected"):
+                servers2.window(lambda: 1)
+        finally:
+            servers2.close()
     finally:
         monkeypatch.undo()
         servers.close()
